@@ -1,0 +1,5 @@
+"""``python -m knights_tour`` runs the ``ktour`` command line."""
+
+from knights_tour.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""The project's small error hierarchy.
+
+Every error a user can cause derives from :class:`KnightsTourError`, so the CLI can turn any of
+them into one clear line on stderr and exit code 2 without catching unrelated bugs.
+"""
+
+from __future__ import annotations
+
+
+class KnightsTourError(Exception):
+    """Base class of every error this package raises on bad input or an unusable environment."""
+
+
+class InvalidBoardError(KnightsTourError, ValueError):
+    """A board size that is malformed or out of range (e.g. ``"0"``, ``"8x"``, ``-3``)."""
+
+
+class InvalidSquareError(KnightsTourError, ValueError):
+    """A square that is malformed or off the board (e.g. ``"z9"`` on 8×8, ``(8, 0)``)."""
+
+
+class UnknownSolverError(KnightsTourError, ValueError):
+    """A solver backend name that is not registered; the message lists the valid names."""
+
+
+class InvalidJobError(KnightsTourError, ValueError):
+    """A job (from the CLI, the API or a broker message) with a missing or malformed field."""
+
+
+class TourFormatError(KnightsTourError, ValueError):
+    """A tour file (step-number matrix or JSON record) that cannot be parsed."""
+
+
+class BackendUnavailableError(KnightsTourError, RuntimeError):
+    """A service the command needs (e.g. the Redis server at a given URL) cannot be reached."""

@@ -1,0 +1,66 @@
+"""Configuration: the one module that reads the environment (variables prefixed ``KT_``).
+
+Every setting has a documented default; nothing else in the package reads ``os.environ`` for
+``KT_`` variables. Read with :func:`get_settings` (cached; call ``get_settings.cache_clear()``
+after changing the environment in tests).
+
+=============================  ========================================================  =========
+variable                       meaning                                                   default
+=============================  ========================================================  =========
+``KT_REDIS_URL``               broker and result store; unset = embedded Redis           unset
+``KT_DATA_DIR``                embedded Redis data, reports (platformdirs user data)     per-user
+``KT_SOFT_TIME_LIMIT_S``       Celery soft time limit per task, seconds                  300
+``KT_HARD_TIME_LIMIT_S``       Celery hard time limit per task, seconds                  360
+``KT_VISIBILITY_TIMEOUT_S``    Redis visibility timeout, seconds (> hard limit)          420
+``KT_JOB_TIME_LIMIT_S``        solver time limit per job, seconds                        60
+``KT_CPSAT_TIME_LIMIT_S``      CP-SAT time limit per job, seconds                        60
+``KT_RESULT_TTL_S``            expire stored records after this many seconds; 0 = never  0
+``KT_WORKERS``                 local worker processes for the embedded run               cores
+``KT_LOG_LEVEL``               worker log level                                          WARNING
+=============================  ========================================================  =========
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("knights-tour", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """All ``KT_`` settings; see the module docstring for the table."""
+
+    model_config = SettingsConfigDict(env_prefix="KT_", extra="ignore")
+
+    redis_url: str | None = None
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    soft_time_limit_s: float = Field(300.0, gt=0)
+    hard_time_limit_s: float = Field(360.0, gt=0)
+    visibility_timeout_s: float = Field(420.0, gt=0)
+    job_time_limit_s: float = Field(60.0, gt=0)
+    cpsat_time_limit_s: float = Field(60.0, gt=0)
+    result_ttl_s: int = Field(0, ge=0)
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    log_level: str = "WARNING"
+
+    @model_validator(mode="after")
+    def _limits_in_order(self) -> Settings:
+        if self.hard_time_limit_s <= self.soft_time_limit_s:
+            raise ValueError("KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S")
+        if self.visibility_timeout_s <= self.hard_time_limit_s:
+            raise ValueError("KT_VISIBILITY_TIMEOUT_S must be greater than KT_HARD_TIME_LIMIT_S")
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,125 @@
+"""The verifier: the single judge of whether a sequence of squares is a knight's tour.
+
+It is deliberately small and independent of every solver: it trusts nothing but the definition.
+A *knight's tour* on a ``rows × cols`` board is a sequence of all ``rows*cols`` squares, each
+exactly once, every consecutive pair a knight move (a Hamiltonian path of the knight's graph).
+It is *closed* (re-entrant) if the last square is also a knight move from the first (a
+Hamiltonian cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from knights_tour.board import Board, Square, parse_board
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of :func:`verify_tour`: ``ok`` and, when not ok, the first violation in words."""
+
+    ok: bool
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def _is_knight_move(a: Square, b: Square) -> bool:
+    dr, dc = abs(a[0] - b[0]), abs(a[1] - b[1])
+    return (dr, dc) in ((1, 2), (2, 1))
+
+
+def verify_tour(
+    size: int | str | Sequence[int] | Board,
+    tour: Sequence[Sequence[int]] | None,
+    start: Square | str | None = None,
+    closed: bool = False,
+) -> Verdict:
+    """Check that ``tour`` is a knight's tour of the board.
+
+    Parameters
+    ----------
+    size : int, str, (rows, cols) or Board
+        The board, e.g. ``8``, ``"6x8"`` or ``(6, 8)``.
+    tour : sequence of (row, col)
+        The squares in visiting order; length must be ``rows*cols``. Row 0 is the top row.
+    start : (row, col) or algebraic name, optional
+        If given, the tour must begin on this square.
+    closed : bool
+        If true, the tour must also be closed: last square a knight move from the first.
+
+    Returns
+    -------
+    Verdict
+        ``Verdict(True)`` if every check passes, else ``Verdict(False, reason)`` naming the first
+        violation found (checks run in order: shape, length, squares on board, repeats, start,
+        moves, closure).
+
+    Raises
+    ------
+    InvalidBoardError, InvalidSquareError
+        Only for a malformed ``size`` or ``start`` (a bad *tour* is a verdict, never an error).
+
+    Examples
+    --------
+    >>> verify_tour(1, [(0, 0)])
+    Verdict(ok=True, reason=None)
+    >>> verify_tour(5, [(0, 0), (1, 1)]).reason
+    'tour has 2 squares, a 5x5 board needs 25'
+    """
+    board = parse_board(size)
+    start_sq = board.parse_square(start) if start is not None else None
+    if tour is None:
+        return Verdict(False, "no tour given")
+    squares: list[Square] = []
+    for step, sq in enumerate(tour, start=1):
+        if (
+            isinstance(sq, (str, bytes))
+            or not isinstance(sq, Sequence)
+            or len(sq) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in sq)
+        ):
+            return Verdict(False, f"step {step} is not a (row, col) pair of integers: {sq!r}")
+        squares.append((sq[0], sq[1]))
+    n = board.n_squares
+    if len(squares) != n:
+        return Verdict(False, f"tour has {len(squares)} squares, a {board.label} board needs {n}")
+    seen: dict[Square, int] = {}
+    for step, sq in enumerate(squares, start=1):
+        if not board.contains(sq):
+            return Verdict(False, f"step {step} {sq} is off the {board.label} board")
+        if sq in seen:
+            return Verdict(
+                False,
+                f"square {board.algebraic(sq)} {sq} is visited twice (steps {seen[sq]} and {step})",
+            )
+        seen[sq] = step
+    if start_sq is not None and squares[0] != start_sq:
+        return Verdict(
+            False,
+            f"tour starts on {board.algebraic(squares[0])}, not on {board.algebraic(start_sq)}",
+        )
+    for step in range(1, n):
+        a, b = squares[step - 1], squares[step]
+        if not _is_knight_move(a, b):
+            return Verdict(
+                False,
+                f"step {step} -> {step + 1} ({board.algebraic(a)} -> {board.algebraic(b)}) "
+                "is not a knight move",
+            )
+    if closed and not _is_knight_move(squares[-1], squares[0]):
+        return Verdict(
+            False,
+            f"tour is not closed: last square {board.algebraic(squares[-1])} is not a knight "
+            f"move from the first {board.algebraic(squares[0])}",
+        )
+    return Verdict(True)
+
+
+def is_closed(tour: Sequence[Sequence[int]]) -> bool:
+    """True if the last square of ``tour`` is a knight move from its first (no other checks)."""
+    if len(tour) < 2:
+        return False
+    return _is_knight_move(tuple(tour[-1]), tuple(tour[0]))  # type: ignore[arg-type]
