@@ -1,0 +1,244 @@
+"""The ``cpsat`` backend: a knight's tour as a Hamiltonian path/cycle model for OR-Tools CP-SAT.
+
+The model (one per job):
+
+* one Boolean literal per **directed** knight move ``u -> v`` (both directions of every edge of
+  the knight's graph);
+* an ``add_circuit`` (AddCircuit) constraint over those arcs: the true arcs form one circuit
+  through every node (no self-loops are offered, so no square may be skipped);
+* for an **open** tour a dummy node ``D`` (index ``rows*cols``) closes the path into a cycle:
+  the arc ``D -> start`` is fixed true and is the only arc out of ``D``; every other square ``v``
+  has an optional arc ``v -> D`` (the chosen one marks the tour's last square). Reading the
+  successors from ``start`` until ``D`` gives the tour;
+* for a **closed** (re-entrant) tour there is no dummy: a plain circuit over all squares (a
+  Hamiltonian cycle), read from ``start``;
+* redundant degree constraints: exactly one true arc into and out of every node. They make the
+  model's meaning independent of a detail of the circuit constraint (a node that appears in no
+  arc is *ignored* by it, so e.g. the centre of 3×3, which has no knight moves, would silently
+  drop out): with them a square with no arc makes the model INFEASIBLE, as it should. They also
+  let degenerate boards (no knight moves at all) be modelled without ``add_circuit``, which
+  refuses an empty arc list (``ValueError``); such a model is still answered by CP-SAT.
+
+Answers: ``found`` (tour read back from the arcs), ``no_tour`` with proof ``cpsat`` (the model
+is INFEASIBLE), ``unknown`` with reason ``time_limit`` (UNKNOWN: the time limit ran out first),
+``error`` for MODEL_INVALID (a bug, never expected). One search worker per job (the Celery
+workers already occupy the cores).
+
+Source of the technique: the circuit constraint of CP-SAT (Google OR-Tools documentation,
+"AddCircuit"); the Hamiltonian-path-via-dummy-node reduction is the standard one (a path from
+``s`` is a cycle through an extra node joined to every square).
+
+This module imports neither Celery nor Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ortools.sat.python import cp_model
+
+from knights_tour.board import Board, Square
+from knights_tour.result import Proof, Status, TourResult
+from knights_tour.settings import get_settings
+
+SOLVER_NAME = "cpsat"
+
+
+class _TourModel:
+    """The CP-SAT model of a knight's tour on ``board`` from ``start`` (see module docstring).
+
+    ``arcs`` maps ``(tail, head)`` node indices to the arc's literal; squares are row-major
+    indices ``0 .. rows*cols-1``, the dummy (open tours only) is ``rows*cols``.
+    """
+
+    def __init__(self, board: Board, start: Square, closed: bool) -> None:
+        self.board = board
+        self.start = start
+        self.closed = closed
+        n = board.n_squares
+        self.n = n
+        self.dummy: int | None = None if closed else n
+        self.model = cp_model.CpModel()
+        self.arcs: dict[tuple[int, int], cp_model.IntVar] = {}
+        s = board.index(start)
+        for u, targets in enumerate(board.neighbours):
+            for v in targets:
+                self.arcs[(u, v)] = self.model.new_bool_var(f"a{u}_{v}")
+        if not closed:
+            d = n
+            lit = self.model.new_bool_var(f"a{d}_{s}")
+            self.model.add(lit == 1)
+            self.arcs[(d, s)] = lit
+            for v in range(n):
+                # start -> D would make the cycle D -> start -> D; only the 1x1 board needs it.
+                if v != s or n == 1:
+                    self.arcs[(v, d)] = self.model.new_bool_var(f"a{v}_{d}")
+        nodes = n if closed else n + 1
+        outgoing: list[list[cp_model.IntVar]] = [[] for _ in range(nodes)]
+        incoming: list[list[cp_model.IntVar]] = [[] for _ in range(nodes)]
+        for (u, v), lit in self.arcs.items():
+            outgoing[u].append(lit)
+            incoming[v].append(lit)
+        for i in range(nodes):
+            # An empty list makes the model infeasible: a square nothing reaches or leaves.
+            self.model.add_exactly_one(outgoing[i])
+            self.model.add_exactly_one(incoming[i])
+        if self.arcs:
+            self.model.add_circuit([(u, v, lit) for (u, v), lit in self.arcs.items()])
+
+    def read_tour(self, solver: cp_model.CpSolver) -> list[Square]:
+        """The tour encoded by a solution: successors followed from the start square."""
+        succ: dict[int, int] = {}
+        for (u, v), lit in self.arcs.items():
+            if solver.boolean_value(lit):
+                succ[u] = v
+        node = self.board.index(self.start)
+        tour = [node]
+        while len(tour) < self.n:
+            node = succ[node]
+            if node == self.dummy:
+                break
+            tour.append(node)
+        return [self.board.square(i) for i in tour]
+
+
+def _make_solver(time_limit_s: float) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    return solver
+
+
+def solve(
+    board: Board,
+    start: Square,
+    *,
+    closed: bool = False,
+    time_limit_s: float | None = None,
+    exhaustive: bool = False,
+    node_limit: int | None = None,
+) -> TourResult:
+    """Find a knight's tour from ``start`` with CP-SAT, or prove there is none.
+
+    Parameters
+    ----------
+    board : Board
+        The ``rows × cols`` board.
+    start : (row, col)
+        Start square, row 0 at the top; must be on the board.
+    closed : bool
+        Ask for a closed (re-entrant) tour (a Hamiltonian cycle) instead of an open one.
+    time_limit_s : float, optional
+        CP-SAT wall-clock limit in seconds; default ``get_settings().cpsat_time_limit_s``.
+    exhaustive, node_limit
+        Ignored (CP-SAT is complete up to its time limit; there is no node budget).
+
+    Returns
+    -------
+    TourResult
+        ``found`` with ``tour`` (list of ``rows*cols`` squares, row 0 at the top), ``no_tour``
+        with proof ``cpsat`` (model INFEASIBLE), or ``unknown`` with reason ``time_limit``.
+        ``nodes`` is CP-SAT's branch count. The claim is unverified; :func:`knights_tour.api.solve`
+        runs the verifier.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    """
+    start = board.check_square(start)
+    if time_limit_s is None:
+        time_limit_s = get_settings().cpsat_time_limit_s
+    began = time.perf_counter()
+    tm = _TourModel(board, start, closed)
+    solver = _make_solver(time_limit_s)
+    status = solver.solve(tm.model)
+    result = TourResult(
+        rows=board.rows, cols=board.cols, start=start, solver=SOLVER_NAME, closed=closed
+    )
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        result.status = Status.FOUND
+        result.tour = tm.read_tour(solver)
+    elif status == cp_model.INFEASIBLE:
+        result.status = Status.NO_TOUR
+        result.proof = Proof.CPSAT
+        kind = "Hamiltonian cycle" if closed else "Hamiltonian path from the start square"
+        result.proof_detail = (
+            f"CP-SAT proved the {kind} model (add_circuit over the knight's graph) infeasible"
+        )
+    elif status == cp_model.UNKNOWN:
+        result.status = Status.UNKNOWN
+        result.reason = "time_limit"
+    else:  # MODEL_INVALID: a bug in the model, never a property of the board
+        result.status = Status.ERROR
+        result.reason = f"CP-SAT returned {solver.status_name(status)}"
+    result.nodes = int(solver.num_branches)
+    result.elapsed_s = time.perf_counter() - began
+    result.extra["cpsat_status"] = solver.status_name(status)
+    return result
+
+
+def check_tour(
+    board: Board,
+    tour: Sequence[Sequence[int]] | None,
+    start: Square,
+    closed: bool = False,
+    time_limit_s: float | None = None,
+) -> bool:
+    """Ask the CP-SAT model whether ``tour`` is one of its solutions (a cross-check of a tour).
+
+    The arcs the tour uses are fixed true and every other arc false; the answer is whether CP-SAT
+    finds that assignment feasible. A step that is not a knight move (no such arc in the model),
+    a repeated or missing square or a missing closing move all make it infeasible; a tour that
+    does not begin on ``start`` is rejected before the model is asked.
+
+    Parameters
+    ----------
+    board : Board
+    tour : sequence of (row, col)
+        The squares in visiting order, row 0 at the top.
+    start : (row, col)
+        The start square the model is built for.
+    closed : bool
+        Check against the closed-tour (Hamiltonian cycle) model.
+    time_limit_s : float, optional
+        CP-SAT time limit in seconds (default ``get_settings().cpsat_time_limit_s``); the check
+        is pure propagation and takes milliseconds.
+
+    Returns
+    -------
+    bool
+        True only if CP-SAT reports the fixed assignment feasible.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board (a bad *tour* is an answer, False, never an error).
+    """
+    start = board.check_square(start)
+    if tour is None or len(tour) == 0:
+        return False
+    indices: list[int] = []
+    for sq in tour:
+        if len(sq) != 2 or not board.contains((sq[0], sq[1])):
+            return False
+        indices.append(board.index((int(sq[0]), int(sq[1]))))
+    tm = _TourModel(board, start, closed)
+    if indices[0] != board.index(start):
+        return False  # a tour is read from its start square (the closed model has no dummy)
+    used: list[tuple[int, int]] = list(zip(indices, indices[1:]))
+    if closed:
+        if len(indices) > 1:
+            used.append((indices[-1], indices[0]))
+    else:
+        used = [(tm.n, indices[0]), *used, (indices[-1], tm.n)]
+    used_set = set(used)
+    if any(arc not in tm.arcs for arc in used_set):
+        return False  # a step the model has no arc for (not a knight move, or a wrong start)
+    for arc, lit in tm.arcs.items():
+        tm.model.add(lit == (1 if arc in used_set else 0))
+    if time_limit_s is None:
+        time_limit_s = get_settings().cpsat_time_limit_s
+    status = _make_solver(time_limit_s).solve(tm.model)
+    return status in (cp_model.OPTIMAL, cp_model.FEASIBLE)

@@ -1,0 +1,160 @@
+"""Tests of the ``cpsat`` backend against facts from outside the code.
+
+Facts used: colour parity (on a board with an odd number of squares an open tour starts on the
+majority colour); no open knight's tour exists on 3×3 or 4×4 (Cull & De Curtins 1978; the
+smallest boards with open tours are 1×1, 3×4, 3×7, 4×5 and 5×5 up); Schwenk 1991: an m×n board,
+m ≤ n, has a closed tour unless m and n are both odd, m ∈ {1, 2, 4}, or m = 3 and n ∈ {4, 6, 8}
+(so 6×6 and 5×6 have closed tours and 4×5 has none).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from knights_tour.api import solve
+from knights_tour.board import Board
+from knights_tour.result import Proof, Status
+from knights_tour.solvers import get_solver
+from knights_tour.solvers.cpsat import check_tour
+from knights_tour.solvers.cpsat import solve as cpsat_solve
+from knights_tour.verify import verify_tour
+
+LIMIT = 30.0
+
+
+@pytest.mark.parametrize(
+    ("size", "start"),
+    [("5x5", (0, 0)), ("6x6", (0, 0)), ("6x6", (2, 3)), ("3x4", (0, 0)), ("4x5", (0, 0))],
+)
+def test_finds_verified_open_tour(size: str, start: tuple[int, int]) -> None:
+    result = solve(size, start, solver="cpsat", time_limit_s=LIMIT)
+    assert result.status == Status.FOUND, result.reason
+    assert result.checks["verifier"] is True
+    assert result.tour[0] == start
+    assert verify_tour(size, result.tour, start=start).ok
+
+
+def test_registry_resolves_to_this_backend() -> None:
+    assert get_solver("cpsat") is cpsat_solve
+
+
+def test_parity_start_has_no_tour() -> None:
+    # (0, 1) is on the minority colour of 5x5 (13 squares of colour 0, 12 of colour 1).
+    assert Board.colour((0, 1)) == 1
+    result = solve(5, (0, 1), solver="cpsat", time_limit_s=LIMIT)
+    assert result.status == Status.NO_TOUR
+    assert result.proof == Proof.CPSAT
+    assert result.tour is None
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_no_open_tour_on_3x3_and_4x4(n: int) -> None:
+    board = Board(n, n)
+    for start in board.squares():
+        result = cpsat_solve(board, start, time_limit_s=LIMIT)
+        assert result.status == Status.NO_TOUR, (n, start)
+        assert result.proof == Proof.CPSAT
+
+
+def test_closed_tour_on_6x6_is_closed() -> None:
+    result = solve(6, (0, 0), solver="cpsat", closed=True, time_limit_s=LIMIT)
+    assert result.status == Status.FOUND
+    assert verify_tour(6, result.tour, start=(0, 0), closed=True).ok
+
+
+def test_closed_tour_on_5x6_exists_schwenk() -> None:
+    result = solve("5x6", (2, 2), solver="cpsat", closed=True, time_limit_s=LIMIT)
+    assert result.status == Status.FOUND
+    assert verify_tour("5x6", result.tour, start=(2, 2), closed=True).ok
+
+
+def test_no_closed_tour_on_4x5_schwenk() -> None:
+    result = solve("4x5", (0, 0), solver="cpsat", closed=True, time_limit_s=LIMIT)
+    assert result.status == Status.NO_TOUR
+    assert result.proof == Proof.CPSAT
+
+
+def test_no_closed_tour_on_odd_board() -> None:
+    # 5x5 has 25 squares: a closed tour would alternate colours around an odd cycle.
+    result = solve(5, (0, 0), solver="cpsat", closed=True, time_limit_s=LIMIT)
+    assert result.status == Status.NO_TOUR
+
+
+def test_one_square_board() -> None:
+    result = solve(1, (0, 0), solver="cpsat", time_limit_s=LIMIT)
+    assert result.status == Status.FOUND
+    assert result.tour == [(0, 0)]
+    # A one-square tour has no closing knight move, so the closed model is infeasible,
+    # in agreement with the verifier (which rejects it as closed).
+    closed = solve(1, (0, 0), solver="cpsat", closed=True, time_limit_s=LIMIT)
+    assert closed.status == Status.NO_TOUR
+    assert not verify_tour(1, [(0, 0)], closed=True).ok
+
+
+@pytest.mark.parametrize("size", ["2x2", "1x5", "2x7"])
+def test_boards_without_enough_moves(size: str) -> None:
+    # 1xn, 2xn boards (n > 1) have squares with at most two knight moves in a line: no tour
+    # (2x2 and 1xn have no knight moves at all, which add_circuit cannot take directly).
+    for closed in (False, True):
+        result = solve(size, (0, 0), solver="cpsat", closed=closed, time_limit_s=LIMIT)
+        assert result.status == Status.NO_TOUR, (size, closed)
+
+
+def test_3x3_centre_square_is_not_ignored() -> None:
+    # The centre of 3x3 has no knight moves; the 8 outer squares form a knight cycle.
+    # The model must not drop the isolated square and report a tour of the other eight.
+    board = Board(3, 3)
+    ring = board.knight_moves((0, 0))
+    assert ring and (1, 1) not in ring and board.knight_moves((1, 1)) == []
+    for closed in (False, True):
+        assert cpsat_solve(board, (0, 0), closed=closed).status == Status.NO_TOUR
+
+
+def test_check_tour_accepts_verified_tour_and_rejects_broken_ones() -> None:
+    board = Board(5, 5)
+    result = solve(board, (0, 0), solver="cpsat", time_limit_s=LIMIT)
+    tour = result.tour
+    assert verify_tour(board, tour, start=(0, 0)).ok
+    assert check_tour(board, tour, (0, 0)) is True
+    # swap two squares in the middle: non-knight steps
+    broken = list(tour)
+    broken[5], broken[6] = broken[6], broken[5]
+    assert not verify_tour(board, broken).ok
+    assert check_tour(board, broken, (0, 0)) is False
+    # truncated (a square missing)
+    assert check_tour(board, tour[:-1], (0, 0)) is False
+    # a repeated square instead of the last one
+    assert check_tour(board, [*tour[:-1], tour[-3]], (0, 0)) is False
+    # the reverse is a tour, but from another start square
+    assert verify_tour(board, tour[::-1]).ok
+    assert check_tour(board, tour[::-1], (0, 0)) is False
+    assert check_tour(board, tour[::-1], tour[-1]) is True
+    # an open 5x5 tour is never closed (odd board)
+    assert check_tour(board, tour, (0, 0), closed=True) is False
+    assert check_tour(board, [], (0, 0)) is False
+    assert check_tour(board, [*tour[:-1], (9, 9)], (0, 0)) is False
+
+
+def test_check_tour_closed() -> None:
+    board = Board(6, 6)
+    result = solve(board, (0, 0), solver="cpsat", closed=True, time_limit_s=LIMIT)
+    assert check_tour(board, result.tour, (0, 0), closed=True) is True
+    assert check_tour(board, result.tour, (0, 0), closed=False) is True  # a closed tour is open too
+    # rotating a closed tour keeps it closed but changes the start square
+    rotated = result.tour[1:] + result.tour[:1]
+    assert check_tour(board, rotated, rotated[0], closed=True) is True
+    assert check_tour(board, rotated, (0, 0), closed=True) is False
+
+
+def test_time_limit_gives_unknown() -> None:
+    result = cpsat_solve(Board(30, 30), (0, 0), time_limit_s=0.001)
+    assert result.status == Status.UNKNOWN
+    assert result.reason == "time_limit"
+    assert result.tour is None
+
+
+def test_record_round_trips() -> None:
+    result = solve(5, (0, 1), solver="cpsat", time_limit_s=LIMIT)
+    record = result.to_dict()
+    assert record["status"] == "no_tour" and record["proof"] == "cpsat"
+    assert record["solver"] == "cpsat"
