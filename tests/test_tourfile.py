@@ -1,0 +1,166 @@
+"""Tests for knights_tour.tourfile: step-number matrices, JSON records, atomic writes.
+
+The reference tour is OEIS A226697: the closed 8x8 knight's tour attributed to L. Euler (1759)
+(Gardner, *Mathematical Magic Show*, 1989, fig. 86), written as a 1-based step-number matrix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from knights_tour.board import Board
+from knights_tour.errors import TourFormatError
+from knights_tour.tourfile import (
+    atomic_write_text,
+    format_step_matrix,
+    parse_step_matrix,
+    read_jsonl,
+    read_tour_file,
+    records_to_csv,
+    records_to_jsonl,
+)
+from knights_tour.verify import verify_tour
+
+DATA = Path(__file__).parent / "data"
+EULER = (DATA / "euler_8x8_closed_a226697.txt").read_text()
+
+
+def test_euler_matrix_parses_to_a_closed_tour_from_a4():
+    board, tour = parse_step_matrix(EULER)
+    assert board == Board(8, 8)
+    # A226697: a(5,1) = 1, i.e. the knight starts on row 5, column 1 (1-based) = a4.
+    assert tour[0] == (4, 0) and board.algebraic(tour[0]) == "a4"
+    assert verify_tour(board, tour, start="a4", closed=True).ok
+
+
+def test_zero_based_matrix_gives_the_same_tour(tmp_path):
+    zero = "\n".join(" ".join(str(int(t) - 1) for t in line.split()) for line in EULER.splitlines())
+    assert parse_step_matrix(zero) == parse_step_matrix(EULER)
+    path = tmp_path / "zero.txt"
+    path.write_text(zero)
+    assert read_tour_file(path)[2] == {"format": "matrix", "base": 0}
+
+
+@pytest.mark.parametrize("labels", [False, True])
+def test_format_then_parse_round_trips(labels):
+    board, tour = parse_step_matrix(EULER)
+    text = format_step_matrix(board, tour, labels=labels)
+    assert parse_step_matrix(text) == (board, tour)
+    lines = text.splitlines()
+    if labels:
+        assert lines[-1].split() == list("abcdefgh")
+        assert [ln.split()[0] for ln in lines[:-1]] == [str(r) for r in range(8, 0, -1)]
+        # the square labelled a4 holds step 1
+        assert lines[8 - 4].split()[1] == "1"
+    else:
+        assert len(lines) == 8 and all(len(ln.split()) == 8 for ln in lines)
+
+
+def test_columns_are_aligned_on_a_two_digit_board():
+    board, tour = parse_step_matrix(EULER)
+    lines = format_step_matrix(board, tour).splitlines()
+    assert len({len(ln) for ln in lines}) == 1
+
+
+def test_comments_and_blank_lines_are_ignored():
+    text = "# a comment\n\n" + EULER + "\n# status found\n"
+    assert parse_step_matrix(text) == parse_step_matrix(EULER)
+
+
+def test_swapped_steps_parse_but_fail_verification():
+    swapped = EULER.replace(" 26 ", " XX ").replace(" 15 ", " 26 ").replace(" XX ", " 15 ")
+    assert swapped != EULER
+    board, tour = parse_step_matrix(swapped)
+    verdict = verify_tour(board, tour)
+    assert not verdict.ok and "not a knight move" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("", "no step numbers"),
+        ("1 2 3\n4 5\n6 7 8\n", "line 2: ragged rows"),
+        ("1 2\n3 x\n", "line 2, column 2: 'x' is not a step number"),
+        ("1 2\n3 3\n", "step 3 appears twice"),
+        ("1 2\n3 9\n", "out of range"),
+        ("2 3\n4 5\n", "must start at 1 (or 0)"),
+        ("1 2.5\n3 4\n", "not a step number"),
+        ("8  1 2\n   x y\n", "file labels"),
+    ],
+)
+def test_malformed_matrices_raise_tour_format_error(text, fragment):
+    with pytest.raises(TourFormatError) as info:
+        parse_step_matrix(text)
+    assert fragment in str(info.value)
+
+
+def test_read_tour_file_json_record_and_jsonl(tmp_path):
+    board, tour = parse_step_matrix(EULER)
+    record = {"rows": 8, "cols": 8, "start": [4, 0], "closed": True, "status": "found",
+              "tour": [list(sq) for sq in tour]}
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(record, indent=2))
+    b, t, meta = read_tour_file(single)
+    assert (b, t) == (board, tour) and meta["closed"] is True and meta["start"] == (4, 0)
+
+    many = tmp_path / "many.jsonl"
+    no_tour = dict(record, status="no_tour", tour=None)
+    many.write_text(records_to_jsonl([no_tour, record]))
+    with pytest.raises(TourFormatError, match="holds 2 JSON records"):
+        read_tour_file(many)
+    with pytest.raises(TourFormatError, match="holds no tour .status no_tour"):
+        read_tour_file(many, record=1)
+    assert read_tour_file(many, record=2)[1] == tour
+    assert read_jsonl(many) == [no_tour, record]
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ('{"rows": 8, "cols": 8}\n{"rows": \n', "line 2"),
+        ('{"rows": 8, "tour": []}', "'cols' must be an integer"),
+        ('{"rows": 2, "cols": 2, "tour": [[0, 0], "b2"]}', "step 2 is not a [row, col] pair"),
+    ],
+)
+def test_bad_json_records(tmp_path, content, fragment):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TourFormatError) as info:
+        read_tour_file(path)
+    assert fragment in str(info.value)
+
+
+def test_size_cap_and_missing_file(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text(EULER)
+    with pytest.raises(TourFormatError, match="larger than the 100-byte limit"):
+        read_tour_file(path, max_bytes=100)
+    with pytest.raises(TourFormatError, match="no such file"):
+        read_tour_file(tmp_path / "missing.txt")
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "out.jsonl"
+    atomic_write_text(target, "old\n")
+    atomic_write_text(target, "new\n")
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+    with pytest.raises(OSError):
+        atomic_write_text(tmp_path / "no-such-dir" / "x.jsonl", "data")
+
+
+def test_csv_has_header_and_one_row_per_record():
+    recs = [{"rows": 5, "cols": 5, "start": [0, 0], "start_square": "a5", "status": "found",
+             "checks": {"verifier": True, "cpsat": None}, "tour": [[0, 0]]},
+            {"rows": 5, "cols": 5, "start": [0, 1], "start_square": "b5", "status": "no_tour",
+             "proof": "parity", "checks": {"verifier": None, "cpsat": True}, "tour": None}]
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(records_to_csv(recs))))
+    assert [r["start_square"] for r in rows] == ["a5", "b5"]
+    assert rows[0]["checks_verifier"] == "True" and rows[1]["proof"] == "parity"
+    assert rows[1]["tour"] == ""
