@@ -1,0 +1,1 @@
+"""Compiled search kernels of the ``warnsdorff`` backend (numba). Pure: no Celery, no Redis."""

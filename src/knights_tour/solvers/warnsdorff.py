@@ -1,0 +1,291 @@
+"""The ``warnsdorff`` backend: complete DFS + Warnsdorff's rule, with proofs and restarts.
+
+How a job is answered
+---------------------
+1. :func:`knights_tour.theory.no_tour_proof` — colour parity, Schwenk 1991 (closed tours),
+   Cull & De Curtins 1978 / Conrad et al. 1994 (open tours) — gives ``no_tour`` at once.
+2. Otherwise a sequence of *attempts* of the compiled kernel
+   (:mod:`knights_tour.engine.kernel`): an iterative depth-first search with backtracking whose
+   moves are ordered by Warnsdorff's rule (fewest onward moves first; Warnsdorff 1823) with a
+   tie-break that varies between attempts — Roth's "farthest from the centre", Pohl's (1967)
+   second-level degree sum, fixed move orders (Squirrel & Cull 1996 study such fixed orders) and
+   seeded random keys. Each attempt has a node budget; the budgets grow, and the node count
+   reported is the total over all attempts.
+3. Every attempt is a *complete* search (all moves are candidates; pruning only cuts branches
+   no tour can complete, see the kernel docstring), so an attempt that runs out of branches
+   proves ``no_tour`` (proof ``exhaustive``).
+4. If the node budget or the time limit runs out first, the answer is ``unknown`` with reason
+   ``node_limit`` or ``time_limit`` — never ``no_tour`` without a proof.
+
+Closed (re-entrant) tours: a closed tour through all squares can start anywhere, so besides the
+asked start the engine may search from other squares and rotate the cycle to begin at ``start``.
+
+Large boards: the tour is kept as a numpy ``int32`` array of shape ``(N, 2)`` when
+``rows*cols > LIST_TOUR_MAX`` (building millions of Python tuples would dominate the run time);
+:func:`knights_tour.verify.verify_tour` and :meth:`TourResult.to_dict` accept it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from knights_tour.board import KNIGHT_OFFSETS, Board, Square
+from knights_tour.engine import kernel as K
+from knights_tour.result import Proof, Status, TourResult
+from knights_tour.theory import no_tour_proof
+
+NAME = "warnsdorff"
+
+LIST_TOUR_MAX = 40_000
+"""Boards with more squares than this get the tour as a numpy (N, 2) int32 array."""
+
+NODES_PER_SQUARE = 10
+"""Default node budget per job is ``max(NODES_PER_SQUARE * rows * cols, MIN_DEFAULT_NODES)``."""
+
+MIN_DEFAULT_NODES = 20_000_000
+
+CHUNK_NODES = 1 << 20
+"""Nodes per kernel call between wall-clock checks (roughly 10-50 ms)."""
+
+BYTES_PER_SQUARE = 40
+"""Rough peak memory of a search, per square (state arrays + the tour)."""
+
+
+def _orders() -> list[tuple[int, ...]]:
+    """The 16 cyclic move orders: the 8 rotations of :data:`KNIGHT_OFFSETS` (clockwise) and the
+    8 rotations of its reverse (anticlockwise)."""
+    cw = list(range(8))
+    out = []
+    for base in (cw, cw[::-1]):
+        for r in range(8):
+            out.append(tuple(base[r:] + base[:r]))
+    return out
+
+
+ORDERS = _orders()
+
+
+def default_node_limit(board: Board) -> int:
+    """Default node budget of one job: ``max(10 * rows * cols, 20_000_000)`` nodes."""
+    return max(NODES_PER_SQUARE * board.n_squares, MIN_DEFAULT_NODES)
+
+
+def _schedule(n_sq: int, closed: bool) -> list[tuple[int, int, int, int]]:
+    """The attempts of one job as ``(tie_break, order_index, seed, budget)``; budget 0 means
+    "all that is left". Cheap varied attempts first, then ever longer ones."""
+    base = n_sq + 16
+    sched = [
+        (K.TIE_ROTH, 0, 1, base),
+        (K.TIE_POHL, 0, 1, base),
+        (K.TIE_RANDOM, 0, 11, base),
+        (K.TIE_FIXED, 3, 1, base),
+        (K.TIE_ROTH, 9, 1, base),
+        (K.TIE_RANDOM, 5, 12, base),
+        (K.TIE_POHL, 12, 1, base),
+    ]
+    seed = 100
+    budget = 2 * base
+    for _ in range(12):
+        for tie in (K.TIE_ROTH, K.TIE_RANDOM, K.TIE_POHL):
+            seed += 1
+            sched.append((tie, seed % 16, seed, budget))
+        budget *= 2
+    sched.append((K.TIE_ROTH, 0, 7, 0))
+    return sched
+
+
+class _Search:
+    """Reusable state arrays of one board (allocated once per job)."""
+
+    def __init__(self, board: Board) -> None:
+        self.board = board
+        self.rows, self.cols = board.rows, board.cols
+        self.W = self.cols + 4
+        size = (self.rows + 4) * self.W
+        self.n_sq = board.n_squares
+        self.visited = np.empty(size, np.uint8)
+        self.deg = np.empty(size, np.int8)
+        self.pos = np.empty(self.n_sq, np.int64)
+        self.cand = np.empty(self.n_sq, np.int64)
+        self.nxt = np.empty(self.n_sq, np.uint8)
+        self.st = np.zeros(K.ST_SIZE, np.int64)
+        self.offs_cache: dict[int, np.ndarray] = {}
+
+    def offs(self, order: int) -> np.ndarray:
+        if order not in self.offs_cache:
+            self.offs_cache[order] = np.array(
+                [KNIGHT_OFFSETS[k][0] * self.W + KNIGHT_OFFSETS[k][1] for k in ORDERS[order]],
+                np.int64,
+            )
+        return self.offs_cache[order]
+
+    def start(self, start: Square, closed: bool, tie: int, order: int, seed: int) -> None:
+        offs = self.offs(order)
+        K.init_board(self.rows, self.cols, offs, self.visited, self.deg)
+        self.st[K.ST_RNG] = (seed * 0x9E3779B97F4A7C15 + 1) & 0x7FFFFFFFFFFFFFFF or 1
+        s = K.padded_index(start[0], start[1], self.W)
+        K.start_attempt(
+            s, closed, self.W, self.rows, self.cols, tie, offs, self.visited, self.deg,
+            self.pos, self.cand, self.nxt, self.st,
+        )
+
+    def run(self, budget: int, closed: bool, tie: int, order: int) -> int:
+        return K.run_attempt(
+            budget, closed, self.W, self.rows, self.cols, tie, self.offs(order), self.visited,
+            self.deg, self.pos, self.cand, self.nxt, self.st,
+        )
+
+    def tour_array(self) -> np.ndarray:
+        out = np.empty((self.n_sq, 2), np.int32)
+        K.tour_coords(self.pos, self.n_sq, self.W, out)
+        return out
+
+
+def _as_tour(arr: np.ndarray) -> list[Square] | np.ndarray:
+    if len(arr) > LIST_TOUR_MAX:
+        return arr
+    return [(int(r), int(c)) for r, c in arr.tolist()]
+
+
+def solve(
+    board: Board,
+    start: Square,
+    *,
+    closed: bool = False,
+    time_limit_s: float | None = None,
+    exhaustive: bool = False,
+    node_limit: int | None = None,
+) -> TourResult:
+    """Find a knight's tour of ``board`` from ``start`` or prove there is none.
+
+    Parameters
+    ----------
+    board : Board
+    start : (row, col)
+        Start square, row 0 at the top.
+    closed : bool
+        Ask for a closed (re-entrant) tour: the last square a knight move from the first.
+    time_limit_s : float, optional
+        Wall-clock limit in seconds (checked every ~1e6 nodes); on expiry ``unknown`` with
+        reason ``time_limit``.
+    exhaustive : bool
+        Search to the end (no node budget unless ``node_limit`` is given), so the answer is
+        ``found`` or ``no_tour`` (proof ``exhaustive``) unless the time limit runs out.
+    node_limit : int, optional
+        Total search nodes over all attempts; default :func:`default_node_limit` (or unlimited
+        with ``exhaustive``). On expiry ``unknown`` with reason ``node_limit``.
+
+    Returns
+    -------
+    TourResult
+        The engine's claim (not yet verified; :func:`knights_tour.api.solve` verifies it).
+        ``tour`` is a list of ``(row, col)`` of length ``rows*cols`` — or a numpy int32 array of
+        shape ``(rows*cols, 2)`` above :data:`LIST_TOUR_MAX` squares. ``nodes`` counts squares
+        placed on the path over all attempts (start squares included); ``elapsed_s`` is wall
+        time. ``extra["attempts"]`` is the number of attempts made.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    """
+    began = time.perf_counter()
+    start = board.check_square(start)
+    result = TourResult(board.rows, board.cols, start, NAME, closed=closed)
+
+    def finish(status: Status, **kw: object) -> TourResult:
+        result.status = status
+        for key, value in kw.items():
+            setattr(result, key, value)
+        result.elapsed_s = time.perf_counter() - began
+        return result
+
+    proof = no_tour_proof(board, start, closed)
+    if proof is not None:
+        return finish(Status.NO_TOUR, proof=proof[0], proof_detail=proof[1])
+    n_sq = board.n_squares
+    if n_sq == 1:
+        return finish(Status.FOUND, tour=[start], nodes=1)
+    try:
+        import psutil
+
+        available = psutil.virtual_memory().available
+    except Exception:  # pragma: no cover - psutil is a dependency; be robust anyway
+        available = None
+    if available is not None and n_sq * BYTES_PER_SQUARE > available:
+        return finish(
+            Status.UNKNOWN,
+            reason=f"board too large for available memory ({n_sq} squares, "
+            f"~{n_sq * BYTES_PER_SQUARE / 2**30:.1f} GiB needed)",
+        )
+
+    if node_limit is not None:
+        total_budget: int | None = max(0, int(node_limit))
+    elif exhaustive:
+        total_budget = None
+    else:
+        total_budget = default_node_limit(board)
+    deadline = began + time_limit_s if time_limit_s is not None else None
+
+    search = _Search(board)
+    nodes = 0
+    attempts = 0
+    for tie, order, seed, budget in _schedule(n_sq, closed):
+        left = None if total_budget is None else total_budget - nodes
+        if left is not None and left <= 0:
+            break
+        if budget == 0:
+            budget = left if left is not None else 1 << 62
+        elif left is not None:
+            budget = min(budget, left)
+        attempts += 1
+        search.start(start, closed, tie, order, seed)
+        spent_before = nodes
+        while True:
+            if deadline is not None and time.perf_counter() >= deadline:
+                nodes = spent_before + int(search.st[K.ST_NODES])
+                return finish(
+                    Status.UNKNOWN, reason="time_limit", nodes=nodes, extra={"attempts": attempts}
+                )
+            room = budget - int(search.st[K.ST_NODES])
+            status = search.run(min(room, CHUNK_NODES), closed, tie, order) if room > 0 else 0
+            if status == K.FOUND:
+                nodes = spent_before + int(search.st[K.ST_NODES])
+                return finish(
+                    Status.FOUND,
+                    tour=_as_tour(search.tour_array()),
+                    nodes=nodes,
+                    extra={"attempts": attempts},
+                )
+            if status == K.EXHAUSTED:
+                nodes = spent_before + int(search.st[K.ST_NODES])
+                kind = "closed" if closed else "open"
+                return finish(
+                    Status.NO_TOUR,
+                    proof=Proof.EXHAUSTIVE,
+                    proof_detail=(
+                        f"complete backtracking search from {board.algebraic(start)} found no "
+                        f"{kind} tour ({nodes} nodes; only branches no tour can complete "
+                        "were pruned)"
+                    ),
+                    nodes=nodes,
+                    extra={"attempts": attempts},
+                )
+            if int(search.st[K.ST_NODES]) >= budget:
+                break
+        nodes = spent_before + int(search.st[K.ST_NODES])
+    return finish(Status.UNKNOWN, reason="node_limit", nodes=nodes, extra={"attempts": attempts})
+
+
+def warm_up() -> float:
+    """Compile (or load from numba's on-disk cache) the search kernel by solving a 5×5 board;
+    call once at worker start so the first job does not pay for it. Returns seconds taken."""
+    began = time.perf_counter()
+    solve(Board(5, 5), (0, 0))
+    solve(Board(6, 6), (0, 0), closed=True)
+    return time.perf_counter() - began
+
+
+__all__ = ["solve", "warm_up", "default_node_limit", "NAME", "LIST_TOUR_MAX"]

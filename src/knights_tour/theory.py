@@ -1,0 +1,165 @@
+"""What is *known* about knight's tours: proofs that no tour exists, as pure functions.
+
+Every ``no_tour`` answer of the engine that does not come from a finished search comes from
+here, with its source. The CP-SAT backend and the batch runner may reuse these functions.
+
+Facts used
+----------
+* **Colour parity.** A knight move always changes the colour ``(row + col) % 2`` of the square.
+  A tour visits all ``rows*cols`` squares alternating colours, so on a board with an odd number
+  of squares it starts and ends on the majority colour (colour 0, the corners' colour), and a
+  closed tour (a cycle, of odd length) cannot exist at all.
+* **Closed tours — Schwenk (1991).** A. J. Schwenk, "Which rectangular chessboards have a knight's
+  tour?", Mathematics Magazine 64(5):325-332: an ``m × n`` board with ``m ≤ n`` has a closed
+  knight's tour unless (a) ``m`` and ``n`` are both odd; (b) ``m ∈ {1, 2, 4}``; or (c) ``m = 3``
+  and ``n ∈ {4, 6, 8}``.
+* **Open tours — Cull & De Curtins (1978); Conrad, Hindrichs, Morsy & Wegener (1994).**
+  P. Cull and J. De Curtins, "Knight's tour revisited", Fibonacci Quarterly 16(3):276-285;
+  A. Conrad, T. Hindrichs, H. Morsy, I. Wegener, "Solution of the knight's Hamiltonian path
+  problem on chessboards", Discrete Applied Mathematics 50(2):125-134. An ``m × n`` board with
+  ``m ≤ n`` has an open knight's tour unless ``m = 1 and n > 1``; ``m = 2``; ``m = 3`` and
+  ``n ∈ {3, 5, 6}``; or ``m = n = 4``. (The 1×1 board has the one-square tour.)
+
+On boards that do have tours, a particular start square may still have none (e.g. on 3×4 only
+some squares start an open tour); for those this module knows nothing beyond parity, and the
+answer must come from a finished search (proof ``exhaustive``) or CP-SAT.
+
+This module imports neither Celery nor Redis.
+"""
+
+from __future__ import annotations
+
+from knights_tour.board import Board, Square
+from knights_tour.result import Proof
+
+SCHWENK_1991 = (
+    'Schwenk 1991, "Which rectangular chessboards have a knight\'s tour?", Math. Magazine '
+    "64(5):325-332"
+)
+OPEN_TOUR_THEOREM = (
+    'Cull & De Curtins 1978, "Knight\'s tour revisited", Fibonacci Quart. 16(3); Conrad, '
+    'Hindrichs, Morsy & Wegener 1994, "Solution of the knight\'s Hamiltonian path problem on '
+    'chessboards", Discrete Appl. Math. 50(2)'
+)
+
+
+def parity_proof(board: Board, start: Square, closed: bool = False) -> str | None:
+    """The colour-parity argument against a tour from ``start``, or None if it does not apply.
+
+    Parameters
+    ----------
+    board : Board
+    start : (row, col)
+        Row 0 at the top.
+    closed : bool
+        Whether a closed (re-entrant) tour is asked for.
+
+    Returns
+    -------
+    str or None
+        The argument in words when the board has an odd number of squares and either a closed
+        tour is asked for or ``start`` is on the minority colour; else None.
+    """
+    n = board.n_squares
+    if n % 2 == 0:
+        return None
+    majority, minority = board.colour_counts()
+    if closed:
+        return (
+            f"colour parity: a closed tour alternates colours, so it needs an even number of "
+            f"squares; {board.label} has {n}"
+        )
+    if Board.colour(start) == 1:
+        return (
+            f"colour parity: {board.label} has {majority} squares of the start's opposite colour "
+            f"and {minority} of its own; a tour alternates colours, so it must start on the "
+            f"majority colour, and {board.algebraic(start)} is on the minority colour"
+        )
+    return None
+
+
+def closed_tour_exists(board: Board) -> bool:
+    """Schwenk's theorem (1991): whether the board has a closed knight's tour at all.
+
+    An ``m × n`` board (``m ≤ n``) has one unless ``m`` and ``n`` are both odd, ``m ∈ {1, 2, 4}``,
+    or ``m = 3`` and ``n ∈ {4, 6, 8}``.
+    """
+    m, n = sorted((board.rows, board.cols))
+    if m % 2 == 1 and n % 2 == 1:
+        return False
+    if m in (1, 2, 4):
+        return False
+    if m == 3 and n in (4, 6, 8):
+        return False
+    return True
+
+
+def open_tour_exists(board: Board) -> bool:
+    """Whether the board has an open knight's tour from *some* start square (Cull & De Curtins
+    1978; Conrad, Hindrichs, Morsy & Wegener 1994).
+
+    An ``m × n`` board (``m ≤ n``) has one unless ``m = 1 and n > 1``, ``m = 2``, ``m = 3`` and
+    ``n ∈ {3, 5, 6}``, or ``m = n = 4``; the 1×1 board has the trivial one-square tour.
+    """
+    m, n = sorted((board.rows, board.cols))
+    if m == 1:
+        return n == 1
+    if m == 2:
+        return False
+    if m == 3 and n in (3, 5, 6):
+        return False
+    if m == 4 and n == 4:
+        return False
+    return True
+
+
+def no_tour_proof(board: Board, start: Square, closed: bool = False) -> tuple[Proof, str] | None:
+    """A proof that no knight's tour of the wanted kind starts on ``start``, if one is known
+    without searching.
+
+    Checks, in order: colour parity (cheapest and self-contained), then Schwenk 1991 (closed)
+    or Cull & De Curtins 1978 / Conrad et al. 1994 (open).
+
+    Parameters
+    ----------
+    board : Board
+    start : (row, col)
+        Row 0 at the top; must be on the board.
+    closed : bool
+        Whether a closed (re-entrant) tour is asked for.
+
+    Returns
+    -------
+    (Proof, str) or None
+        ``(Proof.PARITY, argument)`` or ``(Proof.THEOREM, statement with citation)``; None when
+        no proof is known (a tour may or may not exist from this start — search).
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    """
+    start = board.check_square(start)
+    parity = parity_proof(board, start, closed)
+    if parity is not None:
+        return Proof.PARITY, parity
+    m, n = sorted((board.rows, board.cols))
+    if closed and not closed_tour_exists(board):
+        return Proof.THEOREM, (
+            f"no closed knight's tour on {board.label}: an m x n board (m <= n) has one unless "
+            f"m and n are both odd, m in {{1, 2, 4}}, or m = 3 and n in {{4, 6, 8}} "
+            f"({SCHWENK_1991}); here m = {m}, n = {n}"
+        )
+    if not closed and not open_tour_exists(board):
+        return Proof.THEOREM, (
+            f"no open knight's tour on {board.label}: an m x n board (m <= n) has one unless "
+            f"m = 1 < n, m = 2, m = 3 and n in {{3, 5, 6}}, or m = n = 4 "
+            f"({OPEN_TOUR_THEOREM}); here m = {m}, n = {n}"
+        )
+    return None
+
+
+__all__ = [
+    "parity_proof", "closed_tour_exists", "open_tour_exists", "no_tour_proof", "SCHWENK_1991",
+    "OPEN_TOUR_THEOREM",
+]
