@@ -88,8 +88,9 @@ def tour_svg(
         Rank/file labels; default when squares are at least 14 px and the board is at most
         52 squares on a side.
     id_prefix : str
-        Prefix for the ids inside the SVG (the vertex-dot marker), so several drawings can be
-        inlined in one HTML page.
+        The ``id`` of the ``<svg>`` element and prefix of the ids inside it (the vertex-dot
+        marker); the CSS is scoped to it, so several drawings can be inlined in one HTML page
+        if each has its own prefix.
 
     Returns
     -------
@@ -130,6 +131,7 @@ def tour_svg(
 
     dwg = svgwrite.Drawing(size=(_f(width), _f(height)), profile="full", debug=False)
     dwg.viewbox(0, 0, float(_f(width)), float(_f(height)))
+    dwg.attribs["id"] = id_prefix
     dwg.attribs["class"] = "kt-tour"
     dwg.attribs["data-rows"] = str(b.rows)
     dwg.attribs["data-cols"] = str(b.cols)
@@ -138,10 +140,12 @@ def tour_svg(
     dwg.attribs["data-closed"] = "true" if view.closed else "false"
     dwg.set_desc(title=view.caption())
 
+    # Selectors are scoped by the root id: a <style> inside inline SVG applies to the whole
+    # HTML page, and several drawings with different font sizes may share one page.
     css = (
-        f".kt-lab{{font:{_f(label_px)}px sans-serif;fill:#555;text-anchor:middle;"
+        f"#{id_prefix} .kt-lab{{font:{_f(label_px)}px sans-serif;fill:#555;text-anchor:middle;"
         "dominant-baseline:central}"
-        f".kt-n{{font:600 {_f(font_px)}px sans-serif;fill:#111;text-anchor:middle;"
+        f"#{id_prefix} .kt-n{{font:600 {_f(font_px)}px sans-serif;fill:#111;text-anchor:middle;"
         f"dominant-baseline:central;paint-order:stroke;stroke:#fff;"
         f"stroke-width:{_f(max(0.5, font_px * 0.22))}px;stroke-linejoin:round}}"
     )
