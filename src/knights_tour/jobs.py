@@ -1,0 +1,469 @@
+"""Jobs: what a worker is asked to do, how it is validated, and how it is run.
+
+A :class:`Job` is one start square of one board for one solver. It travels over the broker as
+a small JSON object (:meth:`Job.to_dict`), and every worker re-validates it with
+:meth:`Job.from_dict` because a broker message is untrusted input. :func:`run_job` turns a job
+into a JSON record (see :mod:`knights_tour.result`) and never raises: any failure becomes an
+``error`` record with the message.
+
+This module is pure: it imports neither Celery nor Redis.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from knights_tour.board import MAX_SIDE, Board, parse_board
+from knights_tour.errors import InvalidJobError, KnightsTourError
+from knights_tour.result import Status, TourResult
+from knights_tour.solvers import check_solver_name, solver_names
+
+VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
+"""Accepted values of ``Job.verify`` besides ``None``."""
+
+MAX_SQUARES: dict[str, int] = {
+    "warnsdorff": 25_000_000,
+    "cpsat": 2_500,
+}
+"""Largest board (rows*cols) a job may ask of each backend.
+
+The engine is linear in rows*cols (5000×5000 is its stated target); the CP-SAT model has one
+Boolean per directed knight move (about 8 per square) and is only practical on small boards.
+A solver missing here gets :data:`DEFAULT_MAX_SQUARES`.
+"""
+
+DEFAULT_MAX_SQUARES = 10_000
+
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+"""Upper bound on a job's ``time_limit_s`` (one week), to catch unit mistakes."""
+
+_FIELDS = (
+    "rows", "cols", "start", "solver", "closed", "verify", "time_limit_s", "exhaustive",
+    "node_limit",
+)
+_REQUIRED = ("rows", "cols", "start", "solver")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _max_squares(solver: str) -> int:
+    return MAX_SQUARES.get(solver, DEFAULT_MAX_SQUARES)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: decide whether a knight's tour exists from ``start`` on a ``rows × cols`` board.
+
+    Attributes
+    ----------
+    rows, cols : int
+        Board size.
+    start : (row, col)
+        Start square, zero-based, row 0 at the top.
+    solver : str
+        Registered backend name (:data:`knights_tour.solvers.SOLVERS`).
+    closed : bool
+        Ask for a closed (re-entrant) tour.
+    verify : None or "cpsat"
+        ``"cpsat"``: also decide the job with the CP-SAT model and cross-check (see
+        :func:`run_job`).
+    time_limit_s : float or None
+        Solver wall-clock limit in seconds (None: the backend's default).
+    exhaustive : bool
+        Complete search without a node budget (engine only).
+    node_limit : int or None
+        Override of the engine's node budget.
+
+    Build jobs with the constructor (trusted code) or :meth:`from_dict` (untrusted input);
+    both validate.
+    """
+
+    rows: int
+    cols: int
+    start: tuple[int, int]
+    solver: str = "warnsdorff"
+    closed: bool = False
+    verify: str | None = None
+    time_limit_s: float | None = None
+    exhaustive: bool = False
+    node_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.start, list):
+            object.__setattr__(self, "start", tuple(self.start))
+        if _is_int(self.time_limit_s):
+            object.__setattr__(self, "time_limit_s", float(self.time_limit_s))
+        _validate(self)
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def board(self) -> Board:
+        return Board(self.rows, self.cols)
+
+    @property
+    def key(self) -> str:
+        """Stable key from (board, start, solver, closed), e.g. ``"8x8:0,0:warnsdorff:open"``.
+
+        The same job delivered twice gets the same key, so its record overwrites the earlier
+        one instead of duplicating it.
+        """
+        kind = "closed" if self.closed else "open"
+        return f"{self.rows}x{self.cols}:{self.start[0]},{self.start[1]}:{self.solver}:{kind}"
+
+    # -- JSON -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The job as a JSON-ready dict (the broker message body)."""
+        return {
+            "rows": self.rows,
+            "cols": self.cols,
+            "start": [self.start[0], self.start[1]],
+            "solver": self.solver,
+            "closed": self.closed,
+            "verify": self.verify,
+            "time_limit_s": self.time_limit_s,
+            "exhaustive": self.exhaustive,
+            "node_limit": self.node_limit,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Job:
+        """Validate an untrusted job dict (e.g. a broker message) and build the job.
+
+        Every field is checked: types (no bools for numbers, no strings for bools), ranges,
+        start square on the board, a registered solver, a known verify name, a board size the
+        solver (and the CP-SAT cross-check, if asked) can take. Unknown fields are refused.
+
+        Raises
+        ------
+        InvalidJobError
+            Naming the first bad field and why.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidJobError(f"a job must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(str(k) for k in data if k not in _FIELDS)
+        if unknown:
+            raise InvalidJobError(
+                f"job has unknown field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}"
+            )
+        missing = [k for k in _REQUIRED if k not in data]
+        if missing:
+            raise InvalidJobError(f"job is missing field(s) {', '.join(missing)}")
+        start = data["start"]
+        if (
+            not isinstance(start, (list, tuple))
+            or len(start) != 2
+            or not all(_is_int(v) for v in start)
+        ):
+            raise InvalidJobError(f"job start must be [row, col] integers, got {start!r}")
+        return cls(
+            rows=data["rows"],
+            cols=data["cols"],
+            start=(start[0], start[1]),
+            solver=data["solver"],
+            closed=data.get("closed", False),
+            verify=data.get("verify"),
+            time_limit_s=data.get("time_limit_s"),
+            exhaustive=data.get("exhaustive", False),
+            node_limit=data.get("node_limit"),
+        )
+
+
+def _validate(job: Job) -> None:
+    """Check every field of ``job``; raise :class:`InvalidJobError` on the first bad one."""
+    for name in ("rows", "cols"):
+        value = getattr(job, name)
+        if not _is_int(value):
+            raise InvalidJobError(f"job {name} must be an integer, got {value!r}")
+        if not 1 <= value <= MAX_SIDE:
+            raise InvalidJobError(f"job {name} must be between 1 and {MAX_SIDE}, got {value}")
+    start = job.start
+    if (
+        not isinstance(start, tuple)
+        or len(start) != 2
+        or not all(_is_int(v) for v in start)
+    ):
+        raise InvalidJobError(f"job start must be a (row, col) pair of integers, got {start!r}")
+    if not (0 <= start[0] < job.rows and 0 <= start[1] < job.cols):
+        raise InvalidJobError(
+            f"job start {start} is off the {job.rows}x{job.cols} board "
+            f"(rows 0..{job.rows - 1}, cols 0..{job.cols - 1})"
+        )
+    if not isinstance(job.solver, str):
+        raise InvalidJobError(f"job solver must be a string, got {job.solver!r}")
+    try:
+        check_solver_name(job.solver)
+    except KnightsTourError as exc:
+        raise InvalidJobError(str(exc)) from None
+    for name in ("closed", "exhaustive"):
+        value = getattr(job, name)
+        if not isinstance(value, bool):
+            raise InvalidJobError(f"job {name} must be true or false, got {value!r}")
+    if job.verify is not None and job.verify not in VERIFY_NAMES:
+        raise InvalidJobError(
+            f"job verify must be null or one of {', '.join(VERIFY_NAMES)}, got {job.verify!r}"
+        )
+    tl = job.time_limit_s
+    if tl is not None:
+        if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl):
+            raise InvalidJobError(f"job time_limit_s must be a number of seconds, got {tl!r}")
+        if not 0 < tl <= MAX_TIME_LIMIT_S:
+            raise InvalidJobError(
+                f"job time_limit_s must be > 0 and <= {MAX_TIME_LIMIT_S:g} seconds, got {tl!r}"
+            )
+    nl = job.node_limit
+    if nl is not None and (not _is_int(nl) or nl < 1):
+        raise InvalidJobError(f"job node_limit must be a positive integer, got {nl!r}")
+    squares = job.rows * job.cols
+    for who in [job.solver] + ([job.verify] if job.verify else []):
+        limit = _max_squares(who)
+        if squares > limit:
+            role = "solver" if who == job.solver else "cross-check"
+            raise InvalidJobError(
+                f"board {job.rows}x{job.cols} ({squares} squares) is too large for the "
+                f"{who} {role} (at most {limit} squares)"
+            )
+
+
+def make_batch_jobs(
+    boards: Iterable[Board | int | str | Sequence[int]],
+    solver: str = "warnsdorff",
+    closed: bool = False,
+    verify: str | None = None,
+    time_limit_s: float | None = None,
+    exhaustive: bool = False,
+    node_limit: int | None = None,
+) -> list[Job]:
+    """One job per start square of every board, boards in the given order, squares row-major.
+
+    ``boards`` items are anything :func:`knights_tour.board.parse_board` reads (``8``,
+    ``"6x8"``, ``(6, 8)``, a :class:`Board`). For n = 5..12 this gives the classic 620 jobs.
+
+    Raises
+    ------
+    InvalidBoardError
+        For a malformed board.
+    InvalidJobError
+        For a bad solver, verify name, limit, or a board too large for the solver.
+    """
+    jobs: list[Job] = []
+    for spec in boards:
+        board = parse_board(spec)
+        for sq in board.squares():
+            jobs.append(
+                Job(
+                    rows=board.rows,
+                    cols=board.cols,
+                    start=sq,
+                    solver=solver,
+                    closed=closed,
+                    verify=verify,
+                    time_limit_s=time_limit_s,
+                    exhaustive=exhaustive,
+                    node_limit=node_limit,
+                )
+            )
+    return jobs
+
+
+# -- running ----------------------------------------------------------------------------------
+def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
+    """Decide ``job`` again with the CP-SAT model and compare with ``result``.
+
+    Returns the fields to merge into the record: ``checks.cpsat`` (True: CP-SAT agrees and, if
+    the engine found a tour, the model accepts it; False: a disagreement; None: CP-SAT could not
+    decide, or the engine did not), ``cpsat_status``, ``cpsat_proof``, ``cpsat_elapsed_s``,
+    ``cpsat_tour_accepted`` (model check of the engine's tour, or None), ``mismatch`` and
+    ``cpsat_note`` (why checks.cpsat is None or False).
+    """
+    from knights_tour.api import check_result
+    from knights_tour.settings import get_settings
+    from knights_tour.solvers import get_solver
+    from knights_tour.solvers.cpsat import check_tour
+
+    board = job.board
+    began = time.perf_counter()
+    cp = get_solver("cpsat")(
+        board, job.start, closed=job.closed, time_limit_s=get_settings().cpsat_time_limit_s
+    )
+    cp = check_result(cp)
+    cp_elapsed = cp.elapsed_s or (time.perf_counter() - began)
+
+    accepted: bool | None = None
+    if result.status == Status.FOUND and result.tour is not None:
+        t0 = time.perf_counter()
+        accepted = bool(check_tour(board, result.tour, job.start, closed=job.closed))
+        cp_elapsed += time.perf_counter() - t0
+
+    decided = (Status.FOUND, Status.NO_TOUR)
+    note: str | None = None
+    mismatch = False
+    ok: bool | None
+    if accepted is False:
+        ok, mismatch = False, True
+        note = "the CP-SAT model rejected the engine's tour (which the verifier accepted)"
+    elif cp.status == Status.ERROR:
+        ok = False
+        note = f"CP-SAT answer failed verification: {cp.reason}"
+    elif cp.status not in decided:
+        ok = None
+        note = f"CP-SAT did not decide ({cp.status.value}: {cp.reason}); no existence cross-check"
+    elif result.status not in decided:
+        ok = None
+        note = f"the {job.solver} solver did not decide ({result.status.value}); CP-SAT answer recorded"
+    elif (result.status == Status.FOUND) != (cp.status == Status.FOUND):
+        ok, mismatch = False, True
+        note = (
+            f"disagreement: {job.solver} says {result.status.value}, "
+            f"CP-SAT says {cp.status.value}"
+        )
+    else:
+        ok = True
+    return {
+        "checks_cpsat": ok,
+        "cpsat_status": cp.status.value,
+        "cpsat_proof": cp.proof.value if cp.proof is not None else None,
+        "cpsat_reason": cp.reason,
+        "cpsat_elapsed_s": round(cp_elapsed, 6),
+        "cpsat_nodes": int(cp.nodes),
+        "cpsat_tour_accepted": accepted,
+        "mismatch": mismatch,
+        "cpsat_note": note,
+    }
+
+
+def error_record(
+    job: Job | Mapping[str, Any] | Any,
+    exc: BaseException | str,
+    batch_id: str | None = None,
+    job_key: str | None = None,
+) -> dict[str, Any]:
+    """An ``error`` record for a job that failed (or a job dict that could not be validated).
+
+    The message goes in ``reason``; the exception class name in ``error_type``; no traceback.
+    """
+    if isinstance(exc, BaseException):
+        message, error_type = (str(exc) or type(exc).__name__), type(exc).__name__
+    else:
+        message, error_type = str(exc), "Error"
+    if isinstance(job, Job):
+        record = TourResult(
+            rows=job.rows, cols=job.cols, start=job.start, solver=job.solver, closed=job.closed,
+            status=Status.ERROR, reason=message, batch_id=batch_id,
+        ).to_dict()
+        record["job_key"] = job_key or job.key
+        record["verify"] = job.verify
+    else:
+        raw = dict(job) if isinstance(job, Mapping) else {}
+
+        def plain(v: Any) -> Any:
+            return v if isinstance(v, (str, int, float, bool, type(None), list)) else repr(v)
+
+        record = {
+            "rows": plain(raw.get("rows")),
+            "cols": plain(raw.get("cols")),
+            "start": plain(raw.get("start")),
+            "start_square": None,
+            "solver": plain(raw.get("solver")),
+            "closed": plain(raw.get("closed", False)),
+            "status": Status.ERROR.value,
+            "proof": None,
+            "proof_detail": None,
+            "reason": message,
+            "tour": None,
+            "checks": {"verifier": None, "cpsat": None},
+            "nodes": 0,
+            "elapsed_s": 0.0,
+            "batch_id": batch_id,
+            "job_key": job_key,
+            "verify": plain(raw.get("verify")),
+        }
+    record["error_type"] = error_type
+    record["mismatch"] = False
+    return record
+
+
+def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> dict[str, Any]:
+    """Run one job in this process and return its JSON record. Never raises.
+
+    Solves with :func:`knights_tour.api.solve` (which runs the verifier: a tour failing it is
+    reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
+    backend (its tour, if any, checked by the verifier too), the engine's tour is checked
+    against the CP-SAT model (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
+    answers must agree on whether a tour exists; see :func:`_cross_check_cpsat` for the fields.
+    A disagreement is recorded as ``mismatch: true`` (never hidden).
+
+    Parameters
+    ----------
+    job : Job
+    batch_id : str, optional
+        Copied into the record.
+    worker : str, optional
+        Node name of the worker (e.g. ``w1@host``); defaults to this machine's hostname.
+
+    Returns
+    -------
+    dict
+        The record of :meth:`TourResult.to_dict` plus ``job_key``, ``verify``, ``mismatch``,
+        ``worker``, ``job_elapsed_s`` (wall seconds for the whole job incl. cross-check),
+        ``finished_at`` (unix seconds) and, with verify, the ``cpsat_*`` fields. On any
+        exception: status ``error``, the message in ``reason``, the class in ``error_type``.
+    """
+    from knights_tour.api import solve
+
+    began = time.perf_counter()
+    try:
+        result = solve(
+            (job.rows, job.cols),
+            job.start,
+            solver=job.solver,
+            closed=job.closed,
+            time_limit_s=job.time_limit_s,
+            exhaustive=job.exhaustive,
+            node_limit=job.node_limit,
+        )
+        result.batch_id = batch_id
+        cross: dict[str, Any] = {"mismatch": False}
+        if job.verify == "cpsat":
+            cross = _cross_check_cpsat(job, result)
+            result.checks["cpsat"] = cross.pop("checks_cpsat")
+        record = result.to_dict()
+        record.update(cross)
+        record["job_key"] = job.key
+        record["verify"] = job.verify
+    except Exception as exc:  # noqa: BLE001 - a job must never crash its worker
+        record = error_record(job, exc, batch_id)
+    record["worker"] = worker or socket.gethostname()
+    record["job_elapsed_s"] = round(time.perf_counter() - began, 6)
+    record["finished_at"] = round(time.time(), 3)
+    return record
+
+
+def record_sort_key(record: Mapping[str, Any]) -> tuple:
+    """Deterministic order of records: (rows, cols, start, solver, closed), robust to the odd
+    values an invalid-job error record may carry."""
+
+    def num(v: Any) -> tuple[int, Any]:
+        return (0, v) if _is_int(v) else (1, str(v))
+
+    start = record.get("start")
+    if isinstance(start, (list, tuple)) and len(start) == 2:
+        s = (num(start[0]), num(start[1]))
+    else:
+        s = ((1, str(start)), (1, ""))
+    return (
+        num(record.get("rows")), num(record.get("cols")), s,
+        str(record.get("solver")), bool(record.get("closed")), str(record.get("job_key")),
+    )
+
+
+__all__ = [
+    "Job", "VERIFY_NAMES", "MAX_SQUARES", "make_batch_jobs", "run_job", "error_record",
+    "record_sort_key", "solver_names",
+]

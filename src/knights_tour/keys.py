@@ -1,0 +1,61 @@
+"""Redis key names and the Celery queue name: the ONLY module that spells them.
+
+Layout (all keys start with :data:`PREFIX`, so the project can share a Redis database)::
+
+    kt:batches                   sorted set   batch_id, scored by creation time (unix seconds)
+    kt:batch:{id}                hash         "meta" -> batch meta JSON (created, params, ...),
+                                              "total" -> number of jobs in the batch
+    kt:batch:{id}:jobs           hash         job_key -> job JSON (the job as submitted)
+    kt:batch:{id}:records        hash         job_key -> record JSON (re-delivery overwrites)
+    kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
+
+Records are per batch, so ``collect BATCH`` returns exactly that batch's records, and a job that
+is delivered twice (Celery late acknowledgement, a resubmission) overwrites its own record
+instead of adding a duplicate. Keys do not expire unless ``KT_RESULT_TTL_S`` > 0.
+
+This module imports neither Celery nor Redis.
+"""
+
+from __future__ import annotations
+
+PREFIX = "kt:"
+"""Common prefix of every key this project writes."""
+
+QUEUE = "knights_tour"
+"""Name of the Celery queue tour jobs travel on (workers listen with ``-Q knights_tour``)."""
+
+
+def batches() -> str:
+    """Sorted set of all batch ids, scored by creation time."""
+    return f"{PREFIX}batches"
+
+
+def batch(batch_id: str) -> str:
+    """Hash with the batch's ``meta`` JSON and ``total``."""
+    return f"{PREFIX}batch:{batch_id}"
+
+
+def batch_jobs(batch_id: str) -> str:
+    """Hash job_key -> job JSON."""
+    return f"{PREFIX}batch:{batch_id}:jobs"
+
+
+def batch_records(batch_id: str) -> str:
+    """Hash job_key -> record JSON."""
+    return f"{PREFIX}batch:{batch_id}:records"
+
+
+def batch_status(batch_id: str) -> str:
+    """Hash job_key -> ``"status|0"`` or ``"status|1"`` (mismatch flag), for cheap polling."""
+    return f"{PREFIX}batch:{batch_id}:status"
+
+
+def batch_keys(batch_id: str) -> list[str]:
+    """Every key belonging to one batch (for expiry and deletion)."""
+    return [batch(batch_id), batch_jobs(batch_id), batch_records(batch_id), batch_status(batch_id)]
+
+
+__all__ = [
+    "PREFIX", "QUEUE", "batches", "batch", "batch_jobs", "batch_records", "batch_status",
+    "batch_keys",
+]

@@ -1,0 +1,203 @@
+"""Celery tasks (a thin adapter) and batch submission.
+
+The task :func:`run_jobs` takes a batch id and a chunk of job dicts (JSON), validates each with
+:meth:`knights_tour.jobs.Job.from_dict` (an invalid job becomes an ``error`` record, never a
+crash), runs it with :func:`knights_tour.jobs.run_job`, and writes each record under its own job
+key with :func:`knights_tour.store.save_record`. All the logic lives in ``jobs`` and ``store``.
+
+:func:`submit_batch` registers a batch in Redis and sends its jobs in chunks; pair it with
+:func:`knights_tour.store.wait_for_batch` and :func:`knights_tour.store.collect`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+
+from knights_tour import keys
+from knights_tour.jobs import Job, error_record, run_job
+from knights_tour.settings import get_settings
+from knights_tour.store import (
+    REDIS_ERRORS,
+    batch_status,
+    connect,
+    create_batch,
+    save_record,
+    wait_for_batch,
+)
+from knights_tour.worker import DEFAULT_REDIS_URL, TASK_RUN_JOBS, app, use_redis
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_SIZE = 16
+"""Jobs per task. Measured on the 620-job sweep n=5..12 with 2 local workers: one job per task
+costs the Celery/Redis round trip 620 times; chunks of 16 (39 tasks) keep both workers busy and
+were the fastest of the sizes tried (see the pipeline report / ``benchmarks``)."""
+
+SAVE_RETRY_S = 30.0
+"""How long a task keeps retrying to store a record while Redis is unreachable."""
+
+_redis_client: redis.Redis | None = None
+
+
+def _redis() -> redis.Redis:
+    """This process's Redis client for records (same server as the broker); created lazily."""
+    global _redis_client
+    if _redis_client is None:
+        _redis_client = connect(get_settings().redis_url or DEFAULT_REDIS_URL)
+    return _redis_client
+
+
+def _save(batch_id: str, record: Mapping[str, Any]) -> None:
+    """save_record, retrying for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
+    deadline = time.monotonic() + SAVE_RETRY_S
+    delay = 0.2
+    while True:
+        try:
+            save_record(_redis(), batch_id, record)
+            return
+        except REDIS_ERRORS:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def _invalid_key(job_dict: object) -> str:
+    """A stable key for a job dict that failed validation (so a re-delivery overwrites)."""
+    try:
+        text = json.dumps(job_dict, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        text = repr(job_dict)
+    return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+@app.task(
+    name=TASK_RUN_JOBS,
+    bind=True,
+    acks_late=True,
+    autoretry_for=REDIS_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=5,
+)
+def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run a chunk of jobs of batch ``batch_id`` and store one record per job.
+
+    Parameters
+    ----------
+    batch_id : str
+    job_dicts : list of dict
+        Jobs as :meth:`Job.to_dict` gives them (untrusted: each is validated).
+
+    Returns
+    -------
+    dict
+        A tiny summary: ``batch_id``, ``jobs`` (records written), ``counts`` by status,
+        ``worker`` (node name) and ``elapsed_s``.
+    """
+    began = time.perf_counter()
+    worker = getattr(self.request, "hostname", None)
+    counts: Counter[str] = Counter()
+    if not isinstance(job_dicts, list):
+        job_dicts = [job_dicts]
+    for i, raw in enumerate(job_dicts):
+        try:
+            job = Job.from_dict(raw)
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
+            record = error_record(raw, exc, batch_id, job_key=_invalid_key(raw))
+            record["worker"] = worker
+        else:
+            record = run_job(job, batch_id=batch_id, worker=worker)
+        _save(batch_id, record)
+        counts[record["status"]] += 1
+        if record.get("error_type") == "SoftTimeLimitExceeded":
+            rest = job_dicts[i + 1:]
+            if rest:  # hand the jobs this task has no time left for to a fresh task
+                self.app.send_task(
+                    TASK_RUN_JOBS, args=[batch_id, rest], queue=keys.QUEUE, ignore_result=True
+                )
+            break
+    return {
+        "batch_id": batch_id,
+        "jobs": sum(counts.values()),
+        "counts": dict(counts),
+        "worker": worker,
+        "elapsed_s": round(time.perf_counter() - began, 6),
+    }
+
+
+def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """Split ``items`` into consecutive lists of at most ``size`` (``size`` >= 1)."""
+    if size < 1:
+        raise ValueError("chunk size must be at least 1")
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def submit_batch(
+    redis_url: str,
+    jobs: Sequence[Job],
+    params: Mapping[str, Any] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    batch_id: str | None = None,
+    only_missing: bool = False,
+) -> str:
+    """Register a batch in Redis and send its jobs to the workers; returns the batch id.
+
+    Parameters
+    ----------
+    redis_url : str
+        The Redis server used as broker and store (workers must listen on the same one).
+    jobs : sequence of Job
+        E.g. from :func:`knights_tour.jobs.make_batch_jobs`.
+    params : mapping, optional
+        JSON-ready description stored in the batch meta (sizes, solver, verify, ...).
+    chunk_size : int
+        Jobs per Celery task (each job still gets its own record key).
+    batch_id : str, optional
+        Add the jobs to this existing batch instead of a new one (re-submitting the same jobs
+        overwrites their records; nothing is duplicated).
+    only_missing : bool
+        With ``batch_id``: send only the jobs that have no record yet (resume a batch).
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis cannot be reached (URL masked in the message).
+    KnightsTourError
+        If ``jobs`` is empty or ``chunk_size`` < 1.
+    """
+    from knights_tour.errors import KnightsTourError
+
+    if chunk_size < 1:
+        raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
+    r = connect(redis_url)
+    batch_id = create_batch(r, jobs, params, batch_id=batch_id)
+    to_send = list(jobs)
+    if only_missing:
+        status = batch_status(r, batch_id, max_missing=10**9)
+        missing = set(status["missing_keys"])
+        to_send = [j for j in to_send if j.key in missing]
+    dicts = [j.to_dict() for j in to_send]
+    use_redis(redis_url)
+    with app.producer_or_acquire() as producer:
+        for chunk in chunked(dicts, chunk_size):
+            app.send_task(
+                TASK_RUN_JOBS,
+                args=[batch_id, chunk],
+                producer=producer,
+                queue=keys.QUEUE,
+                ignore_result=True,
+            )
+    r.close()
+    return batch_id
+
+
+__all__ = ["run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE"]

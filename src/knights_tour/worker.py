@@ -1,0 +1,123 @@
+"""The Celery application (laid out like Celery's ``examples/next-steps/proj``).
+
+Start a worker with::
+
+    KT_REDIS_URL=redis://:PASSWORD@host:6379/0 \\
+        celery -A knights_tour.worker worker -Q knights_tour -c 2 -n w1@%h
+
+Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`` variables):
+
+* broker and result backend = ``KT_REDIS_URL`` (default ``redis://127.0.0.1:6379/0`` if unset;
+  ``ktour run`` sets it for the workers it starts);
+* JSON only on the wire (``task_serializer``, ``result_serializer``, ``accept_content``) -
+  never pickle;
+* late acknowledgement (``task_acks_late``) with ``task_reject_on_worker_lost``: a job whose
+  worker dies is delivered again (records are keyed by job, so a second delivery overwrites);
+  ``worker_prefetch_multiplier = 1`` so a worker does not hoard messages it cannot start;
+* soft/hard task time limits ``KT_SOFT_TIME_LIMIT_S`` / ``KT_HARD_TIME_LIMIT_S``; the Redis
+  ``visibility_timeout`` (``KT_VISIBILITY_TIMEOUT_S``) is longer than the hard limit, because a
+  message not acknowledged within it is handed to another worker (Celery docs, "Using Redis:
+  Visibility Timeout"), and with late acks a task still running then would run twice;
+* ``task_ignore_result = True``: each job's record is written to Redis by the task itself
+  (:mod:`knights_tour.store`), so Celery's own result keys would be unused extra writes.
+
+The numba engine is warmed up in every pool process (``worker_process_init``) if the engine
+exposes ``warm_up()``, so the first job does not pay the compile/cache-load cost.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from knights_tour import keys
+from knights_tour.settings import Settings, get_settings
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+"""Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
+
+TASK_RUN_JOBS = "knights_tour.run_jobs"
+"""Registered name of the task that runs a chunk of jobs (see :mod:`knights_tour.tasks`)."""
+
+log = logging.getLogger(__name__)
+
+
+def celery_config(settings: Settings) -> dict:
+    """The Celery configuration for ``settings`` (a plain dict, for inspection and tests)."""
+    url = settings.redis_url or DEFAULT_REDIS_URL
+    visibility = int(settings.visibility_timeout_s)
+    transport = {"visibility_timeout": visibility}
+    return {
+        "broker_url": url,
+        "result_backend": url,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_soft_time_limit": settings.soft_time_limit_s,
+        "task_time_limit": settings.hard_time_limit_s,
+        "broker_transport_options": dict(transport),
+        "result_backend_transport_options": dict(transport),
+        "broker_connection_retry_on_startup": True,
+        "task_ignore_result": True,
+        "task_default_queue": keys.QUEUE,
+        "task_routes": {TASK_RUN_JOBS: {"queue": keys.QUEUE}},
+        # A pool process warms up the numba engine at start; billiard's default of 4 s to
+        # come alive would be too short when the compile cache is cold.
+        "worker_proc_alive_timeout": 120.0,
+        # With late acks a task cut off from the broker can no longer be acknowledged and will
+        # be delivered again anyway; stop it rather than finish work twice.
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_hijack_root_logger": False,
+        "enable_utc": True,
+        "timezone": "UTC",
+    }
+
+
+app = Celery("knights_tour", include=["knights_tour.tasks"])
+app.conf.update(celery_config(get_settings()))
+
+
+def use_redis(url: str) -> Celery:
+    """Point this process's Celery app at ``url`` (broker and result backend) and return it.
+
+    For client processes (``ktour run/submit``, tests) that talk to a Redis chosen at run time
+    (e.g. the embedded server) rather than ``KT_REDIS_URL``. Drops the app's cached broker
+    connection/producer pools so the next send or control command uses the new URL. Workers
+    never call this: they are configured from settings.
+    """
+    if app.conf.broker_url != url or app.conf.result_backend != url:
+        app.conf.broker_url = url
+        app.conf.result_backend = url
+        pool = app._pool  # noqa: SLF001 - Celery keeps no public way to drop it
+        if pool is not None:
+            pool.force_close_all()
+        app._pool = None  # noqa: SLF001
+        amqp = app.__dict__.get("amqp")
+        if amqp is not None:
+            amqp._producer_pool = None  # noqa: SLF001
+    return app
+
+
+@worker_process_init.connect
+def _warm_up_engine(**_: object) -> None:
+    """Load/compile the engine's numba kernels once per pool process (if it has ``warm_up``)."""
+    try:
+        from knights_tour.solvers import warnsdorff
+    except Exception as exc:  # noqa: BLE001 - a missing engine must not kill the pool
+        log.warning("engine not importable at worker start: %s", exc)
+        return
+    warm_up = getattr(warnsdorff, "warm_up", None)
+    if callable(warm_up):
+        try:
+            warm_up()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("engine warm_up() failed: %s", exc)
+
+
+__all__ = ["app", "use_redis", "celery_config", "DEFAULT_REDIS_URL", "TASK_RUN_JOBS"]
