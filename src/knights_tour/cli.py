@@ -173,6 +173,572 @@ def verify(file: str, closed: bool, start: str | None, record: int | None) -> in
     return EXIT_OK
 
 
+# -- batches: shared helpers -------------------------------------------------------------------
+
+_redis_option = click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    metavar="URL",
+    help="Redis URL (redis://:PASSWORD@host:6379/0); default KT_REDIS_URL, else the embedded "
+    "Redis under the data dir.",
+)
+
+
+def _configured_redis_url(redis_url: str | None) -> str | None:
+    """``--redis`` if given, else ``KT_REDIS_URL`` (via settings), else None (= embedded)."""
+    if redis_url:
+        return redis_url
+    from knights_tour.settings import get_settings
+
+    return get_settings().redis_url or None
+
+
+def _embedded_dir():
+    from knights_tour.settings import get_settings
+
+    return get_settings().data_dir / "redis"
+
+
+def _start_embedded(stack):
+    """Start (or attach to) the embedded Redis on the data dir; stopped when ``stack`` closes.
+    A fresh random password protects the loopback port; it lives only in the 0600 state file."""
+    import secrets
+
+    from knights_tour.embedded import EmbeddedRedis
+
+    server = EmbeddedRedis(_embedded_dir(), password=secrets.token_urlsafe(18), reuse=True)
+    stack.enter_context(server)
+    return server
+
+
+def _open_store(stack, redis_url: str | None):
+    """A connected redis client: to ``redis_url``/KT_REDIS_URL, or to the embedded server.
+
+    Returns ``(client, url, embedded_server_or_None)``.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If the server cannot be reached (password masked in the message).
+    """
+    from knights_tour import store
+
+    url = _configured_redis_url(redis_url)
+    server = None
+    if url is None:
+        server = _start_embedded(stack)
+        url = server.url
+    client = store.connect(url)
+    stack.callback(client.close)
+    return client, url, server
+
+
+def _job_options(f):
+    """Options shared by ``run`` and ``submit`` (what each job asks)."""
+    opts = [
+        click.option("--sizes", "sizes", multiple=True, required=True, metavar="LIST",
+                     help="Boards: 5-12 (range of n x n), 8,10, 6x8; repeat to add more."),
+        _solver_option,
+        click.option("--verify", "verify", type=click.Choice(["none", "cpsat"]),
+                     default="none", show_default=True,
+                     help="Cross-check every job with the CP-SAT model."),
+        click.option("--closed", is_flag=True, help="Ask for closed (re-entrant) tours."),
+        click.option("--exhaustive", is_flag=True,
+                     help="Engine searches without a node budget (proves no_tour)."),
+        click.option("--time-limit", "time_limit", type=float, default=None, metavar="S",
+                     help="Solver wall-clock limit per job, seconds (default: backend's)."),
+        click.option("--node-limit", type=int, default=None, metavar="N",
+                     help="Engine node budget per job."),
+        click.option("--chunk-size", type=int, default=None, metavar="N",
+                     help="Jobs per Celery task (default 16)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit):
+    from knights_tour.board import parse_board_list
+    from knights_tour.jobs import make_batch_jobs
+
+    check_solver_name(solver)
+    boards: list[Board] = []
+    for spec in sizes:
+        for b in parse_board_list(spec):
+            if b not in boards:
+                boards.append(b)
+    if time_limit is not None and time_limit <= 0:
+        raise click.BadParameter("must be positive", param_hint="--time-limit")
+    jobs = make_batch_jobs(
+        boards, solver=solver, closed=closed, verify=None if verify == "none" else verify,
+        time_limit_s=time_limit, exhaustive=exhaustive, node_limit=node_limit,
+    )
+    params = {
+        "sizes": ",".join(b.label for b in boards), "solver": solver, "closed": closed,
+        "verify": None if verify == "none" else verify, "time_limit_s": time_limit,
+        "exhaustive": exhaustive, "node_limit": node_limit,
+    }
+    return boards, jobs, params
+
+
+def _chunk(chunk_size: int | None) -> int:
+    from knights_tour.tasks import DEFAULT_CHUNK_SIZE
+
+    if chunk_size is None:
+        return DEFAULT_CHUNK_SIZE
+    if chunk_size < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
+    return chunk_size
+
+
+def _check_out_path(out: str | None) -> None:
+    """Fail before any work if the output file's directory is missing or not writable."""
+    import os
+    from pathlib import Path
+
+    if out is None or out == "-":
+        return
+    parent = Path(out).parent
+    if not parent.is_dir():
+        raise KnightsTourError(f"cannot write {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise KnightsTourError(f"cannot write {out}: directory {parent} is not writable")
+
+
+def _is_clean(rec: dict[str, Any]) -> bool:
+    checks = rec.get("checks") or {}
+    return (
+        rec.get("status") in ("found", "no_tour")
+        and not rec.get("mismatch")
+        and checks.get("verifier") is not False
+        and checks.get("cpsat") is not False
+    )
+
+
+def _problems(records: list[dict[str, Any]], total: int) -> list[str]:
+    """Why a batch is not a clean success (empty list: it is)."""
+    from collections import Counter
+
+    out = []
+    if len(records) < total:
+        out.append(f"{total - len(records)} of {total} jobs have no record")
+    counts = Counter(r.get("status") for r in records)
+    if counts.get("unknown"):
+        out.append(f"{counts['unknown']} jobs undecided (unknown)")
+    if counts.get("error"):
+        out.append(f"{counts['error']} jobs ended in error")
+    mism = sum(1 for r in records if r.get("mismatch"))
+    if mism:
+        out.append(f"{mism} CP-SAT mismatches")
+    bad_cp = sum(
+        1 for r in records if (r.get("checks") or {}).get("cpsat") is False and not r.get("mismatch")
+    )
+    if bad_cp:
+        out.append(f"{bad_cp} failed CP-SAT checks")
+    return out
+
+
+def _report_mismatches(records: list[dict[str, Any]]) -> None:
+    """Loud report of every CP-SAT disagreement / failed check, on stderr."""
+    from rich.console import Console
+
+    bad = [r for r in records if r.get("mismatch") or (r.get("checks") or {}).get("cpsat") is False]
+    if not bad:
+        return
+    con = Console(stderr=True, highlight=False)
+    con.print(f"[bold red]CP-SAT CROSS-CHECK FAILED for {len(bad)} job(s):[/]")
+    for r in bad[:50]:
+        con.print(
+            f"[red]  {r.get('rows')}x{r.get('cols')} from {r.get('start_square')}: "
+            f"{r.get('solver')} says {r.get('status')}, CP-SAT says {r.get('cpsat_status')}"
+            f" - {r.get('cpsat_note') or ''}[/]"
+        )
+    if len(bad) > 50:
+        con.print(f"[red]  ... and {len(bad) - 50} more (see the records)[/]")
+
+
+def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-board summary of records: starts, found, no_tour by proof, unknown, errors,
+    mismatches, CP-SAT agreements and summed job seconds. Boards in record order."""
+    from collections import Counter
+
+    rows: dict[tuple, dict[str, Any]] = {}
+    for rec in records:
+        key = (rec.get("rows"), rec.get("cols"))
+        row = rows.setdefault(key, {
+            "board": f"{key[0]}x{key[1]}", "starts": 0, "found": 0, "no_tour": Counter(),
+            "unknown": 0, "error": 0, "mismatch": 0, "cpsat_agree": 0, "cpsat_checked": 0,
+            "seconds": 0.0,
+        })
+        row["starts"] += 1
+        status = rec.get("status")
+        if status == "found":
+            row["found"] += 1
+        elif status == "no_tour":
+            row["no_tour"][rec.get("proof") or "?"] += 1
+        elif status == "unknown":
+            row["unknown"] += 1
+        else:
+            row["error"] += 1
+        row["mismatch"] += bool(rec.get("mismatch"))
+        cp = (rec.get("checks") or {}).get("cpsat")
+        if cp is not None:
+            row["cpsat_checked"] += 1
+            row["cpsat_agree"] += cp is True
+        row["seconds"] += float(rec.get("job_elapsed_s") or rec.get("elapsed_s") or 0.0)
+    return list(rows.values())
+
+
+def _summary_table(records: list[dict[str, Any]], title: str):
+    from rich.table import Table
+
+    rows = summary_rows(records)
+    verify = any(r["cpsat_checked"] for r in rows)
+    table = Table(title=title)
+    for col in ("board", "starts", "found", "no tour (proof)", "unknown", "errors",
+                "mismatches"):
+        table.add_column(col, justify="left" if col in ("board", "no tour (proof)") else "right")
+    if verify:
+        table.add_column("cpsat agrees", justify="right")
+    table.add_column("job s", justify="right")
+    tot = {"starts": 0, "found": 0, "nt": 0, "unknown": 0, "error": 0, "mismatch": 0,
+           "agree": 0, "checked": 0, "seconds": 0.0}
+    for r in rows:
+        nt = sum(r["no_tour"].values())
+        proofs = ", ".join(f"{k} {v}" for k, v in sorted(r["no_tour"].items()))
+        cells = [r["board"], str(r["starts"]), str(r["found"]),
+                 f"{nt}" + (f" ({proofs})" if proofs else ""), str(r["unknown"]),
+                 str(r["error"]), str(r["mismatch"])]
+        if verify:
+            cells.append(f"{r['cpsat_agree']}/{r['cpsat_checked']}")
+        cells.append(f"{r['seconds']:.2f}")
+        table.add_row(*cells)
+        tot["starts"] += r["starts"]; tot["found"] += r["found"]; tot["nt"] += nt
+        tot["unknown"] += r["unknown"]; tot["error"] += r["error"]
+        tot["mismatch"] += r["mismatch"]; tot["agree"] += r["cpsat_agree"]
+        tot["checked"] += r["cpsat_checked"]; tot["seconds"] += r["seconds"]
+    if len(rows) > 1:
+        cells = ["total", str(tot["starts"]), str(tot["found"]), str(tot["nt"]),
+                 str(tot["unknown"]), str(tot["error"]), str(tot["mismatch"])]
+        if verify:
+            cells.append(f"{tot['agree']}/{tot['checked']}")
+        cells.append(f"{tot['seconds']:.2f}")
+        table.add_section()
+        table.add_row(*cells, style="bold")
+    return table
+
+
+def _stdout_console():
+    """Console on stdout; when stdout is not a terminal, wide enough not to wrap ids."""
+    from rich.console import Console
+
+    console = Console(file=sys.stdout, highlight=False)
+    if not console.is_terminal:
+        console = Console(file=sys.stdout, highlight=False, width=160)
+    return console
+
+
+def _write_records(out: str, records: list[dict[str, Any]], fmt: str = "jsonl") -> None:
+    from knights_tour.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
+
+    if fmt == "csv":
+        text = records_to_csv(records)
+    elif fmt == "json":
+        text = json.dumps(records, indent=2) + "\n"
+    else:
+        text = records_to_jsonl(records)
+    if out == "-":
+        click.echo(text, nl=False)
+    else:
+        atomic_write_text(out, text)
+
+
+def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | None,
+                        workers=None, label: str = "jobs") -> dict[str, Any]:
+    """Poll the batch until complete (or timeout / all local workers gone), showing a rich
+    progress bar on stderr. Returns the last batch status."""
+    import time
+
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from knights_tour import store
+
+    console = Console(stderr=True)
+    began = time.monotonic()
+    status: dict[str, Any] = {"done": 0, "total": total, "complete": False}
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        console=console, transient=False, disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task(label, total=total, info="")
+
+        def on_progress(st: dict[str, Any]) -> None:
+            counts = st.get("counts", {})
+            info = " ".join(f"{k} {v}" for k, v in counts.items())
+            if st.get("mismatches"):
+                info += f" [red]mismatch {st['mismatches']}[/]"
+            progress.update(task, completed=st["done"], total=st["total"], info=info)
+
+        while True:
+            status = store.wait_for_batch(client, batch_id, timeout_s=1.0,
+                                          on_progress=on_progress)
+            if status["complete"]:
+                break
+            if timeout_s is not None and time.monotonic() - began > timeout_s:
+                break
+            if workers is not None and workers.procs and all(
+                p.poll() is not None for p in workers.procs
+            ):
+                raise KnightsTourError(
+                    f"all local workers exited before batch {batch_id} finished "
+                    f"({status['done']}/{status['total']} jobs done); see the worker logs in "
+                    f"{workers.log_dir}"
+                )
+    elapsed = time.monotonic() - began
+    click.echo(
+        f"ktour: batch {batch_id}: {status['done']}/{status['total']} {label} done in "
+        f"{elapsed:.1f} s" + ("" if status["complete"] else " (INCOMPLETE)"),
+        err=True,
+    )
+    return status
+
+
+# -- run ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@_job_options
+@click.option("--workers", "workers", type=int, default=None, metavar="K",
+              help="Local worker processes to start (default KT_WORKERS = cores; with --redis "
+              "none: the workers already listening there are used).")
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="JSON Lines file for all records (default results-<batch>.jsonl; '-' = "
+              "stdout).")
+@_redis_option
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="Stop waiting after S seconds (records so far are written; exit 1).")
+def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
+        workers, out, redis_url, timeout) -> int:
+    """Run a batch: one job per start square of every board, in parallel, and collect it.
+
+    Without --redis (and KT_REDIS_URL) an embedded Redis is started with its data under the
+    data dir (KT_DATA_DIR), plus K local Celery workers; both are shut down at the end, Ctrl-C
+    included. Prints a summary table per board, writes every record as JSON Lines, and prints
+    the batch id on the last line. Exit 0 only if every job was decided (found / no_tour) with
+    no error and no CP-SAT mismatch; 1 otherwise.
+    """
+    import contextlib
+    import signal
+    import threading
+
+    from knights_tour.embedded import LocalWorkers
+    from knights_tour.settings import get_settings
+    from knights_tour.store import collect, mask_url
+    from knights_tour.tasks import submit_batch
+
+    boards, jobs, params = _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit,
+                                      node_limit)
+    chunk = _chunk(chunk_size)
+    _check_out_path(out)
+    if workers is not None and workers < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--workers")
+    if timeout is not None and timeout <= 0:
+        raise click.BadParameter("must be positive", param_hint="--timeout")
+
+    old_term = None
+    if threading.current_thread() is threading.main_thread():
+        def _on_term(signum, frame):  # SIGTERM: shut down like Ctrl-C
+            raise KeyboardInterrupt
+        old_term = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        with contextlib.ExitStack() as stack:
+            client, url, server = _open_store(stack, redis_url)
+            where = "embedded Redis" if server else f"Redis at {mask_url(url)}"
+            k = workers if workers is not None else (get_settings().workers if server else 0)
+            local = None
+            if k > 0:
+                click.echo(f"ktour: starting {k} local worker(s) on {where}", err=True)
+                local = LocalWorkers(url, k, log_dir=get_settings().data_dir / "logs")
+                stack.enter_context(local)
+            else:
+                _warn_if_no_workers(url)
+            batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
+            click.echo(f"ktour: batch {batch_id}: {len(jobs)} jobs on "
+                       f"{len(boards)} board(s) submitted to {where}", err=True)
+            status = _wait_with_progress(client, batch_id, len(jobs), timeout, workers=local)
+            records = collect(client, batch_id)
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+    out_path = out or f"results-{batch_id}.jsonl"
+    _write_records(out_path, records)
+    console = _stdout_console()
+    if out_path != "-":
+        console.print(_summary_table(records, f"batch {batch_id}"))
+        console.print(f"{len(records)} records written to {out_path}")
+    _report_mismatches(records)
+    problems = _problems(records, status["total"])
+    for p in problems:
+        click.echo(f"ktour: {p}", err=True)
+    click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
+    return EXIT_OK if not problems else EXIT_NOT_OK
+
+
+def _warn_if_no_workers(url: str) -> None:
+    """Warn on stderr if no Celery worker answers a ping on ``url`` (the batch would wait)."""
+    from knights_tour.worker import app
+
+    try:
+        with app.connection_for_write(url) as conn:
+            replies = app.control.ping(timeout=1.0, connection=conn)
+    except Exception:  # noqa: BLE001 - only a hint
+        return
+    if not replies:
+        click.echo("ktour: warning: no worker answered a ping on this Redis; jobs wait until "
+                   "one starts (celery -A knights_tour.worker worker -Q knights_tour)", err=True)
+
+
+# -- submit / status / collect / batches ----------------------------------------------------
+
+
+@cli.command()
+@_job_options
+@_redis_option
+def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
+           redis_url) -> int:
+    """Submit a batch to the workers listening on a Redis server and return at once.
+
+    Needs --redis or KT_REDIS_URL (for a local batch use 'ktour run'). Prints the batch id alone
+    on the last line of stdout; follow it with 'ktour status' / 'ktour collect'.
+    """
+    from knights_tour.store import connect, mask_url
+    from knights_tour.tasks import submit_batch
+
+    url = _configured_redis_url(redis_url)
+    if url is None:
+        raise KnightsTourError(
+            "submit needs a Redis URL with workers listening (--redis URL or KT_REDIS_URL); "
+            "for a local batch use 'ktour run'"
+        )
+    boards, jobs, params = _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit,
+                                      node_limit)
+    chunk = _chunk(chunk_size)
+    connect(url).close()
+    _warn_if_no_workers(url)
+    batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
+    click.echo(f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)}")
+    click.echo(batch_id)
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("batch_id", metavar="BATCH")
+@_redis_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(batch_id: str, redis_url: str | None, as_json: bool) -> int:
+    """Progress of BATCH: jobs done, counts by status, mismatches. Exit 0 if complete, 1 if not."""
+    import contextlib
+
+    from knights_tour import store
+
+    with contextlib.ExitStack() as stack:
+        client, _url, _server = _open_store(stack, redis_url)
+        st = store.batch_status(client, batch_id)
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+    else:
+        counts = ", ".join(f"{k} {v}" for k, v in st["counts"].items()) or "none yet"
+        click.echo(f"batch {batch_id}: {st['done']}/{st['total']} jobs done "
+                   f"({'complete' if st['complete'] else 'running'}); {counts}; "
+                   f"mismatches {st['mismatches']}")
+        params = st.get("params") or {}
+        if params:
+            click.echo("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
+                                             if v not in (None, False)))
+    return EXIT_OK if st["complete"] else EXIT_NOT_OK
+
+
+@cli.command()
+@click.argument("batch_id", metavar="BATCH")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl", "csv"]),
+              default="table", show_default=True,
+              help="table = per-board summary; json/jsonl/csv = every record.")
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="Write the records (json/jsonl/csv) to FILE atomically instead of stdout.")
+@click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="With --wait: give up after S seconds.")
+@_redis_option
+def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float | None,
+            redis_url: str | None) -> int:
+    """Records of BATCH, one per job, sorted by board and start square.
+
+    Without --redis / KT_REDIS_URL the embedded Redis is started on the data dir (so a batch
+    from 'ktour run' can be collected from a new shell) and stopped again. Exit 0 if the batch
+    is complete and clean (every job decided, no error, no mismatch), 1 otherwise.
+    """
+    import contextlib
+
+    from knights_tour import store
+
+    _check_out_path(out)
+    if out is not None and fmt == "table":
+        fmt = "jsonl"
+    with contextlib.ExitStack() as stack:
+        client, _url, _server = _open_store(stack, redis_url)
+        st = store.batch_status(client, batch_id)
+        if wait and not st["complete"]:
+            st = _wait_with_progress(client, batch_id, st["total"], timeout)
+        records = store.collect(client, batch_id)
+    if fmt == "table":
+        _stdout_console().print(_summary_table(records, f"batch {batch_id}"))
+        if not st["complete"]:
+            click.echo(f"batch incomplete: {st['done']}/{st['total']} jobs done")
+    else:
+        _write_records(out or "-", records, fmt)
+        if out:
+            click.echo(f"{len(records)} records written to {out}", err=True)
+    _report_mismatches(records)
+    return EXIT_OK if not _problems(records, st["total"]) else EXIT_NOT_OK
+
+
+@cli.command()
+@_redis_option
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def batches(redis_url: str | None, as_json: bool) -> int:
+    """List known batches, oldest first."""
+    import contextlib
+
+    from rich.table import Table
+
+    from knights_tour import store
+
+    with contextlib.ExitStack() as stack:
+        client, _url, _server = _open_store(stack, redis_url)
+        items = store.list_batches(client)
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return EXIT_OK
+    table = Table(title="batches")
+    for col in ("batch", "created (UTC)", "done", "sizes", "solver", "verify", "closed"):
+        table.add_column(col)
+    for b in items:
+        p = b.get("params") or {}
+        table.add_row(b["batch_id"], str(b.get("created_iso") or ""),
+                      f"{b['done']}/{b['total']}", str(p.get("sizes", "")),
+                      str(p.get("solver", "")), str(p.get("verify") or "-"),
+                      "yes" if p.get("closed") else "no")
+    _stdout_console().print(table)
+    if not items:
+        click.echo("no batches")
+    return EXIT_OK
+
+
 # -- entry point ------------------------------------------------------------------------------
 
 
