@@ -132,7 +132,7 @@ def solve(
         exhaustive=exhaustive, node_limit=node_limit,
     )
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
     else:
         if result.tour is not None and result.status == Status.FOUND:
             click.echo(format_step_matrix(board, result.tour, labels=labels), nl=False)
