@@ -2,8 +2,8 @@
 
 Commands: ``solve`` (one job in-process), ``verify`` (check a tour file), ``run`` (a whole batch,
 with an embedded Redis and local workers unless a Redis URL is given), ``submit``, ``status``,
-``collect``, ``batches``. :func:`main` takes an argument list and returns the exit code, so tests
-call it in-process.
+``collect``, ``batches``, ``draw`` and ``report`` (pictures; see :mod:`knights_tour.picture_cli`).
+:func:`main` takes an argument list and returns the exit code, so tests call it in-process.
 
 Exit codes (all commands):
 
@@ -100,6 +100,12 @@ def _status_line(result: TourResult) -> str:
               help="Override the engine's node budget.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead.")
 @click.option("--labels", is_flag=True, help="Print rank/file labels around the board.")
+@click.option("--ascii", "ascii_board", is_flag=True,
+              help="Print the board as an ASCII picture: labels, start [ 1], end (N).")
+@click.option("--colour", "--color", "colour_board", is_flag=True,
+              help="Print the board in colour (the default on a terminal; plain when piped).")
+@click.option("--svg", "svg_out", default=None, metavar="FILE",
+              help="Also draw the tour (or the board and start square) as SVG to FILE.")
 def solve(
     size: str,
     start: str,
@@ -110,6 +116,9 @@ def solve(
     node_limit: int | None,
     as_json: bool,
     labels: bool,
+    ascii_board: bool = False,
+    colour_board: bool = False,
+    svg_out: str | None = None,
 ) -> int:
     """Solve one job in-process: a knight's tour of SIZE (8 or 6x8) from START (a1 or r,c).
 
@@ -135,8 +144,21 @@ def solve(
         click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
     else:
         if result.tour is not None and result.status == Status.FOUND:
-            click.echo(format_step_matrix(board, result.tour, labels=labels), nl=False)
+            from knights_tour.render import print_board
+
+            out = click.get_text_stream("stdout")
+            if ascii_board:
+                print_board(result, ascii=True, file=out)
+            elif colour_board or out.isatty():  # pictures: knights_tour.render
+                print_board(result, ascii=None, caption=False, file=out)
+            else:
+                click.echo(format_step_matrix(board, result.tour, labels=labels), nl=False)
         click.echo(_status_line(result))
+    if svg_out is not None:
+        from knights_tour.picture_cli import write_output
+        from knights_tour.svg import tour_svg
+
+        write_output(svg_out, tour_svg(result) + "\n", "--svg")
     return EXIT_OK if result.status in (Status.FOUND, Status.NO_TOUR) else EXIT_NOT_OK
 
 
@@ -737,6 +759,14 @@ def batches(redis_url: str | None, as_json: bool) -> int:
     if not items:
         click.echo("no batches")
     return EXIT_OK
+
+
+# -- pictures: draw, report (commands in picture_cli.py) -------------------------------------
+
+from knights_tour.picture_cli import draw, report  # noqa: E402
+
+cli.add_command(draw)
+cli.add_command(report)
 
 
 # -- entry point ------------------------------------------------------------------------------

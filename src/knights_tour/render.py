@@ -199,10 +199,12 @@ START = "bold white on green4"
 END = "bold white on red3"
 
 
-def board_rich(obj: TourLike, *, labels: bool = True) -> Text:
+def board_rich(obj: TourLike, *, labels: bool = True, caption: bool = True) -> Text:
     """The board as a :class:`rich.text.Text`: checkered squares (light where
     ``(row + col) % 2 == 0``, as a1 is dark on 8×8), step numbers centred in equal-width cells,
-    the start square green and the last square red, followed by a caption line.
+    the start square green and the last square red, followed by a caption line (unless
+    ``caption`` is false: then the text reads back with
+    :func:`knights_tour.tourfile.parse_step_matrix`, labels and all).
 
     Raises
     ------
@@ -233,7 +235,10 @@ def board_rich(obj: TourLike, *, labels: bool = True) -> Text:
         text.append(" " * (rank_w + 1))
         text.append("".join(f" {Board.file_name(c):>{w}} " for c in range(b.cols)), style="dim")
         text.append("\n")
-    text.append(view.caption(), style="italic")
+    if caption:
+        text.append(view.caption(), style="italic")
+    else:
+        text.rstrip()
     return text
 
 
@@ -242,6 +247,7 @@ def print_board(
     *,
     ascii: bool | None = None,
     labels: bool = True,
+    caption: bool = True,
     file: IO[str] | None = None,
 ) -> None:
     """Print the board to ``file`` (default standard output).
@@ -254,6 +260,8 @@ def print_board(
         (``NO_COLOR``, ``TERM=dumb``), coloured otherwise.
     labels : bool
         Rank and file labels.
+    caption : bool
+        The coloured board's caption line (the ASCII board always has its legend).
     """
     out = file if file is not None else sys.stdout
     if ascii is None:
@@ -264,7 +272,7 @@ def print_board(
         out.flush()
         return
     console = Console(file=out, highlight=False, soft_wrap=True)
-    console.print(board_rich(obj, labels=labels))
+    console.print(board_rich(obj, labels=labels, caption=caption))
 
 
 __all__ = ["TourView", "TourLike", "tour_view", "board_text", "board_rich", "print_board"]

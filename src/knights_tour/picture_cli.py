@@ -1,0 +1,211 @@
+"""The picture commands of ``ktour``: ``draw`` (a tour as an SVG file or a terminal board) and
+``report`` (a batch as one self-contained HTML page and/or Markdown).
+
+They are plain click commands registered on the ``ktour`` group in :mod:`knights_tour.cli`
+(``cli.add_command``), and follow its conventions: exit 0 on success, 2 on bad input (raised
+as :class:`~knights_tour.errors.KnightsTourError` / click usage errors and turned into one
+``ktour: error: ...`` line by :func:`knights_tour.cli.main`), files written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from knights_tour.board import parse_board
+from knights_tour.errors import KnightsTourError, TourFormatError
+
+
+def write_output(path: str, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` (``-`` = stdout) atomically, and say so on stderr."""
+    from knights_tour.tourfile import atomic_write_text
+
+    if path == "-":
+        click.echo(text, nl=False)
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise click.BadParameter(f"{path} is a directory", param_hint=what)
+    atomic_write_text(target, text)
+    mask = os.umask(0)  # the temporary file is 0600; a report is for sharing: use the umask
+    os.umask(mask)
+    target.chmod(0o666 & ~mask)
+    click.echo(f"wrote {path} ({len(text.encode('utf-8'))} bytes)", err=True)
+
+
+def load_drawable(
+    source: str, index: int | None = None, start: str | None = None, size: str | None = None
+) -> dict[str, Any]:
+    """Pick one record to draw from ``source``.
+
+    ``source`` is a JSON record file, a JSON Lines file (records as from ``ktour run --out``
+    or ``ktour collect --format jsonl``) or a step-number matrix (see
+    :mod:`knights_tour.tourfile`); ``-`` reads standard input.
+
+    Parameters
+    ----------
+    index : int, optional
+        1-based: the N-th record of a JSON Lines file, or with ``start`` the N-th record that
+        matches.
+    start : str, optional
+        Select records whose start square is this (algebraic or ``r,c``, read on each record's
+        own board).
+    size : str, optional
+        With ``start``: only records of this board (``8`` or ``6x8``).
+
+    Returns
+    -------
+    dict
+        A JSON record (``rows``, ``cols``, ``tour``, ``start``, ``closed``, ...). A step
+        matrix becomes a record with ``closed`` true when the tour is re-entrant.
+
+    Raises
+    ------
+    TourFormatError
+        Unreadable file, no record matching, or several matching without ``--index``.
+    """
+    from knights_tour.tourfile import read_jsonl, read_tour_file
+    from knights_tour.verify import is_closed
+
+    if start is None:
+        board, tour, meta = read_tour_file(source, record=index)
+        if meta.get("format") == "json":
+            return dict(meta["record"])
+        return {"rows": board.rows, "cols": board.cols, "start": list(tour[0]),
+                "tour": [list(sq) for sq in tour], "closed": is_closed(tour), "status": "found",
+                "solver": ""}
+    want_board = parse_board(size) if size is not None else None
+    matches = []
+    for rec in read_jsonl(source):
+        try:
+            board = parse_board((int(rec["rows"]), int(rec["cols"])))
+            if want_board is not None and board != want_board:
+                continue
+            if list(board.parse_square(start)) == [int(v) for v in rec["start"]]:
+                matches.append(rec)
+        except (KeyError, TypeError, ValueError, KnightsTourError):
+            continue  # unreadable record, or SQ is off this record's board: not a match
+    where = f"start {start}" + (f" on {want_board.label}" if want_board else "")
+    if not matches:
+        raise TourFormatError(f"{source}: no record with {where}")
+    if index is None:
+        if len(matches) > 1:
+            boards = [f"{r}x{c}" for r, c in sorted({(m["rows"], m["cols"]) for m in matches})]
+            raise TourFormatError(
+                f"{source}: {len(matches)} records with {where} (boards {', '.join(boards)}); "
+                "choose with --size or --index N"
+            )
+        index = 1
+    if not 1 <= index <= len(matches):
+        raise TourFormatError(f"{source}: no match {index} ({len(matches)} records with {where})")
+    return matches[index - 1]
+
+
+@click.command()
+@click.argument("source", metavar="RECORD_OR_FILE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--svg", "svg_out", default=None, metavar="FILE",
+              help="Write the drawing as SVG to FILE ('-' = stdout) instead of printing a board.")
+@click.option("--index", type=int, default=None, metavar="N",
+              help="JSON Lines: the N-th record (1-based); with --start, the N-th match.")
+@click.option("--start", default=None, metavar="SQ",
+              help="JSON Lines: the record starting on SQ (a1 or r,c).")
+@click.option("--size", default=None, metavar="N|RxC",
+              help="With --start: only records of this board.")
+@click.option("--numbers/--no-numbers", default=None,
+              help="Step numbers in the SVG (default: when they are legible).")
+@click.option("--px", type=click.IntRange(16, 20000), default=None, metavar="PX",
+              help="SVG size in px of the board's longer side (default: 60 px a square, "
+              "320..1600).")
+@click.option("--ascii", "ascii_", is_flag=True,
+              help="Terminal board in plain ASCII (default when output is not a terminal).")
+def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
+         size: str | None, numbers: bool | None, px: int | None, ascii_: bool) -> int:
+    """Draw one tour: a JSON record, a JSON Lines file of records (pick with --index or
+    --start [--size]) or a step-number matrix file ('-' = stdin).
+
+    With --svg FILE: a chessboard with the knight's path, start (green) and end (red) marked,
+    closed tours closed. Without: the board with step numbers in the terminal, coloured on a
+    terminal, plain ASCII otherwise ([ 1] = start, (64) = end). A tour that fails the verifier
+    is still drawn, with a warning on stderr.
+    """
+    from knights_tour.render import print_board, tour_view
+    from knights_tour.svg import tour_svg
+    from knights_tour.verify import verify_tour
+
+    if index is not None and index < 1:
+        raise click.BadParameter("must be 1 or more", param_hint="--index")
+    if size is not None and start is None:
+        raise click.BadParameter("needs --start", param_hint="--size")
+    rec = load_drawable(source, index=index, start=start, size=size)
+    view = tour_view(rec)
+    if view.tour is not None:
+        verdict = verify_tour(view.board, view.tour, start=view.start,
+                              closed=bool(rec.get("closed")))
+        if not verdict.ok:
+            click.echo(f"ktour: warning: not a valid knight's tour: {verdict.reason}", err=True)
+    if svg_out is not None:
+        write_output(svg_out, tour_svg(rec, numbers=numbers, size_px=px) + "\n", "--svg")
+    else:
+        print_board(rec, ascii=True if ascii_ else None, file=click.get_text_stream("stdout"))
+    return 0
+
+
+@click.command()
+@click.argument("batch_id", metavar="[BATCH]", required=False)
+@click.option("--from-jsonl", "from_jsonl", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, allow_dash=True),
+              help="Read the records from a JSON Lines file (e.g. 'ktour run --out') instead "
+              "of Redis; works offline.")
+@click.option("--html", "html_out", default=None, metavar="FILE",
+              help="Write the HTML report (one self-contained file) to FILE.")
+@click.option("--markdown", "md_out", default=None, metavar="FILE",
+              help="Write the Markdown summary to FILE ('-' = stdout; the default when "
+              "--html is not given).")
+@click.option("--title", default=None, help="Report title.")
+@click.option("--redis", "redis_url", default=None, metavar="URL",
+              help="Redis URL for BATCH; default KT_REDIS_URL, else the embedded Redis.")
+def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
+           md_out: str | None, title: str | None, redis_url: str | None) -> int:
+    """Report on a batch: BATCH from Redis, or --from-jsonl FILE.
+
+    --html FILE writes one self-contained page (summary per board and tour kind, a grid of
+    start squares per board, every tour drawable by clicking its square); --markdown FILE
+    writes a summary table with start-square maps for an issue or README. Exit 0 on success,
+    1 if there are no records.
+    """
+    from knights_tour.report import html_report, markdown_report
+
+    if (batch_id is None) == (from_jsonl is None):
+        raise click.UsageError("give either BATCH or --from-jsonl FILE (one of them)")
+    if html_out is None and md_out is None:
+        md_out = "-"
+    if from_jsonl is not None:
+        from knights_tour.tourfile import read_jsonl
+
+        records = read_jsonl(from_jsonl)
+        default_title = f"Knight's tours: {Path(from_jsonl).name if from_jsonl != '-' else 'stdin'}"
+    else:
+        from knights_tour import store
+        from knights_tour.cli import _open_store
+
+        with contextlib.ExitStack() as stack:
+            client, _url, _server = _open_store(stack, redis_url)
+            records = store.collect(client, batch_id)
+        default_title = f"Knight's tours: batch {batch_id}"
+    if not records:
+        raise click.ClickException(
+            f"no records in {'batch ' + batch_id if batch_id else from_jsonl}: nothing to report"
+        )
+    title = title or default_title
+    if html_out is not None:
+        write_output(html_out, html_report(records, title=title), "--html")
+    if md_out is not None:
+        write_output(md_out, markdown_report(records, title=title), "--markdown")
+    return 0
+
+
+__all__ = ["draw", "report", "load_drawable"]
