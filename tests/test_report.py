@@ -340,3 +340,46 @@ def test_report_script_draws_the_tour_named_in_the_url(chromium, batch, tmp_path
     row = int((float(start.get("cy")) - by) / (bh / 6))
     assert Board(6, 6).algebraic((row, col)) == "b2"
     assert 'class="found sel"' in dom or 'class="sel found"' in dom
+
+
+# -- ktour report ----------------------------------------------------------------------------
+def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
+    from knights_tour.cli import main
+
+    src = tmp_path / "results.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in batch))
+    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    assert main(["report", "--from-jsonl", str(src), "--html", str(html),
+                 "--markdown", str(md), "--title", "Sweep"]) == 0
+    page = parse_page(html.read_text())
+    assert len(page.cells) == 30
+    assert md.read_text().startswith("# Sweep\n")
+    # no output file named: Markdown on stdout
+    capsys.readouterr()
+    assert main(["report", "--from-jsonl", str(src)]) == 0
+    assert "| 5×5 | open | 25 | 13 |" in capsys.readouterr().out
+    assert main(["report", "--html", str(html)]) == 2  # neither BATCH nor --from-jsonl
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["report", "--from-jsonl", str(empty)]) == 1
+
+
+def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path):
+    from knights_tour import store
+    from knights_tour.cli import main
+    from knights_tour.jobs import Job
+
+    # stored as a warnsdorff batch (jobs need a registered solver); the d4 conflict stays two
+    # jobs: warnsdorff and cpsat
+    batch = [{**r, "solver": "warnsdorff" if r["solver"] == "test" else r["solver"]}
+             for r in batch]
+    jobs = [Job(rows=r["rows"], cols=r["cols"], start=tuple(r["start"]), solver=r["solver"],
+                closed=r["closed"]) for r in batch]
+    batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5,6"})
+    for job, rec in zip(jobs, batch):
+        store.save_record(redis_client, batch_id, {**rec, "job_key": job.key})
+    html = tmp_path / "b.html"
+    assert main(["report", batch_id, "--redis", redis_db_url, "--html", str(html)]) == 0
+    text = html.read_text()
+    assert batch_id in text
+    assert len(parse_page(text).cells) == 30

@@ -163,3 +163,65 @@ def test_write_svg_and_bad_size(tmp_path):
     assert len(path_points(root)) == 25
     with pytest.raises(ValueError):
         tour_svg(record(5, 5, (0, 0), lit_5x5()), size_px=0)
+
+
+# -- ktour draw / ktour solve --svg ---------------------------------------------------------
+def test_cli_draw_jsonl_by_start_and_size(tmp_path):
+    import json
+
+    from knights_tour.cli import main
+
+    t6 = backtrack_tour(6, 6, (5, 0), closed=True)
+    recs = [record(5, 5, (4, 0), backtrack_tour(5, 5, (4, 0))),
+            record(6, 6, (5, 0), t6, closed=True)]
+    src = tmp_path / "results.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "a1.svg"
+    assert main(["draw", str(src), "--start", "a1", "--size", "6", "--svg", str(out)]) == 0
+    root = ET.parse(out).getroot()
+    assert (root.get("data-rows"), root.get("data-start"), root.get("data-closed")) == (
+        "6", "a1", "true")
+    assert len(path_points(root)) == 37
+    # a1 exists on both boards: without --size the choice is refused (exit 2), not guessed
+    assert main(["draw", str(src), "--start", "a1", "--svg", str(tmp_path / "x.svg")]) == 2
+    assert not (tmp_path / "x.svg").exists()
+    assert main(["draw", str(src), "--index", "1", "--svg", str(tmp_path / "y.svg")]) == 0
+    assert ET.parse(tmp_path / "y.svg").getroot().get("data-rows") == "5"
+
+
+def test_cli_draw_step_matrix_to_terminal_and_svg(tmp_path, capsys):
+    from _picture_tours import LIT_5X5
+
+    from knights_tour.cli import main
+
+    src = tmp_path / "tour.txt"
+    src.write_text(LIT_5X5)
+    assert main(["draw", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("5 [ 1] 20 ")  # ASCII: captured stdout is no TTY
+    assert main(["draw", str(src), "--svg", str(tmp_path / "t.svg"), "--no-numbers"]) == 0
+    root = ET.parse(tmp_path / "t.svg").getroot()
+    assert len(path_points(root)) == 25 and root.get("data-start") == "a5"
+    assert root.findall(".//s:text[@class='kt-n']", NS) == []
+
+
+def test_cli_draw_warns_about_an_invalid_tour(tmp_path, capsys):
+    from knights_tour.cli import main
+
+    src = tmp_path / "bad.txt"
+    src.write_text("1 2\n3 4\n")  # 2x2: consecutive squares are not knight moves
+    assert main(["draw", str(src), "--svg", str(tmp_path / "b.svg")]) == 0
+    assert "not a valid knight's tour" in capsys.readouterr().err
+    assert main(["draw", str(tmp_path / "missing.txt")]) == 2
+
+
+def test_cli_solve_svg_and_ascii(tmp_path, capsys):
+    from knights_tour.cli import main
+
+    out = tmp_path / "s.svg"
+    rc = main(["solve", "5", "a1", "--ascii", "--svg", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "[ 1]" in text.splitlines()[4]  # rank 1 is the fifth line: a1 bottom-left
+    root = ET.parse(out).getroot()
+    assert len(path_points(root)) == 25 and root.get("data-start") == "a1"
