@@ -27,6 +27,8 @@ from typing import Any
 
 import psutil
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from knights_tour import keys
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
@@ -65,12 +67,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _client(port: int, password: str | None, timeout: float) -> redis.Redis:
+    """A client that does not retry (redis-py retries with backoff by default, which turns a
+    closed connection - e.g. after SHUTDOWN - into seconds of waiting)."""
+    return redis.Redis(
+        host="127.0.0.1", port=port, password=password,
+        socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0),
+    )
+
+
 def _ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
     try:
-        client = redis.Redis(
-            host="127.0.0.1", port=port, password=password,
-            socket_connect_timeout=timeout, socket_timeout=timeout,
-        )
+        client = _client(port, password, timeout)
         ok = bool(client.ping())
         client.close()
         return ok
@@ -284,11 +292,7 @@ class EmbeddedRedis:
         proc = self._proc
         if proc.poll() is None:
             try:
-                client = redis.Redis(
-                    host="127.0.0.1", port=self.port, password=self.password,
-                    socket_connect_timeout=2, socket_timeout=timeout_s,
-                )
-                client.shutdown(save=True)
+                _client(self.port, self.password, timeout_s).shutdown(save=True)
             except (redis.RedisError, OSError):
                 pass  # the connection closes as the server exits; or it is already gone
             try:
@@ -296,7 +300,7 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 try:
-                    proc.wait(timeout=5)
+                    proc.wait(timeout=min(5.0, timeout_s))
                 except subprocess.TimeoutExpired:
                     self._kill()
         if proc.stderr is not None:

@@ -1,0 +1,230 @@
+"""The Redis store and the embedded Redis server, against a real redis-server (no mocks).
+
+Facts used: colour parity (a tour alternates colours, so on 5×5 - 13 squares of colour 0, 12 of
+colour 1 - no open tour starts on colour 1), so a 5×5 batch has exactly 12 parity no-tours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+
+import psutil
+import pytest
+import redis
+
+from knights_tour import keys
+from knights_tour.board import Board
+from knights_tour.embedded import STATE_FILE, EmbeddedRedis, free_port
+from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.jobs import make_batch_jobs, run_job
+from knights_tour.settings import get_settings
+from knights_tour.store import (
+    batch_jobs,
+    batch_status,
+    collect,
+    connect,
+    create_batch,
+    list_batches,
+    mask_url,
+    save_record,
+    wait_for_batch,
+)
+from knights_tour.verify import verify_tour
+
+
+@pytest.fixture(scope="module")
+def records_5x5():
+    jobs = make_batch_jobs([5])
+    return jobs, [run_job(j) for j in jobs]
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("redis://:hunter2@example.org:6380/2", "redis://:***@example.org:6380/2"),
+        ("redis://alice:hunter2@10.0.0.1/0", "redis://alice:***@10.0.0.1/0"),
+        ("rediss://:p%40ss@[::1]:6379/0", "rediss://:***@[::1]:6379/0"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ],
+)
+def test_mask_url(url, masked):
+    assert mask_url(url) == masked
+
+
+def test_connect_to_nothing_fails_clearly_with_masked_password():
+    with pytest.raises(BackendUnavailableError) as info:
+        connect(f"redis://:hunter2@127.0.0.1:{free_port()}/0", timeout_s=1)
+    message = str(info.value)
+    assert message.startswith("cannot reach Redis at redis://:***@127.0.0.1:")
+    assert "hunter2" not in message
+
+
+def test_connect_with_a_wrong_password_fails_clearly(tmp_path):
+    with EmbeddedRedis(tmp_path, password="right-horse") as server:
+        assert connect(server.url).ping()
+        wrong = server.url.replace("right-horse", "wrong-horse")
+        with pytest.raises(BackendUnavailableError) as info:
+            connect(wrong)
+        assert "wrong-horse" not in str(info.value) and "***" in str(info.value)
+
+
+def test_batch_round_trip_sorted_and_counted(redis_client, records_5x5):
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs, {"sizes": "5"})
+    status = batch_status(redis_client, batch_id)
+    assert (status["total"], status["done"], status["missing"], status["complete"]) == (25, 0, 25, False)
+    shuffled = list(records)
+    random.Random(7).shuffle(shuffled)
+    for rec in shuffled:
+        save_record(redis_client, batch_id, rec)
+    status = batch_status(redis_client, batch_id)
+    assert status["complete"] and status["done"] == 25 and status["missing"] == 0
+    minority = [sq for sq in Board(5, 5).squares() if Board.colour(sq) == 1]
+    assert status["counts"]["no_tour"] == len(minority) == 12
+    assert status["counts"]["found"] == 25 - 12  # every majority-colour start has a tour
+    assert status["params"] == {"sizes": "5"} and status["mismatches"] == 0
+    got = collect(redis_client, batch_id)
+    assert [tuple(r["start"]) for r in got] == list(Board(5, 5).squares())  # row-major order
+    for rec in got:
+        if rec["status"] == "found":
+            assert verify_tour(5, rec["tour"], start=rec["start"]).ok
+    assert [j.key for j in batch_jobs(redis_client, batch_id)] == [r["job_key"] for r in got]
+
+
+def test_saving_a_record_twice_overwrites(redis_client, records_5x5):
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs[:3], {})
+    for rec in records[:3]:
+        save_record(redis_client, batch_id, rec)
+    again = dict(records[0], worker="second-delivery")
+    save_record(redis_client, batch_id, again)
+    got = collect(redis_client, batch_id)
+    assert len(got) == 3 and got[0]["worker"] == "second-delivery"
+    assert batch_status(redis_client, batch_id)["done"] == 3
+    # Re-registering the same jobs in the same batch adds nothing.
+    assert create_batch(redis_client, jobs[:3], {}, batch_id=batch_id) == batch_id
+    assert batch_status(redis_client, batch_id)["total"] == 3
+
+
+def test_batches_are_separate_and_listed_in_order(redis_client, records_5x5):
+    jobs, records = records_5x5
+    first = create_batch(redis_client, jobs[:2], {"n": 1})
+    second = create_batch(redis_client, jobs[:4], {"n": 2})
+    assert first != second
+    save_record(redis_client, first, records[0])
+    assert [r["job_key"] for r in collect(redis_client, first)] == [records[0]["job_key"]]
+    assert collect(redis_client, second) == []
+    listed = list_batches(redis_client)
+    assert [b["batch_id"] for b in listed] == [first, second]
+    assert [(b["total"], b["done"], b["params"]) for b in listed] == [(2, 1, {"n": 1}), (4, 0, {"n": 2})]
+
+
+def test_mismatch_and_missing_are_reported(redis_client, records_5x5):
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs[:5], {})
+    save_record(redis_client, batch_id, dict(records[0], mismatch=True))
+    status = batch_status(redis_client, batch_id)
+    assert status["mismatches"] == 1 and status["missing"] == 4
+    assert status["missing_keys"] == sorted(j.key for j in jobs[1:5])
+
+
+def test_unknown_batch_is_a_clear_error(redis_client):
+    for fn in (batch_status, collect, batch_jobs):
+        with pytest.raises(KnightsTourError, match="unknown batch 'no-such-batch'"):
+            fn(redis_client, "no-such-batch")
+
+
+def test_record_without_job_key_is_refused(redis_client, records_5x5):
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs[:1], {})
+    with pytest.raises(KnightsTourError, match="job_key"):
+        save_record(redis_client, batch_id, {k: v for k, v in records[0].items() if k != "job_key"})
+
+
+def test_results_do_not_expire_unless_a_ttl_is_set(redis_client, records_5x5, monkeypatch):
+    jobs, records = records_5x5
+    kept = create_batch(redis_client, jobs[:1], {})
+    save_record(redis_client, kept, records[0])
+    assert all(redis_client.ttl(k) == -1 for k in keys.batch_keys(kept))
+    monkeypatch.setenv("KT_RESULT_TTL_S", "3600")
+    get_settings.cache_clear()
+    try:
+        expiring = create_batch(redis_client, jobs[:1], {})
+        save_record(redis_client, expiring, records[0])
+        assert all(0 < redis_client.ttl(k) <= 3600 for k in keys.batch_keys(expiring))
+    finally:
+        monkeypatch.delenv("KT_RESULT_TTL_S")
+        get_settings.cache_clear()
+
+
+def test_wait_for_batch_reports_progress_and_times_out(redis_client, records_5x5):
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs[:2], {})
+    save_record(redis_client, batch_id, records[0])
+    seen = []
+    status = wait_for_batch(redis_client, batch_id, timeout_s=0.3, on_progress=seen.append, poll_s=0.05)
+    assert not status["complete"] and status["done"] == 1 and seen and seen[-1]["done"] == 1
+    save_record(redis_client, batch_id, records[1])
+    assert wait_for_batch(redis_client, batch_id, timeout_s=5)["complete"]
+
+
+def test_embedded_redis_keeps_data_across_restart_on_the_same_port(tmp_path, records_5x5):
+    jobs, records = records_5x5
+    server = EmbeddedRedis(tmp_path / "data")
+    server.start()
+    try:
+        port, pid = server.port, server.pid
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+        assert {c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN} == {"127.0.0.1"}
+        r = connect(server.url)
+        batch_id = create_batch(r, jobs[:2], {"survive": True})
+        save_record(r, batch_id, records[0])
+        r.close()
+        server.stop()
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert not (tmp_path / "data" / STATE_FILE).exists()
+        server.start()
+        assert server.port == port and server.pid != pid
+        r = connect(server.url)
+        assert [x["job_key"] for x in collect(r, batch_id)] == [records[0]["job_key"]]
+        assert batch_status(r, batch_id)["params"] == {"survive": True}
+        r.close()
+    finally:
+        server.stop()
+
+
+def test_a_second_embedded_redis_on_the_same_dir_attaches_or_refuses(tmp_path):
+    with EmbeddedRedis(tmp_path) as first:
+        other = EmbeddedRedis(tmp_path).start()  # reuse=True: attach, do not start another
+        assert (other.port, other.pid, other.owned) == (first.port, first.pid, False)
+        other.stop()  # not ours: must leave it running
+        assert first.is_running()
+        with pytest.raises(BackendUnavailableError, match="already running"):
+            EmbeddedRedis(tmp_path, reuse=False).start()
+
+
+def test_a_stale_state_file_is_replaced(tmp_path):
+    dead = subprocess.Popen(["sleep", "0"])
+    dead.wait()
+    (tmp_path / STATE_FILE).write_text(json.dumps({"pid": dead.pid, "port": free_port(), "password": None}))
+    with EmbeddedRedis(tmp_path) as server:
+        assert server.owned and server.pid != dead.pid
+        assert json.loads((tmp_path / STATE_FILE).read_text())["pid"] == server.pid
+
+
+def test_stop_kills_a_server_that_ignores_shutdown(tmp_path):
+    server = EmbeddedRedis(tmp_path).start()
+    pid = server.pid
+    os.kill(pid, signal.SIGSTOP)  # a hung server: SHUTDOWN cannot be answered
+    try:
+        server.stop(timeout_s=0.5)
+    finally:
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGCONT)
+    assert not server.is_running()
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis(host="127.0.0.1", port=server.port, socket_connect_timeout=0.5).ping()
