@@ -1,0 +1,129 @@
+"""End to end: a real Redis server and two real Celery worker processes (no mocks).
+
+Facts used (from outside the code):
+* colour parity: a knight's tour alternates colours, so on a board with an odd number of
+  squares an open tour must start on the majority colour; on n = 5, 7, 9, 11 the minority-colour
+  squares number 12 + 24 + 40 + 60 = 136;
+* every other start square of n = 5..12 has an open tour (so 620 - 136 = 484 tours), and every
+  square of 8×8 starts an open tour;
+* a tour is judged only by :func:`verify_tour`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from knights_tour import keys
+from knights_tour.board import Board
+from knights_tour.jobs import make_batch_jobs
+from knights_tour.store import batch_status, collect, connect, wait_for_batch
+from knights_tour.tasks import submit_batch
+from knights_tour.verify import verify_tour
+from knights_tour.worker import TASK_RUN_JOBS, use_redis
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def r(module_redis_url, local_workers):
+    client = connect(module_redis_url)
+    yield client
+    client.close()
+
+
+def _run(url, r, jobs, timeout_s=240, **kwargs):
+    batch_id = submit_batch(url, jobs, {"test": True}, **kwargs)
+    status = wait_for_batch(r, batch_id, timeout_s=timeout_s)
+    assert status["complete"], status
+    return batch_id, status
+
+
+def test_the_620_job_sweep(module_redis_url, r, local_workers):
+    jobs = make_batch_jobs(range(5, 13))
+    batch_id, status = _run(module_redis_url, r, jobs)
+    records = collect(r, batch_id)
+    assert len(records) == 620
+    assert len({rec["job_key"] for rec in records}) == 620
+    assert status["counts"] == {"found": 484, "no_tour": 136} and status["mismatches"] == 0
+    order = [(rec["rows"], rec["cols"], tuple(rec["start"])) for rec in records]
+    assert order == sorted(order)
+    parity = set()
+    for n in range(5, 13):
+        if n % 2:
+            parity |= {(n, sq) for sq in Board(n, n).squares() if Board.colour(sq) == 1}
+    assert len(parity) == 136
+    for rec in records:
+        n, start = rec["rows"], tuple(rec["start"])
+        assert rec["batch_id"] == batch_id
+        if (n, start) in parity:
+            assert (rec["status"], rec["proof"]) == ("no_tour", "parity")
+        else:
+            assert rec["status"] == "found"
+            assert verify_tour(n, rec["tour"], start=start).ok
+    # Both workers took part, and each record names the node that ran it.
+    assert {rec["worker"] for rec in records} == set(local_workers.node_names)
+
+
+def test_8x8_with_cpsat_cross_check(module_redis_url, r):
+    jobs = make_batch_jobs([8], verify="cpsat")
+    batch_id, status = _run(module_redis_url, r, jobs, chunk_size=4)
+    records = collect(r, batch_id)
+    assert len(records) == 64 and status["counts"] == {"found": 64}
+    for rec in records:
+        assert verify_tour(8, rec["tour"], start=rec["start"]).ok
+        assert rec["checks"] == {"verifier": True, "cpsat": True}
+        assert rec["cpsat_status"] == "found" and rec["cpsat_tour_accepted"] is True
+        assert rec["mismatch"] is False and rec["cpsat_elapsed_s"] > 0
+
+
+def test_resubmitting_the_same_jobs_does_not_duplicate(module_redis_url, r):
+    jobs = make_batch_jobs([5, 6])
+    batch_id, _ = _run(module_redis_url, r, jobs, chunk_size=1)  # one job per task
+    first = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
+    again = submit_batch(module_redis_url, jobs, {"test": True}, batch_id=batch_id)
+    assert again == batch_id
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until every record was rewritten
+        now = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
+        if all(now[k] > first[k] for k in first):
+            break
+        time.sleep(0.2)
+    records = collect(r, batch_id)
+    assert len(records) == 61 == len({rec["job_key"] for rec in records})
+    assert all(rec["finished_at"] > first[rec["job_key"]] for rec in records)
+    assert batch_status(r, batch_id)["total"] == 61
+    # only_missing sends nothing for a complete batch.
+    assert submit_batch(module_redis_url, jobs, {}, batch_id=batch_id, only_missing=True) == batch_id
+
+
+def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
+    jobs = make_batch_jobs(["3x4"])
+    batch_id, _ = _run(module_redis_url, r, jobs)
+    app = use_redis(module_redis_url)
+    bad = {"rows": 3, "cols": 4, "start": [9, 9], "solver": "warnsdorff"}
+    app.send_task(TASK_RUN_JOBS, args=[batch_id, [bad, jobs[0].to_dict()]], queue=keys.QUEUE,
+                  ignore_result=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        errors = [rec for rec in collect(r, batch_id) if rec["status"] == "error"]
+        if errors:
+            break
+        time.sleep(0.1)
+    assert len(errors) == 1
+    assert errors[0]["error_type"] == "InvalidJobError" and "off the 3x4 board" in errors[0]["reason"]
+    assert errors[0]["job_key"].startswith("invalid:")
+    # The worker survived: the batch's real jobs are still all there and it keeps working.
+    _run(module_redis_url, r, make_batch_jobs([5]))
+
+
+def test_workers_stop_with_their_pool_children(module_redis_url):
+    from knights_tour.embedded import LocalWorkers
+
+    with LocalWorkers(module_redis_url, count=1, node_prefix="stoptest") as workers:
+        family = [psutil.Process(pid) for pid in workers.pids]
+        family += [c for p in list(family) for c in p.children(recursive=True)]
+        assert len(family) >= 2  # the worker and its prefork pool process
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family)
