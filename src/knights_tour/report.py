@@ -421,7 +421,8 @@ function draw(g,idx,gi){
   var R=g.rows,C=g.cols,t=g.tours[idx].t,closed=g.tours[idx].c,side=Math.max(R,C);
   var size=Math.min(MAXPX,Math.max(320,60*side)),cell=size/side;
   var labels=cell>=14&&side<=52,lab=Math.max(9,Math.min(16,cell*0.32)),m=labels?lab*1.9:0,pad=Math.max(1,cell*0.04);
-  var ox=m+pad,oy=pad,W=ox+C*cell+pad,H=oy+R*cell+m+pad,sw=Math.max(0.6,cell*0.07);
+  var dense=cell<24,sw=Math.max(0.6,cell*(dense?0.1:0.07));
+  var ox=m+pad,oy=pad,W=ox+C*cell+pad,H=oy+R*cell+m+pad;
   var digits=String(R*C).length,font=Math.min(cell*0.32,cell*0.8/(0.6*digits)),nums=font>=8&&side<=40;
   function cx(i){return ox+(i%C+0.5)*cell;} function cy(i){return oy+(Math.floor(i/C)+0.5)*cell;}
   var p=[],i,r,c,k;
@@ -429,9 +430,9 @@ function draw(g,idx,gi){
   p.push('<svg xmlns="'+NS+'" id="'+sid+'" class="kt-tour" data-rows="'+R+'" data-cols="'+C+'" data-closed="'+(closed?"true":"false")+'" width="'+f(W)+'" height="'+f(H)+'" viewBox="0 0 '+f(W)+' '+f(H)+'">');
   p.push('<style>#'+sid+' .kt-lab{font:'+f(lab)+'px sans-serif;fill:#555;text-anchor:middle;dominant-baseline:central}#'+sid+' .kt-n{font:600 '+f(font)+'px sans-serif;fill:#111;text-anchor:middle;dominant-baseline:central;paint-order:stroke;stroke:#fff;stroke-width:'+f(Math.max(0.5,font*0.22))+'px;stroke-linejoin:round}</style>');
   p.push('<defs><marker id="'+sid+'-dot" markerUnits="strokeWidth" markerWidth="2" markerHeight="2" refX="1" refY="1"><circle cx="1" cy="1" r="1" fill="#1d3f8f"/></marker></defs>');
-  p.push('<rect class="kt-board" x="'+f(ox)+'" y="'+f(oy)+'" width="'+f(C*cell)+'" height="'+f(R*cell)+'" fill="#f0d9b5"/>');
+  p.push('<rect class="kt-board" x="'+f(ox)+'" y="'+f(oy)+'" width="'+f(C*cell)+'" height="'+f(R*cell)+'" fill="'+(dense?"#f8f1e6":"#f0d9b5")+'"/>');
   var d=[];for(r=0;r<R;r++)for(c=0;c<C;c++)if((r+c)%2)d.push("M"+f(ox+c*cell)+" "+f(oy+r*cell)+"h"+f(cell)+"v"+f(cell)+"h-"+f(cell)+"z");
-  if(d.length)p.push('<path class="kt-dark" fill="#b58863" d="'+d.join("")+'"/>');
+  if(d.length)p.push('<path class="kt-dark" fill="'+(dense?"#e2cdb0":"#b58863")+'" d="'+d.join("")+'"/>');
   if(labels){for(r=0;r<R;r++)p.push('<text class="kt-lab" x="'+f(ox-m/2)+'" y="'+f(oy+(r+0.5)*cell)+'">'+(R-r)+'</text>');
     for(c=0;c<C;c++)p.push('<text class="kt-lab" x="'+f(ox+(c+0.5)*cell)+'" y="'+f(oy+R*cell+m/2)+'">'+fileName(c)+'</text>');}
   var s=t[0],e=t[t.length-1];

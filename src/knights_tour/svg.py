@@ -32,6 +32,11 @@ from knights_tour.render import TourLike, TourView, tour_view
 
 LIGHT = "#f0d9b5"
 DARK = "#b58863"
+LIGHT_DENSE = "#f8f1e6"
+DARK_DENSE = "#e2cdb0"
+DENSE_CELL_PX = 24.0
+"""Below this square size the board is drawn in muted colours and the path a little thicker,
+so the path, not the checkering, is what the eye follows on big boards."""
 PATH = "#1d3f8f"
 START = "#2e7d32"
 END = "#c62828"
@@ -121,7 +126,9 @@ def tour_svg(
     ox, oy = margin + pad, pad
     width = ox + b.cols * cell + pad
     height = oy + b.rows * cell + margin + pad
-    stroke = max(0.6, cell * 0.07)
+    dense = cell < DENSE_CELL_PX
+    light, dark_fill = (LIGHT_DENSE, DARK_DENSE) if dense else (LIGHT, DARK)
+    stroke = max(0.6, cell * (0.1 if dense else 0.07))
     font_px = number_font_px(b, cell)
     if numbers is None:
         numbers = font_px >= MIN_FONT_PX and side <= 40
@@ -157,7 +164,7 @@ def tour_svg(
 
     # Board: light background, all dark squares as one path.
     dwg.add(dwg.rect(insert=(_f(ox), _f(oy)), size=(_f(b.cols * cell), _f(b.rows * cell)),
-                     fill=LIGHT, class_="kt-board"))
+                     fill=light, class_="kt-board"))
     c = _f(cell)
     dark = "".join(
         f"M{_f(ox + col * cell)} {_f(oy + row * cell)}h{c}v{c}h-{c}z"
@@ -166,7 +173,7 @@ def tour_svg(
         if (row + col) % 2 == 1
     )
     if dark:
-        dwg.add(dwg.path(d=dark, fill=DARK, class_="kt-dark"))
+        dwg.add(dwg.path(d=dark, fill=dark_fill, class_="kt-dark"))
 
     if labels:
         for row in range(b.rows):
