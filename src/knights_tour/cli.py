@@ -591,7 +591,13 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
             batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
             click.echo(f"ktour: batch {batch_id}: {len(jobs)} jobs on "
                        f"{len(boards)} board(s) submitted to {where}", err=True)
-            status = _wait_with_progress(client, batch_id, len(jobs), timeout, workers=local)
+            try:
+                status = _wait_with_progress(client, batch_id, len(jobs), timeout,
+                                             workers=local)
+            except BaseException:
+                if server is not None and server.owned:
+                    _purge_queue(url, batch_id)
+                raise
             records = collect(client, batch_id)
     finally:
         if old_term is not None:
@@ -609,6 +615,21 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
         click.echo(f"ktour: {p}", err=True)
     click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
     return EXIT_OK if not problems else EXIT_NOT_OK
+
+
+def _purge_queue(url: str, batch_id: str) -> None:
+    """After an interrupted run on our own embedded Redis: drop the batch's queued tasks, so the
+    next run's workers do not start with the abandoned batch. Its stored records stay."""
+    from knights_tour.worker import app
+
+    try:
+        with app.connection_for_write(url) as conn:
+            dropped = app.control.purge(connection=conn)
+    except Exception:  # noqa: BLE001 - best effort while shutting down
+        return
+    if dropped:
+        click.echo(f"ktour: batch {batch_id} abandoned; dropped {dropped} queued task(s)",
+                   err=True)
 
 
 def _warn_if_no_workers(url: str) -> None:
