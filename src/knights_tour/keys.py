@@ -8,6 +8,12 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:jobs           hash         job_key -> job JSON (the job as submitted)
     kt:batch:{id}:records        hash         job_key -> record JSON (re-delivery overwrites)
     kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
+    kt:counts                    sorted set   count_id, scored by creation time (tour counts)
+    kt:count:{id}                hash         "meta" -> count meta JSON, "total" -> sub-jobs,
+                                              "report" -> final report JSON
+    kt:count:{id}:subjobs        hash         sub-job key -> sub-job JSON (counting.SubJob)
+    kt:count:{id}:partials       hash         sub-job key -> partial count JSON (re-delivery
+                                              overwrites with the same number)
 
 Records are per batch, so ``collect BATCH`` returns exactly that batch's records, and a job that
 is delivered twice (Celery late acknowledgement, a resubmission) overwrites its own record
@@ -55,7 +61,32 @@ def batch_keys(batch_id: str) -> list[str]:
     return [batch(batch_id), batch_jobs(batch_id), batch_records(batch_id), batch_status(batch_id)]
 
 
+def counts() -> str:
+    """Sorted set of all count ids (``ktour count``), scored by creation time."""
+    return f"{PREFIX}counts"
+
+
+def count(count_id: str) -> str:
+    """Hash with the count's ``meta`` JSON, ``total`` (sub-jobs) and final ``report`` JSON."""
+    return f"{PREFIX}count:{count_id}"
+
+
+def count_subjobs(count_id: str) -> str:
+    """Hash sub-job key -> sub-job JSON."""
+    return f"{PREFIX}count:{count_id}:subjobs"
+
+
+def count_partials(count_id: str) -> str:
+    """Hash sub-job key -> partial count JSON (count, nodes, elapsed_s, worker)."""
+    return f"{PREFIX}count:{count_id}:partials"
+
+
+def count_keys(count_id: str) -> list[str]:
+    """Every key belonging to one count (for deletion)."""
+    return [count(count_id), count_subjobs(count_id), count_partials(count_id)]
+
+
 __all__ = [
     "PREFIX", "QUEUE", "batches", "batch", "batch_jobs", "batch_records", "batch_status",
-    "batch_keys",
+    "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
 ]
