@@ -119,6 +119,13 @@ def test_solve_output_pipes_into_verify(capsys, monkeypatch):
     assert code == 0 and out2.startswith("valid open tour of 7x7 from d4")
 
 
+def test_solve_undecided_exits_1(capsys):
+    # 63 moves are needed for a tour of 8x8, so a budget of one search node cannot decide it
+    code, out, _ = run_cli(capsys, "solve", "8", "a1", "--node-limit", "1")
+    assert code == 1
+    assert "status unknown" in out and "node_limit" in out
+
+
 # -- errors: one line, exit 2 -----------------------------------------------------------------
 
 
@@ -329,3 +336,31 @@ def test_run_embedded_then_collect_from_a_new_start(capsys, tmp_path, monkeypatc
     code, out, _ = run_cli(capsys, "batches")
     assert batch_id in out
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_client, redis_db_url):
+    """A stored record that disagrees with CP-SAT must never pass quietly."""
+    from knights_tour import store
+    from knights_tour.jobs import Job, run_job
+
+    jobs = [Job(5, 5, (0, 0), verify="cpsat"), Job(5, 5, (0, 1), verify="cpsat")]
+    batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5x5"})
+    good = run_job(jobs[0], batch_id=batch_id)
+    assert good["status"] == "found" and good["checks"]["cpsat"] is True
+    bad = run_job(jobs[1], batch_id=batch_id)
+    assert bad["status"] == "no_tour"
+    # simulate a backend claiming the opposite of what CP-SAT found
+    bad.update(status="found", mismatch=True, cpsat_status="no_tour",
+               cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour")
+    bad["checks"]["cpsat"] = False
+    store.save_record(redis_client, batch_id, good)
+    store.save_record(redis_client, batch_id, bad)
+
+    code, out, err = run_cli(capsys, "collect", batch_id, "--redis", redis_db_url)
+    assert code == 1
+    assert "CP-SAT CROSS-CHECK FAILED for 1 job(s)" in err
+    assert "5x5 from b5: warnsdorff says found, CP-SAT says no_tour" in err
+    row = next(ln for ln in out.splitlines() if "5x5" in ln)
+    cells = [c.strip() for c in row.strip("│┃ ").split("│")]
+    assert cells[:7] == ["5x5", "2", "2", "0", "0", "0", "1"]
+    assert cells[7] == "1/2"
