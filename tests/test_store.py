@@ -226,3 +226,68 @@ def test_stop_kills_a_server_that_ignores_shutdown(tmp_path):
             os.kill(pid, signal.SIGCONT)
     assert not server.is_running()
     assert not psutil.pid_exists(pid)
+
+
+# -- the task adapter, run in this process against the real Redis (no worker needed) --------
+@pytest.fixture
+def task_env(redis_db_url, monkeypatch):
+    """Point settings (and so the task's Redis client and Celery app) at this test's database."""
+    import knights_tour.tasks as tasks
+    from knights_tour.worker import use_redis
+
+    monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
+    get_settings.cache_clear()
+    monkeypatch.setattr(tasks, "_redis_client", None)
+    use_redis(redis_db_url)
+    yield redis_db_url
+    get_settings.cache_clear()
+
+
+def test_task_writes_one_record_per_job_and_an_error_for_a_bad_one(task_env):
+    from knights_tour.tasks import run_jobs
+
+    r = connect(task_env)
+    jobs = make_batch_jobs(["3x4"])[:2]
+    batch_id = create_batch(r, jobs, {})
+    bad = {"rows": 3, "cols": 4, "start": [0, 0], "solver": "bogus"}
+    summary = run_jobs.run(batch_id, [jobs[0].to_dict(), bad, jobs[1].to_dict()])
+    assert summary["jobs"] == 3 and summary["batch_id"] == batch_id
+    got = collect(r, batch_id)
+    assert len(got) == 3
+    errors = [x for x in got if x["status"] == "error"]
+    assert len(errors) == 1 and "unknown solver 'bogus'" in errors[0]["reason"]
+    assert batch_status(r, batch_id)["complete"]  # the bad dict is not one of the batch's jobs
+
+
+def test_task_hands_unstarted_jobs_on_after_a_soft_time_limit(task_env, monkeypatch):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    import knights_tour.solvers.warnsdorff as engine
+    from knights_tour.tasks import run_jobs
+
+    real_solve = engine.solve
+    calls = []
+
+    def slow_second(board, start, **kwargs):
+        calls.append(start)
+        if len(calls) == 2:
+            raise SoftTimeLimitExceeded()
+        return real_solve(board, start, **kwargs)
+
+    monkeypatch.setattr(engine, "solve", slow_second)
+    r = connect(task_env)
+    jobs = make_batch_jobs([5])[:4]
+    batch_id = create_batch(r, jobs, {})
+    summary = run_jobs.run(batch_id, [j.to_dict() for j in jobs])
+    assert summary["jobs"] == 2 and len(calls) == 2  # stopped after the job that hit the limit
+    got = {x["job_key"]: x for x in collect(r, batch_id)}
+    assert got[jobs[1].key]["error_type"] == "SoftTimeLimitExceeded"
+    assert jobs[2].key not in got and jobs[3].key not in got
+    # The two unstarted jobs went back on the queue as one new task (JSON body).
+    assert r.llen(keys.QUEUE) == 1
+    message = json.loads(r.lindex(keys.QUEUE, 0))
+    assert message["content-type"] == "application/json"
+    import base64
+
+    args = json.loads(base64.b64decode(message["body"]))[0]
+    assert args == [batch_id, [jobs[2].to_dict(), jobs[3].to_dict()]]
