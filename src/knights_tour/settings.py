@@ -17,6 +17,10 @@ variable                       meaning                                          
 ``KT_RESULT_TTL_S``            expire stored records after this many seconds; 0 = never  0
 ``KT_WORKERS``                 local worker processes for the embedded run               cores
 ``KT_LOG_LEVEL``               worker log level                                          WARNING
+``KT_SCHEDULE_FILE``           TOML schedule for ``celery beat`` (see schedule.py)       unset
+``KT_REPORTS_DIR``             collection reports; unset = ``{KT_DATA_DIR}/reports``     unset
+``KT_COLLECT_INTERVAL_S``      collect every S seconds when the schedule file says not   60
+``KT_COLLECT_LOCK_TIMEOUT_S``  lifetime of the collection lock, seconds                  300
 =============================  ========================================================  =========
 """
 
@@ -50,6 +54,15 @@ class Settings(BaseSettings):
     result_ttl_s: int = Field(0, ge=0)
     workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
     log_level: str = "WARNING"
+    schedule_file: Path | None = None
+    reports_dir: Path | None = None
+    collect_interval_s: float = Field(60.0, gt=0)
+    collect_lock_timeout_s: float = Field(300.0, gt=0)
+
+    @property
+    def reports_path(self) -> Path:
+        """``KT_REPORTS_DIR`` if set, else ``{KT_DATA_DIR}/reports``."""
+        return self.reports_dir if self.reports_dir is not None else self.data_dir / "reports"
 
     @model_validator(mode="after")
     def _limits_in_order(self) -> Settings:
