@@ -8,6 +8,10 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:jobs           hash         job_key -> job JSON (the job as submitted)
     kt:batch:{id}:records        hash         job_key -> record JSON (re-delivery overwrites)
     kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
+    kt:collect:lock              string       redis-py Lock held by the running collection
+    kt:collect:done              hash         batch_id -> collection marker JSON (claimed/written)
+    kt:collect:last              string       JSON of the last collection (time, batches written)
+    kt:summary:latest            string       summary JSON of the latest report written
     kt:counts                    sorted set   count_id, scored by creation time (tour counts)
     kt:count:{id}                hash         "meta" -> count meta JSON, "total" -> sub-jobs,
                                               "report" -> final report JSON
@@ -54,6 +58,26 @@ def batch_records(batch_id: str) -> str:
 def batch_status(batch_id: str) -> str:
     """Hash job_key -> ``"status|0"`` or ``"status|1"`` (mismatch flag), for cheap polling."""
     return f"{PREFIX}batch:{batch_id}:status"
+
+
+def collect_lock() -> str:
+    """Name of the redis-py ``Lock`` that lets one collection run at a time."""
+    return f"{PREFIX}collect:lock"
+
+
+def collected() -> str:
+    """Hash batch_id -> marker JSON of its collection (set with HSETNX: one claim per batch)."""
+    return f"{PREFIX}collect:done"
+
+
+def last_collection() -> str:
+    """JSON of the last collection run (finished time, batches reported)."""
+    return f"{PREFIX}collect:last"
+
+
+def latest_summary() -> str:
+    """Summary JSON of the most recent report written by a collection."""
+    return f"{PREFIX}summary:latest"
 
 
 def batch_keys(batch_id: str) -> list[str]:
