@@ -48,7 +48,8 @@ def six_closed_batch() -> list[dict]:
     recs = [
         record(6, 6, a1, backtrack_tour(6, 6, a1, closed=True), closed=True),
         record(6, 6, b2, backtrack_tour(6, 6, b2, closed=True), closed=True,
-               checks={"verifier": True, "cpsat": False}),
+               checks={"verifier": True, "cpsat": False}, mismatch=True, cpsat_elapsed_s=0.5,
+               cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour"),
         record(6, 6, c3, None, closed=True, status="unknown", reason="time_limit"),
         record(6, 6, e5, None, closed=True, status="error", reason="worker lost"),
         record(6, 6, d4, backtrack_tour(6, 6, d4, closed=True), closed=True),
@@ -150,7 +151,8 @@ def test_html_parses_and_summarises_each_board(batch):
     assert six[col["starts"]] == "5"
     assert six[col["found"]] == "3"  # a1, b2 and d4 (d4 best outcome; also a conflict)
     assert (six[col["unknown"]], six[col["error"]]) == ("1", "1")
-    assert "DISAGREE" in six[col["CP-SAT check"]]
+    assert six[col["CP-SAT check"]] == "0/1 agree (1 DISAGREE), 1 MISMATCH"
+    assert six[col["CP-SAT time"]] == "500 ms" and five[col["CP-SAT time"]] == "–"
     assert "1 start square(s) have conflicting answers" in html
     total = rows[("all", "")]
     assert total[col["starts"]] == "30" and total[col["found"]] == "16"
@@ -181,6 +183,7 @@ def test_html_grid_cells_match_outcomes_and_every_tour_is_embedded(batch):
     assert a1["c"] is True
     assert verify_tour(b6, [b6.square(i) for i in a1["t"]], start="a1", closed=True).ok
     assert "time_limit" in cells["6x6-closed-c3"]["title"]
+    assert "CP-SAT says no_tour" in cells["6x6-closed-b2"]["title"]
 
 
 def test_html_is_self_contained(batch):

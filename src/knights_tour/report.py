@@ -118,10 +118,14 @@ class Cell:
                 extra = f" ({r['reason']})"
             cp = (r.get("checks") or {}).get("cpsat")
             cps = "" if cp is None else (", CP-SAT agrees" if cp else ", CP-SAT DISAGREES")
+            if r.get("cpsat_elapsed_s") is not None:
+                cps += f" (CP-SAT {_fmt_s(_elapsed(r, 'cpsat_elapsed_s'))})"
             lines.append(
                 f"{r.get('solver', '?')}: {st}{extra}, {_fmt_s(_elapsed(r))}, "
                 f"{int(r.get('nodes') or 0)} nodes{cps}"
             )
+            if r.get("cpsat_note"):
+                lines.append(f"  {r['cpsat_note']}")
         if self.conflict:
             lines.append("CONFLICT: a tour was found and also claimed impossible")
         return "\n".join(lines)
@@ -132,9 +136,9 @@ def _status(record: Mapping[str, Any]) -> str:
     return s if s in STATUS_RANK else "error"
 
 
-def _elapsed(record: Mapping[str, Any]) -> float:
+def _elapsed(record: Mapping[str, Any], key: str = "elapsed_s") -> float:
     try:
-        return float(record.get("elapsed_s") or 0.0)
+        return float(record.get(key) or 0.0)
     except (TypeError, ValueError):
         return 0.0
 
@@ -164,10 +168,12 @@ class BoardGroup:
 
     def summary(self) -> dict[str, Any]:
         """Summary numbers: ``starts``, ``jobs``, ``found``, ``no_tour`` (total),
-        ``by_proof`` {proof: count}, ``unknown``, ``error``, ``conflicts``, ``cpsat_checked``,
-        ``cpsat_agree``, ``verifier_fail``, ``time_total_s``, ``time_median_s``,
-        ``time_max_s``, ``solvers``. Counts of outcomes are per start square; CP-SAT and times
-        are per job."""
+        ``by_proof`` {proof: count}, ``unknown``, ``error``, ``conflicts``, ``cpsat_checked``
+        (jobs with ``checks.cpsat`` true or false), ``cpsat_agree``, ``mismatches`` (jobs the
+        pipeline flagged ``mismatch``: CP-SAT and the solver disagree), ``cpsat_time_s`` (sum
+        of ``cpsat_elapsed_s``, None when no job was cross-checked), ``verifier_fail``,
+        ``time_total_s``, ``time_median_s``, ``time_max_s`` (solver ``elapsed_s``),
+        ``solvers``. Counts of outcomes are per start square; CP-SAT and times are per job."""
         statuses = [c.status for c in self.cells.values()]
         by_proof: dict[str, int] = {}
         for c in self.cells.values():
@@ -188,6 +194,11 @@ class BoardGroup:
             "conflicts": sum(c.conflict for c in self.cells.values()),
             "cpsat_checked": sum(v is not None for v in cps),
             "cpsat_agree": sum(v is True for v in cps),
+            "mismatches": sum(bool(r.get("mismatch")) for r in self.records),
+            "cpsat_time_s": (
+                sum(_elapsed(r, "cpsat_elapsed_s") for r in self.records)
+                if any(r.get("cpsat_elapsed_s") is not None for r in self.records) else None
+            ),
             "verifier_fail": sum(v is False for v in ver),
             "time_total_s": sum(times),
             "time_median_s": statistics.median(times) if times else None,
@@ -230,13 +241,15 @@ def group_records(records: Iterable[TourResult | Mapping[str, Any]]) -> tuple[li
 def _totals(groups: list[BoardGroup]) -> dict[str, Any]:
     sums = [g.summary() for g in groups]
     keys = ("starts", "jobs", "found", "no_tour", "unknown", "error", "conflicts",
-            "cpsat_checked", "cpsat_agree", "verifier_fail", "time_total_s")
+            "cpsat_checked", "cpsat_agree", "mismatches", "verifier_fail", "time_total_s")
     tot: dict[str, Any] = {k: sum(s[k] for s in sums) for k in keys}
     by_proof: dict[str, int] = {}
     for s in sums:
         for p, n in s["by_proof"].items():
             by_proof[p] = by_proof.get(p, 0) + n
     tot["by_proof"] = dict(sorted(by_proof.items()))
+    cp_times = [s["cpsat_time_s"] for s in sums if s["cpsat_time_s"] is not None]
+    tot["cpsat_time_s"] = sum(cp_times) if cp_times else None
     tot["time_max_s"] = max((s["time_max_s"] or 0.0 for s in sums), default=None)
     tot["solvers"] = sorted({x for s in sums for x in s["solvers"]})
     return tot
@@ -250,7 +263,10 @@ def _cpsat_words(s: Mapping[str, Any]) -> str:
     if not s["cpsat_checked"]:
         return "not run"
     bad = s["cpsat_checked"] - s["cpsat_agree"]
-    return f"{s['cpsat_agree']}/{s['cpsat_checked']} agree" + (f" ({bad} DISAGREE)" if bad else "")
+    words = f"{s['cpsat_agree']}/{s['cpsat_checked']} agree" + (f" ({bad} DISAGREE)" if bad else "")
+    if s.get("mismatches"):
+        words += f", {s['mismatches']} MISMATCH"
+    return words
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,8 +334,8 @@ def markdown_report(
     out += [
         "",
         "| board | tour | starts | found | no tour (proof) | unknown | error | CP-SAT | "
-        "time total | median | max |",
-        "|---|---|--:|--:|---|--:|--:|---|--:|--:|--:|",
+        "time total | median | max | CP-SAT time |",
+        "|---|---|--:|--:|---|--:|--:|---|--:|--:|--:|--:|",
     ]
     for g in groups:
         s = g.summary()
@@ -327,7 +343,8 @@ def markdown_report(
         out.append(
             f"| {g.rows}×{g.cols} | {g.kind} | {s['starts']} | {s['found']} | {nt} | "
             f"{s['unknown']} | {s['error']} | {_cpsat_words(s)} | {_fmt_s(s['time_total_s'])} | "
-            f"{_fmt_s(s['time_median_s'])} | {_fmt_s(s['time_max_s'])} |"
+            f"{_fmt_s(s['time_median_s'])} | {_fmt_s(s['time_max_s'])} | "
+            f"{_fmt_s(s['cpsat_time_s'])} |"
         )
     if maps and groups:
         out += [
@@ -383,9 +400,9 @@ td.none{background:#eee;cursor:default}
 Solvers: {{ tot.solvers|join(", ") or "–" }}.{% if batch_ids %} Batch: {{ batch_ids|join(", ") }}.{% endif %}
 Generated {{ generated }}.{% if skipped %} <span class="bad">{{ skipped }} unreadable record(s) skipped.</span>{% endif %}</p>
 <table class="sum">
-<tr><th class="l">board</th><th class="l">tour</th><th>starts</th><th>found</th><th>no tour</th><th class="l">proofs</th><th>unknown</th><th>error</th><th class="l">CP-SAT check</th><th>time total</th><th>median</th><th>max</th></tr>
-{% for g, s in rows %}<tr><td class="l"><a href="#{{ g.key }}">{{ g.rows }}×{{ g.cols }}</a></td><td class="l">{{ g.kind }}</td><td>{{ s.starts }}</td><td>{{ s.found }}</td><td>{{ s.no_tour }}</td><td class="l">{{ proof_words(s.by_proof) }}</td><td>{{ s.unknown }}</td><td{% if s.error %} class="bad"{% endif %}>{{ s.error }}</td><td class="l{% if s.cpsat_checked != s.cpsat_agree %} bad{% endif %}">{{ cpsat_words(s) }}</td><td>{{ fmt_s(s.time_total_s) }}</td><td>{{ fmt_s(s.time_median_s) }}</td><td>{{ fmt_s(s.time_max_s) }}</td></tr>
-{% endfor %}<tr class="tot"><td class="l">all</td><td></td><td>{{ tot.starts }}</td><td>{{ tot.found }}</td><td>{{ tot.no_tour }}</td><td class="l">{{ proof_words(tot.by_proof) }}</td><td>{{ tot.unknown }}</td><td>{{ tot.error }}</td><td class="l">{{ cpsat_words(tot) }}</td><td>{{ fmt_s(tot.time_total_s) }}</td><td></td><td>{{ fmt_s(tot.time_max_s) }}</td></tr>
+<tr><th class="l">board</th><th class="l">tour</th><th>starts</th><th>found</th><th>no tour</th><th class="l">proofs</th><th>unknown</th><th>error</th><th class="l">CP-SAT check</th><th>time total</th><th>median</th><th>max</th><th>CP-SAT time</th></tr>
+{% for g, s in rows %}<tr><td class="l"><a href="#{{ g.key }}">{{ g.rows }}×{{ g.cols }}</a></td><td class="l">{{ g.kind }}</td><td>{{ s.starts }}</td><td>{{ s.found }}</td><td>{{ s.no_tour }}</td><td class="l">{{ proof_words(s.by_proof) }}</td><td>{{ s.unknown }}</td><td{% if s.error %} class="bad"{% endif %}>{{ s.error }}</td><td class="l{% if s.cpsat_checked != s.cpsat_agree or s.mismatches %} bad{% endif %}">{{ cpsat_words(s) }}</td><td>{{ fmt_s(s.time_total_s) }}</td><td>{{ fmt_s(s.time_median_s) }}</td><td>{{ fmt_s(s.time_max_s) }}</td><td>{{ fmt_s(s.cpsat_time_s) }}</td></tr>
+{% endfor %}<tr class="tot"><td class="l">all</td><td></td><td>{{ tot.starts }}</td><td>{{ tot.found }}</td><td>{{ tot.no_tour }}</td><td class="l">{{ proof_words(tot.by_proof) }}</td><td>{{ tot.unknown }}</td><td>{{ tot.error }}</td><td class="l">{{ cpsat_words(tot) }}</td><td>{{ fmt_s(tot.time_total_s) }}</td><td></td><td>{{ fmt_s(tot.time_max_s) }}</td><td>{{ fmt_s(tot.cpsat_time_s) }}</td></tr>
 </table>
 {% if tot.conflicts %}<p class="bad">{{ tot.conflicts }} start square(s) have conflicting answers (a tour found and also claimed impossible).</p>{% endif %}
 {% if tot.verifier_fail %}<p class="bad">{{ tot.verifier_fail }} tour(s) failed the verifier.</p>{% endif %}
