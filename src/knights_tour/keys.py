@@ -113,4 +113,5 @@ def count_keys(count_id: str) -> list[str]:
 __all__ = [
     "PREFIX", "QUEUE", "batches", "batch", "batch_jobs", "batch_records", "batch_status",
     "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
+    "collect_lock", "collected", "last_collection", "latest_summary",
 ]
