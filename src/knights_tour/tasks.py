@@ -200,4 +200,73 @@ def submit_batch(
     return batch_id
 
 
-__all__ = ["run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE"]
+# -- tour counts (issue 7): a thin adapter over knights_tour.counting / count_store -----------
+
+TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
+"""Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
+
+
+@app.task(
+    name=TASK_COUNT_SUBJOBS,
+    bind=True,
+    acks_late=True,
+    autoretry_for=REDIS_ERRORS,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=5,
+)
+def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run count sub-jobs (:class:`knights_tour.counting.SubJob` dicts) of count ``count_id`` and
+    store each partial count under its sub-job key. A sub-job that already has a partial count
+    is skipped (resubmission, re-delivery); a malformed one is stored as an error entry.
+
+    Returns a tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``worker``.
+    """
+    from knights_tour import count_store
+    from knights_tour.counting import SubJob
+
+    worker = getattr(self.request, "hostname", None)
+    r = _redis()
+    ran = skipped = errors = 0
+    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
+        try:
+            sj = SubJob.from_dict(raw)
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
+            key = raw.get("key") if isinstance(raw, dict) else None
+            count_store.save_partial(r, count_id, str(key or _invalid_key(raw)), None, 0,
+                                     worker=worker, error=f"{type(exc).__name__}: {exc}")
+            errors += 1
+            continue
+        if count_store.has_partial(r, count_id, sj.key):
+            skipped += 1
+            continue
+        began = time.perf_counter()
+        count, nodes = sj.run()
+        count_store.save_partial(r, count_id, sj.key, count, nodes,
+                                 time.perf_counter() - began, worker)
+        ran += 1
+    return {"count_id": count_id, "ran": ran, "skipped": skipped, "errors": errors,
+            "worker": worker}
+
+
+def submit_count(redis_url: str, count_id: str, subjobs: Sequence[Any]) -> int:
+    """Send one :func:`count_subjobs` task per sub-job (``counting.SubJob``) of ``count_id``
+    (registered beforehand with :func:`knights_tour.count_store.register_count`); returns the
+    number of tasks sent."""
+    use_redis(redis_url)
+    with app.producer_or_acquire() as producer:
+        for sj in subjobs:
+            app.send_task(
+                TASK_COUNT_SUBJOBS,
+                args=[count_id, [sj.to_dict()]],
+                producer=producer,
+                queue=keys.QUEUE,
+                ignore_result=True,
+            )
+    return len(subjobs)
+
+
+__all__ = [
+    "run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE",
+    "count_subjobs", "submit_count", "TASK_COUNT_SUBJOBS",
+]

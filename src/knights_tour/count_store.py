@@ -1,0 +1,252 @@
+"""Distributed tour counts in Redis (issue 7): sub-jobs, partial counts, progress, reports.
+
+redis-py only (no Celery); key names come from :mod:`knights_tour.keys`; everything stored is
+JSON. A count is identified by a **count id** derived from what is counted
+(:func:`count_id_for`: board, open/closed, split depth, which squares, symmetry), so asking for
+the same count again finds the partial counts already stored and only the missing sub-jobs are
+sent (resumable). Each partial count is stored under its sub-job key, so a sub-job delivered
+twice (a worker killed mid-task, Celery late acknowledgement) overwrites its own entry with the
+same number: the sum stays exact.
+
+Typical use (what ``ktour count`` does)::
+
+    plan = counting.plan_count(board)
+    cid = count_id_for(plan, start=None)
+    register_count(r, cid, plan)
+    ...                                   # workers: save_partial(r, cid, key, count, nodes)
+    wait_for_count(r, cid)                # {"total": 348, "done": 348, "complete": True, ...}
+    report = assemble_count(r, cid, plan) # counting.CountReport
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import redis
+
+from knights_tour import keys
+from knights_tour.board import Square
+from knights_tour.counting import CountPlan, CountReport, assemble
+from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.store import REDIS_ERRORS
+
+
+def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
+    """The id of the count ``plan`` describes, e.g. ``6x6-open-d3-all`` or
+    ``5x5-open-d2-sq0.0`` (one class: its representative). Same plan, same id."""
+    board = plan.board
+    kind = "closed" if plan.closed else "open"
+    if start is None:
+        which = "all"
+    else:
+        rep = next(iter(plan.classes))
+        which = f"sq{rep[0]}.{rep[1]}"
+    sym = "" if plan.use_symmetry else "-nosym"
+    return f"{board.label}-{kind}-d{plan.depth}-{which}{sym}"
+
+
+def register_count(
+    r: redis.Redis, count_id: str, plan: CountPlan, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Store the count's meta and its sub-jobs (idempotent: an existing count keeps its
+    partial counts and creation time). Returns the meta dict.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    existing = r.hget(keys.count(count_id), "meta")
+    now = time.time()
+    if existing:
+        meta = json.loads(existing)
+        meta["updated"] = now
+    else:
+        meta = {
+            "count_id": count_id,
+            "created": now,
+            "created_iso": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
+            "rows": plan.board.rows,
+            "cols": plan.board.cols,
+            "closed": plan.closed,
+            "depth": plan.depth,
+            "use_symmetry": plan.use_symmetry,
+            "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
+            "params": dict(params or {}),
+        }
+    meta["total"] = len(plan.subjobs)
+    mapping = {sj.key: json.dumps(sj.to_dict(), separators=(",", ":")) for sj in plan.subjobs}
+    pipe = r.pipeline(transaction=True)
+    if mapping:
+        pipe.hset(keys.count_subjobs(count_id), mapping=mapping)
+    pipe.hset(keys.count(count_id), mapping={
+        "meta": json.dumps(meta, separators=(",", ":")), "total": len(plan.subjobs),
+    })
+    pipe.zadd(keys.counts(), {count_id: meta["created"]})
+    pipe.execute()
+    return meta
+
+
+def save_partial(
+    r: redis.Redis,
+    count_id: str,
+    subjob_key: str,
+    count: int | None,
+    nodes: int,
+    elapsed_s: float = 0.0,
+    worker: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
+
+    ``error`` (with ``count`` None) records a sub-job that could not be run (a malformed
+    message), so waiting stops and the count is reported incomplete instead of hanging.
+    """
+    entry: dict[str, Any] = {
+        "count": None if count is None else int(count),
+        "nodes": int(nodes),
+        "elapsed_s": round(float(elapsed_s), 6),
+        "worker": worker,
+    }
+    if error is not None:
+        entry["error"] = error
+    r.hset(keys.count_partials(count_id), subjob_key, json.dumps(entry, separators=(",", ":")))
+
+
+def has_partial(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
+    """True if the sub-job already has a stored partial count (an error entry does not count)."""
+    raw = r.hget(keys.count_partials(count_id), subjob_key)
+    return bool(raw) and json.loads(raw).get("count") is not None
+
+
+def load_partials(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
+    """All stored entries of a count: sub-job key -> entry dict (count, nodes, elapsed_s, ...)."""
+    return {k: json.loads(v) for k, v in r.hgetall(keys.count_partials(count_id)).items()}
+
+
+def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[str, Any]:
+    """Progress of a count: ``total``, ``done`` (sub-jobs with a partial count), ``errors``,
+    ``missing``, ``missing_keys`` (up to ``max_missing``), ``complete``, ``nodes``, ``cpu_s``.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown count id.
+    """
+    if not r.hexists(keys.count(count_id), "meta"):
+        raise KnightsTourError(f"unknown count {count_id!r}")
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(keys.count_subjobs(count_id))
+    pipe.hgetall(keys.count_partials(count_id))
+    subjob_keys, raw = pipe.execute()
+    entries = {k: json.loads(v) for k, v in raw.items()}
+    wanted = set(subjob_keys)
+    done = {k for k, e in entries.items() if k in wanted and e.get("count") is not None}
+    errors = {k for k, e in entries.items() if k in wanted and e.get("count") is None}
+    missing = sorted(wanted - done - errors)
+    return {
+        "count_id": count_id,
+        "total": len(wanted),
+        "done": len(done),
+        "errors": len(errors),
+        "missing": len(missing),
+        "missing_keys": missing[:max_missing],
+        "complete": not missing and not errors,
+        "nodes": sum(int(entries[k].get("nodes") or 0) for k in done),
+        "cpu_s": sum(float(entries[k].get("elapsed_s") or 0.0) for k in done),
+    }
+
+
+def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list:
+    """The plan's sub-jobs that have no stored partial count yet (what to send on a resume)."""
+    entries = load_partials(r, count_id)
+    return [sj for sj in plan.subjobs if (entries.get(sj.key) or {}).get("count") is None]
+
+
+def wait_for_count(
+    r: redis.Redis,
+    count_id: str,
+    timeout_s: float | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    poll_s: float = 0.25,
+) -> dict[str, Any]:
+    """Poll :func:`count_status` until complete, an error entry appears, or ``timeout_s`` passes.
+
+    Returns the last status. A Redis connection error while polling is retried until the
+    timeout.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis stayed unreachable until the timeout.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    status: dict[str, Any] | None = None
+    last_error: BaseException | None = None
+    while True:
+        try:
+            status = count_status(r, count_id)
+            last_error = None
+            if on_progress is not None:
+                on_progress(status)
+            if status["complete"] or status["errors"]:
+                return status
+        except REDIS_ERRORS as exc:
+            last_error = exc
+        if deadline is not None and time.monotonic() >= deadline:
+            if status is None or last_error is not None:
+                raise BackendUnavailableError(
+                    f"lost contact with Redis while waiting for count {count_id}: {last_error}"
+                )
+            return status
+        time.sleep(poll_s)
+
+
+def assemble_count(
+    r: redis.Redis, count_id: str, plan: CountPlan, elapsed_s: float = 0.0
+) -> CountReport:
+    """Sum the stored partial counts into the per-square report (see
+    :func:`knights_tour.counting.assemble`) and store the report's JSON in the count's hash.
+    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``cpu_s``.
+
+    Raises
+    ------
+    InvalidJobError
+        If a sub-job has no partial count yet.
+    """
+    entries = load_partials(r, count_id)
+    partials = {
+        k: (int(e["count"]), int(e.get("nodes") or 0))
+        for k, e in entries.items()
+        if e.get("count") is not None
+    }
+    cpu = sum(float(e.get("elapsed_s") or 0.0) for e in entries.values())
+    report = assemble(plan, partials, elapsed_s=elapsed_s)
+    report.extra["count_id"] = count_id
+    report.extra["cpu_s"] = round(cpu, 6)
+    record = report.to_dict()
+    r.hset(keys.count(count_id), "report", json.dumps(record, separators=(",", ":")))
+    return report
+
+
+def get_report(r: redis.Redis, count_id: str) -> dict[str, Any] | None:
+    """The stored report of a finished count, or None."""
+    raw = r.hget(keys.count(count_id), "report")
+    return json.loads(raw) if raw else None
+
+
+def delete_count(r: redis.Redis, count_id: str) -> None:
+    """Remove a count, its sub-jobs and partial counts (``ktour count --fresh``)."""
+    r.delete(*keys.count_keys(count_id))
+    r.zrem(keys.counts(), count_id)
+
+
+__all__ = [
+    "count_id_for", "register_count", "save_partial", "has_partial", "load_partials",
+    "count_status", "missing_subjobs", "wait_for_count", "assemble_count", "get_report",
+    "delete_count",
+]
