@@ -85,6 +85,35 @@ def batch_keys(batch_id: str) -> list[str]:
     return [batch(batch_id), batch_jobs(batch_id), batch_records(batch_id), batch_status(batch_id)]
 
 
+def batch_lease(batch_id: str, job_key: str) -> str:
+    """String with a TTL: the lease of the task running ``job_key`` now (value = its token).
+
+    Written by :mod:`knights_tour.recovery`; refreshed by the running task's heartbeat, so it
+    disappears a few seconds after its worker dies.
+    """
+    return f"{PREFIX}batch:{batch_id}:lease:{job_key}"
+
+
+def batch_started(batch_id: str) -> str:
+    """Hash job_key -> unix time a task last claimed the job (removed when its record lands)."""
+    return f"{PREFIX}batch:{batch_id}:started"
+
+
+def batch_attempts(batch_id: str) -> str:
+    """Hash job_key -> claims since the job's last record (counts worker deaths; poison cap)."""
+    return f"{PREFIX}batch:{batch_id}:attempts"
+
+
+def batch_requeued(batch_id: str) -> str:
+    """Hash job_key -> unix time recovery last re-sent the job (cleared when a task claims it)."""
+    return f"{PREFIX}batch:{batch_id}:requeued"
+
+
+def batch_recovery_keys(batch_id: str) -> list[str]:
+    """The recovery hashes of one batch (empty, hence absent, once every job has a record)."""
+    return [batch_started(batch_id), batch_attempts(batch_id), batch_requeued(batch_id)]
+
+
 def counts() -> str:
     """Sorted set of all count ids (``ktour count``), scored by creation time."""
     return f"{PREFIX}counts"
@@ -114,4 +143,5 @@ __all__ = [
     "PREFIX", "QUEUE", "batches", "batch", "batch_jobs", "batch_records", "batch_status",
     "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
     "collect_lock", "collected", "last_collection", "latest_summary",
+    "batch_lease", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
 ]
