@@ -21,6 +21,9 @@ variable                       meaning                                          
 ``KT_REPORTS_DIR``             collection reports; unset = ``{KT_DATA_DIR}/reports``     unset
 ``KT_COLLECT_INTERVAL_S``      collect every S seconds when the schedule file says not   60
 ``KT_COLLECT_LOCK_TIMEOUT_S``  lifetime of the collection lock, seconds                  300
+``KT_LEASE_S``                 job lease: a job whose worker is silent this long is      10
+                               re-sent by recovery (heartbeat every third of it)
+``KT_MAX_ATTEMPTS``            worker deaths on one job before it gets an error record   3
 =============================  ========================================================  =========
 """
 
@@ -58,6 +61,8 @@ class Settings(BaseSettings):
     reports_dir: Path | None = None
     collect_interval_s: float = Field(60.0, gt=0)
     collect_lock_timeout_s: float = Field(300.0, gt=0)
+    lease_s: float = Field(10.0, ge=1.0)
+    max_attempts: int = Field(3, ge=1)
 
     @property
     def reports_path(self) -> Path:
