@@ -270,3 +270,46 @@ __all__ = [
     "run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE",
     "count_subjobs", "submit_count", "TASK_COUNT_SUBJOBS",
 ]
+
+
+# -- beat: scheduled sweeps and collection (knights_tour.schedule, knights_tour.collector) ----
+
+from knights_tour.schedule import TASK_COLLECT, TASK_SUBMIT_SWEEP  # noqa: E402
+
+
+@app.task(name=TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
+def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
+    """Submit the batch of a scheduled sweep (sent by celery beat; see knights_tour.schedule).
+
+    The batch id is derived from the task id, so a re-delivered message re-sends only the
+    jobs without a record instead of starting a second batch. Returns ``{"batch_id", "sweep"}``.
+    """
+    from knights_tour.schedule import run_sweep
+
+    name = str(sweep.get("name", "sweep")) if isinstance(sweep, dict) else "sweep"
+    task_id = str(getattr(self.request, "id", None) or "")[:8] or None
+    batch_id = f"sweep-{name}-{task_id}" if task_id else None
+    batch_id = run_sweep(get_settings().redis_url or DEFAULT_REDIS_URL, sweep, batch_id=batch_id)
+    log.info("scheduled sweep %s submitted as batch %s", name, batch_id)
+    return {"batch_id": batch_id, "sweep": name}
+
+
+@app.task(name=TASK_COLLECT)
+def collect_reports() -> dict[str, Any]:
+    """Write a report for every finished, not yet collected batch (sent by celery beat).
+
+    A thin adapter around :func:`knights_tour.collector.collect_finished` with
+    ``KT_REPORTS_DIR`` and ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict.
+    """
+    from knights_tour.collector import collect_finished
+
+    settings = get_settings()
+    result = collect_finished(
+        _redis(), settings.reports_path, lock_timeout_s=settings.collect_lock_timeout_s
+    )
+    if result["written"]:
+        log.info("collected %d batch(es): %s", len(result["written"]), result["written"])
+    return result
+
+
+__all__ += ["submit_sweep", "collect_reports"]

@@ -23,6 +23,9 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
 
 The numba engine is warmed up in every pool process (``worker_process_init``) if the engine
 exposes ``warm_up()``, so the first job does not pay the compile/cache-load cost.
+
+``celery -A knights_tour.worker beat`` runs the schedule of :mod:`knights_tour.schedule`
+(``KT_SCHEDULE_FILE``) through the ``beat_scheduler`` set here.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def celery_config(settings: Settings) -> dict:
         "worker_hijack_root_logger": False,
         "enable_utc": True,
         "timezone": "UTC",
+        # celery beat loads KT_SCHEDULE_FILE when it starts (workers never read the file).
+        "beat_scheduler": "knights_tour.schedule:ScheduleFileScheduler",
     }
 
 
