@@ -91,6 +91,11 @@ def _invalid_key(job_dict: object) -> str:
 def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job.
 
+    Each job is leased first (:mod:`knights_tour.recovery`): a job already recorded is skipped,
+    so a duplicate delivery never runs it again; a job leased by another live task is waited
+    for; a job whose workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record
+    (``error_type`` ``WorkerLost``). Records carry ``attempts`` (starts since the last record).
+
     Parameters
     ----------
     batch_id : str
@@ -103,28 +108,78 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
         A tiny summary: ``batch_id``, ``jobs`` (records written), ``counts`` by status,
         ``worker`` (node name) and ``elapsed_s``.
     """
+    from knights_tour import recovery
+
     began = time.perf_counter()
     worker = getattr(self.request, "hostname", None)
     counts: Counter[str] = Counter()
     if not isinstance(job_dicts, list):
         job_dicts = [job_dicts]
-    for i, raw in enumerate(job_dicts):
+    valid: list[Job] = []
+    for raw in job_dicts:
         try:
-            job = Job.from_dict(raw)
+            valid.append(Job.from_dict(raw))
         except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
             record = error_record(raw, exc, batch_id, job_key=_invalid_key(raw))
             record["worker"] = worker
+            _save(batch_id, record)
+            counts[record["status"]] += 1
+    # Lease every job of the chunk (recovery re-sends them if this worker dies); a job whose
+    # record is already stored is skipped (late duplicate delivery), one leased by another live
+    # task is waited for after the rest (recovery.wait_for_claim).
+    r = _redis()
+    keeper = recovery.keeper()
+    outcome = recovery.claim_all(keeper, r, batch_id, [j.key for j in valid])
+    counts["skipped"] += sum(1 for o in outcome.values() if o == recovery.DONE)
+    mine = [j for j in valid if outcome[j.key] == recovery.CLAIMED]
+    held = {j.key: j for j in valid if outcome[j.key] == recovery.HELD}
+    max_attempts = get_settings().max_attempts
+
+    def run_one(job: Job) -> dict[str, Any]:
+        attempts = keeper.begin(r, batch_id, job.key)
+        if attempts > max_attempts:
+            record = error_record(
+                job, f"worker lost {attempts - 1} times while running this job; given up",
+                batch_id,
+            )
+            record["error_type"] = "WorkerLost"
+            record["worker"] = worker
         else:
             record = run_job(job, batch_id=batch_id, worker=worker)
+        record["attempts"] = attempts
         _save(batch_id, record)
+        keeper.release(r, batch_id, job.key, finished=True)
         counts[record["status"]] += 1
-        if record.get("error_type") == "SoftTimeLimitExceeded":
-            rest = job_dicts[i + 1:]
-            if rest:  # hand the jobs this task has no time left for to a fresh task
-                self.app.send_task(
-                    TASK_RUN_JOBS, args=[batch_id, rest], queue=keys.QUEUE, ignore_result=True
-                )
-            break
+        return record
+
+    try:
+        for i, job in enumerate(mine):
+            record = run_one(job)
+            if record.get("error_type") == "SoftTimeLimitExceeded":
+                rest = [j for j in mine[i + 1:]] + list(held.values())
+                for j in mine[i + 1:]:
+                    keeper.release(r, batch_id, j.key, finished=False)
+                held = {}
+                if rest:  # hand the jobs this task has no time left for to a fresh task
+                    self.app.send_task(
+                        TASK_RUN_JOBS, args=[batch_id, [j.to_dict() for j in rest]],
+                        queue=keys.QUEUE, ignore_result=True,
+                    )
+                break
+        if held:
+            wait_s = 3 * keeper.lease_s
+            for key, got in recovery.wait_for_claim(keeper, r, batch_id, list(held), wait_s):
+                if got == recovery.CLAIMED:
+                    run_one(held[key])
+                else:
+                    counts["skipped"] += 1
+    finally:
+        for lease in keeper.held():  # an exception: free what we hold for a redelivery
+            job_key = lease.rsplit(":lease:", 1)[1]
+            if any(j.key == job_key for j in valid):
+                keeper.release(r, batch_id, job_key, finished=False)
+    if not counts["skipped"]:
+        del counts["skipped"]
     return {
         "batch_id": batch_id,
         "jobs": sum(counts.values()),
@@ -202,8 +257,42 @@ def submit_batch(
 
 # -- tour counts (issue 7): a thin adapter over knights_tour.counting / count_store -----------
 
+def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
+    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON)."""
+    use_redis(redis_url)
+    app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
+                  ignore_result=True)
+
+
+def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
+    """Re-send the jobs of ``batch_id`` whose worker died (lease expired, no record); returns
+    their keys. See :mod:`knights_tour.recovery`; call it while waiting for a batch."""
+    from knights_tour import recovery
+
+    return recovery.recover_batch(
+        r, batch_id, lambda bid, dicts: resend_jobs(redis_url, bid, dicts)
+    )
+
+
 TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
 """Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
+
+
+def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
+    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON)."""
+    use_redis(redis_url)
+    app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
+                  ignore_result=True)
+
+
+def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
+    """Re-send the jobs of ``batch_id`` whose worker died (lease expired, no record); returns
+    their keys. See :mod:`knights_tour.recovery`; call it while waiting for a batch."""
+    from knights_tour import recovery
+
+    return recovery.recover_batch(
+        r, batch_id, lambda bid, dicts: resend_jobs(redis_url, bid, dicts)
+    )
 
 
 @app.task(
@@ -268,6 +357,7 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[Any]) -> int:
 
 __all__ = [
     "run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE",
+    "resend_jobs", "recover_lost_jobs",
     "count_subjobs", "submit_count", "TASK_COUNT_SUBJOBS",
 ]
 

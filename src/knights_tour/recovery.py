@@ -1,0 +1,321 @@
+"""Job leases and worker-loss recovery: a batch finishes in seconds after a worker dies.
+
+What Celery with a Redis broker does on its own (tested in ``tests/fault``):
+
+* pool child killed (SIGKILL, OOM): with ``task_acks_late`` and ``task_reject_on_worker_lost``
+  the worker main process rejects the message and it goes back to the queue at once;
+* worker main process killed (or the machine lost): the message stays in kombu's ``unacked``
+  hash and is restored only after the ``visibility_timeout`` (ours: 420 s; Celery's default is
+  one hour), see celery/celery#4984 and kombu's ``QoS.restore_visible``. It cannot be made
+  short, because a message not acknowledged within the visibility timeout is handed out again
+  even if its task is still running.
+
+So each job also carries a **lease** in Redis (:func:`knights_tour.keys.batch_lease`, a string
+with a TTL of ``KT_LEASE_S``) while a task holds it. A heartbeat thread in the pool process
+refreshes the leases it holds every third of the lease. A job that was claimed
+(:func:`knights_tour.keys.batch_started`), has no record, and whose lease has expired was lost
+with its worker: :func:`recover_batch` (run by every waiting ``ktour run`` / ``collect --wait``)
+re-sends it. Claims are atomic (a Lua script), so two deliveries of one job never run it at the
+same time, and a task that finds the job's record already stored skips it: a late duplicate
+delivery costs one Redis round trip. A job whose worker dies ``KT_MAX_ATTEMPTS`` times gets an
+``error`` record (``error_type`` ``WorkerLost``) instead of killing workers forever.
+
+This module uses redis-py only (no Celery); re-sending is a callable given by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import redis
+
+from knights_tour import keys
+
+REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
+
+CLAIMED, DONE, HELD = "claimed", "done", "held"
+"""Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease."""
+
+_CLAIM_LUA = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'done' end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+  redis.call('HDEL', KEYS[4], ARGV[1])
+  return 'claimed'
+end
+return 'held'
+"""
+# KEYS: records, lease, started, requeued; ARGV: job_key, token, lease_ms, now
+
+_RENEW_LUA = """
+local n = 0
+for i, k in ipairs(KEYS) do
+  if redis.call('GET', k) == ARGV[1] then
+    redis.call('PEXPIRE', k, ARGV[2])
+    n = n + 1
+  end
+end
+return n
+"""
+
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if ARGV[3] == '1' then
+  redis.call('HDEL', KEYS[2], ARGV[2])
+  redis.call('HDEL', KEYS[3], ARGV[2])
+end
+return 1
+"""
+# KEYS: lease, started, attempts; ARGV: token, job_key, finished ('1': the record is stored)
+
+
+def _settings() -> Any:
+    from knights_tour.settings import get_settings
+
+    return get_settings()
+
+
+class LeaseKeeper:
+    """The leases held by this process, and the heartbeat thread that keeps them alive.
+
+    One per process (:func:`keeper`); safe after ``fork`` (a forked child starts empty).
+
+    Parameters
+    ----------
+    lease_s : float, optional
+        Lease lifetime in seconds (default ``KT_LEASE_S``); refreshed every ``lease_s / 3``.
+    """
+
+    def __init__(self, lease_s: float | None = None) -> None:
+        self.lease_s = float(lease_s if lease_s is not None else _settings().lease_s)
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self._pid = os.getpid()
+        self._held: dict[str, redis.Redis] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._claim = None
+        self._release = None
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease_s * 1000)
+
+    def held(self) -> list[str]:
+        """Lease keys currently held (for tests and logs)."""
+        with self._lock:
+            return sorted(self._held)
+
+    # -- heartbeat ------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._beat, name="kt-lease-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        interval = self.lease_s / 3.0
+        while True:
+            time.sleep(interval)
+            with self._lock:
+                by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
+                for key, client in self._held.items():
+                    by_client.setdefault(id(client), (client, []))[1].append(key)
+            for client, lease_keys in by_client.values():
+                try:
+                    client.eval(_RENEW_LUA, len(lease_keys), *lease_keys, self.token,
+                                self.lease_ms)
+                except redis.RedisError:
+                    pass  # Redis away: the lease may lapse; recovery then re-sends (harmless)
+
+    # -- claim / release ------------------------------------------------------------------
+    def claim(self, r: redis.Redis, batch_id: str, job_key: str) -> str:
+        """Try to take the lease of ``job_key`` in ``batch_id``.
+
+        Returns
+        -------
+        str
+            :data:`CLAIMED` (ours; kept alive until :meth:`release`), :data:`DONE` (the job's
+            record is already stored: skip it) or :data:`HELD` (another live task holds it).
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis is unreachable.
+        """
+        outcome = r.eval(
+            _CLAIM_LUA, 4,
+            keys.batch_records(batch_id), keys.batch_lease(batch_id, job_key),
+            keys.batch_started(batch_id), keys.batch_requeued(batch_id),
+            job_key, self.token, self.lease_ms, f"{time.time():.3f}",
+        )
+        if isinstance(outcome, bytes):
+            outcome = outcome.decode()
+        if outcome == CLAIMED:
+            with self._lock:
+                self._held[keys.batch_lease(batch_id, job_key)] = r
+            self._ensure_thread()
+        return str(outcome)
+
+    def begin(self, r: redis.Redis, batch_id: str, job_key: str) -> int:
+        """Count one more start of ``job_key`` (since its last record); returns the count."""
+        return int(r.hincrby(keys.batch_attempts(batch_id), job_key, 1))
+
+    def release(self, r: redis.Redis, batch_id: str, job_key: str, finished: bool) -> None:
+        """Give up the lease of ``job_key``. ``finished``: its record is stored (clears the
+        started/attempts bookkeeping); otherwise a redelivery may claim it at once.
+        Redis errors are ignored (the lease then simply expires)."""
+        lease = keys.batch_lease(batch_id, job_key)
+        with self._lock:
+            self._held.pop(lease, None)
+        try:
+            r.eval(
+                _RELEASE_LUA, 3, lease, keys.batch_started(batch_id),
+                keys.batch_attempts(batch_id), self.token, job_key, "1" if finished else "0",
+            )
+        except redis.RedisError:
+            pass
+
+
+_KEEPER: LeaseKeeper | None = None
+_KEEPER_LOCK = threading.Lock()
+
+
+def keeper() -> LeaseKeeper:
+    """This process's :class:`LeaseKeeper` (a fresh one after ``fork``)."""
+    global _KEEPER
+    with _KEEPER_LOCK:
+        if _KEEPER is None or _KEEPER._pid != os.getpid():  # noqa: SLF001
+            _KEEPER = LeaseKeeper()
+        return _KEEPER
+
+
+# -- recovery (client side) --------------------------------------------------------------------
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def running(r: redis.Redis, batch_id: str) -> list[str]:
+    """Job keys of ``batch_id`` with a live lease (a task is on them now), sorted."""
+    started = [_text(k) for k in r.hkeys(keys.batch_started(batch_id))]
+    if not started:
+        return []
+    pipe = r.pipeline(transaction=False)
+    for k in started:
+        pipe.exists(keys.batch_lease(batch_id, k))
+    return sorted(k for k, live in zip(started, pipe.execute()) if live)
+
+
+def find_orphans(
+    r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
+    now: float | None = None,
+) -> list[str]:
+    """Jobs lost with their worker: claimed, no record, no live lease, not re-sent lately.
+
+    Parameters
+    ----------
+    requeue_grace_s : float, optional
+        A job re-sent less than this many seconds ago is left alone (its message may still be
+        waiting in the queue); default ``KT_VISIBILITY_TIMEOUT_S``, after which Celery would
+        redeliver a lost message anyway.
+
+    Returns
+    -------
+    list of str
+        Sorted job keys.
+    """
+    if requeue_grace_s is None:
+        requeue_grace_s = float(_settings().visibility_timeout_s)
+    now = time.time() if now is None else now
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(keys.batch_started(batch_id))
+    pipe.hkeys(keys.batch_records(batch_id))
+    pipe.hgetall(keys.batch_requeued(batch_id))
+    started, recorded, requeued = pipe.execute()
+    recorded_set = {_text(k) for k in recorded}
+    requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
+    candidates = [
+        k for k in (_text(s) for s in started)
+        if k not in recorded_set and now - requeued_at.get(k, float("-inf")) > requeue_grace_s
+    ]
+    if not candidates:
+        return []
+    pipe = r.pipeline(transaction=False)
+    for k in candidates:
+        pipe.exists(keys.batch_lease(batch_id, k))
+    return sorted(k for k, live in zip(candidates, pipe.execute()) if not live)
+
+
+def recover_batch(
+    r: redis.Redis,
+    batch_id: str,
+    send: Callable[[str, list[dict[str, Any]]], None],
+    requeue_grace_s: float | None = None,
+    chunk_size: int = 16,
+) -> list[str]:
+    """Re-send the jobs of ``batch_id`` lost with their worker (see :func:`find_orphans`).
+
+    Parameters
+    ----------
+    send : callable
+        ``send(batch_id, job_dicts)`` puts one task on the queue (e.g.
+        :func:`knights_tour.tasks.resend_jobs`).
+
+    Returns
+    -------
+    list of str
+        The job keys re-sent (empty if none). Safe to call from several processes at once:
+        duplicates are only extra messages; the claim lets one task run each job.
+    """
+    orphans = find_orphans(r, batch_id, requeue_grace_s)
+    if not orphans:
+        return []
+    raw = r.hmget(keys.batch_jobs(batch_id), orphans)
+    pairs = [(k, json.loads(_text(v))) for k, v in zip(orphans, raw) if v is not None]
+    now = f"{time.time():.3f}"
+    for i in range(0, len(pairs), chunk_size):
+        part = pairs[i:i + chunk_size]
+        send(batch_id, [d for _, d in part])
+        r.hset(keys.batch_requeued(batch_id), mapping={k: now for k, _ in part})
+    return [k for k, _ in pairs]
+
+
+def claim_all(
+    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Iterable[str]
+) -> dict[str, str]:
+    """:meth:`LeaseKeeper.claim` for each key; returns key -> outcome."""
+    return {k: keeper_.claim(r, batch_id, k) for k in job_keys}
+
+
+def wait_for_claim(
+    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Sequence[str],
+    timeout_s: float, poll_s: float = 0.25,
+) -> Iterable[tuple[str, str]]:
+    """For jobs whose lease another task holds: yield ``(key, CLAIMED | DONE)`` as each lease
+    is freed or its record appears, polling for up to ``timeout_s`` seconds. Keys still held
+    then are dropped (their holder is alive; if it dies, :func:`recover_batch` re-sends)."""
+    pending = list(job_keys)
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        still = []
+        for k in pending:
+            outcome = keeper_.claim(r, batch_id, k)
+            if outcome == HELD:
+                still.append(k)
+            else:
+                yield k, outcome
+        pending = still
+        if pending:
+            time.sleep(poll_s)
+
+
+__all__ = [
+    "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "claim_all",
+    "wait_for_claim", "CLAIMED", "DONE", "HELD",
+]
