@@ -782,6 +782,208 @@ def batches(redis_url: str | None, as_json: bool) -> int:
     return EXIT_OK
 
 
+# -- count (issue 7): tours per start square, distributed over the workers ------------------
+
+
+def _format_count_grid(report) -> list[str]:
+    """The per-square grid as text lines: rank labels on the left (rank 1 at the bottom), file
+    letters below; ``-`` for a square that was not counted."""
+    board = Board(report.rows, report.cols)
+    cells = [["-" if v is None else str(v) for v in row] for row in report.grid]
+    width = max(len(c) for row in cells for c in row)
+    label_w = len(str(board.rows))
+    lines = []
+    for r, row in enumerate(cells):
+        lines.append(f"{board.rows - r:>{label_w}}  " + " ".join(c.rjust(width) for c in row))
+    lines.append(" " * (label_w + 2) + " ".join(
+        board.file_name(c).rjust(width) for c in range(board.cols)))
+    return lines
+
+
+def _wait_count_with_progress(client, count_id: str, total: int, timeout_s: float | None,
+                              workers=None) -> dict[str, Any]:
+    """Poll a count until complete (or an error entry, timeout, all local workers gone) with a
+    rich progress bar of sub-jobs on stderr. Returns the last count status."""
+    import time
+
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from knights_tour import count_store
+
+    console = Console(stderr=True)
+    began = time.monotonic()
+    status: dict[str, Any] = {"done": 0, "total": total, "complete": False, "errors": 0}
+    with Progress(
+        TextColumn("[bold]sub-jobs"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        console=console, transient=False, disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("count", total=total, info="")
+
+        def on_progress(st: dict[str, Any]) -> None:
+            progress.update(task, completed=st["done"], total=st["total"],
+                            info=f"nodes {st['nodes']:,}")
+
+        while True:
+            status = count_store.wait_for_count(client, count_id, timeout_s=1.0,
+                                                on_progress=on_progress)
+            if status["complete"] or status["errors"]:
+                break
+            if timeout_s is not None and time.monotonic() - began > timeout_s:
+                break
+            if workers is not None and workers.procs and all(
+                p.poll() is not None for p in workers.procs
+            ):
+                raise KnightsTourError(
+                    f"all local workers exited before count {count_id} finished "
+                    f"({status['done']}/{status['total']} sub-jobs done)"
+                )
+    return status
+
+
+@cli.command()
+@click.argument("size")
+@click.option("--start", "start", default=None, metavar="SQ",
+              help="Count only the tours from this square (a1 or r,c) and its symmetric images.")
+@click.option("--workers", "workers", type=int, default=None, metavar="K",
+              help="Local worker processes to start (default KT_WORKERS = cores; with --redis "
+              "none: the workers already listening there are used).")
+@click.option("--closed", is_flag=True, help="Count closed (re-entrant) tours instead.")
+@click.option("--depth", type=int, default=None, metavar="K",
+              help="Moves fixed per sub-job (default: about 12 sub-jobs per counted square).")
+@click.option("--no-symmetry", "no_symmetry", is_flag=True,
+              help="Count every square directly instead of one per symmetry class.")
+@click.option("--fresh", is_flag=True,
+              help="Discard partial counts stored by an earlier run of the same count.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead.")
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="Also write the report as JSON to FILE.")
+@_redis_option
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="Stop waiting after S seconds (partial counts stay stored; exit 1).")
+def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out, redis_url,
+          timeout) -> int:
+    """Count the knight's tours from every start square of SIZE (exhaustively), in parallel.
+
+    Directed open tours are counted (an open tour is counted once from each end; the grid of
+    n x n sums to OEIS A165134: 1728 for 5, 6,637,920 for 6). One square per symmetry class is
+    counted and copied to its class. Each count is split into sub-jobs (first moves fixed) that
+    run as Celery tasks; partial counts are stored in Redis per sub-job, so running the same
+    command again resumes: finished sub-jobs are not counted twice. Without --redis an embedded
+    Redis and K local workers are started, as for 'ktour run'. Exit 0 when the count is
+    complete, 1 if not (timeout, failed sub-jobs).
+    """
+    import contextlib
+    import signal
+    import threading
+    import time
+
+    from knights_tour import count_store
+    from knights_tour.counting import plan_count
+    from knights_tour.embedded import LocalWorkers
+    from knights_tour.settings import get_settings
+    from knights_tour.store import mask_url
+    from knights_tour.tasks import submit_count
+
+    board = parse_board(size)
+    start_sq = board.parse_square(start) if start is not None else None
+    if depth is not None and depth < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--depth")
+    if workers is not None and workers < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--workers")
+    if timeout is not None and timeout <= 0:
+        raise click.BadParameter("must be positive", param_hint="--timeout")
+    _check_out_path(out)
+    plan = plan_count(board, start_sq, closed=closed, depth=depth,
+                      use_symmetry=not no_symmetry)
+    count_id = count_store.count_id_for(plan, start_sq)
+    params = {"size": board.label, "start": None if start_sq is None else list(start_sq),
+              "closed": closed, "depth": plan.depth, "symmetry": not no_symmetry}
+
+    old_term = None
+    if threading.current_thread() is threading.main_thread():
+        def _on_term(signum, frame):  # SIGTERM: shut down like Ctrl-C
+            raise KeyboardInterrupt
+        old_term = signal.signal(signal.SIGTERM, _on_term)
+    began = time.monotonic()
+    try:
+        with contextlib.ExitStack() as stack:
+            client, url, server = _open_store(stack, redis_url)
+            where = "embedded Redis" if server else f"Redis at {mask_url(url)}"
+            if fresh:
+                count_store.delete_count(client, count_id)
+            count_store.register_count(client, count_id, plan, params)
+            missing = count_store.missing_subjobs(client, count_id, plan)
+            reused = len(plan.subjobs) - len(missing)
+            status = count_store.count_status(client, count_id)
+            if missing:
+                k = workers if workers is not None else (get_settings().workers if server else 0)
+                local = None
+                if k > 0:
+                    click.echo(f"ktour: starting {k} local worker(s) on {where}", err=True)
+                    local = LocalWorkers(url, k, log_dir=get_settings().data_dir / "logs")
+                    stack.enter_context(local)
+                else:
+                    _warn_if_no_workers(url)
+                submit_count(url, count_id, missing)
+                click.echo(f"ktour: count {count_id}: {len(missing)} of {len(plan.subjobs)} "
+                           f"sub-jobs submitted to {where}"
+                           + (f" ({reused} already counted)" if reused else ""), err=True)
+                try:
+                    status = _wait_count_with_progress(client, count_id, len(plan.subjobs),
+                                                       timeout, workers=local)
+                except BaseException:
+                    if server is not None and server.owned:
+                        _purge_queue(url, count_id)
+                    raise
+            else:
+                click.echo(f"ktour: count {count_id}: all {len(plan.subjobs)} sub-jobs already "
+                           "counted; summing the stored partial counts", err=True)
+            report = None
+            if status["complete"]:
+                report = count_store.assemble_count(client, count_id, plan,
+                                                    elapsed_s=time.monotonic() - began)
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+    if report is None:
+        why = (f"{status['errors']} sub-job(s) failed" if status.get("errors")
+               else "timed out")
+        click.echo(f"ktour: count {count_id} incomplete ({why}): {status['done']}/"
+                   f"{status['total']} sub-jobs done; run the same command again to resume",
+                   err=True)
+        return EXIT_NOT_OK
+    record = report.to_dict()
+    record["reused_subjobs"] = reused
+    if out is not None:
+        from knights_tour.tourfile import atomic_write_text
+
+        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(record, separators=(",", ":")))
+        return EXIT_OK
+    kind = "closed" if closed else "open"
+    click.echo(f"directed {kind} knight's tours per start square, {board.label}:")
+    for line in _format_count_grid(report):
+        click.echo(line)
+    total = report.total
+    if total is not None:
+        click.echo(f"total: {total:,}")
+    else:
+        sq = start_sq if start_sq is not None else next(iter(plan.classes))
+        click.echo(f"tours from {board.algebraic(sq)}: "
+                   f"{report.grid[sq[0]][sq[1]]:,}")
+    click.echo(report.symmetry_note)
+    click.echo(f"sub-jobs: {report.subjobs} (depth {report.depth}; {reused} reused from an "
+               f"earlier run); nodes {report.nodes:,}; worker CPU {record['cpu_s']:.2f} s; "
+               f"wall {report.elapsed_s:.2f} s")
+    click.echo(f"count id: {count_id}")
+    return EXIT_OK
+
+
 # -- pictures: draw, report (commands in picture_cli.py) -------------------------------------
 
 from knights_tour.picture_cli import draw, report  # noqa: E402
