@@ -20,7 +20,14 @@ import pytest
 from _picture_tours import backtrack_tour, record
 
 from knights_tour.board import Board
-from knights_tour.report import group_records, html_report, markdown_report, start_map
+from knights_tour.report import (
+    decode_tour,
+    encode_tour,
+    group_records,
+    html_report,
+    markdown_report,
+    start_map,
+)
 from knights_tour.verify import verify_tour
 
 SVG_NS = {"s": "http://www.w3.org/2000/svg"}
@@ -173,7 +180,7 @@ def test_html_grid_cells_match_outcomes_and_every_tour_is_embedded(batch):
             assert cell["class"] == "no_tour p-parity" and "data-t" not in cell
         else:
             assert cell["class"] == "found"
-            tour = [b5.square(i) for i in groups[0]["tours"][int(cell["data-t"])]["t"]]
+            tour = decode_tour(5, groups[0]["tours"][int(cell["data-t"])])
             assert verify_tour(b5, tour, start=sq).ok
     b6 = Board(6, 6)
     assert cells["6x6-closed-d4"]["class"] == "conflict"
@@ -181,9 +188,21 @@ def test_html_grid_cells_match_outcomes_and_every_tour_is_embedded(batch):
     assert cells["6x6-closed-e5"]["class"] == "error"
     a1 = groups[1]["tours"][int(cells["6x6-closed-a1"]["data-t"])]
     assert a1["c"] is True
-    assert verify_tour(b6, [b6.square(i) for i in a1["t"]], start="a1", closed=True).ok
+    assert verify_tour(b6, decode_tour(6, a1), start="a1", closed=True).ok
     assert "time_limit" in cells["6x6-closed-c3"]["title"]
     assert "CP-SAT says no_tour" in cells["6x6-closed-b2"]["title"]
+
+
+def test_tour_encoding_round_trips_and_keeps_odd_paths(batch):
+    for rec in batch:
+        if rec["tour"]:
+            tour = [tuple(sq) for sq in rec["tour"]]
+            enc = encode_tour(rec["cols"], tour)
+            assert len(enc["m"]) == len(tour) - 1  # one character a move
+            assert decode_tour(rec["cols"], enc) == tour
+    odd = [(0, 0), (0, 1), (2, 2)]  # (0,0)->(0,1) is not a knight move: kept as indices
+    assert encode_tour(5, odd) == {"t": [0, 1, 12]}
+    assert decode_tour(5, encode_tour(5, odd)) == odd
 
 
 def test_html_is_self_contained(batch):
@@ -342,6 +361,11 @@ def test_report_script_draws_the_tour_named_in_the_url(chromium, batch, tmp_path
     col = int((float(start.get("cx")) - bx) / (bw / 6))
     row = int((float(start.get("cy")) - by) / (bh / 6))
     assert Board(6, 6).algebraic((row, col)) == "b2"
+    # the script decoded the tour: every drawn step is a knight move, every square visited once
+    cell = bw / 6
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        assert sorted((round(abs(x1 - x0) / cell), round(abs(y1 - y0) / cell))) == [1, 2]
+    assert len({(round((x - bx) / cell - 0.5), round((y - by) / cell - 0.5)) for x, y in pts}) == 36
     assert 'class="found sel"' in dom or 'class="sel found"' in dom
 
 

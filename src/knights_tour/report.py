@@ -19,7 +19,7 @@ once with the best outcome (found > no_tour > unknown > error), and a start with
 tour and a ``no_tour`` claim is counted as a *conflict*.
 
 :func:`html_report` needs no network: CSS and a small script are inline, the tours are embedded
-as compact JSON (row-major square indices), the script draws the selected tour as SVG, and each
+as compact JSON (start square and one digit per knight move), the script draws the selected tour as SVG, and each
 board also carries one server-drawn SVG (:func:`knights_tour.svg.tour_svg`) so the page shows
 tours even with scripts off. A 620-job batch (every start on 5×5..12×12) is a few hundred kB.
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import jinja2
 
-from knights_tour.board import Board
+from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.errors import KnightsTourError, TourFormatError
 from knights_tour.render import tour_view
 from knights_tour.result import TourResult
@@ -434,8 +434,11 @@ var D=JSON.parse(document.getElementById("kt-data").textContent);
 var NS="http://www.w3.org/2000/svg",MAXPX={{ svg_px }};
 function f(x){return (Math.round(x*100)/100).toString();}
 function fileName(c){var s="",n=c+1;while(n){var m=(n-1)%26;s=String.fromCharCode(97+m)+s;n=Math.floor((n-1)/26);}return s;}
+var OFF={{ offsets }};
+function decode(e,C){if(e.t)return e.t;var t=[e.s],r=Math.floor(e.s/C),c=e.s%C;
+  for(var k=0;k<e.m.length;k++){var o=OFF[e.m.charCodeAt(k)-48];r+=o[0];c+=o[1];t.push(r*C+c);}return t;}
 function draw(g,idx,gi){
-  var R=g.rows,C=g.cols,t=g.tours[idx].t,closed=g.tours[idx].c,side=Math.max(R,C);
+  var R=g.rows,C=g.cols,t=decode(g.tours[idx],C),closed=g.tours[idx].c,side=Math.max(R,C);
   var size=Math.min(MAXPX,Math.max(320,60*side)),cell=size/side;
   var labels=cell>=14&&side<=52,lab=Math.max(9,Math.min(16,cell*0.32)),m=labels?lab*1.9:0,pad=Math.max(1,cell*0.04);
   var dense=cell<24,sw=Math.max(0.6,cell*(dense?0.1:0.07));
@@ -499,6 +502,37 @@ def _cell_text(cell: Cell) -> str:
     return {"unknown": "?", "error": "!"}.get(cell.status, "")
 
 
+_MOVE_CODE = {off: str(i) for i, off in enumerate(KNIGHT_OFFSETS)}
+
+
+def encode_tour(cols: int, tour: list[Square]) -> dict[str, Any]:
+    """Compact form of a tour for the page's script: ``{"s": start, "m": moves}`` with the
+    start as a row-major index and each knight move as one digit, its index in
+    :data:`knights_tour.board.KNIGHT_OFFSETS` (one byte a square instead of about four). A
+    path with a step that is not a knight move is kept as ``{"t": [row-major indices]}``.
+    """
+    moves = []
+    for (r0, c0), (r1, c1) in zip(tour, tour[1:]):
+        code = _MOVE_CODE.get((r1 - r0, c1 - c0))
+        if code is None:
+            return {"t": [cols * r + c for r, c in tour]}
+        moves.append(code)
+    return {"s": cols * tour[0][0] + tour[0][1], "m": "".join(moves)}
+
+
+def decode_tour(cols: int, entry: Mapping[str, Any]) -> list[Square]:
+    """Inverse of :func:`encode_tour`: the list of ``(row, col)``."""
+    if "t" in entry:
+        return [divmod(int(i), cols) for i in entry["t"]]
+    r, c = divmod(int(entry["s"]), cols)
+    out = [(r, c)]
+    for ch in entry["m"]:
+        dr, dc = KNIGHT_OFFSETS[int(ch)]
+        r, c = r + dr, c + dc
+        out.append((r, c))
+    return out
+
+
 def _script_json(data: Any) -> str:
     """JSON safe to place inside a ``<script>`` element (no ``<``, ``>`` or ``&``)."""
     text = json.dumps(data, separators=(",", ":"))
@@ -549,7 +583,7 @@ def html_report(
             if not view.tour:
                 continue
             tour_index[(gi, r, c)] = len(tours)
-            tours.append({"t": [g.cols * rr + cc for rr, cc in view.tour], "c": view.closed})
+            tours.append({**encode_tour(g.cols, view.tour), "c": view.closed})
             if first is None or (r, c) == (g.rows - 1, 0):  # prefer a1 (bottom-left)
                 first = (rec, cell)
         data_groups.append({"rows": g.rows, "cols": g.cols, "closed": g.closed, "tours": tours})
@@ -575,6 +609,7 @@ def html_report(
         first_svg=first_svg,
         first_cap=first_cap,
         svg_px=int(svg_px),
+        offsets=json.dumps([list(o) for o in KNIGHT_OFFSETS], separators=(",", ":")),
         data_json=_script_json({"groups": data_groups}),
         proof_words=_proof_words,
         cpsat_words=_cpsat_words,
@@ -585,4 +620,7 @@ def html_report(
     )
 
 
-__all__ = ["html_report", "markdown_report", "group_records", "start_map", "BoardGroup", "Cell"]
+__all__ = [
+    "html_report", "markdown_report", "group_records", "start_map", "encode_tour", "decode_tour",
+    "BoardGroup", "Cell",
+]
