@@ -39,7 +39,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -270,7 +270,6 @@ class ScheduleConfig:
     sweeps: tuple[Sweep, ...] = ()
     collect: Timing | None = None
     source: str = "defaults"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def entries(self) -> list[tuple[str, str, Timing]]:
         """``(entry name, task name, timing)`` for every beat entry, collect first."""
