@@ -237,6 +237,26 @@ def test_verify_json_record_holds_the_tour_to_its_claims(capsys, tmp_path):
     assert code == 1 and "not on a6" in out
 
 
+def test_verify_all_checks_every_record_of_a_jsonl_file(capsys, tmp_path):
+    records = []
+    for start in ("a1", "b1", "c3"):  # b1 is on the minority colour of 5x5: no tour
+        code, out, _ = run_cli(capsys, "solve", "5", start, "--json")
+        records.append(json.loads(out))
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, out, _ = run_cli(capsys, "verify", str(path), "--all")
+    assert code == 0 and out.strip() == "3 records: 2 valid tours, 0 invalid, 1 without a tour"
+    code, _, err = run_cli(capsys, "verify", str(path))
+    assert code == 2 and "holds 3 JSON records" in err
+    tour = records[2]["tour"]
+    tour[5], tour[6] = tour[6], tour[5]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, out, _ = run_cli(capsys, "verify", str(path), "--all")
+    assert code == 1
+    assert "record 3 (5x5 from c3): invalid: step 5 -> 6" in out
+    assert out.splitlines()[-1] == "3 records: 1 valid tours, 1 invalid, 1 without a tour"
+
+
 # -- batches against a real Redis with real workers (conftest fixtures) ------------------------
 
 

@@ -172,7 +172,11 @@ def solve(
               help="Require the tour to start on this square (a1 or r,c).")
 @click.option("--record", type=int, default=None, metavar="N",
               help="For a JSON Lines file: check the N-th record (1-based).")
-def verify(file: str, closed: bool, start: str | None, record: int | None) -> int:
+@click.option("--all", "all_records", is_flag=True,
+              help="For a JSON Lines file (e.g. from 'ktour run'): check the tour of every "
+              "record.")
+def verify(file: str, closed: bool, start: str | None, record: int | None,
+           all_records: bool = False) -> int:
     """Check the tour in FILE ('-' = stdin).
 
     FILE is a step-number matrix (one line per row, top row first; the number k on a square
@@ -183,6 +187,10 @@ def verify(file: str, closed: bool, start: str | None, record: int | None) -> in
     """
     from knights_tour.tourfile import read_tour_file
 
+    if all_records:
+        if start is not None or record is not None:
+            raise click.UsageError("--all cannot be combined with --start or --record")
+        return _verify_all(file, closed)
     board, tour, meta = read_tour_file(file, record=record)
     start_sq = board.parse_square(start) if start is not None else meta.get("start")
     need_closed = closed or bool(meta.get("closed"))
@@ -193,6 +201,35 @@ def verify(file: str, closed: bool, start: str | None, record: int | None) -> in
     kind = "closed" if is_closed(tour) else "open"
     click.echo(f"valid {kind} tour of {board.label} from {board.algebraic(tour[0])}")
     return EXIT_OK
+
+
+def _verify_all(file: str, closed: bool) -> int:
+    """``verify --all``: every record of a JSON Lines file that holds (or claims) a tour."""
+    from knights_tour.tourfile import read_jsonl, record_to_tour
+
+    records = read_jsonl(file)
+    valid = invalid = without = 0
+    for i, rec in enumerate(records, start=1):
+        where = f"record {i}"
+        if rec.get("tour") is None:
+            if rec.get("status") == "found":
+                invalid += 1
+                click.echo(f"{where}: invalid: status found but the record holds no tour")
+            else:
+                without += 1
+            continue
+        board, tour, meta = record_to_tour(rec, where)
+        verdict = verify_tour(board, tour, start=meta.get("start"),
+                              closed=closed or bool(meta.get("closed")))
+        if verdict.ok:
+            valid += 1
+        else:
+            invalid += 1
+            click.echo(f"{where} ({board.label} from {rec.get('start_square')}): "
+                       f"invalid: {verdict.reason}")
+    click.echo(f"{len(records)} records: {valid} valid tours, {invalid} invalid, "
+               f"{without} without a tour")
+    return EXIT_OK if invalid == 0 else EXIT_NOT_OK
 
 
 # -- batches: shared helpers -------------------------------------------------------------------

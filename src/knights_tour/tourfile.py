@@ -351,7 +351,8 @@ def read_tour_file(
         if record is None:
             if len(parsed) != 1:
                 raise TourFormatError(
-                    f"{name}: holds {len(parsed)} JSON records; choose one with --record N"
+                    f"{name}: holds {len(parsed)} JSON records; choose one with --record N "
+                    "(or check every record with --all)"
                 )
             record = 1
         if not 1 <= record <= len(parsed):
