@@ -59,6 +59,16 @@ class Proof(str, Enum):
     THEOREM = "theorem"
 
 
+def _tour_json(tour: Any) -> list[list[int]] | None:
+    """The tour as JSON lists ``[[row, col], ...]``; accepts a list of pairs or (for huge boards,
+    see the ``warnsdorff`` backend) a numpy integer array of shape (N, 2)."""
+    if tour is None:
+        return None
+    if hasattr(tour, "tolist"):
+        return tour.tolist()
+    return [[int(r), int(c)] for r, c in tour]
+
+
 @dataclass
 class TourResult:
     """The answer to one job. See the module docstring for the JSON record it serialises to."""
@@ -72,7 +82,7 @@ class TourResult:
     proof: Proof | None = None
     proof_detail: str | None = None
     reason: str | None = None
-    tour: list[Square] | None = None
+    tour: list[Square] | None = None  # or a numpy (N, 2) int array for huge boards
     checks: dict[str, bool | None] = field(
         default_factory=lambda: {"verifier": None, "cpsat": None}
     )
@@ -103,7 +113,7 @@ class TourResult:
             "proof": Proof(self.proof).value if self.proof is not None else None,
             "proof_detail": self.proof_detail,
             "reason": self.reason,
-            "tour": [[r, c] for r, c in self.tour] if self.tour is not None else None,
+            "tour": _tour_json(self.tour),
             "checks": dict(self.checks),
             "nodes": int(self.nodes),
             "elapsed_s": round(float(self.elapsed_s), 6),

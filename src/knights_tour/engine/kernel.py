@@ -109,7 +109,7 @@ def init_board(rows, cols, offs, visited, deg):
             deg[p] = d
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _visit(q, dec, offs, visited, deg, st):
     """Put ``q`` on the path; if ``dec``, its unvisited neighbours lose one onward move."""
     dq = deg[q]
@@ -131,7 +131,7 @@ def _visit(q, dec, offs, visited, deg, st):
                 deg[y] = old - 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _unvisit(q, inc, offs, visited, deg, st):
     """Undo :func:`_visit` (called in exact reverse order, so neighbour states match)."""
     if inc:
@@ -153,48 +153,40 @@ def _unvisit(q, inc, offs, visited, deg, st):
         st[ST_C1] += 1
 
 
-@njit(cache=True)
-def _dead_end(p, remaining, closed, offs, visited, deg, st):
-    """Sound pruning test for the path ending at ``p`` with ``remaining`` unvisited squares
-    (see the module docstring). True means no tour can complete this path."""
+@njit(cache=True, inline="always")
+def _expand(p, remaining, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, st, keys,
+            moves):
+    """Expand the path ending at ``p`` with ``remaining`` unvisited squares.
+
+    Returns 0 if the sound pruning test (module docstring) shows no tour can complete the path;
+    else the candidate moves (indices into ``offs``) sorted by Warnsdorff's rule and the
+    tie-break, packed into one int64: count in bits 0-3, then 3 bits per move. ``mdr``/``mdc``
+    are the (d_row, d_col) of the moves in ``offs``; ``keys`` and ``moves`` are scratch arrays of
+    8 int64 (allocated once by the caller)."""
     if remaining == 0:
-        return False
-    if closed:
-        if st[ST_C0] > 0:
-            return True
-    elif remaining >= 2 and st[ST_C0] > 0:
-        return True
-    a1 = 0
-    for k in range(8):
-        y = p + offs[k]
-        if visited[y] == 0 and deg[y] == 1:
-            a1 += 1
-    forced_last = st[ST_C1] - a1
-    if a1 > 1:
-        forced_last += a1 - 1
-    if closed:
-        return forced_last > 0
-    return forced_last > 1
-
-
-@njit(cache=True)
-def _order(p, W, rows, cols, tie, offs, visited, deg, st):
-    """Candidate moves from ``p`` (indices into ``offs``) sorted by Warnsdorff's rule and the
-    tie-break, packed into one int64: count in bits 0-3, then 3 bits per move."""
-    keys = np.empty(8, np.int64)
-    moves = np.empty(8, np.int64)
+        return np.int64(0)
+    if st[ST_C0] > 0 and (closed or remaining >= 2):
+        return np.int64(0)
     n = 0
+    a1 = 0
+    pr2 = np.int64(0)
+    pc2 = np.int64(0)
+    if tie == TIE_ROTH:
+        # twice the offset of p from the centre, per axis
+        pr2 = 2 * (p // W - 2) - (rows - 1)
+        pc2 = 2 * (p % W - 2) - (cols - 1)
     for k in range(8):
         q = p + offs[k]
         if visited[q] != 0:
             continue
-        key = np.int64(deg[q]) * _DEG_SHIFT
+        dq = deg[q]
+        if dq == 1:
+            a1 += 1
+        key = np.int64(dq) * _DEG_SHIFT
         if tie == TIE_ROTH:
-            r = q // W - 2
-            c = q % W - 2
-            dr = 2 * r - (rows - 1)
-            dc = 2 * c - (cols - 1)
-            far = np.int64(dr) * dr + np.int64(dc) * dc  # (2 * distance from centre) ** 2
+            dr = pr2 + 2 * mdr[k]
+            dc = pc2 + 2 * mdc[k]
+            far = dr * dr + dc * dc  # (2 * distance from the centre) ** 2
             key += (np.int64(1) << np.int64(48)) - far * 8 + k
         elif tie == TIE_POHL:
             s = 0
@@ -221,6 +213,12 @@ def _order(p, W, rows, cols, tie, offs, visited, deg, st):
         keys[i] = key
         moves[i] = k
         n += 1
+    # squares forced to be the last of the path (deg 1, or deg 1 attacked from p beyond one)
+    forced_last = st[ST_C1] - a1
+    if a1 > 1:
+        forced_last += a1 - 1
+    if forced_last > (0 if closed else 1):
+        return np.int64(0)
     packed = np.int64(n)
     for i in range(n):
         packed |= moves[i] << np.int64(4 + 3 * i)
@@ -228,7 +226,8 @@ def _order(p, W, rows, cols, tie, offs, visited, deg, st):
 
 
 @njit(cache=True)
-def start_attempt(start, closed, W, rows, cols, tie, offs, visited, deg, pos, cand, nxt, st):
+def start_attempt(start, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt,
+                  st):
     """Begin an attempt from padded square ``start`` on a freshly initialised board: set the
     counters, put the start on the path and order its moves."""
     n_sq = rows * cols
@@ -253,14 +252,15 @@ def start_attempt(start, closed, W, rows, cols, tie, offs, visited, deg, pos, ca
     if n_sq == 1:
         st[ST_STATUS] = EXHAUSTED if closed else FOUND
         return
-    if _dead_end(start, n_sq - 1, closed, offs, visited, deg, st):
-        cand[0] = 0
-    else:
-        cand[0] = _order(start, W, rows, cols, tie, offs, visited, deg, st)
+    keys = np.empty(8, np.int64)
+    moves = np.empty(8, np.int64)
+    cand[0] = _expand(start, n_sq - 1, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg,
+                      st, keys, moves)
 
 
 @njit(cache=True)
-def run_attempt(budget, closed, W, rows, cols, tie, offs, visited, deg, pos, cand, nxt, st):
+def run_attempt(budget, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt,
+                st):
     """Continue the attempt for at most ``budget`` more nodes.
 
     Returns the status: ``FOUND`` (``pos[:rows*cols]`` is the tour), ``EXHAUSTED`` (the
@@ -272,6 +272,8 @@ def run_attempt(budget, closed, W, rows, cols, tie, offs, visited, deg, pos, can
     d = st[ST_DEPTH]
     spent = 0
     status = st[ST_STATUS]
+    keys = np.empty(8, np.int64)
+    moves = np.empty(8, np.int64)
     while status == RUNNING:
         if d == last:
             if closed:
@@ -300,12 +302,8 @@ def run_attempt(budget, closed, W, rows, cols, tie, offs, visited, deg, pos, can
             d += 1
             pos[d] = q
             nxt[d] = 0
-            if d == last:
-                cand[d] = 0
-            elif _dead_end(q, last - d, closed, offs, visited, deg, st):
-                cand[d] = 0
-            else:
-                cand[d] = _order(q, W, rows, cols, tie, offs, visited, deg, st)
+            cand[d] = _expand(q, last - d, closed, W, rows, cols, tie, offs, mdr, mdc, visited,
+                              deg, st, keys, moves)
         else:
             if d == 0:
                 status = EXHAUSTED

@@ -111,29 +111,30 @@ class _Search:
         self.cand = np.empty(self.n_sq, np.int64)
         self.nxt = np.empty(self.n_sq, np.uint8)
         self.st = np.zeros(K.ST_SIZE, np.int64)
-        self.offs_cache: dict[int, np.ndarray] = {}
+        self.moves_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def offs(self, order: int) -> np.ndarray:
-        if order not in self.offs_cache:
-            self.offs_cache[order] = np.array(
-                [KNIGHT_OFFSETS[k][0] * self.W + KNIGHT_OFFSETS[k][1] for k in ORDERS[order]],
-                np.int64,
-            )
-        return self.offs_cache[order]
+    def moves(self, order: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(padded index offsets, d_row, d_col) of the 8 knight moves in move order ``order``."""
+        if order not in self.moves_cache:
+            mdr = np.array([KNIGHT_OFFSETS[k][0] for k in ORDERS[order]], np.int64)
+            mdc = np.array([KNIGHT_OFFSETS[k][1] for k in ORDERS[order]], np.int64)
+            self.moves_cache[order] = (mdr * self.W + mdc, mdr, mdc)
+        return self.moves_cache[order]
 
     def start(self, start: Square, closed: bool, tie: int, order: int, seed: int) -> None:
-        offs = self.offs(order)
+        offs, mdr, mdc = self.moves(order)
         K.init_board(self.rows, self.cols, offs, self.visited, self.deg)
         self.st[K.ST_RNG] = (seed * 0x9E3779B97F4A7C15 + 1) & 0x7FFFFFFFFFFFFFFF or 1
         s = K.padded_index(start[0], start[1], self.W)
         K.start_attempt(
-            s, closed, self.W, self.rows, self.cols, tie, offs, self.visited, self.deg,
+            s, closed, self.W, self.rows, self.cols, tie, offs, mdr, mdc, self.visited, self.deg,
             self.pos, self.cand, self.nxt, self.st,
         )
 
     def run(self, budget: int, closed: bool, tie: int, order: int) -> int:
+        offs, mdr, mdc = self.moves(order)
         return K.run_attempt(
-            budget, closed, self.W, self.rows, self.cols, tie, self.offs(order), self.visited,
+            budget, closed, self.W, self.rows, self.cols, tie, offs, mdr, mdc, self.visited,
             self.deg, self.pos, self.cand, self.nxt, self.st,
         )
 
