@@ -166,6 +166,22 @@ def test_errors_give_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, me
     assert not list(tmp_path.glob("results-*.jsonl"))
 
 
+@pytest.mark.parametrize(
+    "var, value, message",
+    [
+        ("KT_WORKERS", "many", "ktour: error: invalid configuration: KT_WORKERS: "),
+        ("KT_HARD_TIME_LIMIT_S", "1", "ktour: error: invalid configuration: "
+         "KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S"),
+    ],
+)
+def test_bad_configuration_is_one_line_exit_2(capsys, monkeypatch, var, value, message):
+    monkeypatch.setenv(var, value)
+    get_settings.cache_clear()
+    code, out, err = run_cli(capsys, "batches")
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(message), err
+
+
 def test_run_refuses_unwritable_out_before_starting_anything(capsys, tmp_path):
     code, out, err = run_cli(capsys, "run", "--sizes", "5", "--out",
                              str(tmp_path / "missing-dir" / "r.jsonl"))

@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from knights_tour.board import Board, parse_board
 from knights_tour.errors import KnightsTourError
@@ -1032,6 +1033,17 @@ cli.add_command(report)
 # -- entry point ------------------------------------------------------------------------------
 
 
+def _settings_error(exc: ValidationError) -> str:
+    """First problem of a settings ValidationError in words, naming the KT_ variable."""
+    err = exc.errors()[0]
+    loc = [str(x) for x in err.get("loc", ()) if x]
+    name = f"KT_{loc[0].upper()}: " if loc else ""
+    msg = str(err.get("msg", exc)).removeprefix("Value error, ")
+    value = err.get("input")
+    shown = f" (got {value!r})" if loc and isinstance(value, (str, int, float)) else ""
+    return f"{name}{msg}{shown}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``ktour`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
@@ -1061,6 +1073,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except KnightsTourError as exc:
         _err(str(exc))
+        return EXIT_BAD_INPUT
+    except ValidationError as exc:  # KT_ settings that do not parse (knights_tour.settings)
+        _err(f"invalid configuration: {_settings_error(exc)}")
         return EXIT_BAD_INPUT
     except OSError as exc:
         _err(f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}")
