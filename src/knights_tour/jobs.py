@@ -75,7 +75,7 @@ class Job:
         ``"cpsat"``: also decide the job with the CP-SAT model and cross-check (see
         :func:`run_job`).
     time_limit_s : float or None
-        Solver wall-clock limit in seconds (None: the backend's default).
+        Solver wall-clock limit in seconds (None: ``KT_JOB_TIME_LIMIT_S``, default 60).
     exhaustive : bool
         Complete search without a node budget (engine only).
     node_limit : int or None
@@ -416,15 +416,19 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         exception: status ``error``, the message in ``reason``, the class in ``error_type``.
     """
     from knights_tour.api import solve
+    from knights_tour.settings import get_settings
 
     began = time.perf_counter()
     try:
+        time_limit_s = job.time_limit_s
+        if time_limit_s is None:
+            time_limit_s = get_settings().job_time_limit_s
         result = solve(
             (job.rows, job.cols),
             job.start,
             solver=job.solver,
             closed=job.closed,
-            time_limit_s=job.time_limit_s,
+            time_limit_s=time_limit_s,
             exhaustive=job.exhaustive,
             node_limit=job.node_limit,
         )
