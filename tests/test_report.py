@@ -120,7 +120,8 @@ class PageParser(HTMLParser):
             self.stack.pop()
         if tag == "table":
             self._in_sum = False
-        if self._in_sum and tag in ("td", "th") and self._text is not None and self._row is not None:
+        in_cell = self._text is not None and self._row is not None
+        if self._in_sum and tag in ("td", "th") and in_cell:
             self._row.append("".join(self._text).strip())
             self._text = None
         if self._in_sum and tag == "tr" and self._row is not None:
@@ -239,7 +240,8 @@ def test_html_escapes_text_from_records():
 
 
 def test_unreadable_records_are_counted_not_fatal(batch):
-    groups, skipped = group_records(batch + [{"rows": "x"}, {"rows": 5, "cols": 5, "start": [9, 9]}])
+    bad = [{"rows": "x"}, {"rows": 5, "cols": 5, "start": [9, 9]}]
+    groups, skipped = group_records(batch + bad)
     assert skipped == 2 and sum(len(g.records) for g in groups) == len(batch)
     assert "2 unreadable record(s) skipped" in html_report(batch + [{"rows": "x"}, {}])
 
@@ -363,7 +365,7 @@ def test_report_script_draws_the_tour_named_in_the_url(chromium, batch, tmp_path
     assert Board(6, 6).algebraic((row, col)) == "b2"
     # the script decoded the tour: every drawn step is a knight move, every square visited once
     cell = bw / 6
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
         assert sorted((round(abs(x1 - x0) / cell), round(abs(y1 - y0) / cell))) == [1, 2]
     assert len({(round((x - bx) / cell - 0.5), round((y - by) / cell - 0.5)) for x, y in pts}) == 36
     assert 'class="found sel"' in dom or 'class="sel found"' in dom
@@ -403,7 +405,7 @@ def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path
     jobs = [Job(rows=r["rows"], cols=r["cols"], start=tuple(r["start"]), solver=r["solver"],
                 closed=r["closed"]) for r in batch]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5,6"})
-    for job, rec in zip(jobs, batch):
+    for job, rec in zip(jobs, batch, strict=True):
         store.save_record(redis_client, batch_id, {**rec, "job_key": job.key})
     html = tmp_path / "b.html"
     assert main(["report", batch_id, "--redis", redis_db_url, "--html", str(html)]) == 0

@@ -53,7 +53,7 @@ def test_open_5x5_literature_tour_points_squares_and_markers():
     root = parse(tour_svg(record(5, 5, (0, 0), tour)))
     pts = path_points(root)
     assert len(pts) == 25
-    for (x, y), sq in zip(pts, tour):
+    for (x, y), sq in zip(pts, tour, strict=True):
         assert square_at(root, 5, 5, x, y) == sq
     # start a5 = (0, 0) is the TOP-left square; the end (step 25) is a1, bottom-left
     assert square_at(root, 5, 5, *circle_centre(root, "kt-start")) == (0, 0)
@@ -61,7 +61,7 @@ def test_open_5x5_literature_tour_points_squares_and_markers():
     assert root.get("data-start") == "a5" and root.get("data-closed") == "false"
     # every step of the drawn path is a knight move: length sqrt(5) squares
     cell = board_rect(root)[2] / 5
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
         assert math.hypot(x1 - x0, y1 - y0) == pytest.approx(math.sqrt(5) * cell, abs=0.05)
 
 

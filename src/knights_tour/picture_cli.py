@@ -106,7 +106,8 @@ def load_drawable(
 
 
 @click.command()
-@click.argument("source", metavar="RECORD_OR_FILE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("source", metavar="RECORD_OR_FILE",
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--svg", "svg_out", default=None, metavar="FILE",
               help="Write the drawing as SVG to FILE ('-' = stdout) instead of printing a board.")
 @click.option("--index", type=int, default=None, metavar="N",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -66,19 +66,21 @@ class TourView:
         return grid
 
     def caption(self) -> str:
-        """One line of words, e.g. ``"8x8 knight's tour from a1, open, 64 squares (warnsdorff)"``."""
+        """One line of words, e.g.
+        ``"8x8 knight's tour from a1, open, 64 squares [warnsdorff]"``."""
         b = self.board
         where = f" from {b.algebraic(self.start)}" if self.start is not None else ""
         kind = "closed" if self.closed else "open"
         if self.tour and self.status == "found":
-            text = f"{b.label} knight's tour{where}, {kind}, {len(self.tour)} square{'s' if len(self.tour) != 1 else ''}"
+            n = len(self.tour)
+            text = f"{b.label} knight's tour{where}, {kind}, {n} square{'s' if n != 1 else ''}"
         else:
             proof = f" ({self.proof})" if self.proof else ""
             text = f"{b.label}{where}: {self.status.replace('_', ' ')}{proof}"
         return text + (f" [{self.solver}]" if self.solver else "")
 
 
-TourLike = Union[TourResult, Mapping[str, Any], TourView]
+TourLike = TourResult | Mapping[str, Any] | TourView
 
 
 def _is_knight_move(a: Sequence[int], b: Sequence[int]) -> bool:

@@ -19,9 +19,11 @@ once with the best outcome (found > no_tour > unknown > error), and a start with
 tour and a ``no_tour`` claim is counted as a *conflict*.
 
 :func:`html_report` needs no network: CSS and a small script are inline, the tours are embedded
-as compact JSON (start square and one digit per knight move), the script draws the selected tour as SVG, and each
-board also carries one server-drawn SVG (:func:`knights_tour.svg.tour_svg`) so the page shows
-tours even with scripts off. A 620-job batch (every start on 5×5..12×12) is a few hundred kB.
+as compact JSON (start square and one digit per knight move), the script draws the selected
+tour as SVG, and each board also carries one server-drawn SVG
+(:func:`knights_tour.svg.tour_svg`) so the page shows tours even with scripts off. A 620-job
+batch (every start on 5×5..12×12) is about 230 kB. The page template is
+``knights_tour/templates/report.html.j2``.
 
 This module imports neither Celery nor Redis.
 """
@@ -207,7 +209,9 @@ class BoardGroup:
         }
 
 
-def group_records(records: Iterable[TourResult | Mapping[str, Any]]) -> tuple[list[BoardGroup], int]:
+def group_records(
+    records: Iterable[TourResult | Mapping[str, Any]],
+) -> tuple[list[BoardGroup], int]:
     """Group records by ``(rows, cols, closed)``, sorted by board size then open before closed.
 
     Returns
@@ -363,127 +367,18 @@ def markdown_report(
 # HTML
 # --------------------------------------------------------------------------------------------
 
-_TEMPLATE = r"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{ title }}</title>
-<style>
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.2em 2em;color:#222;background:#fafafa}
-h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .4em}
-.meta{color:#666}
-table.sum{border-collapse:collapse;background:#fff;margin:.6em 0}
-table.sum th,table.sum td{border:1px solid #ddd;padding:3px 8px;text-align:right}
-table.sum th{background:#f0f0f0}table.sum td.l,table.sum th.l{text-align:left}
-table.sum tr.tot td{font-weight:600;background:#f7f7f7}
-.bad{color:#c62828;font-weight:600}
-.legend span{display:inline-block;margin-right:1em}
-.sw{display:inline-block;width:13px;height:13px;vertical-align:-2px;margin-right:4px;border:1px solid #999}
-.board{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}
-table.grid{border-collapse:collapse;font-size:11px}
-table.grid td{width:26px;height:26px;padding:0;text-align:center;border:1px solid #fff;cursor:pointer;color:#333}
-table.grid.small td{width:9px;height:9px;font-size:0}
-table.grid th{font-weight:normal;color:#777;padding:0 3px}
-table.grid td:focus,table.grid td.sel{outline:3px solid #1d3f8f;outline-offset:-2px}
-td.found{background:#66bb6a}td.no_tour{background:#b0bec5}td.p-parity{background:#cfd8dc}
-td.p-exhaustive{background:#90a4ae}td.p-cpsat{background:#78909c;color:#fff}td.p-theorem{background:#a1887f;color:#fff}
-td.unknown{background:#ffca28}td.error{background:#e53935;color:#fff}td.conflict{background:#8e24aa;color:#fff}
-td.none{background:#eee;cursor:default}
-.viewer{min-width:300px}.viewer svg{max-width:min(640px,92vw);height:auto;display:block;background:#fff}
-.cap{color:#444;margin:.3em 0;white-space:pre-line;max-width:640px}
-</style>
-</head>
-<body>
-<h1>{{ title }}</h1>
-<p class="meta">{{ tot.jobs }} jobs, {{ tot.starts }} start squares, {{ groups|length }} board(s).
-Solvers: {{ tot.solvers|join(", ") or "–" }}.{% if batch_ids %} Batch: {{ batch_ids|join(", ") }}.{% endif %}
-Generated {{ generated }}.{% if skipped %} <span class="bad">{{ skipped }} unreadable record(s) skipped.</span>{% endif %}</p>
-<table class="sum">
-<tr><th class="l">board</th><th class="l">tour</th><th>starts</th><th>found</th><th>no tour</th><th class="l">proofs</th><th>unknown</th><th>error</th><th class="l">CP-SAT check</th><th>time total</th><th>median</th><th>max</th><th>CP-SAT time</th></tr>
-{% for g, s in rows %}<tr><td class="l"><a href="#{{ g.key }}">{{ g.rows }}×{{ g.cols }}</a></td><td class="l">{{ g.kind }}</td><td>{{ s.starts }}</td><td>{{ s.found }}</td><td>{{ s.no_tour }}</td><td class="l">{{ proof_words(s.by_proof) }}</td><td>{{ s.unknown }}</td><td{% if s.error %} class="bad"{% endif %}>{{ s.error }}</td><td class="l{% if s.cpsat_checked != s.cpsat_agree or s.mismatches %} bad{% endif %}">{{ cpsat_words(s) }}</td><td>{{ fmt_s(s.time_total_s) }}</td><td>{{ fmt_s(s.time_median_s) }}</td><td>{{ fmt_s(s.time_max_s) }}</td><td>{{ fmt_s(s.cpsat_time_s) }}</td></tr>
-{% endfor %}<tr class="tot"><td class="l">all</td><td></td><td>{{ tot.starts }}</td><td>{{ tot.found }}</td><td>{{ tot.no_tour }}</td><td class="l">{{ proof_words(tot.by_proof) }}</td><td>{{ tot.unknown }}</td><td>{{ tot.error }}</td><td class="l">{{ cpsat_words(tot) }}</td><td>{{ fmt_s(tot.time_total_s) }}</td><td></td><td>{{ fmt_s(tot.time_max_s) }}</td><td>{{ fmt_s(tot.cpsat_time_s) }}</td></tr>
-</table>
-{% if tot.conflicts %}<p class="bad">{{ tot.conflicts }} start square(s) have conflicting answers (a tour found and also claimed impossible).</p>{% endif %}
-{% if tot.verifier_fail %}<p class="bad">{{ tot.verifier_fail }} tour(s) failed the verifier.</p>{% endif %}
-<p class="legend">Start squares:
-<span><i class="sw" style="background:#66bb6a"></i>tour found</span>
-<span><i class="sw" style="background:#cfd8dc"></i>P no tour, parity</span>
-<span><i class="sw" style="background:#90a4ae"></i>E no tour, exhaustive search</span>
-<span><i class="sw" style="background:#78909c"></i>C no tour, CP-SAT</span>
-<span><i class="sw" style="background:#a1887f"></i>T no tour, theorem</span>
-<span><i class="sw" style="background:#ffca28"></i>? unknown</span>
-<span><i class="sw" style="background:#e53935"></i>! error</span>
-<span><i class="sw" style="background:#8e24aa"></i>X conflict</span>
-— click a square to draw its tour.</p>
-{% for g, s in rows %}{% set gi = loop.index0 %}
-<h2 id="{{ g.key }}">{{ g.rows }}×{{ g.cols }}, {{ g.kind }} tours — {{ s.found }} of {{ s.starts }} starts have a tour</h2>
-<div class="board">
-<table class="grid{% if g.cols > 24 %} small{% endif %}" data-g="{{ gi }}" aria-label="start squares of {{ g.rows }}x{{ g.cols }}">
-{% for r in range(g.rows) %}<tr><th>{{ g.rows - r }}</th>{% for c in range(g.cols) %}{% set cell = g.cells.get((r, c)) %}{% if cell %}<td id="{{ g.key }}-{{ cell.name }}" class="{{ cell_class(cell) }}" tabindex="0"{% if cell.tour_record %} data-t="{{ tour_index[(gi, r, c)] }}"{% endif %} title="{{ cell.describe() }}">{{ cell_text(cell) }}</td>{% else %}<td class="none" title="{{ g.board.algebraic((r, c)) }}: not in this batch"></td>{% endif %}{% endfor %}</tr>
-{% endfor %}<tr><th></th>{% for c in range(g.cols) %}<th>{% if g.cols <= 24 %}{{ file_name(c) }}{% endif %}</th>{% endfor %}</tr>
-</table>
-<div class="viewer" id="v{{ gi }}"><div class="pic">{{ first_svg[gi]|safe }}</div><p class="cap">{{ first_cap[gi] }}</p></div>
-</div>
-{% endfor %}
-<script type="application/json" id="kt-data">{{ data_json|safe }}</script>
-<script>
-(function(){
-"use strict";
-var D=JSON.parse(document.getElementById("kt-data").textContent);
-var NS="http://www.w3.org/2000/svg",MAXPX={{ svg_px }};
-function f(x){return (Math.round(x*100)/100).toString();}
-function fileName(c){var s="",n=c+1;while(n){var m=(n-1)%26;s=String.fromCharCode(97+m)+s;n=Math.floor((n-1)/26);}return s;}
-var OFF={{ offsets }};
-function decode(e,C){if(e.t)return e.t;var t=[e.s],r=Math.floor(e.s/C),c=e.s%C;
-  for(var k=0;k<e.m.length;k++){var o=OFF[e.m.charCodeAt(k)-48];r+=o[0];c+=o[1];t.push(r*C+c);}return t;}
-function draw(g,idx,gi){
-  var R=g.rows,C=g.cols,t=decode(g.tours[idx],C),closed=g.tours[idx].c,side=Math.max(R,C);
-  var size=Math.min(MAXPX,Math.max(320,60*side)),cell=size/side;
-  var labels=cell>=14&&side<=52,lab=Math.max(9,Math.min(16,cell*0.32)),m=labels?lab*1.9:0,pad=Math.max(1,cell*0.04);
-  var dense=cell<24,sw=Math.max(0.6,cell*(dense?0.1:0.07));
-  var ox=m+pad,oy=pad,W=ox+C*cell+pad,H=oy+R*cell+m+pad;
-  var digits=String(R*C).length,font=Math.min(cell*0.32,cell*0.8/(0.6*digits)),nums=font>=8&&side<=40;
-  function cx(i){return ox+(i%C+0.5)*cell;} function cy(i){return oy+(Math.floor(i/C)+0.5)*cell;}
-  var p=[],i,r,c,k;
-  var sid="js-g"+gi;
-  p.push('<svg xmlns="'+NS+'" id="'+sid+'" class="kt-tour" data-rows="'+R+'" data-cols="'+C+'" data-closed="'+(closed?"true":"false")+'" width="'+f(W)+'" height="'+f(H)+'" viewBox="0 0 '+f(W)+' '+f(H)+'">');
-  p.push('<style>#'+sid+' .kt-lab{font:'+f(lab)+'px sans-serif;fill:#555;text-anchor:middle;dominant-baseline:central}#'+sid+' .kt-n{font:600 '+f(font)+'px sans-serif;fill:#111;text-anchor:middle;dominant-baseline:central;paint-order:stroke;stroke:#fff;stroke-width:'+f(Math.max(0.5,font*0.22))+'px;stroke-linejoin:round}</style>');
-  p.push('<defs><marker id="'+sid+'-dot" markerUnits="strokeWidth" markerWidth="2" markerHeight="2" refX="1" refY="1"><circle cx="1" cy="1" r="1" fill="#1d3f8f"/></marker></defs>');
-  p.push('<rect class="kt-board" x="'+f(ox)+'" y="'+f(oy)+'" width="'+f(C*cell)+'" height="'+f(R*cell)+'" fill="'+(dense?"#f8f1e6":"#f0d9b5")+'"/>');
-  var d=[];for(r=0;r<R;r++)for(c=0;c<C;c++)if((r+c)%2)d.push("M"+f(ox+c*cell)+" "+f(oy+r*cell)+"h"+f(cell)+"v"+f(cell)+"h-"+f(cell)+"z");
-  if(d.length)p.push('<path class="kt-dark" fill="'+(dense?"#e2cdb0":"#b58863")+'" d="'+d.join("")+'"/>');
-  if(labels){for(r=0;r<R;r++)p.push('<text class="kt-lab" x="'+f(ox-m/2)+'" y="'+f(oy+(r+0.5)*cell)+'">'+(R-r)+'</text>');
-    for(c=0;c<C;c++)p.push('<text class="kt-lab" x="'+f(ox+(c+0.5)*cell)+'" y="'+f(oy+R*cell+m/2)+'">'+fileName(c)+'</text>');}
-  var s=t[0],e=t[t.length-1];
-  p.push('<circle class="kt-start" cx="'+f(cx(s))+'" cy="'+f(cy(s))+'" r="'+f(cell*0.34)+'" fill="#2e7d32" stroke="#fff" stroke-width="'+f(sw*0.6)+'"/>');
-  if(e!==s)p.push('<circle class="kt-end" cx="'+f(cx(e))+'" cy="'+f(cy(e))+'" r="'+f(cell*0.28)+'" fill="#c62828" stroke="#fff" stroke-width="'+f(sw*0.6)+'"/>');
-  var pts=[];for(k=0;k<t.length;k++)pts.push(f(cx(t[k]))+","+f(cy(t[k])));
-  if(closed&&t.length>1)pts.push(pts[0]);
-  p.push('<polyline class="kt-path" fill="none" stroke="#1d3f8f" stroke-opacity="0.85" stroke-linejoin="round" stroke-linecap="round" stroke-width="'+f(sw)+'"'+(cell>=6?' marker-mid="url(#'+sid+'-dot)"':'')+' points="'+pts.join(" ")+'"/>');
-  if(nums){p.push('<g class="kt-nums">');for(k=0;k<t.length;k++)p.push('<text class="kt-n" x="'+f(cx(t[k]))+'" y="'+f(cy(t[k]))+'">'+(k+1)+'</text>');p.push('</g>');}
-  p.push('</svg>');
-  return p.join("");
-}
-function show(td){
-  var tbl=td.closest("table.grid");if(!tbl)return;
-  var gi=+tbl.getAttribute("data-g"),v=document.getElementById("v"+gi);
-  var old=tbl.querySelector("td.sel");if(old)old.classList.remove("sel");
-  td.classList.add("sel");
-  var cap=v.querySelector(".cap"),pic=v.querySelector(".pic");
-  if(td.hasAttribute("data-t")){pic.innerHTML=draw(D.groups[gi],+td.getAttribute("data-t"),gi);}
-  else{pic.innerHTML="";}
-  cap.textContent=td.getAttribute("title");
-}
-document.addEventListener("click",function(ev){var td=ev.target.closest&&ev.target.closest("table.grid td[id]");if(td)show(td);});
-document.addEventListener("keydown",function(ev){if(ev.key==="Enter"||ev.key===" "){var td=document.activeElement;if(td&&td.matches&&td.matches("table.grid td[id]")){ev.preventDefault();show(td);}}});
-function fromHash(){var id=decodeURIComponent(location.hash.slice(1));var td=id&&document.getElementById(id);if(td&&td.matches("table.grid td[id]")){show(td);td.scrollIntoView();}}
-window.addEventListener("hashchange",fromHash);fromHash();
-})();
-</script>
-</body>
-</html>
-"""
+_TEMPLATE_FILE = "report.html.j2"
+"""The page template, package data in ``knights_tour/templates`` (Jinja2, autoescaped)."""
+
+
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("knights_tour", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template(_TEMPLATE_FILE)
 
 
 def _cell_class(cell: Cell) -> str:
@@ -512,7 +407,7 @@ def encode_tour(cols: int, tour: list[Square]) -> dict[str, Any]:
     path with a step that is not a knight move is kept as ``{"t": [row-major indices]}``.
     """
     moves = []
-    for (r0, c0), (r1, c1) in zip(tour, tour[1:]):
+    for (r0, c0), (r1, c1) in zip(tour, tour[1:], strict=False):
         code = _MOVE_CODE.get((r1 - r0, c1 - c0))
         if code is None:
             return {"t": [cols * r + c for r, c in tour]}
@@ -595,11 +490,9 @@ def html_report(
             first_svg.append("")
             first_cap.append("No tour found on this board.")
     batch_ids = sorted({str(r["batch_id"]) for g in groups for r in g.records if r.get("batch_id")})
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    template = env.from_string(_TEMPLATE)
-    return template.render(
+    return _template().render(
         title=title,
-        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         groups=groups,
         rows=rows,
         tot=_totals(groups),

@@ -177,7 +177,8 @@ def tour_svg(
 
     if labels:
         for row in range(b.rows):
-            dwg.add(dwg.text(str(b.rows - row), insert=(_f(ox - margin / 2), _f(centre((row, 0))[1])),
+            y = centre((row, 0))[1]
+            dwg.add(dwg.text(str(b.rows - row), insert=(_f(ox - margin / 2), _f(y)),
                              class_="kt-lab"))
         for col in range(b.cols):
             dwg.add(dwg.text(Board.file_name(col),
