@@ -718,30 +718,23 @@ def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, ch
 
 
 @cli.command()
-@click.argument("batch_id", metavar="BATCH")
+@click.argument("batch_id", metavar="[BATCH]", required=False)
 @_redis_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def status(batch_id: str, redis_url: str | None, as_json: bool) -> int:
-    """Progress of BATCH: jobs done, counts by status, mismatches. Exit 0 if complete, 1 if not."""
-    import contextlib
+@click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
+@click.option("--interval", type=float, default=2.0, show_default=True, metavar="S",
+              help="With --watch: seconds between refreshes.")
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="With --watch: stop after S seconds.")
+def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bool = False,
+           interval: float = 2.0, timeout: float | None = None) -> int:
+    """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
+    counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
+    is executing (Celery inspect). Exit 0 if complete, 1 if not.
+    """
+    from knights_tour.ops_cli import show_status
 
-    from knights_tour import store
-
-    with contextlib.ExitStack() as stack:
-        client, _url, _server = _open_store(stack, redis_url)
-        st = store.batch_status(client, batch_id)
-    if as_json:
-        click.echo(json.dumps(st, indent=2))
-    else:
-        counts = ", ".join(f"{k} {v}" for k, v in st["counts"].items()) or "none yet"
-        click.echo(f"batch {batch_id}: {st['done']}/{st['total']} jobs done "
-                   f"({'complete' if st['complete'] else 'running'}); {counts}; "
-                   f"mismatches {st['mismatches']}")
-        params = st.get("params") or {}
-        if params:
-            click.echo("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
-                                             if v not in (None, False)))
-    return EXIT_OK if st["complete"] else EXIT_NOT_OK
+    return show_status(batch_id, redis_url, as_json, watch, interval, timeout)
 
 
 @cli.command()
@@ -802,15 +795,21 @@ def batches(redis_url: str | None, as_json: bool) -> int:
     with contextlib.ExitStack() as stack:
         client, _url, _server = _open_store(stack, redis_url)
         items = store.list_batches(client)
+        from knights_tour.monitor import batch_states
+
+        states = batch_states(client, items)  # queued / running / complete / collected
+        for b in items:
+            b["state"] = states.get(b["batch_id"])
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return EXIT_OK
     table = Table(title="batches")
-    for col in ("batch", "created (UTC)", "done", "sizes", "solver", "verify", "closed"):
+    for col in ("batch", "created (UTC)", "state", "done", "sizes", "solver", "verify",
+                "closed"):
         table.add_column(col)
     for b in items:
         p = b.get("params") or {}
-        table.add_row(b["batch_id"], str(b.get("created_iso") or ""),
+        table.add_row(b["batch_id"], str(b.get("created_iso") or ""), str(b.get("state")),
                       f"{b['done']}/{b['total']}", str(p.get("sizes", "")),
                       str(p.get("solver", "")), str(p.get("verify") or "-"),
                       "yes" if p.get("closed") else "no")
@@ -1016,8 +1015,8 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
                    f"{report.grid[sq[0]][sq[1]]:,}")
     click.echo(report.symmetry_note)
     click.echo(f"sub-jobs: {report.subjobs} (depth {report.depth}; {reused} reused from an "
-               f"earlier run); nodes {report.nodes:,}; worker CPU {record['cpu_s']:.2f} s; "
-               f"wall {report.elapsed_s:.2f} s")
+               f"earlier run); nodes {report.nodes:,}; summed sub-job time "
+               f"{record['subjob_s']:.2f} s; wall {report.elapsed_s:.2f} s")
     click.echo(f"count id: {count_id}")
     return EXIT_OK
 
@@ -1028,6 +1027,14 @@ from knights_tour.picture_cli import draw, report  # noqa: E402
 
 cli.add_command(draw)
 cli.add_command(report)
+
+# -- operations: schedule show, reports, workers (commands in ops_cli.py) ---------------------
+
+from knights_tour.ops_cli import reports, schedule_group, workers  # noqa: E402
+
+cli.add_command(schedule_group)
+cli.add_command(reports)
+cli.add_command(workers)
 
 
 # -- entry point ------------------------------------------------------------------------------

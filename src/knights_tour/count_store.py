@@ -130,7 +130,8 @@ def load_partials(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
 
 def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[str, Any]:
     """Progress of a count: ``total``, ``done`` (sub-jobs with a partial count), ``errors``,
-    ``missing``, ``missing_keys`` (up to ``max_missing``), ``complete``, ``nodes``, ``cpu_s``.
+    ``missing``, ``missing_keys`` (up to ``max_missing``), ``complete``, ``nodes``,
+    ``subjob_s`` (summed seconds of the finished sub-jobs).
 
     Raises
     ------
@@ -157,7 +158,7 @@ def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[s
         "missing_keys": missing[:max_missing],
         "complete": not missing and not errors,
         "nodes": sum(int(entries[k].get("nodes") or 0) for k in done),
-        "cpu_s": sum(float(entries[k].get("elapsed_s") or 0.0) for k in done),
+        "subjob_s": sum(float(entries[k].get("elapsed_s") or 0.0) for k in done),
     }
 
 
@@ -211,7 +212,7 @@ def assemble_count(
 ) -> CountReport:
     """Sum the stored partial counts into the per-square report (see
     :func:`knights_tour.counting.assemble`) and store the report's JSON in the count's hash.
-    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``cpu_s``.
+    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``subjob_s``.
 
     Raises
     ------
@@ -224,10 +225,10 @@ def assemble_count(
         for k, e in entries.items()
         if e.get("count") is not None
     }
-    cpu = sum(float(e.get("elapsed_s") or 0.0) for e in entries.values())
+    subjob_s = sum(float(e.get("elapsed_s") or 0.0) for e in entries.values())
     report = assemble(plan, partials, elapsed_s=elapsed_s)
     report.extra["count_id"] = count_id
-    report.extra["cpu_s"] = round(cpu, 6)
+    report.extra["subjob_s"] = round(subjob_s, 6)
     record = report.to_dict()
     r.hset(keys.count(count_id), "report", json.dumps(record, separators=(",", ":")))
     return report
