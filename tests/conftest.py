@@ -70,18 +70,33 @@ def redis_url(redis_server: object) -> str:
     return redis_server.url  # type: ignore[attr-defined]
 
 
-def _fresh_db(redis_server: object) -> str:
-    url = redis_server.url_for_db(next(_DB_NUMBERS))  # type: ignore[attr-defined]
+_DBS_IN_USE: set[int] = set()
+
+
+def _take_db(redis_server: object) -> tuple[int, str]:
+    """Reserve a database number no live fixture holds (1..15 in turn), flush it, return it."""
+    for _ in range(15):
+        db = next(_DB_NUMBERS)
+        if db not in _DBS_IN_USE:
+            break
+    else:  # pragma: no cover - more than 15 databases held at once
+        raise RuntimeError("all 15 test Redis databases are in use")
+    _DBS_IN_USE.add(db)
+    url = redis_server.url_for_db(db)  # type: ignore[attr-defined]
     client = redis.Redis.from_url(url)
     client.flushdb()
     client.close()
-    return url
+    return db, url
 
 
 @pytest.fixture
-def redis_db_url(redis_server: object) -> str:
+def redis_db_url(redis_server: object) -> Iterator[str]:
     """URL of a flushed Redis database for this test alone."""
-    return _fresh_db(redis_server)
+    db, url = _take_db(redis_server)
+    try:
+        yield url
+    finally:
+        _DBS_IN_USE.discard(db)
 
 
 @pytest.fixture
@@ -97,9 +112,14 @@ def redis_client(redis_db_url: str) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture(scope="module")
-def module_redis_url(redis_server: object) -> str:
-    """URL of a flushed Redis database for one test module."""
-    return _fresh_db(redis_server)
+def module_redis_url(redis_server: object) -> Iterator[str]:
+    """URL of a flushed Redis database for one test module (not handed to any other fixture
+    while the module runs)."""
+    db, url = _take_db(redis_server)
+    try:
+        yield url
+    finally:
+        _DBS_IN_USE.discard(db)
 
 
 @pytest.fixture(scope="module")
