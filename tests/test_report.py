@@ -41,7 +41,8 @@ def five_by_five_batch() -> list[dict]:
     recs = []
     for sq in Board(5, 5).squares():
         if Board.colour(sq) == 1:
-            recs.append(record(5, 5, sq, None, status="no_tour", proof="parity"))
+            recs.append(record(5, 5, sq, None, status="no_tour", proof="parity",
+                               proof_detail="colour parity: the start is on the minority colour"))
         else:
             tour = backtrack_tour(5, 5, sq)
             assert tour is not None
@@ -192,6 +193,7 @@ def test_html_grid_cells_match_outcomes_and_every_tour_is_embedded(batch):
     assert verify_tour(b6, decode_tour(6, a1), start="a1", closed=True).ok
     assert "time_limit" in cells["6x6-closed-c3"]["title"]
     assert "CP-SAT says no_tour" in cells["6x6-closed-b2"]["title"]
+    assert "by parity (colour parity: the start is on" in cells["5x5-open-b5"]["title"]
 
 
 def test_tour_encoding_round_trips_and_keeps_odd_paths(batch):

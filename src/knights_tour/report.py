@@ -116,6 +116,9 @@ class Cell:
             extra = ""
             if r.get("proof"):
                 extra = f" by {r['proof']}"
+                detail = " ".join(str(r.get("proof_detail") or "").split())
+                if detail:
+                    extra += f" ({detail[:240]}{'…' if len(detail) > 240 else ''})"
             elif r.get("reason"):
                 extra = f" ({r['reason']})"
             cp = (r.get("checks") or {}).get("cpsat")
