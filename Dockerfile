@@ -15,5 +15,8 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin kt
 USER kt
 WORKDIR /home/kt
 ENV KT_DATA_DIR=/home/kt/data
+# Mount points of the compose volumes (reports, beat state): created here so the named volumes
+# start out owned by kt, not root.
+RUN mkdir -p /home/kt/data /home/kt/reports /home/kt/beat
 
 CMD ["celery", "-A", "knights_tour.worker", "worker", "-Q", "knights_tour", "--loglevel=INFO"]
