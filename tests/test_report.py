@@ -7,6 +7,7 @@ selected in the URL); the Markdown summary pastes as a table with start-square m
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -288,9 +289,11 @@ def chromium() -> str:
     """Path of the chromium binary; installs Debian's package when it is missing."""
     path = shutil.which("chromium")
     if path is None:
-        subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=900)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=900,
+                       env=env)
         subprocess.run(["apt-get", "install", "-y", "chromium"], check=True,
-                       capture_output=True, timeout=1800)
+                       capture_output=True, timeout=1800, env=env)
         path = shutil.which("chromium")
     assert path is not None, "chromium could not be installed"
     return path
