@@ -61,6 +61,14 @@ def test_solve_prints_a_board_that_is_a_valid_tour(capsys, size, start, rows, co
     assert len(status) == 1 and "status found" in status[0] and "nodes" in status[0]
 
 
+def test_solve_large_board_prints_a_valid_tour(capsys):
+    """Above 40,000 squares the engine hands back a numpy array; the printout must not care."""
+    code, out, err = run_cli(capsys, "solve", "201x200", "a1")
+    assert code == 0, err
+    board, tour = parse_step_matrix(out)
+    assert board == Board(201, 200) and verify_tour(board, tour, start="a1").ok
+
+
 def test_solve_labels_put_rank_1_at_the_bottom(capsys):
     code, out, _ = run_cli(capsys, "solve", "5", "a1", "--labels")
     assert code == 0

@@ -69,7 +69,8 @@ def _status_line(result: TourResult) -> str:
     where = f"{kind} tour of {result.rows}x{result.cols} from {result.start_square}"
     parts = [f"status {result.status.value}"]
     if result.status == Status.FOUND:
-        parts.append(f"{'closed' if is_closed(result.tour or []) else 'open'} tour of "
+        tour = result.tour if result.tour is not None else []  # a list, or numpy (N, 2)
+        parts.append(f"{'closed' if is_closed(tour) else 'open'} tour of "
                      f"{result.rows}x{result.cols} from {result.start_square}")
     elif result.status == Status.NO_TOUR:
         parts.append(f"no {where}")
