@@ -36,9 +36,12 @@ def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]
     BackendUnavailableError
         If the broker cannot be reached.
     """
-    from knights_tour.worker import app
+    from knights_tour.worker import use_redis
 
     store.connect(redis_url).close()  # a clear error for a wrong URL / password
+    # Celery's broadcast publishes through the app's producer pool, so point the app itself at
+    # this URL (as LocalWorkers.wait_ready does), not just the connection.
+    app = use_redis(redis_url)
     with app.connection_for_write(redis_url) as conn:
         replies = app.control.ping(timeout=timeout_s, connection=conn) or []
         nodes = sorted({name for reply in replies for name in reply})
