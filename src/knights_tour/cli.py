@@ -890,7 +890,8 @@ def _wait_count_with_progress(client, count_id: str, total: int, timeout_s: floa
               "none: the workers already listening there are used).")
 @click.option("--closed", is_flag=True, help="Count closed (re-entrant) tours instead.")
 @click.option("--depth", type=int, default=None, metavar="K",
-              help="Moves fixed per sub-job (default: about 12 sub-jobs per counted square).")
+              help="Moves fixed per sub-job (default: about 12 sub-jobs per counted square; "
+              "no split up to 25 squares).")
 @click.option("--no-symmetry", "no_symmetry", is_flag=True,
               help="Count every square directly instead of one per symmetry class.")
 @click.option("--fresh", is_flag=True,

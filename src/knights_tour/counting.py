@@ -39,6 +39,10 @@ from knights_tour.errors import InvalidJobError
 DEFAULT_TARGET_SUBJOBS = 12
 """Default number of sub-jobs per counted square that :func:`choose_depth` aims for."""
 
+NO_SPLIT_SQUARES = 25
+"""Boards up to this many squares are not split by default (depth 0: one sub-job per counted
+square): all of 5×5 takes milliseconds, less than the round trip of one task."""
+
 MAX_DEPTH = 12
 """Largest split depth :func:`choose_depth` goes to."""
 
@@ -345,7 +349,8 @@ def plan_count(
     closed : bool
         Count closed tours instead of open ones.
     depth : int, optional
-        Moves fixed per sub-job; default :func:`choose_depth` for the first representative.
+        Moves fixed per sub-job; default 0 for boards up to :data:`NO_SPLIT_SQUARES` squares,
+        else :func:`choose_depth` for the first representative.
     target_subjobs : int
         Sub-jobs per counted square that :func:`choose_depth` aims for.
     use_symmetry : bool
@@ -376,6 +381,8 @@ def plan_count(
         classes = {rep: all_classes[rep]}
     else:
         classes = all_classes
+    if depth is None and board.n_squares <= NO_SPLIT_SQUARES:
+        depth = 0
     if depth is None:
         first = next(iter(classes))
         depth = choose_depth(board, first, target_subjobs, closed)
