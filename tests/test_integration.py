@@ -82,19 +82,22 @@ def test_8x8_with_cpsat_cross_check(module_redis_url, r):
 def test_resubmitting_the_same_jobs_does_not_duplicate(module_redis_url, r):
     jobs = make_batch_jobs([5, 6])
     batch_id, _ = _run(module_redis_url, r, jobs, chunk_size=1)  # one job per task
-    first = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
-    again = submit_batch(module_redis_url, jobs, {"test": True}, batch_id=batch_id)
+    first = {rec["job_key"]: rec for rec in collect(r, batch_id)}
+    assert len(first) == 61
+    # Send the same 61 jobs into the same batch again, plus one new job last, all in ONE task:
+    # when the new job's record appears, the task has handled every re-sent job before it.
+    sentinel = make_batch_jobs(["3x4"])[0]
+    again = submit_batch(module_redis_url, [*jobs, sentinel], {"test": True},
+                         batch_id=batch_id, chunk_size=len(jobs) + 1)
     assert again == batch_id
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until every record was rewritten
-        now = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
-        if all(now[k] > first[k] for k in first):
-            break
-        time.sleep(0.2)
+    status = wait_for_batch(r, batch_id, timeout_s=120)
+    assert status["complete"] and status["total"] == 62
     records = collect(r, batch_id)
-    assert len(records) == 61 == len({rec["job_key"] for rec in records})
-    assert all(rec["finished_at"] > first[rec["job_key"]] for rec in records)
-    assert batch_status(r, batch_id)["total"] == 61
+    assert len(records) == 62 == len({rec["job_key"] for rec in records})
+    for rec in records:
+        if rec["job_key"] != sentinel.key:  # overwritten in place or left as it was
+            assert rec["finished_at"] >= first[rec["job_key"]]["finished_at"]
+            assert rec["status"] == first[rec["job_key"]]["status"]
     # only_missing sends nothing for a complete batch.
     assert submit_batch(module_redis_url, jobs, {}, batch_id=batch_id, only_missing=True) == batch_id
 
