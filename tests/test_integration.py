@@ -122,11 +122,42 @@ def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
     _run(module_redis_url, r, make_batch_jobs([5]))
 
 
-def test_workers_stop_with_their_pool_children(module_redis_url):
-    from knights_tour.embedded import LocalWorkers
+CTRL_C_CHILD = r"""
+import json, sys, time, psutil
+from knights_tour.embedded import EmbeddedRedis, LocalWorkers
+with EmbeddedRedis(sys.argv[1]) as server:
+    with LocalWorkers(server.url, count=1, node_prefix="ctrlc") as workers:
+        pids = [server.pid] + workers.pids
+        pids += [c.pid for p in workers.pids for c in psutil.Process(p).children(recursive=True)]
+        print(json.dumps(pids), flush=True)
+        time.sleep(600)
+"""
 
-    with LocalWorkers(module_redis_url, count=1, node_prefix="stoptest") as workers:
-        family = [psutil.Process(pid) for pid in workers.pids]
-        family += [c for p in list(family) for c in p.children(recursive=True)]
-        assert len(family) >= 2  # the worker and its prefork pool process
-    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family)
+
+def test_ctrl_c_in_the_parent_stops_redis_and_workers(tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(child.stdout.readline())
+        assert len(pids) >= 3  # redis-server, the worker, its pool process
+        assert all(psutil.pid_exists(p) for p in pids)
+        child.send_signal(signal.SIGINT)  # what Ctrl-C delivers to the foreground process
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    survivors = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                survivors.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    assert survivors == []
+    assert not (tmp_path / "embedded-redis.json").exists()  # stopped, not abandoned
