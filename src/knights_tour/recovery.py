@@ -44,7 +44,10 @@ CLAIMED, DONE, HELD = "claimed", "done", "held"
 """Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease."""
 
 _CLAIM_LUA = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'done' end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[4], ARGV[1])
+  return 'done'
+end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
   redis.call('HDEL', KEYS[4], ARGV[1])

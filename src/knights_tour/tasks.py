@@ -36,6 +36,14 @@ from knights_tour.worker import DEFAULT_REDIS_URL, TASK_RUN_JOBS, app, use_redis
 
 log = logging.getLogger(__name__)
 
+BATCH_PRIORITY = 6
+"""Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
+6, 9 (kombu ``priority_steps``; each step is its own list), so re-sent lost jobs
+(:data:`RECOVERY_PRIORITY`) overtake the queued rest of the batch instead of waiting behind it."""
+
+RECOVERY_PRIORITY = 0
+"""Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
+
 DEFAULT_CHUNK_SIZE = 16
 """Jobs per task. Measured on the 620-job sweep n=5..12 with 2 local workers: one job per task
 costs the Celery/Redis round trip 620 times; chunks of 16 (39 tasks) keep both workers busy and
@@ -163,7 +171,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
                 if rest:  # hand the jobs this task has no time left for to a fresh task
                     self.app.send_task(
                         TASK_RUN_JOBS, args=[batch_id, [j.to_dict() for j in rest]],
-                        queue=keys.QUEUE, ignore_result=True,
+                        queue=keys.QUEUE, ignore_result=True, priority=RECOVERY_PRIORITY,
                     )
                 break
         if held:
@@ -250,18 +258,18 @@ def submit_batch(
                 producer=producer,
                 queue=keys.QUEUE,
                 ignore_result=True,
+                priority=BATCH_PRIORITY,
             )
     r.close()
     return batch_id
 
 
-# -- tour counts (issue 7): a thin adapter over knights_tour.counting / count_store -----------
-
 def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
-    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON)."""
+    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
+    :data:`RECOVERY_PRIORITY`, so it runs before the batch's still-queued jobs."""
     use_redis(redis_url)
     app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
-                  ignore_result=True)
+                  ignore_result=True, priority=RECOVERY_PRIORITY)
 
 
 def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
@@ -273,26 +281,11 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
         r, batch_id, lambda bid, dicts: resend_jobs(redis_url, bid, dicts)
     )
 
+
+# -- tour counts (issue 7): a thin adapter over knights_tour.counting / count_store -----------
 
 TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
 """Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
-
-
-def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
-    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON)."""
-    use_redis(redis_url)
-    app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
-                  ignore_result=True)
-
-
-def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
-    """Re-send the jobs of ``batch_id`` whose worker died (lease expired, no record); returns
-    their keys. See :mod:`knights_tour.recovery`; call it while waiting for a batch."""
-    from knights_tour import recovery
-
-    return recovery.recover_batch(
-        r, batch_id, lambda bid, dicts: resend_jobs(redis_url, bid, dicts)
-    )
 
 
 @app.task(

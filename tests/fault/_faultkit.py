@@ -1,0 +1,85 @@
+"""Helpers of the fault tier: drive a batch to completion the way a waiting ``ktour run`` does
+(poll the status, re-send jobs lost with their worker), and audit the records at the end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from knights_tour import keys, recovery
+from knights_tour.store import REDIS_ERRORS, batch_status, collect
+from knights_tour.tasks import recover_lost_jobs
+from knights_tour.verify import verify_tour
+
+
+@dataclass
+class Drive:
+    """What happened while a batch was driven to completion."""
+
+    first_seen: dict[str, float] = field(default_factory=dict)  # job_key -> finished_at
+    overwritten: set[str] = field(default_factory=set)  # records rewritten after first seen
+    resent: list[str] = field(default_factory=list)  # job keys re-sent by recovery
+    redis_errors: int = 0
+    seconds: float = 0.0
+    status: dict[str, Any] = field(default_factory=dict)
+
+
+def drive(
+    r, url: str, batch_id: str, timeout_s: float,
+    on_tick: Callable[[dict[str, Any]], None] | None = None, poll_s: float = 0.2,
+) -> Drive:
+    """Poll ``batch_id`` until complete (or ``timeout_s``), running recovery on every poll and
+    watching for records that get rewritten (a job executed twice)."""
+    d = Drive()
+    began = time.monotonic()
+    while time.monotonic() - began < timeout_s:
+        try:
+            st = batch_status(r, batch_id)
+            d.status = st
+            for rec in collect(r, batch_id):
+                k = rec["job_key"]
+                if k in d.first_seen and d.first_seen[k] != rec.get("finished_at"):
+                    d.overwritten.add(k)
+                d.first_seen.setdefault(k, rec.get("finished_at"))
+            d.resent += recover_lost_jobs(r, url, batch_id)
+        except REDIS_ERRORS:
+            d.redis_errors += 1
+            st = {"complete": False}
+        if on_tick is not None:
+            on_tick(st)
+        if st.get("complete"):
+            break
+        time.sleep(poll_s)
+    d.seconds = time.monotonic() - began
+    return d
+
+
+def leased_by(r, batch_id: str, pids: set[int]) -> set[str]:
+    """Job keys of ``batch_id`` whose live lease belongs to one of the processes ``pids``."""
+    out = set()
+    for k in recovery.running(r, batch_id):
+        token = r.get(keys.batch_lease(batch_id, k)) or ""
+        parts = str(token).split(":")
+        if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) in pids:
+            out.add(k)
+    return out
+
+
+def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
+    """Check the end state of a batch: one record per job (no more, no less), every found tour
+    passes the verifier, no lease or recovery bookkeeping left. Returns the records."""
+    records = collect(r, batch_id)
+    want = sorted(j.key for j in jobs)
+    got = [rec["job_key"] for rec in records]
+    assert sorted(got) == want, "records missing or extra"
+    assert len(got) == len(set(got)), "duplicate records"
+    for rec in records:
+        assert rec["batch_id"] == batch_id
+        assert rec["status"] in ("found", "no_tour"), rec
+        if rec["status"] == "found":
+            assert verify_tour((rec["rows"], rec["cols"]), rec["tour"], start=rec["start"]).ok
+    assert recovery.running(r, batch_id) == []
+    assert not any(r.exists(k) for k in keys.batch_recovery_keys(batch_id)), "bookkeeping left"
+    return records

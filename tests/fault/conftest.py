@@ -1,0 +1,92 @@
+"""Fixtures of the fault tier: a Redis server of the test's own (it gets stopped and restarted)
+and Celery worker processes the test may kill. Everything binds 127.0.0.1 and is stopped, by
+recorded PID, by the fixture that started it."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from knights_tour.embedded import EmbeddedRedis, LocalWorkers
+from knights_tour.settings import get_settings
+
+LEASE_S = 2.0
+"""Lease used by the fault tier's workers (KT_LEASE_S): short, so recovery is quick to test."""
+
+
+@pytest.fixture
+def fault_redis(tmp_path) -> Iterator[EmbeddedRedis]:
+    """A password-protected embedded Redis (AOF on) in this test's tmp dir; ``KT_REDIS_URL``
+    and ``KT_LEASE_S`` point this process at it for the test."""
+    server = EmbeddedRedis(tmp_path / "redis", password=secrets.token_hex(8), reuse=False)
+    server.start()
+    saved = {k: os.environ.get(k) for k in ("KT_REDIS_URL", "KT_LEASE_S")}
+    os.environ["KT_REDIS_URL"] = server.url
+    os.environ["KT_LEASE_S"] = str(LEASE_S)
+    get_settings.cache_clear()
+    import knights_tour.tasks as tasks
+
+    tasks._redis_client = None  # noqa: SLF001 - a fresh client for this server
+    try:
+        yield server
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        get_settings.cache_clear()
+        tasks._redis_client = None  # noqa: SLF001
+
+
+class WorkerPool:
+    """Starts single Celery worker processes (prefork, concurrency 1) on one Redis URL and
+    stops every one of them at the end, whatever state the test left them in."""
+
+    def __init__(self, url: str, log_dir, env: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.log_dir = log_dir
+        self.env = {"KT_LEASE_S": str(LEASE_S), **(env or {})}
+        self.started: list[LocalWorkers] = []
+        self.strays: list = []  # psutil.Process of pool children whose parent a test killed
+
+    def start(self, name: str) -> LocalWorkers:
+        w = LocalWorkers(
+            self.url, count=1, concurrency=1, node_prefix=name, env=self.env,
+            ready_timeout_s=120, log_dir=self.log_dir, loglevel="INFO",
+        )
+        self.started.append(w)
+        return w.start()
+
+    def family(self, w: LocalWorkers) -> list:
+        """psutil.Process of the worker's main process and its pool children."""
+        import psutil
+
+        main = psutil.Process(w.pids[0])
+        return [main, *main.children(recursive=True)]
+
+    def stop_all(self) -> None:
+        import psutil
+
+        for w in self.started:
+            w.stop(timeout_s=10)
+        alive = [p for p in self.strays if p.is_running()]
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=10)
+
+
+@pytest.fixture
+def worker_pool(fault_redis, tmp_path) -> Iterator[WorkerPool]:
+    pool = WorkerPool(fault_redis.url, tmp_path / "logs")
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

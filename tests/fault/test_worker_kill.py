@@ -1,0 +1,158 @@
+"""Fault: a worker killed with SIGKILL mid-batch, three times, then restarted.
+
+Two real Celery worker processes run a batch of CP-SAT jobs (6x6 and 8x8: every start square
+of both boards has an open knight's tour, a fact from the literature, and each job takes a few
+tenths of a second, so a kill lands mid-job). We SIGKILL the pool child (Celery's
+``task_reject_on_worker_lost`` requeues its message) or the worker main process (its message
+stays unacknowledged until the visibility timeout; our job leases let recovery re-send it within
+seconds). The batch must complete with every job's record present exactly once and valid, no
+job left leased ("running"), no job executed twice, and each interrupted job recovered quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+from _faultkit import audit, drive, leased_by
+from conftest import LEASE_S
+
+from knights_tour.jobs import make_batch_jobs
+from knights_tour.store import connect
+from knights_tour.tasks import submit_batch
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
+
+KILLS = 3
+
+
+def _jobs():
+    return make_batch_jobs([6, 8], solver="cpsat")
+
+
+def _kill_when_busy(r, batch_id, pool, workers, target, kills, log, deadline_s=60.0):
+    """Return an on_tick callback that, whenever the batch has progressed and the victim
+    worker holds a lease, SIGKILLs ``target(worker)`` and notes which jobs it held."""
+    state = {"i": 0, "pending": None}
+
+    def on_tick(st):
+        i = state["i"]
+        if i >= kills or st.get("done", 0) < (i + 1) * st.get("total", 1) // (kills + 2):
+            return
+        w = workers[i % len(workers)]
+        if not w.procs or w.procs[0].poll() is not None:
+            return
+        family = pool.family(w)
+        if len(family) < 2:
+            return  # pool child being replaced
+        held = leased_by(r, batch_id, {p.pid for p in family})
+        if not held:
+            return
+        victim = target(family)
+        if victim is family[0]:
+            pool.strays.extend(family[1:])
+        os.kill(victim.pid, signal.SIGKILL)
+        log.append({"at": time.monotonic(), "jobs": held, "pid": victim.pid, "worker": i % 2})
+        state["i"] += 1
+
+    return on_tick
+
+
+def _recovery_times(r, batch_id, log):
+    """Seconds from each kill to the moment every job its victim held had a record."""
+    from knights_tour.store import collect
+
+    done_at = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
+    wall_minus_mono = time.time() - time.monotonic()
+    out = []
+    for k in log:
+        last = max(done_at[j] for j in k["jobs"])
+        out.append(round(last - (k["at"] + wall_minus_mono), 2))
+    return out
+
+
+def test_pool_child_killed_three_times(fault_redis, worker_pool):
+    url = fault_redis.url
+    workers = [worker_pool.start("childkill-a"), worker_pool.start("childkill-b")]
+    r = connect(url)
+    jobs = _jobs()
+    batch_id = submit_batch(url, jobs, {"test": "pool child kill"}, chunk_size=2)
+    log: list[dict] = []
+    tick = _kill_when_busy(r, batch_id, worker_pool, workers, lambda fam: fam[1], KILLS, log)
+    d = drive(r, url, batch_id, timeout_s=180, on_tick=tick)
+    assert d.status.get("complete"), d.status
+    assert len(log) == KILLS
+    records = audit(r, batch_id, jobs)
+    assert d.overwritten == set(), "a job ran again after its record was stored"
+    by_key = {rec["job_key"]: rec for rec in records}
+    for k in log:
+        assert any(by_key[j]["attempts"] >= 2 for j in k["jobs"])  # it really was interrupted
+    times = _recovery_times(r, batch_id, log)
+    print(f"\npool child kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
+          f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s")
+    # The Celery worker replaced each killed child; both workers still serve.
+    assert all(len(worker_pool.family(w)) == 2 for w in workers)
+    assert max(times) < 6 * LEASE_S + 10
+
+
+def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worker_pool):
+    url = fault_redis.url
+    workers = [worker_pool.start("mainkill-a"), worker_pool.start("mainkill-b")]
+    r = connect(url)
+    jobs = _jobs()
+    batch_id = submit_batch(url, jobs, {"test": "main process kill"}, chunk_size=2)
+    log: list[dict] = []
+    tick_kill = _kill_when_busy(r, batch_id, worker_pool, workers, lambda fam: fam[0], KILLS, log)
+    restarted = {"n": 0}
+    restarting: list[tuple[threading.Thread, threading.Event]] = []
+
+    finished = threading.Event()
+
+    def restart(i: int, name: str, ready: threading.Event) -> None:
+        workers[i] = worker_pool.start(name)
+        ready.set()
+        # LocalWorkers asks Linux to SIGTERM a worker when the thread that started it ends
+        # (PR_SET_PDEATHSIG), so this thread lives until the test is over.
+        finished.wait(300)
+
+    def on_tick(st):
+        if any(not ready.is_set() for _, ready in restarting):
+            return  # one fault at a time: wait for the restarted worker
+        for i, w in enumerate(workers):  # restart a killed worker (as a supervisor would)
+            if w.procs and w.procs[0].poll() is not None:
+                restarted["n"] += 1
+                ready = threading.Event()
+                t = threading.Thread(
+                    target=restart, args=(i, f"mainkill-r{restarted['n']}-", ready), daemon=True
+                )
+                t.start()
+                restarting.append((t, ready))
+                return
+        tick_kill(st)
+
+    d = drive(r, url, batch_id, timeout_s=200, on_tick=on_tick)
+    finished.set()
+    for t, _ in restarting:
+        t.join(timeout=30)
+    assert d.status.get("complete"), d.status
+    assert len(log) == KILLS and restarted["n"] == KILLS
+    audit(r, batch_id, jobs)
+    assert d.overwritten == set(), "a job ran again after its record was stored"
+    times = _recovery_times(r, batch_id, log)
+    if os.environ.get("KT_FAULT_DEBUG"):
+        recs = {rec["job_key"]: rec for rec in audit(r, batch_id, jobs)}
+        off = time.time() - time.monotonic()
+        for k in log:
+            print("kill at", round(k["at"] + off, 2), {j: (recs[j]["worker"], recs[j]["finished_at"], recs[j]["attempts"]) for j in k["jobs"]})
+        print("resent", d.resent)
+    print(f"\nmain process kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
+          f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s")
+    # Without the leases these jobs would wait for the visibility timeout (420 s).
+    assert max(times) < 6 * LEASE_S + 30
+    # What happened to the pool children orphaned by the kills (recorded for the report).
+    alive = [p for p in worker_pool.strays if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    print(f"orphaned pool children still alive at the end: {len(alive)}")
