@@ -516,9 +516,11 @@ def _write_records(out: str, records: list[dict[str, Any]], fmt: str = "jsonl") 
 
 
 def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | None,
-                        workers=None, label: str = "jobs") -> dict[str, Any]:
+                        workers=None, label: str = "jobs",
+                        recover_url: str | None = None) -> dict[str, Any]:
     """Poll the batch until complete (or timeout / all local workers gone), showing a rich
-    progress bar on stderr. Returns the last batch status."""
+    progress bar on stderr. Returns the last batch status. With ``recover_url`` (the broker),
+    jobs lost with a dead worker are re-sent on every poll (:mod:`knights_tour.recovery`)."""
     import time
 
     from rich.console import Console
@@ -549,6 +551,8 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
                                           on_progress=on_progress)
             if status["complete"]:
                 break
+            if recover_url is not None:
+                _recover(client, recover_url, batch_id)
             if timeout_s is not None and time.monotonic() - began > timeout_s:
                 break
             if workers is not None and workers.procs and all(
@@ -566,6 +570,20 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
         err=True,
     )
     return status
+
+
+def _recover(client, url: str, batch_id: str) -> None:
+    """Re-send jobs of the batch lost with their worker (lease expired, no record); a note on
+    stderr. Redis being unreachable is left to the next poll."""
+    from knights_tour.store import REDIS_ERRORS
+    from knights_tour.tasks import recover_lost_jobs
+
+    try:
+        resent = recover_lost_jobs(client, url, batch_id)
+    except REDIS_ERRORS:
+        return
+    if resent:
+        click.echo(f"ktour: re-sent {len(resent)} job(s) whose worker was lost", err=True)
 
 
 # -- run ------------------------------------------------------------------------------------
@@ -632,7 +650,7 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
                        f"{len(boards)} board(s) submitted to {where}", err=True)
             try:
                 status = _wait_with_progress(client, batch_id, len(jobs), timeout,
-                                             workers=local)
+                                             workers=local, recover_url=url)
             except BaseException:
                 if server is not None and server.owned:
                     _purge_queue(url, batch_id)
@@ -768,7 +786,7 @@ def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float
         client, _url, _server = _open_store(stack, redis_url)
         st = store.batch_status(client, batch_id)
         if wait and not st["complete"]:
-            st = _wait_with_progress(client, batch_id, st["total"], timeout)
+            st = _wait_with_progress(client, batch_id, st["total"], timeout, recover_url=_url)
         records = store.collect(client, batch_id)
     if fmt == "table":
         _stdout_console().print(_summary_table(records, f"batch {batch_id}"))
