@@ -54,9 +54,9 @@ class WorkerPool:
         self.started: list[LocalWorkers] = []
         self.strays: list = []  # psutil.Process of pool children whose parent a test killed
 
-    def start(self, name: str) -> LocalWorkers:
+    def start(self, name: str, env: dict[str, str] | None = None) -> LocalWorkers:
         w = LocalWorkers(
-            self.url, count=1, concurrency=1, node_prefix=name, env=self.env,
+            self.url, count=1, concurrency=1, node_prefix=name, env={**self.env, **(env or {})},
             ready_timeout_s=120, log_dir=self.log_dir, loglevel="INFO",
         )
         self.started.append(w)
