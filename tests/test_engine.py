@@ -1,0 +1,195 @@
+"""Tests of the ``warnsdorff`` backend (search engine) against facts from outside the code.
+
+Facts: colour parity (no open tour from the minority colour of an odd board, no closed tour on
+an odd board); Schwenk 1991 (closed tours); Cull & De Curtins 1978 / Conrad et al. 1994 (open
+tours: none on 4x4, some on 3x4 and 3x7); existence of open tours from every majority-colour
+square of n x n, 5 <= n <= 12 (484 of the 620 start squares; the other 136 are excluded by
+parity). An independent brute-force Hamiltonian-path search (plain recursion, no pruning, in
+this file) checks the engine's exhaustive answers per start square on small boards, so the
+engine's pruning is shown sound there. Every tour goes through the verifier.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from knights_tour import api
+from knights_tour.board import Board
+from knights_tour.result import Proof, Status
+from knights_tour.solvers import get_solver
+from knights_tour.solvers.warnsdorff import search, solve, warm_up
+from knights_tour.verify import verify_tour
+
+
+def brute_force_has_tour(board: Board, start, closed: bool) -> bool:
+    """Independent check: plain DFS over all Hamiltonian paths from ``start`` (no heuristics)."""
+    nb = board.neighbours
+    n = board.n_squares
+    s = board.index(start)
+    seen = [False] * n
+    seen[s] = True
+
+    def dfs(p: int, depth: int) -> bool:
+        if depth == n:
+            return not closed or s in nb[p]
+        for q in nb[p]:
+            if not seen[q]:
+                seen[q] = True
+                if dfs(q, depth + 1):
+                    return True
+                seen[q] = False
+        return False
+
+    return dfs(s, 1)
+
+
+def test_registry_and_warm_up():
+    assert get_solver("warnsdorff") is solve
+    assert warm_up() >= 0.0
+
+
+@pytest.mark.parametrize("n", range(5, 13))
+def test_every_start_square_of_5_to_12_is_decided(n):
+    """All 620 start squares of n = 5..12: a verified tour, or no_tour by parity exactly on the
+    minority colour of odd boards; never more than 10 * n * n search nodes per start."""
+    board = Board(n, n)
+    decided = {"found": 0, "parity": 0}
+    for sq in board.squares():
+        r = api.solve(board, sq)
+        minority = n % 2 == 1 and Board.colour(sq) == 1
+        if minority:
+            assert r.status == Status.NO_TOUR and r.proof == Proof.PARITY, sq
+            decided["parity"] += 1
+        else:
+            assert r.status == Status.FOUND and r.checks["verifier"] is True, sq
+            assert r.tour[0] == sq and len(r.tour) == n * n
+            assert n * n <= r.nodes <= 10 * n * n, (sq, r.nodes)
+            decided["found"] += 1
+    assert decided["found"] + decided["parity"] == n * n
+    assert decided["parity"] == (n * n // 2 if n % 2 else 0)
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 3), (5, 5), (5, 7), (7, 7), (9, 9), (3, 11), (1, 1)])
+def test_no_closed_tour_on_odd_boards(rows, cols):
+    board = Board(rows, cols)
+    for sq in [(0, 0), (rows // 2, cols // 2), (0, cols - 1)]:
+        r = api.solve(board, sq, closed=True)
+        assert r.status == Status.NO_TOUR and r.proof == Proof.PARITY
+        assert r.tour is None
+
+
+def test_no_open_tour_on_4x4_by_theorem_and_by_exhaustive_search():
+    board = Board(4, 4)
+    for sq in board.squares():
+        r = api.solve(board, sq)
+        assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM
+        assert "Conrad" in r.proof_detail
+        s = search(board, sq, exhaustive=True)
+        assert s.status == Status.NO_TOUR and s.proof == Proof.EXHAUSTIVE, sq
+        assert s.nodes > 0 and board.algebraic(sq) in s.proof_detail
+
+
+@pytest.mark.parametrize(
+    "rows, cols, closed",
+    [(3, 4, False), (4, 3, False), (3, 5, False), (3, 6, False), (4, 4, False), (4, 5, False),
+     (3, 7, False), (3, 6, True), (4, 5, True), (3, 8, True), (4, 4, True)],
+)
+def test_exhaustive_answers_match_brute_force(rows, cols, closed):
+    """Per start square, the engine's search (no theorem shortcuts) agrees with plain DFS."""
+    board = Board(rows, cols)
+    for sq in board.squares():
+        r = search(board, sq, closed=closed, exhaustive=True)
+        expected = brute_force_has_tour(board, sq, closed)
+        assert r.status == (Status.FOUND if expected else Status.NO_TOUR), sq
+        if expected:
+            assert verify_tour(board, r.tour, start=sq, closed=closed).ok
+        else:
+            assert r.proof == Proof.EXHAUSTIVE
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 4), (3, 7), (7, 3), (4, 5), (5, 12), (3, 20), (11, 6)])
+def test_open_tours_on_rectangular_boards(rows, cols):
+    board = Board(rows, cols)
+    r = api.solve(board, (0, 0))
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_closed_tours_found_from_every_start_and_verified_closed(n):
+    board = Board(n, n)
+    for sq in board.squares():
+        r = api.solve(board, sq, closed=True)
+        assert r.status == Status.FOUND and r.checks["verifier"] is True
+        assert r.tour[0] == sq
+        assert verify_tour(board, r.tour, start=sq, closed=True).ok
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 10), (5, 6), (6, 5), (3, 12), (10, 10), (12, 7)])
+def test_closed_tours_on_rectangular_boards(rows, cols):
+    r = api.solve(Board(rows, cols), (0, 0), closed=True)
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
+
+
+@pytest.mark.parametrize("rows, cols", [(4, 5), (4, 8), (3, 6), (3, 8), (2, 8), (1, 4), (8, 4)])
+def test_schwenk_impossible_boards(rows, cols):
+    r = api.solve(Board(rows, cols), (0, 0), closed=True)
+    assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM
+    assert "Schwenk 1991" in r.proof_detail
+
+
+def test_closed_3x6_proved_by_exhaustive_search():
+    r = search(Board(3, 6), (0, 0), closed=True, exhaustive=True)
+    assert r.status == Status.NO_TOUR and r.proof == Proof.EXHAUSTIVE
+    r = search(Board(4, 6), (1, 2), closed=True, exhaustive=True)
+    assert r.status == Status.NO_TOUR and r.proof == Proof.EXHAUSTIVE
+
+
+def test_one_square_board():
+    r = api.solve(1, (0, 0))
+    assert r.status == Status.FOUND and r.tour == [(0, 0)] and r.checks["verifier"] is True
+
+
+def test_1000x1000_corner_verified():
+    r = api.solve(1000, (0, 0))
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert isinstance(r.tour, np.ndarray) and r.tour.shape == (1_000_000, 2)
+    assert tuple(r.tour[0]) == (0, 0)
+    assert r.nodes >= 1_000_000
+
+
+def test_large_closed_tour_and_record():
+    r = api.solve(Board(250, 260), (0, 0), closed=True)
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    record = json.loads(r.to_json())
+    assert len(record["tour"]) == 250 * 260 and record["tour"][0] == [0, 0]
+
+
+def test_tiny_node_limit_gives_unknown():
+    r = api.solve(8, (0, 0), node_limit=10)
+    assert r.status == Status.UNKNOWN and r.reason == "node_limit"
+    assert r.nodes <= 10 and r.tour is None and r.proof is None
+    r = api.solve(8, (0, 0), node_limit=0)
+    assert r.status == Status.UNKNOWN and r.nodes == 0
+
+
+def test_time_limit_is_honoured():
+    # 4x12 has no closed tour (Schwenk 1991), but search() does not know: its complete search is
+    # far too long to finish, so the time limit must stop it with an honest "unknown"
+    began = time.perf_counter()
+    r = search(Board(4, 12), (0, 0), closed=True, exhaustive=True, time_limit_s=0.5)
+    took = time.perf_counter() - began
+    assert r.status == Status.UNKNOWN and r.reason == "time_limit"
+    assert r.nodes > 0
+    assert took < 0.5 + 15  # one kernel slice (~1e6 nodes) at most overshoots the limit
+
+
+def test_result_fields():
+    r = api.solve(Board(6, 7), "a1")
+    assert r.solver == "warnsdorff" and r.start == (5, 0) and r.start_square == "a1"
+    assert r.status == Status.FOUND and r.elapsed_s > 0 and r.extra["attempts"] >= 1
+    record = r.to_dict()
+    assert record["nodes"] == r.nodes and record["attempts"] == r.extra["attempts"]
