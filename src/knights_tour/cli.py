@@ -995,6 +995,9 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
                     if server is not None and server.owned:
                         _purge_queue(url, count_id)
                     raise
+            elif not plan.subjobs:
+                click.echo(f"ktour: count {count_id}: every start square is ruled out without "
+                           "search (no sub-jobs)", err=True)
             else:
                 click.echo(f"ktour: count {count_id}: all {len(plan.subjobs)} sub-jobs already "
                            "counted; summing the stored partial counts", err=True)
