@@ -1,0 +1,80 @@
+"""Collection benchmark: how long a collection takes to report finished batches.
+
+One command (starts its own embedded Redis, stops it at the end; no workers needed)::
+
+    python benchmarks/bench_collect.py [--batches 20] [--sizes 5-12] [--json out.json]
+
+It registers ``--batches`` batches of the sweep ``--sizes`` (n=5..12 = 620 jobs each) and fills
+them with records produced by the engine in this process (once; the same records are stored in
+every batch), then times: the first collection (writes every report), a second one (finds
+nothing new), and a collection with one batch unfinished. Figures depend on the machine;
+nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from knights_tour.board import parse_board_list
+from knights_tour.collector import collect_finished
+from knights_tour.embedded import EmbeddedRedis
+from knights_tour.jobs import make_batch_jobs, run_job
+from knights_tour.store import connect, create_batch, save_record
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--sizes", default="5-12")
+    ap.add_argument("--json", dest="json_out", default=None)
+    args = ap.parse_args()
+
+    jobs = make_batch_jobs(parse_board_list(args.sizes))
+    t0 = time.perf_counter()
+    records = [run_job(j, worker="bench@local") for j in jobs]
+    t_solve = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(Path(tmp) / "redis") as server:
+        r = connect(server.url)
+        ids = []
+        t0 = time.perf_counter()
+        for _ in range(args.batches):
+            bid = create_batch(r, jobs, params={"sizes": args.sizes, "bench": True})
+            pipe_records = [dict(rec, batch_id=bid) for rec in records]
+            for rec in pipe_records:
+                save_record(r, bid, rec)
+            ids.append(bid)
+        t_fill = time.perf_counter() - t0
+        reports = Path(tmp) / "reports"
+        t0 = time.perf_counter()
+        first = collect_finished(r, reports)
+        t_first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        second = collect_finished(r, reports)
+        t_second = time.perf_counter() - t0
+        extra = create_batch(r, jobs, params={"sizes": args.sizes, "bench": True})
+        save_record(r, extra, dict(records[0], batch_id=extra))
+        t0 = time.perf_counter()
+        third = collect_finished(r, reports)
+        t_third = time.perf_counter() - t0
+        size = sum(p.stat().st_size for p in reports.iterdir())
+        r.close()
+    out = {
+        "batches": args.batches, "jobs_per_batch": len(jobs), "solve_s": round(t_solve, 3),
+        "fill_s": round(t_fill, 3),
+        "first_collection_s": round(t_first, 3), "reports_written": len(first["written"]),
+        "per_batch_ms": round(1000 * t_first / max(1, len(first["written"])), 2),
+        "second_collection_s": round(t_second, 4), "second_written": len(second["written"]),
+        "with_unfinished_s": round(t_third, 4), "unfinished": len(third["unfinished"]),
+        "report_bytes": size,
+    }
+    print(json.dumps(out, indent=2))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
