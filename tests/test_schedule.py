@@ -63,6 +63,7 @@ def _check_example(config):
     assert set(sched) == {COLLECT_ENTRY, "sweep:nightly-5-12", "sweep:closed-rectangles"}
     assert sched[COLLECT_ENTRY]["task"] == TASK_COLLECT
     assert sched[COLLECT_ENTRY]["schedule"].run_every == timedelta(minutes=5)
+    assert sched[COLLECT_ENTRY]["options"]["expires"] == 300  # a late collection is dropped
     cron = sched["sweep:nightly-5-12"]["schedule"]
     assert isinstance(cron, crontab)
     assert cron.minute == {0} and cron.hour == {2} and len(cron.day_of_week) == 7

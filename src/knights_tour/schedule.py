@@ -386,11 +386,16 @@ def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, dict[str
 
     out: dict[str, dict[str, Any]] = {}
     if config.collect is not None:
+        options: dict[str, Any] = {"queue": keys.QUEUE}
+        if config.collect.every_s is not None:
+            # collections share the job queue; one that waited a whole interval behind long
+            # jobs is dropped (the next one does the same work) instead of piling up
+            options["expires"] = float(config.collect.every_s)
         out[COLLECT_ENTRY] = {
             "task": TASK_COLLECT,
             "schedule": config.collect.celery_schedule(app),
             "args": (),
-            "options": {"queue": keys.QUEUE},
+            "options": options,
         }
     for sweep in config.sweeps:
         out[f"sweep:{sweep.name}"] = {
