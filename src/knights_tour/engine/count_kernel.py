@@ -31,8 +31,10 @@ Pruning (exact: a branch is cut only when no tour can complete it)
 
     ``a(w)`` only ever decreases for the neighbours of the square the head just left (a
     neighbour of the new head loses one free neighbour but gains the head; the knight's graph is
-    bipartite, so the two neighbourhoods are disjoint), so after each move only those are
-    re-examined: O(8) work per node.
+    bipartite, so the two neighbourhoods are disjoint and moving to ``x`` does not change
+    ``free`` of the other neighbours of ``h``). So the head's neighbours are scanned once per
+    node, and each candidate move is tested *before* it is made: O(8) work per node, and no
+    work at all for a move the tests reject.
 
     These are the standard degree arguments for Hamiltonian paths (a vertex of degree 1 in the
     remaining graph must be an end point), as in the enumerations behind OEIS A165134.
@@ -176,8 +178,8 @@ def count_completions(
     Returns
     -------
     (count, nodes)
-        Number of tours completing the prefix, and search nodes visited (path extensions tried,
-        including the root).
+        Number of tours completing the prefix, and search nodes (path extensions made, plus
+        one for the root).
     """
     n = nbr.shape[0]
     length = prefix.shape[0]
@@ -194,24 +196,38 @@ def count_completions(
     path = np.empty(n, dtype=np.int64)
     slot = np.zeros(n + 1, dtype=np.int64)  # next neighbour slot to try at each depth
     ends = np.full(n + 1, -1, dtype=np.int64)  # the must-end square at each depth, or -1
+    one_a = np.full(n + 1, -1, dtype=np.int64)  # neighbours of the head with free == 1
+    one_b = np.full(n + 1, -1, dtype=np.int64)
     for i in range(length):
         path[i] = prefix[i]
     ends[length] = ends0
     count = 0
     nodes = 1
     d = length  # path length; head = path[d-1]
-    fresh = True  # first visit of depth d (run the forced-move check)
+    fresh = True  # first visit of depth d (run the checks on the head's neighbours)
     while True:
         h = path[d - 1]
         if fresh:
             fresh = False
             forced = -1
             nforced = 0
+            nones = 0
+            oa = -1
+            ob = -1
             for j in range(ndeg[h]):
                 y = nbr[h, j]
-                if not visited[y] and free[y] == 0:
+                if visited[y]:
+                    continue
+                f = free[y]
+                if f == 0:
                     nforced += 1
                     forced = y
+                elif f == 1:
+                    nones += 1
+                    if oa == -1:
+                        oa = y
+                    else:
+                        ob = y
             if nforced > 0:
                 # y must be next and last: a leaf if it is the one unvisited square, else dead
                 if nforced == 1 and d + 1 == n:
@@ -219,14 +235,48 @@ def count_completions(
                     if not closed or adj_start[forced]:
                         count += 1
                 slot[d] = 8  # nothing else to try here
-        # next untried unvisited neighbour of h
+            else:
+                # Once the head moves on to x, every other unvisited neighbour w of h keeps
+                # only free[w] connections (x does not attack w: same colour), so those with
+                # free[w] == 1 must be the last square, as must ends[d]. At most one may remain.
+                k = nones + (1 if ends[d] != -1 else 0)
+                if k >= 3:
+                    slot[d] = 8
+                one_a[d] = oa
+                one_b[d] = ob
+        # next untried unvisited neighbour of h that passes the end-square test
+        e = ends[d]
+        oa = one_a[d]
+        ob = one_b[d]
         x = -1
+        end = -1
         while slot[d] < ndeg[h]:
             y = nbr[h, slot[d]]
             slot[d] += 1
-            if not visited[y]:
-                x = y
-                break
+            if visited[y]:
+                continue
+            # must-end squares left after moving to y: e, oa, ob minus y
+            end = e
+            ok = True
+            if oa != -1 and oa != y:
+                if end == -1:
+                    end = oa
+                else:
+                    ok = False
+            if ok and ob != -1 and ob != y:
+                if end == -1:
+                    end = ob
+                else:
+                    ok = False
+            if not ok:
+                continue
+            if closed:
+                if end != -1 and not adj_start[end]:
+                    continue
+                if adj_start[y] and free[start] == 1:
+                    continue  # y would take the start's last unvisited neighbour
+            x = y
+            break
         if x == -1:
             # backtrack
             if d == length:
@@ -242,32 +292,6 @@ def count_completions(
         visited[x] = True
         for j in range(ndeg[x]):
             free[nbr[x, j]] -= 1
-        end = ends[d]
-        dead = False
-        if closed and free[start] == 0:
-            dead = True  # the last square must attack the start, and none is left unvisited
-        if not dead:
-            for j in range(ndeg[h]):
-                w = nbr[h, j]
-                if visited[w]:
-                    continue
-                f = free[w]
-                if f == 0:
-                    dead = True
-                    break
-                if f == 1:
-                    if end == -1:
-                        end = w
-                    elif end != w:
-                        dead = True
-                        break
-        if not dead and closed and end != -1 and not adj_start[end]:
-            dead = True
-        if dead:
-            visited[x] = False
-            for j in range(ndeg[x]):
-                free[nbr[x, j]] += 1
-            continue
         path[d] = x
         d += 1
         slot[d] = 0
