@@ -138,6 +138,12 @@ def solve(
         raise click.BadParameter("must be positive", param_hint="--time-limit")
     if node_limit is not None and node_limit <= 0:
         raise click.BadParameter("must be positive", param_hint="--node-limit")
+    from knights_tour.jobs import Job
+
+    # The limits of a batch job apply here too: a finite time limit, a board the solver can
+    # take (e.g. CP-SAT at most 2500 squares). InvalidJobError -> exit 2.
+    Job(rows=board.rows, cols=board.cols, start=start_sq, solver=solver, closed=closed,
+        time_limit_s=time_limit, exhaustive=exhaustive, node_limit=node_limit)
     result = api_solve(
         board, start_sq, solver=solver, closed=closed, time_limit_s=time_limit,
         exhaustive=exhaustive, node_limit=node_limit,
@@ -956,6 +962,10 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     plan = plan_count(board, start_sq, closed=closed, depth=depth,
                       use_symmetry=not no_symmetry)
     count_id = count_store.count_id_for(plan, start_sq)
+    if board.n_squares > 36:
+        click.echo(f"ktour: warning: an exhaustive count on {board.label} may take CPU-days or "
+                   "more; each sub-job must finish within the task hard time limit "
+                   "(KT_HARD_TIME_LIMIT_S), so split finer with --depth", err=True)
     params = {"size": board.label, "start": None if start_sq is None else list(start_sq),
               "closed": closed, "depth": plan.depth, "symmetry": not no_symmetry}
 
