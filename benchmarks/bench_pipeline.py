@@ -2,7 +2,8 @@
 
 One command (starts its own embedded Redis and local workers, stops them at the end)::
 
-    python benchmarks/bench_pipeline.py [--workers 2] [--chunks 1,4,16,32] [--verify] [--json out.json]
+    python benchmarks/bench_pipeline.py [--workers 2] [--chunks 1,4,16,32] [--verify]
+        [--orders largest,given] [--no-engine] [--repeat N] [--json out.json]
 
 For each chunk size (jobs per Celery task) it submits the sweep, waits for every record and
 reports: wall time (submit -> last record), time to submit, the sum of the solvers' own times
@@ -26,10 +27,12 @@ from knights_tour.store import collect, connect, wait_for_batch
 from knights_tour.tasks import submit_batch
 
 
-def run_once(url: str, workers: int, chunk: int, verify: str | None) -> dict:
+def run_once(url: str, workers: int, chunk: int, verify: str | None,
+             largest_first: bool = True) -> dict:
     jobs = make_batch_jobs(range(5, 13), verify=verify)
     t0 = time.perf_counter()
-    batch_id = submit_batch(url, jobs, {"sizes": "5-12", "bench": True}, chunk_size=chunk)
+    batch_id = submit_batch(url, jobs, {"sizes": "5-12", "bench": True}, chunk_size=chunk,
+                            largest_first=largest_first)
     t_submit = time.perf_counter() - t0
     r = connect(url)
     status = wait_for_batch(r, batch_id, timeout_s=1800, poll_s=0.05)
@@ -39,6 +42,7 @@ def run_once(url: str, workers: int, chunk: int, verify: str | None) -> dict:
     return {
         "chunk_size": chunk,
         "verify": verify,
+        "order": "largest" if largest_first else "given",
         "jobs": len(jobs),
         "tasks": -(-len(jobs) // chunk),
         "records": len(records),
@@ -60,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", default="1,4,16,32")
     ap.add_argument("--verify", action="store_true", help="also run with --verify cpsat")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--orders", default="largest",
+                    help="comma list of send orders: largest (largest boards first), given")
+    ap.add_argument("--no-engine", action="store_true", help="skip the engine-only runs")
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = ap.parse_args(argv)
     chunks = [int(c) for c in args.chunks.split(",")]
@@ -69,19 +76,21 @@ def main(argv: list[str] | None = None) -> int:
         with LocalWorkers(server.url, args.workers) as _workers:
             startup = time.perf_counter() - t0
             print(f"{args.workers} workers ready in {startup:.2f} s", file=sys.stderr)
-            modes = [None] + (["cpsat"] if args.verify else [])
+            modes = ([] if args.no_engine else [None]) + (["cpsat"] if args.verify else [])
             for verify in modes:
-                for chunk in chunks:
-                    for _ in range(args.repeat):
-                        row = run_once(server.url, args.workers, chunk, verify)
-                        rows.append(row)
-                        print(json.dumps(row), flush=True)
+                for order in args.orders.split(","):
+                    for chunk in chunks:
+                        for _ in range(args.repeat):
+                            row = run_once(server.url, args.workers, chunk, verify,
+                                           largest_first=order == "largest")
+                            rows.append(row)
+                            print(json.dumps(row), flush=True)
             t1 = time.perf_counter()
         print(f"workers stopped in {time.perf_counter() - t1:.2f} s", file=sys.stderr)
-    print(f"\n{'verify':>7} {'chunk':>5} {'tasks':>5} {'wall s':>7} {'submit s':>8} "
+    print(f"\n{'verify':>7} {'order':>7} {'chunk':>5} {'tasks':>5} {'wall s':>7} {'submit s':>8} "
           f"{'solver s':>8} {'cpsat s':>7} {'jobs s':>7} {'overhead w*s':>12}")
     for row in rows:
-        print(f"{str(row['verify']):>7} {row['chunk_size']:>5} {row['tasks']:>5} "
+        print(f"{str(row['verify']):>7} {row['order']:>7} {row['chunk_size']:>5} {row['tasks']:>5} "
               f"{row['wall_s']:>7.2f} {row['submit_s']:>8.2f} {row['solver_sum_s']:>8.2f} "
               f"{row['cpsat_sum_s']:>7.2f} {row['job_sum_s']:>7.2f} {row['overhead_worker_s']:>12.2f}")
     if args.json:
