@@ -227,3 +227,18 @@ def test_compose_beat_scheduler_module_exists():
 
     module, _, cls = app.conf.beat_scheduler.partition(":")
     assert hasattr(importlib.import_module(module), cls)
+
+
+def test_switching_the_app_between_redis_urls_and_back(redis_db_url, module_redis_url):
+    """`ktour workers` / `status` point this process's Celery app at the URL they are given;
+    switching A -> B -> A must not hand back A's closed connection pool."""
+    import redis as redis_py
+
+    from knights_tour.worker import use_redis
+
+    a, b = redis_db_url, module_redis_url  # two freshly flushed databases
+    assert a != b
+    for url in (a, b, a, b, a):
+        use_redis(url).send_task("knights_tour.no_such_task", queue="kt-switch-test")
+    assert redis_py.Redis.from_url(a).llen("kt-switch-test") == 3
+    assert redis_py.Redis.from_url(b).llen("kt-switch-test") == 2

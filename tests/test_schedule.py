@@ -64,6 +64,10 @@ def _check_example(config):
     assert sched[COLLECT_ENTRY]["task"] == TASK_COLLECT
     assert sched[COLLECT_ENTRY]["schedule"].run_every == timedelta(minutes=5)
     assert sched[COLLECT_ENTRY]["options"]["expires"] == 300  # a late collection is dropped
+    from knights_tour.tasks import BATCH_PRIORITY
+
+    # Redis transport: lower number = served first; beat's tasks overtake queued batch chunks
+    assert all(e["options"]["priority"] < BATCH_PRIORITY for e in sched.values())
     cron = sched["sweep:nightly-5-12"]["schedule"]
     assert isinstance(cron, crontab)
     assert cron.minute == {0} and cron.hour == {2} and len(cron.day_of_week) == 7

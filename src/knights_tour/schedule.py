@@ -55,6 +55,11 @@ TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
 TASK_COLLECT = "knights_tour.collect_reports"
 """Registered name of the task the collect entry sends (no arguments)."""
 
+OPS_PRIORITY = 0
+"""Message priority of the beat entries: with the Redis transport a worker pops priority 0
+first (kombu ``priority_steps``), so a collection or a sweep submission is not queued behind
+the chunks of running batches (which are sent at ``knights_tour.tasks.BATCH_PRIORITY``)."""
+
 COLLECT_ENTRY = "collect"
 """Name of the collect entry in the beat schedule; sweeps are ``sweep:<name>``."""
 
@@ -386,7 +391,7 @@ def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, dict[str
 
     out: dict[str, dict[str, Any]] = {}
     if config.collect is not None:
-        options: dict[str, Any] = {"queue": keys.QUEUE}
+        options: dict[str, Any] = {"queue": keys.QUEUE, "priority": OPS_PRIORITY}
         if config.collect.every_s is not None:
             # collections share the job queue; one that waited a whole interval behind long
             # jobs is dropped (the next one does the same work) instead of piling up
@@ -402,7 +407,7 @@ def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, dict[str
             "task": TASK_SUBMIT_SWEEP,
             "schedule": sweep.timing.celery_schedule(app),
             "args": (sweep.to_dict(),),
-            "options": {"queue": keys.QUEUE},
+            "options": {"queue": keys.QUEUE, "priority": OPS_PRIORITY},
         }
     return out
 
@@ -492,5 +497,5 @@ __all__ = [
     "InvalidScheduleError", "Timing", "Sweep", "ScheduleConfig", "parse_interval", "parse_cron",
     "parse_schedule", "load_schedule", "schedule_from_settings", "beat_schedule",
     "ScheduleFileScheduler", "next_run_times", "run_sweep", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
-    "COLLECT_ENTRY",
+    "COLLECT_ENTRY", "OPS_PRIORITY",
 ]

@@ -99,10 +99,14 @@ def use_redis(url: str) -> Celery:
     if app.conf.broker_url != url or app.conf.result_backend != url:
         app.conf.broker_url = url
         app.conf.result_backend = url
-        pool = app._pool  # noqa: SLF001 - Celery keeps no public way to drop it
-        if pool is not None:
-            pool.force_close_all()
-        app._pool = None  # noqa: SLF001
+        # app._pool is kombu's process-wide pool for the old URL, and kombu keeps it (and its
+        # producer pool) registered under that URL: closing just that one would hand a closed
+        # pool back when we switch to the old URL again ("Acquire on closed pool"). Reset the
+        # registry instead; this process is a client, nothing else uses those pools.
+        from kombu import pools
+
+        pools.reset()
+        app._pool = None  # noqa: SLF001 - Celery keeps no public way to drop it
         amqp = app.__dict__.get("amqp")
         if amqp is not None:
             amqp._producer_pool = None  # noqa: SLF001
