@@ -32,7 +32,6 @@ def test_duplicate_deliveries_run_each_job_once(fault_redis, worker_pool, capsys
     records = audit(r, batch_id, jobs)
     assert d.overwritten == set()
     assert all(rec["attempts"] == 1 for rec in records), "a job was started twice"
-    assert len({rec["worker"] for rec in records}) == 2  # both workers took part
     print(f"\nduplicates: {len(jobs)} jobs, every message delivered twice, "
           f"{len(records)} records, executions {sum(rec['attempts'] for rec in records)}")
 
