@@ -521,6 +521,10 @@ def _write_records(out: str, records: list[dict[str, Any]], fmt: str = "jsonl") 
         atomic_write_text(out, text)
 
 
+REDIS_OUTAGE_S = 120.0
+"""How long a waiting ``run`` / ``collect --wait`` keeps retrying while Redis is unreachable."""
+
+
 def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | None,
                         workers=None, label: str = "jobs",
                         recover_url: str | None = None) -> dict[str, Any]:
@@ -535,8 +539,11 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
 
     from knights_tour import store
 
+    from knights_tour.errors import BackendUnavailableError
+
     console = Console(stderr=True)
     began = time.monotonic()
+    outage_began: float | None = None
     status: dict[str, Any] = {"done": 0, "total": total, "complete": False}
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -553,8 +560,23 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
             progress.update(task, completed=st["done"], total=st["total"], info=info)
 
         while True:
-            status = store.wait_for_batch(client, batch_id, timeout_s=1.0,
-                                          on_progress=on_progress)
+            try:
+                status = store.wait_for_batch(client, batch_id, timeout_s=1.0,
+                                              on_progress=on_progress)
+            except BackendUnavailableError:
+                # Redis restarting or briefly unreachable: keep waiting (workers reconnect too)
+                # for up to REDIS_OUTAGE_S, then give up with exit 2.
+                if outage_began is None:
+                    outage_began = time.monotonic()
+                    click.echo("ktour: lost contact with Redis; retrying", err=True)
+                if time.monotonic() - outage_began > REDIS_OUTAGE_S:
+                    raise
+                if timeout_s is not None and time.monotonic() - began > timeout_s:
+                    break
+                continue
+            if outage_began is not None:
+                outage_began = None
+                click.echo("ktour: Redis is back", err=True)
             if status["complete"]:
                 break
             if recover_url is not None:

@@ -57,3 +57,41 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
           f"{len(before)} records before it, lost 0, re-sent {len(d.resent)}, "
           f"first record {first_after - state['back_at']:.1f} s after Redis was back, "
           f"batch {d.seconds:.1f} s")
+
+
+def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_path):
+    """``ktour collect BATCH --wait`` (a real subprocess) keeps waiting through the restart and
+    writes every record once."""
+    import os
+    import subprocess
+    import sys
+
+    url = fault_redis.url
+    worker_pool.start("rrcli-a")
+    r = connect(url)
+    jobs = make_batch_jobs([6], solver="cpsat")
+    batch_id = submit_batch(url, jobs, {"test": "cli through restart"}, chunk_size=2)
+    out = tmp_path / "records.jsonl"
+    env = {**os.environ, "KT_DATA_DIR": str(tmp_path / "kt-data"), "KT_LEASE_S": "2"}
+    env.pop("KT_REDIS_URL", None)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "knights_tour", "collect", batch_id, "--wait", "--timeout", "150",
+         "--format", "jsonl", "--out", str(out), "--redis", url],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and r.hlen(keys.batch_records(batch_id)) < 5:
+            time.sleep(0.1)
+        fault_redis.stop()
+        time.sleep(DOWN_S)
+        fault_redis.start()
+        stdout, stderr = cli.communicate(timeout=170)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode == 0, stderr
+    assert "Traceback" not in stderr and url.split("@")[0].split(":")[-1] not in stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == len(jobs) == len({json.loads(x)["job_key"] for x in lines})
