@@ -291,3 +291,18 @@ def test_task_hands_unstarted_jobs_on_after_a_soft_time_limit(task_env, monkeypa
 
     args = json.loads(base64.b64decode(message["body"]))[0]
     assert args == [batch_id, [jobs[2].to_dict(), jobs[3].to_dict()]]
+
+
+def test_use_redis_drops_the_old_result_backend(tmp_path, redis_db_url):
+    """A send that does not ignore its result subscribes through the app's result backend; after
+    switching URLs that backend must be the new server's, even once the old server is gone."""
+    from knights_tour.worker import use_redis
+
+    with EmbeddedRedis(tmp_path) as old:
+        use_redis(old.url).send_task("knights_tour.no_such_task", queue="kt-backend-test")
+    app = use_redis(redis_db_url)  # the old server is stopped now
+    from urllib.parse import urlsplit
+
+    assert app.backend.client.connection_pool.connection_kwargs["port"] == urlsplit(redis_db_url).port
+    app.send_task("knights_tour.no_such_task", queue="kt-backend-test")
+    assert connect(redis_db_url).llen("kt-backend-test") == 1

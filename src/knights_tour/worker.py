@@ -110,6 +110,12 @@ def use_redis(url: str) -> Celery:
         amqp = app.__dict__.get("amqp")
         if amqp is not None:
             amqp._producer_pool = None  # noqa: SLF001
+        # The result backend object is cached too (per app, or per thread if not thread-safe)
+        # and keeps the old URL: a send_task that does not ignore its result would subscribe
+        # through it to the old server. Drop it; the next use builds one for the new URL.
+        app._backend_cache = None  # noqa: SLF001
+        if getattr(app._local, "backend", None) is not None:  # noqa: SLF001
+            app._local.backend = None  # noqa: SLF001
     return app
 
 
