@@ -45,9 +45,12 @@ RECOVERY_PRIORITY = 0
 """Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
 
 DEFAULT_CHUNK_SIZE = 16
-"""Jobs per task. Measured on the 620-job sweep n=5..12 with 2 local workers: one job per task
-costs the Celery/Redis round trip 620 times; chunks of 16 (39 tasks) keep both workers busy and
-were the fastest of the sizes tried (see the pipeline report / ``benchmarks``)."""
+"""Jobs per task. Measured (``benchmarks/bench_pipeline.py``, 2 local workers, 2-core machine
+shared with other load) on the 620-job sweep n=5..12, engine only: one job per task (620
+tasks) took 4.6-7.1 s of wall time, chunks of 16 (39 tasks) 1.5-2.4 s, chunks of 64 about the
+same as 16; the solving itself is ~0.2 s, so per-task Celery/Redis round trips dominate.
+With ``--verify cpsat`` (CP-SAT ~170 s of worker time) chunks of 16 were not slower than 4 or 1.
+Each job still gets its own record key."""
 
 SAVE_RETRY_S = 30.0
 """How long a task keeps retrying to store a record while Redis is unreachable."""
