@@ -68,15 +68,29 @@ end
 return n
 """
 
+_MARK_LUA = """
+local out = {}
+for i = 3, #KEYS do
+  local job = ARGV[i - 1]
+  if redis.call('HEXISTS', KEYS[1], job) == 0 and redis.call('EXISTS', KEYS[i]) == 0 then
+    redis.call('HSET', KEYS[2], job, ARGV[1])
+    table.insert(out, job)
+  end
+end
+return out
+"""
+# KEYS: records, requeued, lease of each candidate; ARGV: now, candidate job keys
+
 _RELEASE_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 if ARGV[3] == '1' then
   redis.call('HDEL', KEYS[2], ARGV[2])
   redis.call('HDEL', KEYS[3], ARGV[2])
+  redis.call('HDEL', KEYS[4], ARGV[2])
 end
 return 1
 """
-# KEYS: lease, started, attempts; ARGV: token, job_key, finished ('1': the record is stored)
+# KEYS: lease, started, attempts, requeued; ARGV: token, job_key, finished ('1': record stored)
 
 
 def _settings() -> Any:
@@ -179,8 +193,9 @@ class LeaseKeeper:
             self._held.pop(lease, None)
         try:
             r.eval(
-                _RELEASE_LUA, 3, lease, keys.batch_started(batch_id),
-                keys.batch_attempts(batch_id), self.token, job_key, "1" if finished else "0",
+                _RELEASE_LUA, 4, lease, keys.batch_started(batch_id),
+                keys.batch_attempts(batch_id), keys.batch_requeued(batch_id),
+                self.token, job_key, "1" if finished else "0",
             )
         except redis.RedisError:
             pass
@@ -276,16 +291,22 @@ def recover_batch(
         The job keys re-sent (empty if none). Safe to call from several processes at once:
         duplicates are only extra messages; the claim lets one task run each job.
     """
-    orphans = find_orphans(r, batch_id, requeue_grace_s)
+    candidates = find_orphans(r, batch_id, requeue_grace_s)
+    if not candidates:
+        return []
+    # Re-check and mark atomically, so a job recorded a moment ago is not re-sent.
+    marked = r.eval(
+        _MARK_LUA, 2 + len(candidates), keys.batch_records(batch_id),
+        keys.batch_requeued(batch_id), *[keys.batch_lease(batch_id, k) for k in candidates],
+        f"{time.time():.3f}", *candidates,
+    )
+    orphans = [_text(k) for k in marked or []]
     if not orphans:
         return []
     raw = r.hmget(keys.batch_jobs(batch_id), orphans)
     pairs = [(k, json.loads(_text(v))) for k, v in zip(orphans, raw) if v is not None]
-    now = f"{time.time():.3f}"
     for i in range(0, len(pairs), chunk_size):
-        part = pairs[i:i + chunk_size]
-        send(batch_id, [d for _, d in part])
-        r.hset(keys.batch_requeued(batch_id), mapping={k: now for k, _ in part})
+        send(batch_id, [d for _, d in pairs[i:i + chunk_size]])
     return [k for k, _ in pairs]
 
 

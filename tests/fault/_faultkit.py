@@ -81,5 +81,6 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
         if rec["status"] == "found":
             assert verify_tour((rec["rows"], rec["cols"]), rec["tour"], start=rec["start"]).ok
     assert recovery.running(r, batch_id) == []
-    assert not any(r.exists(k) for k in keys.batch_recovery_keys(batch_id)), "bookkeeping left"
+    left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
+    assert not left, f"bookkeeping left: {left}"
     return records

@@ -92,6 +92,11 @@ def test_pool_child_killed_three_times(fault_redis, worker_pool):
     for k in log:
         assert any(by_key[j]["attempts"] >= 2 for j in k["jobs"])  # it really was interrupted
     times = _recovery_times(r, batch_id, log)
+    if os.environ.get("KT_FAULT_DEBUG"):
+        off = time.time() - time.monotonic()
+        for k in log:
+            print("kill at", round(k["at"] + off, 2), {j: (by_key[j]["worker"], by_key[j]["finished_at"], by_key[j]["attempts"]) for j in k["jobs"]})
+        print("resent", d.resent)
     print(f"\npool child kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
           f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s")
     # The Celery worker replaced each killed child; both workers still serve.
