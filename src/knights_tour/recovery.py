@@ -117,8 +117,6 @@ class LeaseKeeper:
         self._held: dict[str, redis.Redis] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._claim = None
-        self._release = None
 
     @property
     def lease_ms(self) -> int:

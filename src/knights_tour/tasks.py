@@ -185,10 +185,10 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
                 else:
                     counts["skipped"] += 1
     finally:
+        ours = {keys.batch_lease(batch_id, j.key): j.key for j in valid}
         for lease in keeper.held():  # an exception: free what we hold for a redelivery
-            job_key = lease.rsplit(":lease:", 1)[1]
-            if any(j.key == job_key for j in valid):
-                keeper.release(r, batch_id, job_key, finished=False)
+            if lease in ours:
+                keeper.release(r, batch_id, ours[lease], finished=False)
     if not counts["skipped"]:
         del counts["skipped"]
     return {
