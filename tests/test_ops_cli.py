@@ -239,6 +239,8 @@ def test_switching_the_app_between_redis_urls_and_back(redis_db_url, module_redi
     a, b = redis_db_url, module_redis_url  # two freshly flushed databases
     assert a != b
     for url in (a, b, a, b, a):
-        use_redis(url).send_task("knights_tour.no_such_task", queue="kt-switch-test")
+        app = use_redis(url)
+        assert app.backend.url == url  # the result backend follows too
+        app.send_task("knights_tour.no_such_task", queue="kt-switch-test", ignore_result=True)
     assert redis_py.Redis.from_url(a).llen("kt-switch-test") == 3
     assert redis_py.Redis.from_url(b).llen("kt-switch-test") == 2
