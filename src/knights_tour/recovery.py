@@ -14,8 +14,9 @@ So each job also carries a **lease** in Redis (:func:`knights_tour.keys.batch_le
 with a TTL of ``KT_LEASE_S``) while a task holds it. A heartbeat thread in the pool process
 refreshes the leases it holds every third of the lease. A job that was claimed
 (:func:`knights_tour.keys.batch_started`), has no record, and whose lease has expired was lost
-with its worker: :func:`recover_batch` (run by every waiting ``ktour run`` / ``collect --wait``)
-re-sends it. Claims are atomic (a Lua script), so two deliveries of one job never run it at the
+with its worker: :func:`recover_batch` re-sends it. It runs in every waiting ``ktour run`` /
+``collect --wait`` (each poll) and in the workers (at the end of each task of the batch), so a
+batch heals while any of its tasks still run, with or without a waiting client. Claims are atomic (a Lua script), so two deliveries of one job never run it at the
 same time, and a task that finds the job's record already stored skips it: a late duplicate
 delivery costs one Redis round trip. A job whose worker dies ``KT_MAX_ATTEMPTS`` times gets an
 ``error`` record (``error_type`` ``WorkerLost``) instead of killing workers forever.
@@ -308,6 +309,14 @@ def recover_batch(
     return [k for k, _ in pairs]
 
 
+def mark_requeued(r: redis.Redis, batch_id: str, job_keys: Sequence[str]) -> None:
+    """Note that ``job_keys`` were just put back on the queue (e.g. a soft-time-limit hand-off),
+    so :func:`find_orphans` leaves them alone for the re-send grace period."""
+    if job_keys:
+        now = f"{time.time():.3f}"
+        r.hset(keys.batch_requeued(batch_id), mapping={k: now for k in job_keys})
+
+
 def claim_all(
     keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Iterable[str]
 ) -> dict[str, str]:
@@ -338,6 +347,7 @@ def wait_for_claim(
 
 
 __all__ = [
-    "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "claim_all",
+    "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
+    "claim_all",
     "wait_for_claim", "CLAIMED", "DONE", "HELD",
 ]

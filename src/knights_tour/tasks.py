@@ -176,6 +176,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
                         TASK_RUN_JOBS, args=[batch_id, [j.to_dict() for j in rest]],
                         queue=keys.QUEUE, ignore_result=True, priority=RECOVERY_PRIORITY,
                     )
+                    recovery.mark_requeued(r, batch_id, [j.key for j in rest])
                 break
         if held:
             wait_s = 3 * keeper.lease_s
@@ -191,6 +192,15 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
                 keeper.release(r, batch_id, ours[lease], finished=False)
     if not counts["skipped"]:
         del counts["skipped"]
+    # Workers also re-send jobs of this batch lost with another worker, so a batch heals
+    # while any of its tasks still run, with or without a waiting client.
+    try:
+        recovery.recover_batch(r, batch_id, lambda bid, dicts: self.app.send_task(
+            TASK_RUN_JOBS, args=[bid, dicts], queue=keys.QUEUE, ignore_result=True,
+            priority=RECOVERY_PRIORITY,
+        ))
+    except REDIS_ERRORS:
+        pass
     return {
         "batch_id": batch_id,
         "jobs": sum(counts.values()),

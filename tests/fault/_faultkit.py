@@ -29,9 +29,11 @@ class Drive:
 def drive(
     r, url: str, batch_id: str, timeout_s: float,
     on_tick: Callable[[dict[str, Any]], None] | None = None, poll_s: float = 0.2,
+    recover: bool = True,
 ) -> Drive:
-    """Poll ``batch_id`` until complete (or ``timeout_s``), running recovery on every poll and
-    watching for records that get rewritten (a job executed twice)."""
+    """Poll ``batch_id`` until complete (or ``timeout_s``), running recovery on every poll (as a
+    waiting ``ktour run`` does; ``recover=False``: like nobody waiting) and watching for records
+    that get rewritten (a job executed twice)."""
     d = Drive()
     began = time.monotonic()
     while time.monotonic() - began < timeout_s:
@@ -43,7 +45,8 @@ def drive(
                 if k in d.first_seen and d.first_seen[k] != rec.get("finished_at"):
                     d.overwritten.add(k)
                 d.first_seen.setdefault(k, rec.get("finished_at"))
-            d.resent += recover_lost_jobs(r, url, batch_id)
+            if recover:
+                d.resent += recover_lost_jobs(r, url, batch_id)
         except REDIS_ERRORS:
             d.redis_errors += 1
             st = {"complete": False}
