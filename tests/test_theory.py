@@ -18,6 +18,7 @@ from knights_tour.solvers.warnsdorff import search
 from knights_tour.theory import (
     SCHWENK_1991,
     closed_tour_exists,
+    middle_rows_proof,
     no_tour_proof,
     open_tour_exists,
     parity_proof,
@@ -93,3 +94,24 @@ def test_no_tour_proof_kinds_and_citations():
     assert no_tour_proof(Board(1, 1), (0, 0)) is None  # the one-square tour
     with pytest.raises(InvalidSquareError):
         no_tour_proof(Board(5, 5), (5, 0))
+
+
+@pytest.mark.parametrize("n", range(2, 9))
+def test_middle_rows_of_4xn_agree_with_exhaustive_search(n):
+    """Posa's outer/inner argument: no open tour from the middle rows of 4 x n. The complete
+    search agrees on every middle square; where the board has open tours, they start on outer
+    squares, so the argument never excludes all starts of such a board."""
+    for board in (Board(4, n), Board(n, 4)):
+        outer_found = False
+        for sq in board.squares():
+            proof = middle_rows_proof(board, sq)
+            r = search(board, sq, exhaustive=True)
+            if proof is not None:
+                assert r.status == Status.NO_TOUR and "Posa" in proof, (board, sq)
+                assert no_tour_proof(board, sq)[0] == Proof.THEOREM
+            outer_found = outer_found or r.status == Status.FOUND
+        assert outer_found == open_tour_exists(board)
+    assert middle_rows_proof(Board(4, 50), (1, 20)) is not None
+    assert middle_rows_proof(Board(50, 4), (20, 2)) is not None
+    assert middle_rows_proof(Board(4, 50), (0, 20)) is None
+    assert middle_rows_proof(Board(5, 50), (1, 20)) is None

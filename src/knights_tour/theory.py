@@ -20,9 +20,21 @@ Facts used
   ``m ≤ n`` has an open knight's tour unless ``m = 1 and n > 1``; ``m = 2``; ``m = 3`` and
   ``n ∈ {3, 5, 6}``; or ``m = n = 4``. (The 1×1 board has the one-square tour.)
 
-On boards that do have tours, a particular start square may still have none (e.g. on 3×4 only
-some squares start an open tour); for those this module knows nothing beyond parity, and the
-answer must come from a finished search (proof ``exhaustive``) or CP-SAT.
+* **4 × n boards: no open tour starts on the two middle rows.** The squares of the two outer
+  rows (2n of them) attack only squares of the two middle rows (2n). In a Hamiltonian path on the
+  4n squares each outer square has path-degree 2, or 1 if it is an end, and all its path edges go
+  to middle squares; counting edges, the path has ``e - 1`` middle–middle edges where ``e`` is the
+  number of its ends on outer rows. A path starting on a middle row has ``e <= 1``, hence
+  ``e = 1`` and no middle–middle edge: it alternates middle/outer. It also alternates colours,
+  so every middle square (the even positions) would have the start's colour — but the middle rows
+  hold both colours (n >= 2). This is L. Pósa's outer/inner argument that a 4 × n board has no
+  closed tour (I. M. Yaglom & A. M. Yaglom, *Challenging Mathematical Problems with Elementary
+  Solutions*, 1964), extended to open tours as above; the
+  engine's exhaustive search agrees on every small 4 × n board (tests/test_theory.py).
+
+On boards that do have tours, another start square may still have none (e.g. some squares of
+3×n); for those this module knows nothing, and the answer must come from a finished search
+(proof ``exhaustive``) or CP-SAT.
 
 This module imports neither Celery nor Redis.
 """
@@ -113,12 +125,36 @@ def open_tour_exists(board: Board) -> bool:
     return True
 
 
+def middle_rows_proof(board: Board, start: Square) -> str | None:
+    """Pósa's outer/inner argument (see the module docstring) against an open tour from
+    ``start`` on a 4 × n (or n × 4) board, n >= 2: None unless ``start`` is on one of the two
+    middle lines parallel to the long side."""
+    rows, cols = board.rows, board.cols
+    if rows == 4 and cols >= 2:
+        line, n = start[0], cols
+    elif cols == 4 and rows >= 2:
+        line, n = start[1], rows
+    else:
+        return None
+    if line not in (1, 2):
+        return None
+    return (
+        f"no open knight's tour of {board.label} starts on {board.algebraic(start)}: on a 4 x n "
+        f"board the 2n squares of the outer lines attack only the 2n squares of the middle "
+        f"lines, so a tour with an end on a middle line must alternate middle/outer; it also "
+        f"alternates colours, so all middle squares would share one colour, but they have both "
+        f"(Posa's outer/inner argument for 4 x n boards, Yaglom & Yaglom 1964, extended to "
+        f"open tours; here n = {n})"
+    )
+
+
 def no_tour_proof(board: Board, start: Square, closed: bool = False) -> tuple[Proof, str] | None:
     """A proof that no knight's tour of the wanted kind starts on ``start``, if one is known
     without searching.
 
     Checks, in order: colour parity (cheapest and self-contained), then Schwenk 1991 (closed)
-    or Cull & De Curtins 1978 / Conrad et al. 1994 (open).
+    or Cull & De Curtins 1978 / Conrad et al. 1994 (open), then the middle rows of 4 × n boards
+    (open; :func:`middle_rows_proof`).
 
     Parameters
     ----------
@@ -156,10 +192,15 @@ def no_tour_proof(board: Board, start: Square, closed: bool = False) -> tuple[Pr
             f"m = 1 < n, m = 2, m = 3 and n in {{3, 5, 6}}, or m = n = 4 "
             f"({OPEN_TOUR_THEOREM}); here m = {m}, n = {n}"
         )
+    if not closed:
+        middle = middle_rows_proof(board, start)
+        if middle is not None:
+            return Proof.THEOREM, middle
     return None
 
 
 __all__ = [
-    "parity_proof", "closed_tour_exists", "open_tour_exists", "no_tour_proof", "SCHWENK_1991",
+    "parity_proof", "closed_tour_exists", "open_tour_exists", "middle_rows_proof",
+    "no_tour_proof", "SCHWENK_1991",
     "OPEN_TOUR_THEOREM",
 ]

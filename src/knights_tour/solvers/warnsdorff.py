@@ -35,7 +35,7 @@ import numpy as np
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.engine import kernel as K
 from knights_tour.result import Proof, Status, TourResult
-from knights_tour.theory import no_tour_proof
+from knights_tour.theory import closed_tour_exists, no_tour_proof
 
 NAME = "warnsdorff"
 
@@ -305,20 +305,34 @@ def search(
     else:
         total_budget = default_node_limit(board)
     deadline = began + time_limit_s if time_limit_s is not None else None
-    starts = _closed_search_starts(board, start) if closed else [start]
+    # A closed tour, rotated, is also an open tour from any square. For open tours on boards
+    # that have closed ones (Schwenk 1991), every second attempt therefore searches for a closed
+    # tour from a central square: this rescues starts where Warnsdorff's rule struggles (e.g.
+    # interior squares of thin boards such as 5x2000). Such an attempt proves nothing about
+    # open tours when it is exhausted; it is then just a failed attempt.
+    closed_starts = _closed_search_starts(board, start)
+    via_closed = not closed and n_sq >= 30 and closed_tour_exists(board)
 
     engine = _Search(board)
     nodes = 0
     attempts = 0
+    n_closed = 0
     for tie, order, seed, budget in _schedule(n_sq):
         left = None if total_budget is None else total_budget - nodes
         if left is not None and left <= 0:
             break
         if left is not None:
             budget = min(budget, left)
-        from_sq = starts[attempts % len(starts)]
         attempts += 1
-        engine.start(from_sq, closed, tie, order, seed)
+        att_closed = closed or (via_closed and attempts % 2 == 0)
+        if att_closed:
+            from_sq = closed_starts[n_closed % len(closed_starts)]
+            if not closed and n_closed % 2 == 0:
+                tie = K.TIE_ROTH  # closes big boards greedily from the centre (measured)
+            n_closed += 1
+        else:
+            from_sq = start
+        engine.start(from_sq, att_closed, tie, order, seed)
         spent_before = nodes
         while True:
             if deadline is not None and time.perf_counter() >= deadline:
@@ -327,16 +341,19 @@ def search(
                     Status.UNKNOWN, reason="time_limit", nodes=nodes, extra={"attempts": attempts}
                 )
             room = budget - int(engine.st[K.ST_NODES])
-            status = engine.run(min(room, CHUNK_NODES), closed, tie, order) if room > 0 else 0
+            status = engine.run(min(room, CHUNK_NODES), att_closed, tie, order) if room > 0 else 0
             if status == K.FOUND:
                 nodes = spent_before + int(engine.st[K.ST_NODES])
                 tour = engine.tour_array()
-                if from_sq != start:  # closed: rotate the cycle to begin on the asked start
+                extra: dict[str, object] = {"attempts": attempts}
+                if from_sq != start:  # a closed tour: rotate the cycle to begin on the start
                     at = int(np.flatnonzero((tour[:, 0] == start[0]) & (tour[:, 1] == start[1]))[0])
                     tour = np.roll(tour, -at, axis=0)
-                return finish(
-                    Status.FOUND, tour=_as_tour(tour), nodes=nodes, extra={"attempts": attempts}
-                )
+                    if not closed:
+                        extra["via"] = "closed tour rotated to the start"
+                return finish(Status.FOUND, tour=_as_tour(tour), nodes=nodes, extra=extra)
+            if status == K.EXHAUSTED and att_closed != closed:
+                break  # a closed-tour attempt for an open job: no proof either way
             if status == K.EXHAUSTED:
                 nodes = spent_before + int(engine.st[K.ST_NODES])
                 detail = (
