@@ -145,8 +145,12 @@ def _verify_array(board: Board, tour: Any, start_sq: Square | None, closed: bool
     n = board.n_squares
     if len(tour) != n:
         return Verdict(False, f"tour has {len(tour)} squares, a {board.label} board needs {n}")
-    rows = tour[:, 0].astype(np.int64)
-    cols = tour[:, 1].astype(np.int64)
+    # int64 would double the memory of a 25e6-square check; int32 holds every on-board value
+    # and n (< 2**31), and off-board values are only compared, never multiplied
+    small = n < 2**31 and tour.dtype.itemsize <= 4 and tour.dtype.kind == "i"
+    wide = np.int32 if small else np.int64
+    rows = tour[:, 0].astype(wide)
+    cols = tour[:, 1].astype(wide)
 
     def sq(i: int) -> Square:
         return (int(rows[i]), int(cols[i]))
@@ -155,8 +159,11 @@ def _verify_array(board: Board, tour: Any, start_sq: Square | None, closed: bool
     first_off = int(np.argmax(off)) if off.any() else n
     del off
     # repeats among the steps before the first off-board one (the list path's order of checks)
-    index = rows[:first_off] * board.cols + cols[:first_off]
-    if (np.bincount(index, minlength=n) > 1).any():
+    index = rows[:first_off] * wide(board.cols) + cols[:first_off]
+    seen = np.zeros(n, dtype=bool)
+    seen[index] = True
+    # first_off (<= n) on-board squares are all distinct iff first_off of them are marked
+    if int(np.count_nonzero(seen)) < first_off:
         order = np.argsort(index, kind="stable")  # equal squares stay in step order
         ordered = index[order]
         repeat = ordered[1:] == ordered[:-1]
@@ -167,17 +174,19 @@ def _verify_array(board: Board, tour: Any, start_sq: Square | None, closed: bool
             f"square {board.algebraic(sq(j))} {sq(j)} is visited twice "
             f"(steps {first + 1} and {j + 1})",
         )
-    del index
+    del index, seen
     if first_off < n:
         return Verdict(False, f"step {first_off + 1} {sq(first_off)} is off the {board.label} board")
     if start_sq is not None and sq(0) != start_sq:
         return Verdict(
             False, f"tour starts on {board.algebraic(sq(0))}, not on {board.algebraic(start_sq)}"
         )
-    # a knight move is exactly |d_row| * |d_col| == 2 (i.e. {1, 2}) for integer steps
-    prod = np.diff(rows) * np.diff(cols)
-    bad = (prod != 2) & (prod != -2)
-    del prod
+    # a knight move: {|d_row|, |d_col|} == {1, 2} (all squares are on the board here, so the
+    # differences fit the dtype)
+    dr = np.abs(np.diff(rows))
+    dc = np.abs(np.diff(cols))
+    bad = ~(((dr == 1) & (dc == 2)) | ((dr == 2) & (dc == 1)))
+    del dr, dc
     if bad.any():
         i = int(np.argmax(bad))
         a, b = sq(i), sq(i + 1)

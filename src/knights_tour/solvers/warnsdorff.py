@@ -50,8 +50,8 @@ MIN_DEFAULT_NODES = 20_000_000
 CHUNK_NODES = 1 << 20
 """Nodes per kernel call between wall-clock checks (roughly 10-50 ms)."""
 
-BYTES_PER_SQUARE = 40
-"""Rough peak memory of a search, per square (state arrays + the tour)."""
+BYTES_PER_SQUARE = 24
+"""Rough peak memory of a search, per square (state arrays + the tour; measured ~19)."""
 
 
 def _orders() -> list[tuple[int, ...]]:
@@ -131,7 +131,7 @@ class _Search:
         self.n_sq = board.n_squares
         self.visited = np.empty(size, np.uint8)
         self.deg = np.empty(size, np.int8)
-        self.pos = np.empty(self.n_sq, np.int64)
+        self.pos = np.empty(self.n_sq, np.int32)  # padded indices (< 2**31, checked by search)
         self.cand = np.empty(self.n_sq, np.int32)  # packed move lists (28 bits)
         self.nxt = np.empty(self.n_sq, np.uint8)
         self.st = np.zeros(K.ST_SIZE, np.int64)
@@ -291,6 +291,8 @@ def search(
         available = psutil.virtual_memory().available
     except Exception:  # pragma: no cover - psutil is a dependency; be robust anyway
         available = None
+    if (board.rows + 4) * (board.cols + 4) >= 2**31:
+        return finish(Status.UNKNOWN, reason=f"board too large for the engine ({n_sq} squares)")
     if available is not None and n_sq * BYTES_PER_SQUARE > available:
         return finish(
             Status.UNKNOWN,
