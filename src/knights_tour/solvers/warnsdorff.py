@@ -300,12 +300,14 @@ def search(
     n_sq = board.n_squares
     if n_sq == 1 and not closed:
         return finish(Status.FOUND, tour=[start], nodes=1)
-    try:
-        import psutil
+    available = None
+    if n_sq * BYTES_PER_SQUARE > 1 << 28:  # only big boards can exhaust memory
+        try:
+            import psutil
 
-        available = psutil.virtual_memory().available
-    except Exception:  # pragma: no cover - psutil is a dependency; be robust anyway
-        available = None
+            available = psutil.virtual_memory().available
+        except Exception:  # pragma: no cover - psutil is a dependency; be robust anyway
+            available = None
     if (board.rows + 4) * (board.cols + 4) >= 2**31:
         return finish(Status.UNKNOWN, reason=f"board too large for the engine ({n_sq} squares)")
     if available is not None and n_sq * BYTES_PER_SQUARE > available:
