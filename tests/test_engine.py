@@ -193,3 +193,23 @@ def test_result_fields():
     assert r.status == Status.FOUND and r.elapsed_s > 0 and r.extra["attempts"] >= 1
     record = r.to_dict()
     assert record["nodes"] == r.nodes and record["attempts"] == r.extra["attempts"]
+
+
+@pytest.mark.parametrize(
+    "rows, cols, start, closed",
+    [(3, 100, (0, 0), True), (100, 3, (50, 1), True), (3, 300, (1, 100), False),
+     (5, 200, (2, 3), False), (6, 1000, (2, 400), False)],
+)
+def test_thin_boards(rows, cols, start, closed):
+    """Long thin boards, where plain Warnsdorff tie-breaks struggle (closed tours on 3 x n exist
+    for even n >= 10, Schwenk 1991; a rotated closed tour is an open tour from any square)."""
+    r = api.solve(Board(rows, cols), start, closed=closed)
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert tuple(r.tour[0]) == start
+
+
+def test_middle_rows_of_4xn_answer_by_theorem():
+    r = api.solve(Board(4, 50), (1, 20))
+    assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM and "Posa" in r.proof_detail
+    r = api.solve(Board(4, 50), (0, 0))
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
