@@ -93,7 +93,8 @@ def parity_proof(board: Board, start: Square, closed: bool = False) -> str | Non
 def closed_tour_exists(board: Board) -> bool:
     """Schwenk's theorem (1991): whether the board has a closed knight's tour at all.
 
-    An ``m × n`` board (``m ≤ n``) has one unless ``m`` and ``n`` are both odd, ``m ∈ {1, 2, 4}``,
+    An ``m × n`` board (``m ≤ n``) has one unless ``m`` and ``n`` are both odd,
+    ``m ∈ {1, 2, 4}``,
     or ``m = 3`` and ``n ∈ {4, 6, 8}``.
     """
     m, n = sorted((board.rows, board.cols))

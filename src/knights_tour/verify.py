@@ -176,7 +176,9 @@ def _verify_array(board: Board, tour: Any, start_sq: Square | None, closed: bool
         )
     del index, seen
     if first_off < n:
-        return Verdict(False, f"step {first_off + 1} {sq(first_off)} is off the {board.label} board")
+        return Verdict(
+            False, f"step {first_off + 1} {sq(first_off)} is off the {board.label} board"
+        )
     if start_sq is not None and sq(0) != start_sq:
         return Verdict(
             False, f"tour starts on {board.algebraic(sq(0))}, not on {board.algebraic(start_sq)}"
