@@ -36,8 +36,9 @@ nodes); open jobs on even 3 × n then get a rotated closed tour.
 
 Known limits: no structured construction of the literature (e.g. Parberry 1997
 divide-and-conquer) is implemented; a start square whose tours Warnsdorff variants rarely find
-can still end ``unknown`` (none among all open and closed jobs of m × n, 3 <= m <= n <= 12: all
-6,270 are decided).
+can still end ``unknown`` — measured: interior squares of long 3 × n boards with n odd (no
+closed tour to rotate), e.g. 3 × 201 from (0, 100). None among all open and closed
+jobs of m × n, 3 <= m <= n <= 12: all 6,270 are decided.
 
 Large boards: the tour is kept as a numpy ``int32`` array of shape ``(N, 2)`` when
 ``rows*cols > LIST_TOUR_MAX`` (building millions of Python tuples would dominate the run time);
