@@ -115,6 +115,7 @@ class LeaseKeeper:
         self.lease_s = float(lease_s if lease_s is not None else _settings().lease_s)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._pid = os.getpid()
+        self._ppid = os.getppid()
         self._held: dict[str, redis.Redis] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -139,6 +140,11 @@ class LeaseKeeper:
         interval = self.lease_s / 3.0
         while True:
             time.sleep(interval)
+            if os.getppid() != self._ppid:
+                # Our worker main process died (we are a pool child it left behind): stop
+                # renewing, so the leases lapse and the jobs are re-sent, even if this process
+                # lingers without being able to report anything.
+                return
             with self._lock:
                 by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
                 for key, client in self._held.items():

@@ -25,7 +25,7 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     workers = [worker_pool.start("rrestart-a"), worker_pool.start("rrestart-b")]
     pids = [w.pids[0] for w in workers]
     r = connect(url)
-    jobs = make_batch_jobs([6, 8], solver="cpsat")
+    jobs = make_batch_jobs([8], solver="cpsat")
     batch_id = submit_batch(url, jobs, {"test": "redis restart"}, chunk_size=2)
     state: dict = {"restarted": False}
 
