@@ -306,3 +306,14 @@ def test_use_redis_drops_the_old_result_backend(tmp_path, redis_db_url):
     assert app.backend.client.connection_pool.connection_kwargs["port"] == urlsplit(redis_db_url).port
     app.send_task("knights_tour.no_such_task", queue="kt-backend-test")
     assert connect(redis_db_url).llen("kt-backend-test") == 1
+
+
+def test_the_last_user_of_a_shared_embedded_redis_shuts_it_down(tmp_path):
+    owner = EmbeddedRedis(tmp_path).start()
+    guest = EmbeddedRedis(tmp_path).start()  # e.g. `ktour collect` from a second shell
+    assert not guest.owned and guest.pid == owner.pid
+    owner.stop()  # the run ends first: the guest still uses the server, so it stays up
+    assert guest.is_running() and (tmp_path / STATE_FILE).exists()
+    guest.stop()  # the last one out shuts it down, although it did not start it
+    assert not psutil.pid_exists(owner.pid) or psutil.Process(owner.pid).status() == psutil.STATUS_ZOMBIE
+    assert not (tmp_path / STATE_FILE).exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -111,9 +112,15 @@ class EmbeddedRedis:
     reuse : bool
         If a server started earlier for the same ``data_dir`` is still running (its state file
         names a live ``redis-server`` answering PING), attach to it instead of starting a
-        second one on the same files; :meth:`stop` then leaves it running (we did not start
-        it). With ``reuse=False`` such a server is an error. A state file whose process is gone
-        is stale and is replaced.
+        second one on the same files. With ``reuse=False`` such a server is an error. A state
+        file whose process is gone is stale and is replaced.
+
+    Sharing: every instance (owner or attached) registers itself in the server (set
+    :func:`knights_tour.keys.embedded_users`, entries ``pid:token``). :meth:`stop` removes the
+    entry and shuts the server down only if no other live process still uses it - the last
+    one out turns off the light, whether or not it started the server. So ``ktour collect``
+    from a second shell can attach to the server of a running ``ktour run`` without either
+    cutting the other off.
 
     Usage::
 
@@ -142,6 +149,8 @@ class EmbeddedRedis:
         self.pid: int | None = None
         self.owned = False
         self._proc: subprocess.Popen[bytes] | None = None
+        self._token = f"{os.getpid()}:{secrets.token_hex(4)}"
+        self._registered = False
 
     # -- info ---------------------------------------------------------------------------------
     @property
@@ -226,6 +235,7 @@ class EmbeddedRedis:
                 )
             self.pid, self.port, self.password = live["pid"], live["port"], live.get("password")
             self.owned = False
+            self._register()
             return self
         if self.port is None:
             self.port = free_port()
@@ -245,14 +255,16 @@ class EmbeddedRedis:
         ]
         if self.password:
             args += ["--requirepass", self.password]
-        self._proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it in order
-            cwd=str(self.data_dir),
-        )
+        # stderr to a file, not a pipe: the server may outlive this process (see Sharing).
+        with open(self.data_dir / "redis.stderr", "wb") as err_file:
+            self._proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+                start_new_session=True,  # Ctrl-C in a terminal reaches us; we stop it in order
+                cwd=str(self.data_dir),
+            )
         self.pid = self._proc.pid
         self.owned = True
         deadline = time.monotonic() + self.start_timeout_s
@@ -260,11 +272,14 @@ class EmbeddedRedis:
             if self._proc.poll() is not None:
                 break
             if _ping(self.port, self.password, timeout=0.25):
-                # Redis answers PING while still loading the AOF ("LOADING" errors otherwise).
                 self._write_state()
+                self._register()
                 return self
             time.sleep(0.05)
-        err = self._proc.stderr.read().decode(errors="replace") if self._proc.poll() is not None else ""
+        try:
+            err = (self.data_dir / "redis.stderr").read_text(errors="replace")
+        except OSError:
+            err = ""
         self._kill()
         raise BackendUnavailableError(
             f"embedded Redis did not start on 127.0.0.1:{self.port}: {err.strip()} "
@@ -282,19 +297,84 @@ class EmbeddedRedis:
             self._proc.kill()
             self._proc.wait(timeout=10)
 
-    def stop(self, timeout_s: float = 15.0) -> None:
-        """Stop the server if we started it: ``SHUTDOWN SAVE``, wait, then SIGTERM/SIGKILL by PID.
+    def _register(self) -> None:
+        """Add this instance to the server's set of users (see Sharing); best effort."""
+        try:
+            client = _client(self.port, self.password, 5.0)  # type: ignore[arg-type]
+            client.sadd(keys.embedded_users(), self._token)
+            client.close()
+            self._registered = True
+        except (redis.RedisError, OSError):
+            self._registered = False
 
-        A server we merely attached to (``owned`` False) is left running.
+    def _other_users(self) -> list[str] | None:
+        """Unregister this instance; return the entries of OTHER live processes still using the
+        server (dead ones are pruned), or None if the server cannot be asked."""
+        try:
+            client = _client(self.port, self.password, 5.0)  # type: ignore[arg-type]
+            client.srem(keys.embedded_users(), self._token)
+            others = []
+            for raw in client.smembers(keys.embedded_users()):
+                entry = raw.decode() if isinstance(raw, bytes) else str(raw)
+                pid_text = entry.split(":", 1)[0]
+                if pid_text.isdigit() and psutil.pid_exists(int(pid_text)):
+                    others.append(entry)
+                else:
+                    client.srem(keys.embedded_users(), raw)
+            client.close()
+            return others
+        except (redis.RedisError, OSError):
+            return None
+        finally:
+            self._registered = False
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Leave the server: unregister, and if no other live process uses it, shut it down -
+        ``SHUTDOWN SAVE``, wait, then SIGTERM/SIGKILL by PID.
+
+        An instance that never started or attached does nothing. A server still used by another
+        process is left running (its state file stays, so later instances attach to it).
         """
-        if not self.owned or self._proc is None:
+        if self.port is None or (self._proc is None and not self.owned and not self._registered):
+            return
+        others = self._other_users()
+        if others:
+            # Someone else still uses it: leave it running (the last user shuts it down).
+            self._proc = None
+            self.owned = False
             return
         proc = self._proc
-        if proc.poll() is None:
+        pid = self.pid
+        if proc is None and pid is not None:
+            # Attached (or we left it earlier): only signal the PID if it is still that
+            # redis-server, as recorded in the state file.
+            state = self._read_state()
+            if not state or state.get("pid") != pid:
+                pid = None
+            else:
+                try:
+                    if "redis-server" not in " ".join(psutil.Process(pid).cmdline()):
+                        pid = None
+                except psutil.Error:
+                    pid = None
+        if (proc is not None and proc.poll() is None) or (proc is None and pid is not None):
             try:
-                _client(self.port, self.password, timeout_s).shutdown(save=True)
+                _client(self.port, self.password, timeout_s).shutdown(save=True)  # type: ignore[arg-type]
             except (redis.RedisError, OSError):
                 pass  # the connection closes as the server exits; or it is already gone
+            self._wait_gone(proc, pid, timeout_s)
+        state = self._read_state()
+        if state and state.get("pid") == self.pid:
+            with contextlib.suppress(OSError):
+                self.state_path.unlink()
+        self._proc = None
+        self.owned = False
+
+    def _wait_gone(
+        self, proc: subprocess.Popen[bytes] | None, pid: int | None, timeout_s: float
+    ) -> None:
+        """Wait for the server to exit; escalate to SIGTERM, then SIGKILL, by PID."""
+        if proc is not None:
             try:
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -303,14 +383,24 @@ class EmbeddedRedis:
                     proc.wait(timeout=min(5.0, timeout_s))
                 except subprocess.TimeoutExpired:
                     self._kill()
-        if proc.stderr is not None:
-            proc.stderr.close()
-        state = self._read_state()
-        if state and state.get("pid") == self.pid:
-            with contextlib.suppress(OSError):
-                self.state_path.unlink()
-        self._proc = None
-        self.owned = False
+            return
+        if pid is None:
+            return
+        try:
+            target = psutil.Process(pid)
+        except psutil.Error:
+            return
+        for sig_fn, wait_s in ((None, timeout_s), (target.terminate, min(5.0, timeout_s)),
+                               (target.kill, 5.0)):
+            try:
+                if sig_fn is not None:
+                    sig_fn()
+                target.wait(timeout=wait_s)
+                return
+            except psutil.TimeoutExpired:
+                continue
+            except psutil.Error:
+                return
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()

@@ -18,6 +18,8 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:subjobs        hash         sub-job key -> sub-job JSON (counting.SubJob)
     kt:count:{id}:partials       hash         sub-job key -> partial count JSON (re-delivery
                                               overwrites with the same number)
+    kt:embedded:users            set          "pid:token" of each process using an embedded
+                                              server (the last one to leave shuts it down)
 
 Records are per batch, so ``collect BATCH`` returns exactly that batch's records, and a job that
 is delivered twice (Celery late acknowledgement, a resubmission) overwrites its own record
@@ -134,6 +136,12 @@ def count_partials(count_id: str) -> str:
     return f"{PREFIX}count:{count_id}:partials"
 
 
+def embedded_users() -> str:
+    """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.embedded.EmbeddedRedis`
+    (owner or attached) using the embedded server."""
+    return f"{PREFIX}embedded:users"
+
+
 def count_keys(count_id: str) -> list[str]:
     """Every key belonging to one count (for deletion)."""
     return [count(count_id), count_subjobs(count_id), count_partials(count_id)]
@@ -144,4 +152,5 @@ __all__ = [
     "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
     "collect_lock", "collected", "last_collection", "latest_summary",
     "batch_lease", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
+    "embedded_users",
 ]
