@@ -296,10 +296,21 @@ def recover_batch(
         The job keys re-sent (empty if none). Safe to call from several processes at once:
         duplicates are only extra messages; the claim lets one task run each job.
     """
-    candidates = find_orphans(r, batch_id, requeue_grace_s)
+    return resend(r, batch_id, find_orphans(r, batch_id, requeue_grace_s), send, chunk_size)
+
+
+def resend(
+    r: redis.Redis,
+    batch_id: str,
+    candidates: Sequence[str],
+    send: Callable[[str, list[dict[str, Any]]], None],
+    chunk_size: int = 16,
+) -> list[str]:
+    """Re-send those of ``candidates`` that still have neither a record nor a live lease
+    (checked and marked re-sent atomically, so a job recorded a moment ago is not re-sent);
+    returns their keys."""
     if not candidates:
         return []
-    # Re-check and mark atomically, so a job recorded a moment ago is not re-sent.
     marked = r.eval(
         _MARK_LUA, 2 + len(candidates), keys.batch_records(batch_id),
         keys.batch_requeued(batch_id), *[keys.batch_lease(batch_id, k) for k in candidates],
@@ -313,6 +324,31 @@ def recover_batch(
     for i in range(0, len(pairs), chunk_size):
         send(batch_id, [d for _, d in pairs[i:i + chunk_size]])
     return [k for k, _ in pairs]
+
+
+def find_unclaimed(
+    r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
+    now: float | None = None,
+) -> list[str]:
+    """Jobs of ``batch_id`` with no record that no task has claimed (and not re-sent lately).
+
+    Normally these are simply still queued. They are lost only if nothing carries them any
+    more - e.g. a message taken off the queue by a worker that died (or lost Redis) before
+    its task started; the caller decides that from the queue being empty and the batch having
+    no live lease for a while (see :func:`knights_tour.tasks.recover_lost_jobs`).
+    """
+    if requeue_grace_s is None:
+        requeue_grace_s = float(_settings().visibility_timeout_s)
+    now = time.time() if now is None else now
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(keys.batch_jobs(batch_id))
+    pipe.hkeys(keys.batch_records(batch_id))
+    pipe.hkeys(keys.batch_started(batch_id))
+    pipe.hgetall(keys.batch_requeued(batch_id))
+    jobs, recorded, started, requeued = pipe.execute()
+    skip = {_text(k) for k in recorded} | {_text(k) for k in started}
+    skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= requeue_grace_s}
+    return sorted(k for k in (_text(j) for j in jobs) if k not in skip)
 
 
 def mark_requeued(r: redis.Redis, batch_id: str, job_keys: Sequence[str]) -> None:
@@ -354,6 +390,7 @@ def wait_for_claim(
 
 __all__ = [
     "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
+    "resend", "find_unclaimed",
     "claim_all",
     "wait_for_claim", "CLAIMED", "DONE", "HELD",
 ]

@@ -292,14 +292,46 @@ def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) 
                   ignore_result=True, priority=RECOVERY_PRIORITY)
 
 
+_quiet_since: dict[str, float] = {}
+
+
+def _queues_empty(r: redis.Redis) -> bool:
+    """True if no task message waits in the project queue (every kombu priority list)."""
+    from kombu.transport.redis import PRIORITY_STEPS, Channel
+
+    names = [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(name)
+    return not any(pipe.execute())
+
+
 def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
-    """Re-send the jobs of ``batch_id`` whose worker died (lease expired, no record); returns
-    their keys. See :mod:`knights_tour.recovery`; call it while waiting for a batch."""
+    """Re-send the jobs of ``batch_id`` lost with a worker or a Redis restart; returns their
+    keys. Call it on every poll while waiting for a batch (``ktour run``, ``collect --wait``).
+
+    * a claimed job whose lease expired without a record (its worker died):
+      :func:`knights_tour.recovery.recover_batch`;
+    * unclaimed jobs without a record when the queue is empty and no job of the batch is
+      running, for ``KT_LEASE_S`` in a row (their message was taken off the queue but never
+      started - e.g. Redis went away as a worker received it; Celery would only restore it
+      after the visibility timeout): :func:`knights_tour.recovery.find_unclaimed`.
+    """
     from knights_tour import recovery
 
-    return recovery.recover_batch(
-        r, batch_id, lambda bid, dicts: resend_jobs(redis_url, bid, dicts)
-    )
+    def send(bid: str, dicts: list[dict[str, Any]]) -> None:
+        resend_jobs(redis_url, bid, dicts)
+
+    resent = recovery.recover_batch(r, batch_id, send)
+    unclaimed = recovery.find_unclaimed(r, batch_id)
+    if unclaimed and not recovery.running(r, batch_id) and _queues_empty(r):
+        since = _quiet_since.setdefault(batch_id, time.monotonic())
+        if time.monotonic() - since >= get_settings().lease_s:
+            resent += recovery.resend(r, batch_id, unclaimed, send)
+            _quiet_since.pop(batch_id, None)
+    else:
+        _quiet_since.pop(batch_id, None)
+    return resent
 
 
 # -- tour counts (issue 7): a thin adapter over knights_tour.counting / count_store -----------

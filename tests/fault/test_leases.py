@@ -107,3 +107,19 @@ def test_a_task_skips_jobs_already_recorded(task_env):
     again = run_jobs.run(batch_id, [j.to_dict() for j in jobs])
     assert first["jobs"] == 3 and again["jobs"] == 3 and again["counts"] == {"skipped": 3}
     assert collect(r, batch_id) == before
+
+
+def test_unclaimed_jobs_are_those_no_task_took(redis_client):
+    jobs = make_batch_jobs([5])[:4]
+    batch_id = create_batch(redis_client, jobs, {})
+    k = recovery.LeaseKeeper(lease_s=5)
+    assert k.claim(redis_client, batch_id, jobs[0].key) == recovery.CLAIMED
+    save_record(redis_client, batch_id, {"job_key": jobs[1].key, "status": "found"})
+    recovery.mark_requeued(redis_client, batch_id, [jobs[2].key])
+    assert recovery.find_unclaimed(redis_client, batch_id, requeue_grace_s=60) == [jobs[3].key]
+    assert recovery.find_unclaimed(redis_client, batch_id, requeue_grace_s=0,
+                                   now=10**10) == sorted([jobs[2].key, jobs[3].key])
+    sent = []
+    assert recovery.resend(redis_client, batch_id, [jobs[1].key, jobs[3].key],
+                           lambda b, d: sent.append(d)) == [jobs[3].key]  # 1 has a record
+    assert sent == [[jobs[3].to_dict()]]
