@@ -307,11 +307,11 @@ class EmbeddedRedis:
         except (redis.RedisError, OSError):
             self._registered = False
 
-    def _other_users(self) -> list[str] | None:
+    def _other_users(self, timeout_s: float = 2.0) -> list[str] | None:
         """Unregister this instance; return the entries of OTHER live processes still using the
         server (dead ones are pruned), or None if the server cannot be asked."""
         try:
-            client = _client(self.port, self.password, 5.0)  # type: ignore[arg-type]
+            client = _client(self.port, self.password, timeout_s)  # type: ignore[arg-type]
             client.srem(keys.embedded_users(), self._token)
             others = []
             for raw in client.smembers(keys.embedded_users()):
@@ -337,7 +337,7 @@ class EmbeddedRedis:
         """
         if self.port is None or (self._proc is None and not self.owned and not self._registered):
             return
-        others = self._other_users()
+        others = self._other_users(min(2.0, timeout_s))
         if others:
             # Someone else still uses it: leave it running (the last user shuts it down).
             self._proc = None
