@@ -46,7 +46,9 @@ CLAIMED, DONE, HELD = "claimed", "done", "held"
 
 _CLAIM_LUA = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[4], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
   return 'done'
 end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
@@ -56,7 +58,8 @@ if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
 end
 return 'held'
 """
-# KEYS: records, lease, started, requeued; ARGV: job_key, token, lease_ms, now
+# KEYS: records, lease, started, requeued, attempts; ARGV: job_key, token, lease_ms, now
+# (a recorded job: tidy bookkeeping left by a worker killed between saving and releasing)
 
 _RENEW_LUA = """
 local n = 0
@@ -172,10 +175,10 @@ class LeaseKeeper:
             If Redis is unreachable.
         """
         outcome = r.eval(
-            _CLAIM_LUA, 4,
+            _CLAIM_LUA, 5,
             keys.batch_records(batch_id), keys.batch_lease(batch_id, job_key),
             keys.batch_started(batch_id), keys.batch_requeued(batch_id),
-            job_key, self.token, self.lease_ms, f"{time.time():.3f}",
+            keys.batch_attempts(batch_id), job_key, self.token, self.lease_ms, f"{time.time():.3f}",
         )
         if isinstance(outcome, bytes):
             outcome = outcome.decode()
@@ -262,6 +265,12 @@ def find_orphans(
     pipe.hgetall(keys.batch_requeued(batch_id))
     started, recorded, requeued = pipe.execute()
     recorded_set = {_text(k) for k in recorded}
+    stale = [k for k in (_text(s) for s in started) if k in recorded_set]
+    if stale:  # a worker died between saving a record and releasing its lease: tidy up
+        pipe = r.pipeline(transaction=False)
+        pipe.hdel(keys.batch_started(batch_id), *stale)
+        pipe.hdel(keys.batch_attempts(batch_id), *stale)
+        pipe.execute()
     requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
     candidates = [
         k for k in (_text(s) for s in started)

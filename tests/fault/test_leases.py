@@ -123,3 +123,15 @@ def test_unclaimed_jobs_are_those_no_task_took(redis_client):
     assert recovery.resend(redis_client, batch_id, [jobs[1].key, jobs[3].key],
                            lambda b, d: sent.append(d)) == [jobs[3].key]  # 1 has a record
     assert sent == [[jobs[3].to_dict()]]
+
+
+def test_bookkeeping_of_a_worker_killed_after_saving_is_tidied(redis_client):
+    job = make_batch_jobs([5])[0]
+    batch_id = create_batch(redis_client, [job], {})
+    k = recovery.LeaseKeeper(lease_s=5)
+    assert k.claim(redis_client, batch_id, job.key) == recovery.CLAIMED
+    k.begin(redis_client, batch_id, job.key)
+    save_record(redis_client, batch_id, {"job_key": job.key, "status": "found"})
+    redis_client.delete(keys.batch_lease(batch_id, job.key))  # killed before releasing
+    assert recovery.find_orphans(redis_client, batch_id) == []
+    assert not any(redis_client.exists(x) for x in keys.batch_recovery_keys(batch_id))
