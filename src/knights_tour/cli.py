@@ -719,11 +719,12 @@ def _purge_queue(url: str, batch_id: str) -> None:
 
 def _warn_if_no_workers(url: str) -> None:
     """Warn on stderr if no Celery worker answers a ping on ``url`` (the batch would wait)."""
-    from knights_tour.worker import app
+    from knights_tour.worker import use_redis
 
     try:
-        with app.connection_for_write(url) as conn:
-            replies = app.control.ping(timeout=1.0, connection=conn)
+        # control.ping sends on the app's broker whatever connection= says, so point the app
+        # at this URL first
+        replies = use_redis(url).control.ping(timeout=1.0)
     except Exception:  # noqa: BLE001 - only a hint
         return
     if not replies:

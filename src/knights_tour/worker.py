@@ -110,8 +110,6 @@ def use_redis(url: str) -> Celery:
 
         pools.reset()
         app._pool = None  # noqa: SLF001 - Celery keeps no public way to drop it
-        # the result backend object is cached per thread with the old URL too
-        app._local.__dict__.pop("backend", None)  # noqa: SLF001
         amqp = app.__dict__.get("amqp")
         if amqp is not None:
             amqp._producer_pool = None  # noqa: SLF001
