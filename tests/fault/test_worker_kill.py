@@ -34,14 +34,14 @@ def _jobs(boards=(8,)):
     return make_batch_jobs(list(boards), solver="cpsat")
 
 
-def _kill_when_busy(r, batch_id, pool, workers, target, kills, log, deadline_s=60.0):
+def _kill_when_busy(r, batch_id, pool, workers, target, kills, log, spread=None):
     """Return an on_tick callback that, whenever the batch has progressed and the victim
     worker holds a lease, SIGKILLs ``target(worker)`` and notes which jobs it held."""
     state = {"i": 0, "pending": None}
 
     def on_tick(st):
         i = state["i"]
-        if i >= kills or st.get("done", 0) < (i + 1) * st.get("total", 1) // (kills + 2):
+        if i >= kills or st.get("done", 0) < (i + 1) * st.get("total", 1) // (spread or kills + 2):
             return
         w = workers[i % len(workers)]
         if not w.procs or w.procs[0].poll() is not None:
@@ -111,7 +111,9 @@ def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worke
     jobs = _jobs((6, 8))  # 100 jobs: room for three kills, each after a restart
     batch_id = submit_batch(url, jobs, {"test": "main process kill"}, chunk_size=2)
     log: list[dict] = []
-    tick_kill = _kill_when_busy(r, batch_id, worker_pool, workers, lambda fam: fam[0], KILLS, log)
+    # Kills at 1/8, 2/8, 3/8 of the batch: room for each restart before the next kill.
+    tick_kill = _kill_when_busy(r, batch_id, worker_pool, workers, lambda fam: fam[0], KILLS, log,
+                                spread=2 * KILLS + 2)
     restarted = {"n": 0}
     restarting: list[tuple[threading.Thread, threading.Event]] = []
 
