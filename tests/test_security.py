@@ -130,7 +130,8 @@ def test_celery_workers_listen_on_no_port(local_workers):
     for pid in local_workers.pids:
         family = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
         for p in family:
-            assert [c for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN] == []
+            conns = p.net_connections(kind="inet")
+            assert [c for c in conns if c.status == psutil.CONN_LISTEN] == []
 
 
 def test_compose_uses_a_redis_password_and_binds_loopback():

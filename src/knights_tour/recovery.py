@@ -16,10 +16,12 @@ refreshes the leases it holds every third of the lease. A job that was claimed
 (:func:`knights_tour.keys.batch_started`), has no record, and whose lease has expired was lost
 with its worker: :func:`recover_batch` re-sends it. It runs in every waiting ``ktour run`` /
 ``collect --wait`` (each poll) and in the workers (at the end of each task of the batch), so a
-batch heals while any of its tasks still run, with or without a waiting client. Claims are atomic (a Lua script), so two deliveries of one job never run it at the
-same time, and a task that finds the job's record already stored skips it: a late duplicate
-delivery costs one Redis round trip. A job whose worker dies ``KT_MAX_ATTEMPTS`` times gets an
-``error`` record (``error_type`` ``WorkerLost``) instead of killing workers forever.
+batch heals while any of its tasks still run, with or without a waiting client. A waiting
+client also re-sends jobs no task ever claimed once the queue is empty and nothing of the batch
+runs (a message lost as Redis restarted). Claims are atomic (a Lua script), so two deliveries
+of one job never run it at the same time, and a task that finds the job's record already
+stored skips it: a late duplicate delivery costs one Redis round trip. A job whose worker dies
+``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type`` ``WorkerLost``) instead of killing workers forever.
 
 This module uses redis-py only (no Celery); re-sending is a callable given by the caller.
 """
