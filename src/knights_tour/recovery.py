@@ -21,7 +21,8 @@ client also re-sends jobs no task ever claimed once the queue is empty and nothi
 runs (a message lost as Redis restarted). Claims are atomic (a Lua script), so two deliveries
 of one job never run it at the same time, and a task that finds the job's record already
 stored skips it: a late duplicate delivery costs one Redis round trip. A job whose worker dies
-``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type`` ``WorkerLost``) instead of killing workers forever.
+``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type`` ``WorkerLost``) instead of
+killing workers forever.
 
 This module uses redis-py only (no Celery); re-sending is a callable given by the caller.
 """

@@ -4,8 +4,8 @@ Two real Celery worker processes run a batch of CP-SAT jobs (8x8, and 6x6 too fo
 test: every start square of both has an open knight's tour, a fact from the literature, and
 each job takes a few tenths of a second, so a kill lands mid-job). We SIGKILL the pool child
 (Celery's ``task_reject_on_worker_lost`` requeues its message) or the worker main process (its
-message stays unacknowledged until the visibility timeout; our job leases let recovery re-send it within
-seconds). The batch must complete with every job's record present exactly once and valid, no
+message stays unacknowledged until the visibility timeout; our job leases let recovery re-send
+it within seconds). The batch must complete with every job's record present exactly once and valid, no
 job left leased ("running"), no job executed twice, and each interrupted job recovered quickly.
 """
 
