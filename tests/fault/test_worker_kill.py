@@ -5,8 +5,9 @@ test: every start square of both has an open knight's tour, a fact from the lite
 each job takes a few tenths of a second, so a kill lands mid-job). We SIGKILL the pool child
 (Celery's ``task_reject_on_worker_lost`` requeues its message) or the worker main process (its
 message stays unacknowledged until the visibility timeout; our job leases let recovery re-send
-it within seconds). The batch must complete with every job's record present exactly once and valid, no
-job left leased ("running"), no job executed twice, and each interrupted job recovered quickly.
+it within seconds). The batch must complete with every job's record present exactly once and
+valid, no job left leased ("running"), no job executed twice, and each interrupted job recovered
+quickly.
 """
 
 from __future__ import annotations
