@@ -31,8 +31,8 @@ import redis
 from knights_tour import keys
 from knights_tour.board import Square
 from knights_tour.counting import CountPlan, CountReport, assemble
-from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.store import REDIS_ERRORS
+from knights_tour.errors import KnightsTourError
+from knights_tour.store import poll_status
 
 
 def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
@@ -185,26 +185,14 @@ def wait_for_count(
     BackendUnavailableError
         If Redis stayed unreachable until the timeout.
     """
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    status: dict[str, Any] | None = None
-    last_error: BaseException | None = None
-    while True:
-        try:
-            status = count_status(r, count_id)
-            last_error = None
-            if on_progress is not None:
-                on_progress(status)
-            if status["complete"] or status["errors"]:
-                return status
-        except REDIS_ERRORS as exc:
-            last_error = exc
-        if deadline is not None and time.monotonic() >= deadline:
-            if status is None or last_error is not None:
-                raise BackendUnavailableError(
-                    f"lost contact with Redis while waiting for count {count_id}: {last_error}"
-                )
-            return status
-        time.sleep(poll_s)
+    return poll_status(
+        lambda: count_status(r, count_id),
+        lambda status: status["complete"] or status["errors"],
+        f"count {count_id}",
+        timeout_s=timeout_s,
+        on_progress=on_progress,
+        poll_s=poll_s,
+    )
 
 
 def assemble_count(

@@ -349,23 +349,50 @@ def wait_for_batch(
     BackendUnavailableError
         If Redis stayed unreachable until the timeout.
     """
+    return poll_status(
+        lambda: batch_status(r, batch_id),
+        lambda status: status["complete"],
+        f"batch {batch_id}",
+        timeout_s=timeout_s,
+        on_progress=on_progress,
+        poll_s=poll_s,
+    )
+
+
+def poll_status(
+    fetch: Callable[[], dict[str, Any]],
+    is_done: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout_s: float | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    poll_s: float = 0.25,
+) -> dict[str, Any]:
+    """Call ``fetch()`` every ``poll_s`` seconds until ``is_done(status)`` or ``timeout_s``
+    passes, and return the last status. Redis connection errors are retried until the timeout,
+    so a waiting client rides out a Redis restart.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis stayed unreachable until the timeout (``what`` names what was awaited).
+    """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     status: dict[str, Any] | None = None
     last_error: BaseException | None = None
     while True:
         try:
-            status = batch_status(r, batch_id)
+            status = fetch()
             last_error = None
             if on_progress is not None:
                 on_progress(status)
-            if status["complete"]:
+            if is_done(status):
                 return status
         except REDIS_ERRORS as exc:
             last_error = exc
         if deadline is not None and time.monotonic() >= deadline:
             if status is None or last_error is not None:
                 raise BackendUnavailableError(
-                    f"lost contact with Redis while waiting for batch {batch_id}: {last_error}"
+                    f"lost contact with Redis while waiting for {what}: {last_error}"
                 )
             return status
         time.sleep(poll_s)
