@@ -19,7 +19,7 @@ import pytest
 from knights_tour import keys
 from knights_tour.board import Board
 from knights_tour.jobs import make_batch_jobs
-from knights_tour.store import batch_status, collect, connect, wait_for_batch
+from knights_tour.store import collect, connect, wait_for_batch
 from knights_tour.tasks import submit_batch
 from knights_tour.verify import verify_tour
 from knights_tour.worker import TASK_RUN_JOBS, use_redis

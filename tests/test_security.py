@@ -11,11 +11,8 @@
 from __future__ import annotations
 
 import json
-import os
-import pickle
 import secrets
 import socket
-import time
 import uuid
 from pathlib import Path
 

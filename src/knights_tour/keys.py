@@ -8,6 +8,12 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:jobs           hash         job_key -> job JSON (the job as submitted)
     kt:batch:{id}:records        hash         job_key -> record JSON (re-delivery overwrites)
     kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
+    kt:batch:{id}:lease:{job}    string (TTL) token of the task running the job; its heartbeat
+                                              renews it, so it vanishes soon after a worker dies
+    kt:batch:{id}:started        hash         job_key -> unix time of the last claim
+    kt:batch:{id}:attempts       hash         job_key -> claims since the last record
+                                              (worker deaths; capped by KT_MAX_ATTEMPTS)
+    kt:batch:{id}:requeued       hash         job_key -> unix time recovery last re-sent it
     kt:collect:lock              string       redis-py Lock held by the running collection
     kt:collect:done              hash         batch_id -> collection marker JSON (claimed/written)
     kt:collect:last              string       JSON of the last collection (time, batches written)
