@@ -145,3 +145,18 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
         else:
             os.environ["KT_REDIS_URL"] = saved
         get_settings.cache_clear()
+
+
+@pytest.fixture
+def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Point settings (and so the task's Redis client and Celery app) at this test's database,
+    for calling task functions in-process against the real Redis (no worker needed)."""
+    import knights_tour.tasks as tasks
+    from knights_tour.worker import use_redis
+
+    monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
+    get_settings.cache_clear()
+    monkeypatch.setattr(tasks, "_redis_client", None)
+    use_redis(redis_db_url)
+    yield redis_db_url
+    get_settings.cache_clear()

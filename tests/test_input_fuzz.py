@@ -195,19 +195,6 @@ def test_job_from_dict_validates_every_field(data):
     assert Job.from_dict(json.loads(json.dumps(job.to_dict()))) == job
 
 
-@pytest.fixture
-def task_env(redis_db_url, monkeypatch):
-    import knights_tour.tasks as tasks
-    from knights_tour.worker import use_redis
-
-    monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
-    get_settings.cache_clear()
-    monkeypatch.setattr(tasks, "_redis_client", None)
-    use_redis(redis_db_url)
-    yield redis_db_url
-    get_settings.cache_clear()
-
-
 def test_any_message_body_becomes_records_not_a_crash(task_env):
     """The task body on malformed messages: each entry is one record (error for the invalid
     ones), nothing raises; a batch id is still required to be a string by Celery's signature."""

@@ -229,20 +229,6 @@ def test_stop_kills_a_server_that_ignores_shutdown(tmp_path):
 
 
 # -- the task adapter, run in this process against the real Redis (no worker needed) --------
-@pytest.fixture
-def task_env(redis_db_url, monkeypatch):
-    """Point settings (and so the task's Redis client and Celery app) at this test's database."""
-    import knights_tour.tasks as tasks
-    from knights_tour.worker import use_redis
-
-    monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
-    get_settings.cache_clear()
-    monkeypatch.setattr(tasks, "_redis_client", None)
-    use_redis(redis_db_url)
-    yield redis_db_url
-    get_settings.cache_clear()
-
-
 def test_task_writes_one_record_per_job_and_an_error_for_a_bad_one(task_env):
     from knights_tour.tasks import run_jobs
 

@@ -15,19 +15,6 @@ from knights_tour.store import collect, connect, create_batch, save_record
 pytestmark = [pytest.mark.fault]
 
 
-@pytest.fixture
-def task_env(redis_db_url, monkeypatch):
-    import knights_tour.tasks as tasks
-    from knights_tour.worker import use_redis
-
-    monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
-    get_settings.cache_clear()
-    monkeypatch.setattr(tasks, "_redis_client", None)
-    use_redis(redis_db_url)
-    yield redis_db_url
-    get_settings.cache_clear()
-
-
 def test_claims_are_exclusive_and_a_recorded_job_is_skipped(redis_client):
     jobs = make_batch_jobs([5])[:2]
     batch_id = create_batch(redis_client, jobs, {})
