@@ -3,7 +3,7 @@
 One command::
 
     python benchmarks/bench_count.py [SIZE=6] [--jobs 2] [--depth K] [--closed]
-                                     [--no-symmetry] [--json bench_count.json]
+                                     [--no-symmetry] [--json benchmarks/results/bench_count.json]
 
 Plans the count (:func:`knights_tour.counting.plan_count`: one square per symmetry class, split
 into sub-jobs by fixing the first ``depth`` moves), runs the sub-jobs on ``--jobs`` local
@@ -20,6 +20,7 @@ import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 
 from knights_tour.board import parse_board
 from knights_tour.counting import SubJob, assemble, count_subjob, plan_count
@@ -46,7 +47,8 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--closed", action="store_true")
     parser.add_argument("--no-symmetry", action="store_true")
-    parser.add_argument("--json", dest="json_path", default="bench_count.json")
+    parser.add_argument("--json", dest="json_path",
+                        default="benchmarks/results/bench_count.json")
     args = parser.parse_args()
     board = parse_board(args.size)
 
@@ -100,6 +102,7 @@ def main() -> None:
         slowest_subjob_s=round(slowest[0], 3),
         nodes_per_cpu_s=report.nodes / max(cpu, 1e-9),
     )
+    Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
     with open(args.json_path, "w", encoding="utf-8") as fh:
         json.dump(record, fh, indent=1)
     print(f"wrote {args.json_path}")
