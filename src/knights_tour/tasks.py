@@ -90,15 +90,18 @@ def _invalid_key(job_dict: object) -> str:
     return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-@app.task(
-    name=TASK_RUN_JOBS,
-    bind=True,
-    acks_late=True,
-    autoretry_for=REDIS_ERRORS,
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=5,
-)
+JOB_TASK_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "autoretry_for": REDIS_ERRORS,
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "max_retries": 5,
+}
+"""Options shared by the tasks that run work (batch chunks, count sub-jobs): late
+acknowledgement, and retries with back-off when Redis is briefly unreachable."""
+
+
+@app.task(name=TASK_RUN_JOBS, bind=True, **JOB_TASK_OPTIONS)
 def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job.
 
@@ -340,15 +343,7 @@ TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
 """Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
 
 
-@app.task(
-    name=TASK_COUNT_SUBJOBS,
-    bind=True,
-    acks_late=True,
-    autoretry_for=REDIS_ERRORS,
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=5,
-)
+@app.task(name=TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run count sub-jobs (:class:`knights_tour.counting.SubJob` dicts) of count ``count_id`` and
     store each partial count under its sub-job key. A sub-job that already has a partial count
