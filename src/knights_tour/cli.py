@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -32,6 +32,9 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.result import Status, TourResult
 from knights_tour.solvers import DEFAULT_SOLVER, check_solver_name, solver_names
 from knights_tour.verify import is_closed, verify_tour
+
+if TYPE_CHECKING:  # embedded pulls in psutil/redis; imported lazily where a command needs it
+    from knights_tour.embedded import LocalWorkers
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
@@ -583,14 +586,7 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
                 _recover(client, recover_url, batch_id)
             if timeout_s is not None and time.monotonic() - began > timeout_s:
                 break
-            if workers is not None and workers.procs and all(
-                p.poll() is not None for p in workers.procs
-            ):
-                raise KnightsTourError(
-                    f"all local workers exited before batch {batch_id} finished "
-                    f"({status['done']}/{status['total']} jobs done); see the worker logs in "
-                    f"{workers.log_dir}"
-                )
+            _check_local_workers(workers, f"batch {batch_id}", status, "jobs")
     elapsed = time.monotonic() - began
     click.echo(
         f"ktour: batch {batch_id}: {status['done']}/{status['total']} {label} done in "
@@ -700,6 +696,26 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
         click.echo(f"ktour: {p}", err=True)
     click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
     return EXIT_OK if not problems else EXIT_NOT_OK
+
+
+def _check_local_workers(
+    workers: LocalWorkers | None, what: str, status: dict[str, Any], unit: str
+) -> None:
+    """Raise if every local worker process we started has exited (the wait would never end).
+
+    Raises
+    ------
+    KnightsTourError
+        Naming ``what`` was awaited, how far it got, and where the worker logs are.
+    """
+    if workers is not None and workers.procs and all(
+        p.poll() is not None for p in workers.procs
+    ):
+        raise KnightsTourError(
+            f"all local workers exited before {what} finished "
+            f"({status['done']}/{status['total']} {unit} done); see the worker logs in "
+            f"{workers.log_dir}"
+        )
 
 
 def _purge_queue(url: str, batch_id: str) -> None:
@@ -918,13 +934,7 @@ def _wait_count_with_progress(client, count_id: str, total: int, timeout_s: floa
                 break
             if timeout_s is not None and time.monotonic() - began > timeout_s:
                 break
-            if workers is not None and workers.procs and all(
-                p.poll() is not None for p in workers.procs
-            ):
-                raise KnightsTourError(
-                    f"all local workers exited before count {count_id} finished "
-                    f"({status['done']}/{status['total']} sub-jobs done)"
-                )
+            _check_local_workers(workers, f"count {count_id}", status, "sub-jobs")
     return status
 
 
