@@ -16,7 +16,7 @@ import argparse
 import json
 import time
 
-from knights_tour.api import solve
+from knights_tour.solvers.api import solve
 from knights_tour.board import Board, parse_board_list
 
 

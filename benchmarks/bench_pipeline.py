@@ -21,9 +21,9 @@ import tempfile
 import time
 from collections import Counter
 
-from knights_tour.embedded import EmbeddedRedis, LocalWorkers
-from knights_tour.jobs import make_batch_jobs
-from knights_tour.store import collect, connect, wait_for_batch
+from knights_tour.service.local import EmbeddedRedis, LocalWorkers
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.store.batches import collect, connect, wait_for_batch
 from knights_tour.tasks import submit_batch
 
 

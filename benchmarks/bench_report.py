@@ -17,11 +17,11 @@ import argparse
 import time
 from pathlib import Path
 
-from knights_tour.api import solve
+from knights_tour.solvers.api import solve
 from knights_tour.board import parse_board_list
-from knights_tour.report import html_report, markdown_report
-from knights_tour.svg import tour_svg
-from knights_tour.tourfile import read_jsonl
+from knights_tour.output.report import html_report, markdown_report
+from knights_tour.output.svg import tour_svg
+from knights_tour.output.tourfile import read_jsonl
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ Every tour used is checked with the project's verifier before a test relies on i
 from __future__ import annotations
 
 from knights_tour.board import Board
-from knights_tour.tourfile import parse_step_matrix
+from knights_tour.output.tourfile import parse_step_matrix
 from knights_tour.verify import verify_tour
 
 # A 5x5 open knight's tour from the corner, as published with the olympiad problem "knight's

@@ -54,7 +54,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     if external:
         yield _ExternalRedis(external)
         return
-    from knights_tour.embedded import EmbeddedRedis
+    from knights_tour.service.local import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis-data"), reuse=False)
     server.start()
@@ -102,7 +102,7 @@ def redis_db_url(redis_server: object) -> Iterator[str]:
 @pytest.fixture
 def redis_client(redis_db_url: str) -> Iterator[redis.Redis]:
     """A decode_responses client on this test's own database (checked with PING)."""
-    from knights_tour.store import connect
+    from knights_tour.store.batches import connect
 
     client = connect(redis_db_url)
     try:
@@ -129,7 +129,7 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
     ``KT_REDIS_URL`` is set (and the settings cache cleared) for the module's duration, so code
     in this process that reads settings talks to the same database; restored afterwards.
     """
-    from knights_tour.embedded import LocalWorkers
+    from knights_tour.service.local import LocalWorkers
 
     saved = os.environ.get("KT_REDIS_URL")
     os.environ["KT_REDIS_URL"] = module_redis_url

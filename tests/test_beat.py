@@ -1,4 +1,4 @@
-"""Collection into reports (knights_tour.collector) and celery beat, against a real Redis.
+"""Collection into reports (knights_tour.service.collector) and celery beat, against a real Redis.
 
 * Collector tests: batches with real records (the engine run in-process), one report per
   finished batch, nothing for a second collection, the lock, the per-batch HSETNX claim (also
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from knights_tour import keys, store
-from knights_tour.collector import (
+from knights_tour.store import keys
+from knights_tour.store import batches as store
+from knights_tour.service.collector import (
     INDEX_FILE,
     collect_finished,
     last_collection,
@@ -33,7 +34,7 @@ from knights_tour.collector import (
     read_index,
     report_paths,
 )
-from knights_tour.jobs import make_batch_jobs, run_job
+from knights_tour.core.jobs import make_batch_jobs, run_job
 
 
 def _make_batch(r, sizes=("5",), finish=True, params=None):
@@ -212,7 +213,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.mark.integration
 def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_url, tmp_path):
-    from knights_tour.embedded import LocalWorkers
+    from knights_tour.service.local import LocalWorkers
 
     r = store.connect(redis_db_url)
     reports = tmp_path / "reports"

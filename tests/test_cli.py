@@ -19,7 +19,7 @@ import pytest
 from knights_tour.board import Board
 from knights_tour.cli import main
 from knights_tour.settings import get_settings
-from knights_tour.tourfile import parse_step_matrix
+from knights_tour.output.tourfile import parse_step_matrix
 from knights_tour.verify import verify_tour
 
 DATA = Path(__file__).parent / "data"
@@ -384,8 +384,8 @@ def test_run_embedded_then_collect_from_a_new_start(capsys, tmp_path, monkeypatc
 
 def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_client, redis_db_url):
     """A stored record that disagrees with CP-SAT must never pass quietly."""
-    from knights_tour import store
-    from knights_tour.jobs import Job, run_job
+    from knights_tour.store import batches as store
+    from knights_tour.core.jobs import Job, run_job
 
     jobs = [Job(5, 5, (0, 0), verify="cpsat"), Job(5, 5, (0, 1), verify="cpsat")]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5x5"})

@@ -88,7 +88,7 @@ def test_no_literal_credentials_in_deploy_files():
 def test_commands_name_an_importable_celery_app():
     from celery import Celery
 
-    from knights_tour import keys
+    from knights_tour.store import keys
 
     for name in ("worker", "beat"):
         cmd = COMPOSE["services"][name]["command"]

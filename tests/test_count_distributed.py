@@ -13,11 +13,12 @@ import time
 import psutil
 import pytest
 
-from knights_tour import count_store, keys
+from knights_tour.store import counts as count_store
+from knights_tour.store import keys
 from knights_tour.board import Board
 from knights_tour.cli import main
-from knights_tour.counting import plan_count
-from knights_tour.store import connect
+from knights_tour.core.counting import plan_count
+from knights_tour.store.batches import connect
 from knights_tour.tasks import TASK_COUNT_SUBJOBS, submit_count
 from knights_tour.worker import app, use_redis
 

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.counting import (
+from knights_tour.core.counting import (
     SubJob,
     assemble,
     check_prefix,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from knights_tour.api import solve
+from knights_tour.solvers.api import solve
 from knights_tour.board import Board
 from knights_tour.result import Proof, Status
 from knights_tour.solvers import get_solver

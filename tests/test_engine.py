@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from knights_tour import api
+from knights_tour.solvers import api
 from knights_tour.board import Board
 from knights_tour.result import Proof, Status
 from knights_tour.solvers import get_solver

@@ -16,10 +16,10 @@ import time
 import psutil
 import pytest
 
-from knights_tour import keys
+from knights_tour.store import keys
 from knights_tour.board import Board
-from knights_tour.jobs import make_batch_jobs
-from knights_tour.store import collect, connect, wait_for_batch
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.store.batches import collect, connect, wait_for_batch
 from knights_tour.tasks import submit_batch
 from knights_tour.verify import verify_tour
 from knights_tour.worker import TASK_RUN_JOBS, use_redis
@@ -124,7 +124,7 @@ def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
 
 CTRL_C_CHILD = r"""
 import json, sys, time, psutil
-from knights_tour.embedded import EmbeddedRedis, LocalWorkers
+from knights_tour.service.local import EmbeddedRedis, LocalWorkers
 with EmbeddedRedis(sys.argv[1]) as server:
     with LocalWorkers(server.url, count=1, node_prefix="ctrlc") as workers:
         pids = [server.pid] + workers.pids

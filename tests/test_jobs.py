@@ -13,7 +13,7 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.errors import InvalidJobError
-from knights_tour.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
+from knights_tour.core.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
 from knights_tour.verify import verify_tour
 
 GOOD = {"rows": 6, "cols": 8, "start": [2, 3], "solver": "warnsdorff"}

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from knights_tour import store
+from knights_tour.store import batches as store
 from knights_tour.cli import main
 from knights_tour.settings import get_settings
 from knights_tour.verify import verify_tour
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def two_workers(module_redis_url, tmp_path_factory):
     """Two worker processes with distinct node names, started separately."""
-    from knights_tour.embedded import LocalWorkers
+    from knights_tour.service.local import LocalWorkers
 
     logs = tmp_path_factory.mktemp("mw-logs")
     tag = os.getpid()

@@ -16,10 +16,10 @@ import jsonschema
 import pytest
 import yaml
 
-from knights_tour import store
+from knights_tour.store import batches as store
 from knights_tour.cli import main
-from knights_tour.collector import collect_finished
-from knights_tour.jobs import make_batch_jobs, run_job
+from knights_tour.service.collector import collect_finished
+from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Terminal board pictures (knights_tour.render): step numbers in the right squares, aligned for
+"""Terminal board pictures (knights_tour.output.render): step numbers in the right squares, aligned for
 any size, start/end marked, rank 1 at the bottom, ASCII for pipes, colour with rich."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from _picture_tours import backtrack_tour, lit_5x5, record
 
 from knights_tour.board import Board
 from knights_tour.errors import TourFormatError
-from knights_tour.render import END, START, board_rich, board_text, print_board, tour_view
+from knights_tour.output.render import END, START, board_rich, board_text, print_board, tour_view
 from knights_tour.result import Proof, Status, TourResult
 
 CELL_RE = re.compile(r"[\[( ]\s*(\d+|\.|S)[\])\s]")

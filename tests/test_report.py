@@ -1,4 +1,4 @@
-"""Batch reports (knights_tour.report): the HTML page parses, summarises each board correctly
+"""Batch reports (knights_tour.output.report): the HTML page parses, summarises each board correctly
 (colour parity on 5x5: tours only from the 13 majority-colour squares' side of the argument),
 embeds every tour so it can be drawn, references nothing outside itself, stays small for a
 620-job batch, and renders in headless Chromium (screenshot, and the script draws the tour
@@ -21,7 +21,7 @@ import pytest
 from _picture_tours import backtrack_tour, record
 
 from knights_tour.board import Board
-from knights_tour.report import (
+from knights_tour.output.report import (
     decode_tour,
     encode_tour,
     group_records,
@@ -399,9 +399,9 @@ def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
 
 
 def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path):
-    from knights_tour import store
+    from knights_tour.store import batches as store
     from knights_tour.cli import main
-    from knights_tour.jobs import Job
+    from knights_tour.core.jobs import Job
 
     # stored as a warnsdorff batch (jobs need a registered solver); the d4 conflict stays two
     # jobs: warnsdorff and cpsat

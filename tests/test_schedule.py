@@ -1,4 +1,4 @@
-"""Tests of the beat schedule (knights_tour.schedule): TOML format, cron/interval timing, the
+"""Tests of the beat schedule (knights_tour.service.schedule): TOML format, cron/interval timing, the
 example file and the README example, next run times, the beat scheduler class.
 
 Facts from outside the code: crontab(5) field meaning (minute hour day-of-month month
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from celery.schedules import crontab, schedule
 
-from knights_tour.schedule import (
+from knights_tour.service.schedule import (
     COLLECT_ENTRY,
     TASK_COLLECT,
     TASK_SUBMIT_SWEEP,
@@ -214,7 +214,7 @@ def test_interval_next_runs_count_from_the_start():
 def test_scheduler_loads_the_schedule_file_when_beat_starts(monkeypatch, tmp_path):
     from knights_tour.worker import app
 
-    assert app.conf.beat_scheduler == "knights_tour.schedule:ScheduleFileScheduler"
+    assert app.conf.beat_scheduler == "knights_tour.service.schedule:ScheduleFileScheduler"
     path = tmp_path / "s.toml"
     path.write_text('[collect]\nevery = "2s"\n[[sweep]]\nname = "t"\nsizes = "5"\nevery = 3\n')
     monkeypatch.setenv("KT_SCHEDULE_FILE", str(path))

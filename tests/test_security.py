@@ -21,12 +21,12 @@ import pytest
 import redis
 import yaml
 
-from knights_tour import keys
+from knights_tour.store import keys
 from knights_tour.cli import main
-from knights_tour.embedded import EmbeddedRedis, LocalWorkers
-from knights_tour.jobs import make_batch_jobs
+from knights_tour.service.local import EmbeddedRedis, LocalWorkers
+from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.settings import get_settings
-from knights_tour.store import collect, connect, create_batch, wait_for_batch
+from knights_tour.store.batches import collect, connect, create_batch, wait_for_batch
 from knights_tour.tasks import submit_batch
 from knights_tour.worker import TASK_RUN_JOBS, celery_config
 

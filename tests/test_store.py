@@ -15,13 +15,13 @@ import subprocess
 import psutil
 import pytest
 
-from knights_tour import keys
+from knights_tour.store import keys
 from knights_tour.board import Board
-from knights_tour.embedded import STATE_FILE, EmbeddedRedis, free_port
+from knights_tour.service.local import STATE_FILE, EmbeddedRedis, free_port
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.jobs import make_batch_jobs, run_job
+from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings
-from knights_tour.store import (
+from knights_tour.store.batches import (
     batch_jobs,
     batch_status,
     collect,

@@ -1,4 +1,4 @@
-"""SVG tour drawings (knights_tour.svg): well-formed XML, one path point per square (+1 back to
+"""SVG tour drawings (knights_tour.output.svg): well-formed XML, one path point per square (+1 back to
 the start when closed), every point in the centre of its square with row 0 at the top, start
 and end where they belong, legible from 1x1 to 100x100."""
 
@@ -13,7 +13,7 @@ from _picture_tours import backtrack_tour, lit_5x5, record
 
 from knights_tour.board import Board
 from knights_tour.result import Status, TourResult
-from knights_tour.svg import MIN_FONT_PX, tour_svg, write_svg
+from knights_tour.output.svg import MIN_FONT_PX, tour_svg, write_svg
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -1,4 +1,4 @@
-"""Tests of knights_tour.theory: the proofs that no tour exists.
+"""Tests of knights_tour.solvers.theory: the proofs that no tour exists.
 
 The theorems (Schwenk 1991 for closed tours; Cull & De Curtins 1978 / Conrad et al. 1994 for
 open tours) are checked against the engine's *complete search* on every small board — an
@@ -15,7 +15,7 @@ from knights_tour.board import Board
 from knights_tour.errors import InvalidSquareError
 from knights_tour.result import Proof, Status
 from knights_tour.solvers.warnsdorff import search
-from knights_tour.theory import (
+from knights_tour.solvers.theory import (
     SCHWENK_1991,
     closed_tour_exists,
     middle_rows_proof,

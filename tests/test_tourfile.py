@@ -1,4 +1,4 @@
-"""Tests for knights_tour.tourfile: step-number matrices, JSON records, atomic writes.
+"""Tests for knights_tour.output.tourfile: step-number matrices, JSON records, atomic writes.
 
 The reference tour is OEIS A226697: the closed 8x8 knight's tour attributed to L. Euler (1759)
 (Gardner, *Mathematical Magic Show*, 1989, fig. 86), written as a 1-based step-number matrix.
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from knights_tour.board import Board
 from knights_tour.errors import TourFormatError
-from knights_tour.tourfile import (
+from knights_tour.output.tourfile import (
     atomic_write_text,
     format_step_matrix,
     parse_step_matrix,

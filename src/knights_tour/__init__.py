@@ -8,7 +8,7 @@ Quick use::
     ('found', True)
 """
 
-from knights_tour.api import solve
+from knights_tour.solvers.api import solve
 from knights_tour.board import Board, Square, parse_board
 from knights_tour.errors import (
     InvalidBoardError,

@@ -2,7 +2,7 @@
 
 Commands: ``solve`` (one job in-process), ``verify`` (check a tour file), ``run`` (a whole batch,
 with an embedded Redis and local workers unless a Redis URL is given), ``submit``, ``status``,
-``collect``, ``batches``, ``draw`` and ``report`` (pictures; see :mod:`knights_tour.picture_cli`).
+``collect``, ``batches``, ``draw`` and ``report`` (pictures; see :mod:`knights_tour.commands.pictures`).
 :func:`main` takes an argument list and returns the exit code, so tests call it in-process.
 
 Exit codes (all commands):
@@ -34,7 +34,7 @@ from knights_tour.solvers import DEFAULT_SOLVER, check_solver_name, solver_names
 from knights_tour.verify import is_closed, verify_tour
 
 if TYPE_CHECKING:  # embedded pulls in psutil/redis; imported lazily where a command needs it
-    from knights_tour.embedded import LocalWorkers
+    from knights_tour.service.local import LocalWorkers
 
 EXIT_OK = 0
 EXIT_NOT_OK = 1
@@ -131,8 +131,8 @@ def solve(
     starting with '#', so the output can be piped into 'ktour verify -'. Exit 0 when the job is
     decided (found or no_tour), 1 when it is unknown or an error.
     """
-    from knights_tour.api import solve as api_solve
-    from knights_tour.tourfile import format_step_matrix
+    from knights_tour.solvers.api import solve as api_solve
+    from knights_tour.output.tourfile import format_step_matrix
 
     check_solver_name(solver)
     board = parse_board(size)
@@ -141,7 +141,7 @@ def solve(
         raise click.BadParameter("must be positive", param_hint="--time-limit")
     if node_limit is not None and node_limit <= 0:
         raise click.BadParameter("must be positive", param_hint="--node-limit")
-    from knights_tour.jobs import Job
+    from knights_tour.core.jobs import Job
 
     # The limits of a batch job apply here too: a finite time limit, a board the solver can
     # take (e.g. CP-SAT at most 2500 squares). InvalidJobError -> exit 2.
@@ -155,19 +155,19 @@ def solve(
         click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
     else:
         if result.tour is not None and result.status == Status.FOUND:
-            from knights_tour.render import print_board
+            from knights_tour.output.render import print_board
 
             out = click.get_text_stream("stdout")
             if ascii_board:
                 print_board(result, ascii=True, file=out)
-            elif colour_board or out.isatty():  # pictures: knights_tour.render
+            elif colour_board or out.isatty():  # pictures: knights_tour.output.render
                 print_board(result, ascii=None, caption=False, file=out)
             else:
                 click.echo(format_step_matrix(board, result.tour, labels=labels), nl=False)
         click.echo(_status_line(result))
     if svg_out is not None:
-        from knights_tour.picture_cli import write_output
-        from knights_tour.svg import tour_svg
+        from knights_tour.commands.pictures import write_output
+        from knights_tour.output.svg import tour_svg
 
         write_output(svg_out, tour_svg(result) + "\n", "--svg")
     return EXIT_OK if result.status in (Status.FOUND, Status.NO_TOUR) else EXIT_NOT_OK
@@ -196,7 +196,7 @@ def verify(file: str, closed: bool, start: str | None, record: int | None,
     that says closed: true, or names a start, is held to it. Exit 0 valid, 1 invalid (with the
     verifier's reason), 2 unreadable file.
     """
-    from knights_tour.tourfile import read_tour_file
+    from knights_tour.output.tourfile import read_tour_file
 
     if all_records:
         if start is not None or record is not None:
@@ -216,7 +216,7 @@ def verify(file: str, closed: bool, start: str | None, record: int | None,
 
 def _verify_all(file: str, closed: bool) -> int:
     """``verify --all``: every record of a JSON Lines file that holds (or claims) a tour."""
-    from knights_tour.tourfile import read_jsonl, record_to_tour
+    from knights_tour.output.tourfile import read_jsonl, record_to_tour
 
     records = read_jsonl(file)
     valid = invalid = without = 0
@@ -275,7 +275,7 @@ def _start_embedded(stack):
     A fresh random password protects the loopback port; it lives only in the 0600 state file."""
     import secrets
 
-    from knights_tour.embedded import EmbeddedRedis
+    from knights_tour.service.local import EmbeddedRedis
 
     server = EmbeddedRedis(_embedded_dir(), password=secrets.token_urlsafe(18), reuse=True)
     stack.enter_context(server)
@@ -292,7 +292,7 @@ def _open_store(stack, redis_url: str | None):
     BackendUnavailableError
         If the server cannot be reached (password masked in the message).
     """
-    from knights_tour import store
+    from knights_tour.store import batches as store
 
     url = _configured_redis_url(redis_url)
     server = None
@@ -330,7 +330,7 @@ def _job_options(f):
 
 def _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit):
     from knights_tour.board import parse_board_list
-    from knights_tour.jobs import make_batch_jobs
+    from knights_tour.core.jobs import make_batch_jobs
 
     check_solver_name(solver)
     boards: list[Board] = []
@@ -510,7 +510,7 @@ def _stdout_console():
 
 
 def _write_records(out: str, records: list[dict[str, Any]], fmt: str = "jsonl") -> None:
-    from knights_tour.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
+    from knights_tour.output.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
 
     if fmt == "csv":
         text = records_to_csv(records)
@@ -533,14 +533,14 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
                         recover_url: str | None = None) -> dict[str, Any]:
     """Poll the batch until complete (or timeout / all local workers gone), showing a rich
     progress bar on stderr. Returns the last batch status. With ``recover_url`` (the broker),
-    jobs lost with a dead worker are re-sent on every poll (:mod:`knights_tour.recovery`)."""
+    jobs lost with a dead worker are re-sent on every poll (:mod:`knights_tour.store.leases`)."""
     import time
 
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    from knights_tour import store
+    from knights_tour.store import batches as store
 
     from knights_tour.errors import BackendUnavailableError
 
@@ -599,7 +599,7 @@ def _wait_with_progress(client, batch_id: str, total: int, timeout_s: float | No
 def _recover(client, url: str, batch_id: str) -> None:
     """Re-send jobs of the batch lost with their worker (lease expired, no record); a note on
     stderr. Redis being unreachable is left to the next poll."""
-    from knights_tour.store import REDIS_ERRORS
+    from knights_tour.store.batches import REDIS_ERRORS
     from knights_tour.tasks import recover_lost_jobs
 
     try:
@@ -638,9 +638,9 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     import signal
     import threading
 
-    from knights_tour.embedded import LocalWorkers
+    from knights_tour.service.local import LocalWorkers
     from knights_tour.settings import get_settings
-    from knights_tour.store import collect, mask_url
+    from knights_tour.store.batches import collect, mask_url
     from knights_tour.tasks import submit_batch
 
     boards, jobs, params = _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit,
@@ -761,7 +761,7 @@ def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, ch
     Needs --redis or KT_REDIS_URL (for a local batch use 'ktour run'). Prints the batch id alone
     on the last line of stdout; follow it with 'ktour status' / 'ktour collect'.
     """
-    from knights_tour.store import connect, mask_url
+    from knights_tour.store.batches import connect, mask_url
     from knights_tour.tasks import submit_batch
 
     url = _configured_redis_url(redis_url)
@@ -796,7 +796,7 @@ def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bo
     counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
     is executing (Celery inspect). Exit 0 if complete, 1 if not.
     """
-    from knights_tour.ops_cli import show_status
+    from knights_tour.commands.ops import show_status
 
     return show_status(batch_id, redis_url, as_json, watch, interval, timeout)
 
@@ -822,7 +822,7 @@ def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float
     """
     import contextlib
 
-    from knights_tour import store
+    from knights_tour.store import batches as store
 
     _check_out_path(out)
     if out is not None and fmt == "table":
@@ -854,12 +854,12 @@ def batches(redis_url: str | None, as_json: bool) -> int:
 
     from rich.table import Table
 
-    from knights_tour import store
+    from knights_tour.store import batches as store
 
     with contextlib.ExitStack() as stack:
         client, _url, _server = _open_store(stack, redis_url)
         items = store.list_batches(client)
-        from knights_tour.monitor import batch_states
+        from knights_tour.service.monitor import batch_states
 
         states = batch_states(client, items)  # queued / running / complete / collected
         for b in items:
@@ -911,7 +911,7 @@ def _wait_count_with_progress(client, count_id: str, total: int, timeout_s: floa
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    from knights_tour import count_store
+    from knights_tour.store import counts as count_store
 
     console = Console(stderr=True)
     began = time.monotonic()
@@ -976,11 +976,11 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     import threading
     import time
 
-    from knights_tour import count_store
-    from knights_tour.counting import plan_count
-    from knights_tour.embedded import LocalWorkers
+    from knights_tour.store import counts as count_store
+    from knights_tour.core.counting import plan_count
+    from knights_tour.service.local import LocalWorkers
     from knights_tour.settings import get_settings
-    from knights_tour.store import mask_url
+    from knights_tour.store.batches import mask_url
     from knights_tour.tasks import submit_count
 
     board = parse_board(size)
@@ -1062,7 +1062,7 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     record = report.to_dict()
     record["reused_subjobs"] = reused
     if out is not None:
-        from knights_tour.tourfile import atomic_write_text
+        from knights_tour.output.tourfile import atomic_write_text
 
         atomic_write_text(out, json.dumps(record, indent=1) + "\n")
     if as_json:
@@ -1089,14 +1089,14 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
 
 # -- pictures: draw, report (commands in picture_cli.py) -------------------------------------
 
-from knights_tour.picture_cli import draw, report  # noqa: E402
+from knights_tour.commands.pictures import draw, report  # noqa: E402
 
 cli.add_command(draw)
 cli.add_command(report)
 
 # -- operations: schedule show, reports, workers (commands in ops_cli.py) ---------------------
 
-from knights_tour.ops_cli import reports, schedule_group, workers  # noqa: E402
+from knights_tour.commands.ops import reports, schedule_group, workers  # noqa: E402
 
 cli.add_command(schedule_group)
 cli.add_command(reports)

@@ -1,12 +1,12 @@
 """Celery tasks (a thin adapter) and batch submission.
 
 The task :func:`run_jobs` takes a batch id and a chunk of job dicts (JSON), validates each with
-:meth:`knights_tour.jobs.Job.from_dict` (an invalid job becomes an ``error`` record, never a
-crash), runs it with :func:`knights_tour.jobs.run_job`, and writes each record under its own job
-key with :func:`knights_tour.store.save_record`. All the logic lives in ``jobs`` and ``store``.
+:meth:`knights_tour.core.jobs.Job.from_dict` (an invalid job becomes an ``error`` record, never a
+crash), runs it with :func:`knights_tour.core.jobs.run_job`, and writes each record under its own job
+key with :func:`knights_tour.store.batches.save_record`. All the logic lives in ``jobs`` and ``store``.
 
 :func:`submit_batch` registers a batch in Redis and sends its jobs in chunks; pair it with
-:func:`knights_tour.store.wait_for_batch` and :func:`knights_tour.store.collect`.
+:func:`knights_tour.store.batches.wait_for_batch` and :func:`knights_tour.store.batches.collect`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 
 import redis
 
-from knights_tour import keys
-from knights_tour.jobs import Job, error_record, run_job
+from knights_tour.store import keys
+from knights_tour.core.jobs import Job, error_record, run_job
 from knights_tour.settings import get_settings
-from knights_tour.store import (
+from knights_tour.store.batches import (
     REDIS_ERRORS,
     batch_status,
     connect,
@@ -105,7 +105,7 @@ acknowledgement, and retries with back-off when Redis is briefly unreachable."""
 def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job.
 
-    Each job is leased first (:mod:`knights_tour.recovery`): a job already recorded is skipped,
+    Each job is leased first (:mod:`knights_tour.store.leases`): a job already recorded is skipped,
     so a duplicate delivery never runs it again; a job leased by another live task is waited
     for; a job whose workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record
     (``error_type`` ``WorkerLost``). Records carry ``attempts`` (starts since the last record).
@@ -122,7 +122,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
         A tiny summary: ``batch_id``, ``jobs`` (records written), ``counts`` by status,
         ``worker`` (node name) and ``elapsed_s``.
     """
-    from knights_tour import recovery
+    from knights_tour.store import leases as recovery
 
     began = time.perf_counter()
     worker = getattr(self.request, "hostname", None)
@@ -236,7 +236,7 @@ def submit_batch(
     redis_url : str
         The Redis server used as broker and store (workers must listen on the same one).
     jobs : sequence of Job
-        E.g. from :func:`knights_tour.jobs.make_batch_jobs`.
+        E.g. from :func:`knights_tour.core.jobs.make_batch_jobs`.
     params : mapping, optional
         JSON-ready description stored in the batch meta (sizes, solver, verify, ...).
     chunk_size : int
@@ -314,13 +314,13 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
     keys. Call it on every poll while waiting for a batch (``ktour run``, ``collect --wait``).
 
     * a claimed job whose lease expired without a record (its worker died):
-      :func:`knights_tour.recovery.recover_batch`;
+      :func:`knights_tour.store.leases.recover_batch`;
     * unclaimed jobs without a record when the queue is empty and no job of the batch is
       running, for ``KT_LEASE_S`` in a row (their message was taken off the queue but never
       started - e.g. Redis went away as a worker received it; Celery would only restore it
-      after the visibility timeout): :func:`knights_tour.recovery.find_unclaimed`.
+      after the visibility timeout): :func:`knights_tour.store.leases.find_unclaimed`.
     """
-    from knights_tour import recovery
+    from knights_tour.store import leases as recovery
 
     def send(bid: str, dicts: list[dict[str, Any]]) -> None:
         resend_jobs(redis_url, bid, dicts)
@@ -337,7 +337,7 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
     return resent
 
 
-# -- tour counts (issue 7): a thin adapter over knights_tour.counting / count_store -----------
+# -- tour counts (issue 7): a thin adapter over knights_tour.core.counting / count_store -----------
 
 TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
 """Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
@@ -345,14 +345,14 @@ TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
 
 @app.task(name=TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Run count sub-jobs (:class:`knights_tour.counting.SubJob` dicts) of count ``count_id`` and
+    """Run count sub-jobs (:class:`knights_tour.core.counting.SubJob` dicts) of count ``count_id`` and
     store each partial count under its sub-job key. A sub-job that already has a partial count
     is skipped (resubmission, re-delivery); a malformed one is stored as an error entry.
 
     Returns a tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``worker``.
     """
-    from knights_tour import count_store
-    from knights_tour.counting import SubJob
+    from knights_tour.store import counts as count_store
+    from knights_tour.core.counting import SubJob
 
     worker = getattr(self.request, "hostname", None)
     r = _redis()
@@ -380,7 +380,7 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
 
 def submit_count(redis_url: str, count_id: str, subjobs: Sequence[Any]) -> int:
     """Send one :func:`count_subjobs` task per sub-job (``counting.SubJob``) of ``count_id``
-    (registered beforehand with :func:`knights_tour.count_store.register_count`); returns the
+    (registered beforehand with :func:`knights_tour.store.counts.register_count`); returns the
     number of tasks sent."""
     use_redis(redis_url)
     with app.producer_or_acquire() as producer:
@@ -402,19 +402,19 @@ __all__ = [
 ]
 
 
-# -- beat: scheduled sweeps and collection (knights_tour.schedule, knights_tour.collector) ----
+# -- beat: scheduled sweeps and collection (knights_tour.service.schedule, knights_tour.service.collector) ----
 
-from knights_tour.schedule import TASK_COLLECT, TASK_SUBMIT_SWEEP  # noqa: E402
+from knights_tour.service.schedule import TASK_COLLECT, TASK_SUBMIT_SWEEP  # noqa: E402
 
 
 @app.task(name=TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
 def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
-    """Submit the batch of a scheduled sweep (sent by celery beat; see knights_tour.schedule).
+    """Submit the batch of a scheduled sweep (sent by celery beat; see knights_tour.service.schedule).
 
     The batch id is derived from the task id, so a re-delivered message re-sends only the
     jobs without a record instead of starting a second batch. Returns ``{"batch_id", "sweep"}``.
     """
-    from knights_tour.schedule import run_sweep
+    from knights_tour.service.schedule import run_sweep
 
     name = str(sweep.get("name", "sweep")) if isinstance(sweep, dict) else "sweep"
     task_id = str(getattr(self.request, "id", None) or "")[:8] or None
@@ -428,10 +428,10 @@ def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
 def collect_reports() -> dict[str, Any]:
     """Write a report for every finished, not yet collected batch (sent by celery beat).
 
-    A thin adapter around :func:`knights_tour.collector.collect_finished` with
+    A thin adapter around :func:`knights_tour.service.collector.collect_finished` with
     ``KT_REPORTS_DIR`` and ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict.
     """
-    from knights_tour.collector import collect_finished
+    from knights_tour.service.collector import collect_finished
 
     settings = get_settings()
     result = collect_finished(

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from knights_tour import keys, recovery
-from knights_tour.store import REDIS_ERRORS, batch_status, collect
+from knights_tour.store import keys
+from knights_tour.store import leases as recovery
+from knights_tour.store.batches import REDIS_ERRORS, batch_status, collect
 from knights_tour.tasks import recover_lost_jobs
 from knights_tour.verify import verify_tour
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from knights_tour.embedded import EmbeddedRedis, LocalWorkers
+from knights_tour.service.local import EmbeddedRedis, LocalWorkers
 from knights_tour.settings import get_settings
 
 LEASE_S = 2.0

@@ -10,9 +10,9 @@ import time
 import pytest
 from _faultkit import audit, drive
 
-from knights_tour import keys
-from knights_tour.jobs import make_batch_jobs
-from knights_tour.store import connect
+from knights_tour.store import keys
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.store.batches import connect
 from knights_tour.tasks import submit_batch
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]

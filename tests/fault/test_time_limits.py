@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from _faultkit import drive
 
-from knights_tour.jobs import Job
-from knights_tour.store import collect, connect
+from knights_tour.core.jobs import Job
+from knights_tour.store.batches import collect, connect
 from knights_tour.tasks import submit_batch
 from knights_tour.verify import verify_tour
 

@@ -22,8 +22,8 @@ import pytest
 from _faultkit import audit, drive, leased_by
 from conftest import LEASE_S
 
-from knights_tour.jobs import make_batch_jobs
-from knights_tour.store import connect
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.store.batches import connect
 from knights_tour.tasks import submit_batch
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
@@ -66,7 +66,7 @@ def _kill_when_busy(r, batch_id, pool, workers, target, kills, log, spread=None)
 
 def _recovery_times(r, batch_id, log):
     """Seconds from each kill to the moment every job its victim held had a record."""
-    from knights_tour.store import collect
+    from knights_tour.store.batches import collect
 
     done_at = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
     wall_minus_mono = time.time() - time.monotonic()

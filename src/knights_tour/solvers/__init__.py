@@ -7,7 +7,7 @@ is loaded only by jobs that use it)::
               time_limit_s: float | None = None, exhaustive: bool = False,
               node_limit: int | None = None) -> TourResult
 
-A backend returns its *claim*; :func:`knights_tour.api.solve` runs the verifier on any tour
+A backend returns its *claim*; :func:`knights_tour.solvers.api.solve` runs the verifier on any tour
 before it is reported as found. Backends import neither Celery nor Redis.
 """
 

@@ -139,7 +139,7 @@ def solve(
     TourResult
         ``found`` with ``tour`` (list of ``rows*cols`` squares, row 0 at the top), ``no_tour``
         with proof ``cpsat`` (model INFEASIBLE), or ``unknown`` with reason ``time_limit``.
-        ``nodes`` is CP-SAT's branch count. The claim is unverified; :func:`knights_tour.api.solve`
+        ``nodes`` is CP-SAT's branch count. The claim is unverified; :func:`knights_tour.solvers.api.solve`
         runs the verifier.
 
     Raises

@@ -2,11 +2,11 @@
 
 How a job is answered
 ---------------------
-1. :func:`knights_tour.theory.no_tour_proof` — colour parity, Schwenk 1991 (closed tours),
+1. :func:`knights_tour.solvers.theory.no_tour_proof` — colour parity, Schwenk 1991 (closed tours),
    Cull & De Curtins 1978 / Conrad et al. 1994 (open tours), Pósa's outer/inner argument (open
    tours from the middle rows of 4 × n) — gives ``no_tour`` at once.
 2. Otherwise a sequence of *attempts* of the compiled kernel
-   (:mod:`knights_tour.engine.kernel`): an iterative depth-first search with backtracking whose
+   (:mod:`knights_tour.solvers.engine.kernel`): an iterative depth-first search with backtracking whose
    moves are ordered by Warnsdorff's rule (fewest onward moves first; Warnsdorff 1823) with a
    tie-break that varies between attempts — Roth's "farthest from the centre", Pohl's (1967)
    second-level degree sum, fixed cyclic move orders (Squirrel & Cull 1996 study fixed move
@@ -54,9 +54,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
-from knights_tour.engine import kernel as K
+from knights_tour.solvers.engine import kernel as K
 from knights_tour.result import Proof, Status, TourResult
-from knights_tour.theory import closed_tour_exists, no_tour_proof
+from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
 
 NAME = "warnsdorff"
 
@@ -224,7 +224,7 @@ def solve(
 ) -> TourResult:
     """Find a knight's tour of ``board`` from ``start`` or prove there is none.
 
-    First :func:`knights_tour.theory.no_tour_proof` (colour parity; Schwenk 1991 for closed
+    First :func:`knights_tour.solvers.theory.no_tour_proof` (colour parity; Schwenk 1991 for closed
     tours; Cull & De Curtins 1978 / Conrad et al. 1994 for open tours), then :func:`search`.
 
     Parameters
@@ -247,7 +247,7 @@ def solve(
     Returns
     -------
     TourResult
-        The engine's claim (not yet verified; :func:`knights_tour.api.solve` verifies it).
+        The engine's claim (not yet verified; :func:`knights_tour.solvers.api.solve` verifies it).
         ``tour`` is a list of ``(row, col)`` of length ``rows*cols`` — or a numpy int32 array of
         shape ``(rows*cols, 2)`` above :data:`LIST_TOUR_MAX` squares. ``nodes`` counts squares
         placed on the path over all attempts (start squares included); ``elapsed_s`` is wall

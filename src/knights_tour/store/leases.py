@@ -10,10 +10,10 @@ What Celery with a Redis broker does on its own (tested in ``tests/fault``):
   short, because a message not acknowledged within the visibility timeout is handed out again
   even if its task is still running.
 
-So each job also carries a **lease** in Redis (:func:`knights_tour.keys.batch_lease`, a string
+So each job also carries a **lease** in Redis (:func:`knights_tour.store.keys.batch_lease`, a string
 with a TTL of ``KT_LEASE_S``) while a task holds it. A heartbeat thread in the pool process
 refreshes the leases it holds every third of the lease. A job that was claimed
-(:func:`knights_tour.keys.batch_started`), has no record, and whose lease has expired was lost
+(:func:`knights_tour.store.keys.batch_started`), has no record, and whose lease has expired was lost
 with its worker: :func:`recover_batch` re-sends it. It runs in every waiting ``ktour run`` /
 ``collect --wait`` (each poll) and in the workers (at the end of each task of the batch), so a
 batch heals while any of its tasks still run, with or without a waiting client. A waiting
@@ -40,7 +40,7 @@ from typing import Any
 
 import redis
 
-from knights_tour import keys
+from knights_tour.store import keys
 
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
 

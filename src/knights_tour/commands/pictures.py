@@ -22,7 +22,7 @@ from knights_tour.errors import KnightsTourError, TourFormatError
 
 def write_output(path: str, text: str, what: str) -> None:
     """Write ``text`` to ``path`` (``-`` = stdout) atomically, and say so on stderr."""
-    from knights_tour.tourfile import atomic_write_text
+    from knights_tour.output.tourfile import atomic_write_text
 
     if path == "-":
         click.echo(text, nl=False)
@@ -44,7 +44,7 @@ def load_drawable(
 
     ``source`` is a JSON record file, a JSON Lines file (records as from ``ktour run --out``
     or ``ktour collect --format jsonl``) or a step-number matrix (see
-    :mod:`knights_tour.tourfile`); ``-`` reads standard input.
+    :mod:`knights_tour.output.tourfile`); ``-`` reads standard input.
 
     Parameters
     ----------
@@ -68,7 +68,7 @@ def load_drawable(
     TourFormatError
         Unreadable file, no record matching, or several matching without ``--index``.
     """
-    from knights_tour.tourfile import read_jsonl, read_tour_file
+    from knights_tour.output.tourfile import read_jsonl, read_tour_file
     from knights_tour.verify import is_closed
 
     if start is None:
@@ -133,8 +133,8 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
     terminal, plain ASCII otherwise ([ 1] = start, (64) = end). A tour that fails the verifier
     is still drawn, with a warning on stderr.
     """
-    from knights_tour.render import print_board, tour_view
-    from knights_tour.svg import tour_svg
+    from knights_tour.output.render import print_board, tour_view
+    from knights_tour.output.svg import tour_svg
     from knights_tour.verify import verify_tour
 
     if index is not None and index < 1:
@@ -178,19 +178,19 @@ def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
     writes a summary table with start-square maps for an issue or README. Exit 0 on success,
     1 if there are no records.
     """
-    from knights_tour.report import html_report, markdown_report
+    from knights_tour.output.report import html_report, markdown_report
 
     if (batch_id is None) == (from_jsonl is None):
         raise click.UsageError("give either BATCH or --from-jsonl FILE (one of them)")
     if html_out is None and md_out is None:
         md_out = "-"
     if from_jsonl is not None:
-        from knights_tour.tourfile import read_jsonl
+        from knights_tour.output.tourfile import read_jsonl
 
         records = read_jsonl(from_jsonl)
         default_title = f"Knight's tours: {Path(from_jsonl).name if from_jsonl != '-' else 'stdin'}"
     else:
-        from knights_tour import store
+        from knights_tour.store import batches as store
         from knights_tour.cli import _open_store
 
         with contextlib.ExitStack() as stack:

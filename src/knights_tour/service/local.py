@@ -31,9 +31,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from knights_tour import keys
+from knights_tour.store import keys
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.store import mask_url
+from knights_tour.store.batches import mask_url
 
 STATE_FILE = "embedded-redis.json"
 """File in the data dir recording the running embedded server (pid, port, password)."""
@@ -116,7 +116,7 @@ class EmbeddedRedis:
         file whose process is gone is stale and is replaced.
 
     Sharing: every instance (owner or attached) registers itself in the server (set
-    :func:`knights_tour.keys.embedded_users`, entries ``pid:token``). :meth:`stop` removes the
+    :func:`knights_tour.store.keys.embedded_users`, entries ``pid:token``). :meth:`stop` removes the
     entry and shuts the server down only if no other live process still uses it - the last
     one out turns off the light, whether or not it started the server. So ``ktour collect``
     from a second shell can attach to the server of a running ``ktour run`` without either

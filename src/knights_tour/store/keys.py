@@ -96,7 +96,7 @@ def batch_keys(batch_id: str) -> list[str]:
 def batch_lease(batch_id: str, job_key: str) -> str:
     """String with a TTL: the lease of the task running ``job_key`` now (value = its token).
 
-    Written by :mod:`knights_tour.recovery`; refreshed by the running task's heartbeat, so it
+    Written by :mod:`knights_tour.store.leases`; refreshed by the running task's heartbeat, so it
     disappears a few seconds after its worker dies.
     """
     return f"{PREFIX}batch:{batch_id}:lease:{job_key}"
@@ -143,7 +143,7 @@ def count_partials(count_id: str) -> str:
 
 
 def embedded_users() -> str:
-    """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.embedded.EmbeddedRedis`
+    """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.service.local.EmbeddedRedis`
     (owner or attached) using the embedded server."""
     return f"{PREFIX}embedded:users"
 

@@ -2,7 +2,7 @@
 
 "How many open knight's tours start on this square?" is answered by an exhaustive enumeration
 that counts and never stores tours (the compiled kernel
-:func:`knights_tour.engine.count_kernel.count_completions`, exact pruning described there).
+:func:`knights_tour.solvers.engine.count_kernel.count_completions`, exact pruning described there).
 A count is split into independent **sub-jobs**: all paths of the first ``depth`` moves from the
 start square that the kernel's tests do not already rule out (*prefixes*); each sub-job counts
 the tours beginning with its prefix (:func:`count_subjob`) and the partial counts are summed.
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from knights_tour.board import Board, Square
-from knights_tour.engine.count_kernel import count_completions, prefix_viable
+from knights_tour.solvers.engine.count_kernel import count_completions, prefix_viable
 from knights_tour.errors import InvalidJobError
 
 DEFAULT_TARGET_SUBJOBS = 12

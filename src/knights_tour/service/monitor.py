@@ -17,7 +17,8 @@ from typing import Any
 
 import redis
 
-from knights_tour import keys, store
+from knights_tour.store import keys
+from knights_tour.store import batches as store
 
 
 def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]:
@@ -106,7 +107,7 @@ def batch_progress(
     Returns
     -------
     dict
-        :func:`knights_tour.store.batch_status` fields plus ``running``, ``queued``,
+        :func:`knights_tour.store.batches.batch_status` fields plus ``running``, ``queued``,
         ``failed`` (error records), ``workers_busy`` (node names running its jobs),
         ``rate_jobs_per_s``, ``eta_s`` (None when done or no rate yet), ``state`` (queued /
         running / complete / collected).
@@ -116,7 +117,7 @@ def batch_progress(
     KnightsTourError
         For an unknown batch.
     """
-    from knights_tour.jobs import Job
+    from knights_tour.core.jobs import Job
 
     now = time.time() if now is None else now
     st = store.batch_status(r, batch_id)  # missing_keys: the first 20, as before

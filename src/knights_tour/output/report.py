@@ -21,7 +21,7 @@ tour and a ``no_tour`` claim is counted as a *conflict*.
 :func:`html_report` needs no network: CSS and a small script are inline, the tours are embedded
 as compact JSON (start square and one digit per knight move), the script draws the selected
 tour as SVG, and each board also carries one server-drawn SVG
-(:func:`knights_tour.svg.tour_svg`) so the page shows tours even with scripts off. A 620-job
+(:func:`knights_tour.output.svg.tour_svg`) so the page shows tours even with scripts off. A 620-job
 batch (every start on 5×5..12×12) is about 230 kB. The page template is
 ``knights_tour/templates/report.html.j2``.
 
@@ -41,9 +41,9 @@ import jinja2
 
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.errors import KnightsTourError, TourFormatError
-from knights_tour.render import tour_view
+from knights_tour.output.render import tour_view
 from knights_tour.result import TourResult
-from knights_tour.svg import default_size_px, tour_svg
+from knights_tour.output.svg import default_size_px, tour_svg
 
 STATUS_RANK = {"found": 0, "no_tour": 1, "unknown": 2, "error": 3}
 PROOFS = ("parity", "exhaustive", "cpsat", "theorem")
@@ -376,7 +376,7 @@ _TEMPLATE_FILE = "report.html.j2"
 
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("knights_tour", "templates"),
+        loader=jinja2.PackageLoader("knights_tour.output", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -453,7 +453,7 @@ def html_report(
         Page title and heading.
     svg_px : int
         Largest size in px of a tour drawing (the server-drawn first tour of each board and the
-        ones the script draws); smaller boards use :func:`knights_tour.svg.default_size_px`.
+        ones the script draws); smaller boards use :func:`knights_tour.output.svg.default_size_px`.
 
     Returns
     -------

@@ -206,7 +206,7 @@ def board_rich(obj: TourLike, *, labels: bool = True, caption: bool = True) -> T
     ``(row + col) % 2 == 0``, as a1 is dark on 8×8), step numbers centred in equal-width cells,
     the start square green and the last square red, followed by a caption line (unless
     ``caption`` is false: then the text reads back with
-    :func:`knights_tour.tourfile.parse_step_matrix`, labels and all).
+    :func:`knights_tour.output.tourfile.parse_step_matrix`, labels and all).
 
     Raises
     ------

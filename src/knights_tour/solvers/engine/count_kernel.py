@@ -1,6 +1,6 @@
 """The compiled counting kernel: exhaustive enumeration of knight's tours that *counts* them.
 
-Used by :mod:`knights_tour.counting` (issue 7). Compiled with numba (``@njit(cache=True)``);
+Used by :mod:`knights_tour.core.counting` (issue 7). Compiled with numba (``@njit(cache=True)``);
 all state lives in numpy arrays, nothing is stored per tour. Pure: no Celery, no Redis.
 
 Graph layout

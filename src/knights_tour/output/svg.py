@@ -28,7 +28,7 @@ from pathlib import Path
 import svgwrite
 
 from knights_tour.board import Board
-from knights_tour.render import TourLike, TourView, tour_view
+from knights_tour.output.render import TourLike, TourView, tour_view
 
 LIGHT = "#f0d9b5"
 DARK = "#b58863"
@@ -106,7 +106,7 @@ def tour_svg(
     Raises
     ------
     TourFormatError
-        If the record cannot be read (see :func:`knights_tour.render.tour_view`).
+        If the record cannot be read (see :func:`knights_tour.output.render.tour_view`).
     ValueError
         If ``size_px`` is not positive.
     """

@@ -7,8 +7,8 @@ A *report* for batch ``B`` is two files in the reports directory (``KT_REPORTS_D
     B.summary.json    counts by status, per board and per worker, timing, params
 
 plus one line appended to ``index.jsonl`` (the list ``ktour reports`` shows). The latest
-summary is also kept in Redis (:func:`knights_tour.keys.latest_summary`), and each collected
-batch gets a marker in the hash :func:`knights_tour.keys.collected`.
+summary is also kept in Redis (:func:`knights_tour.store.keys.latest_summary`), and each collected
+batch gets a marker in the hash :func:`knights_tour.store.keys.collected`.
 
 Exactly once, even with two beats or overlapping collections:
 
@@ -45,7 +45,8 @@ from typing import Any
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
-from knights_tour import keys, store
+from knights_tour.store import keys
+from knights_tour.store import batches as store
 from knights_tour.errors import KnightsTourError
 
 INDEX_FILE = "index.jsonl"
@@ -78,9 +79,9 @@ def summarize(
     ----------
     batch_id : str
     meta : mapping
-        The batch meta (:func:`knights_tour.store.get_batch_meta`): created, params, total.
+        The batch meta (:func:`knights_tour.store.batches.get_batch_meta`): created, params, total.
     records : sequence of dict
-        The batch's records (:func:`knights_tour.store.collect`).
+        The batch's records (:func:`knights_tour.store.batches.collect`).
     collected_at : float, optional
         Unix seconds; default now.
 
@@ -239,7 +240,7 @@ def collect_finished(
     Parameters
     ----------
     r : redis.Redis
-        Client with ``decode_responses=True`` (:func:`knights_tour.store.connect`).
+        Client with ``decode_responses=True`` (:func:`knights_tour.store.batches.connect`).
     reports_dir : path
         Directory for the reports (created if missing, only when there is something to write).
     lock_timeout_s : float

@@ -30,7 +30,7 @@ Beat wiring: the Celery app's ``beat_scheduler`` is :class:`ScheduleFileSchedule
 never read the file, so a broken schedule cannot stop a worker; it stops beat with a clear
 error). Each sweep entry sends the task ``knights_tour.submit_sweep`` with the sweep as a JSON
 dict; the collect entry sends ``knights_tour.collect_reports`` (see :mod:`knights_tour.tasks`
-and :mod:`knights_tour.collector`).
+and :mod:`knights_tour.service.collector`).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class Sweep:
     """A scheduled sweep: one batch with a job per start square of every board in ``sizes``.
 
     ``sizes`` is a board list as :func:`knights_tour.board.parse_board_list` reads it; the
-    other fields are those of :class:`knights_tour.jobs.Job` (``time_limit_s`` in seconds) plus
+    other fields are those of :class:`knights_tour.core.jobs.Job` (``time_limit_s`` in seconds) plus
     ``chunk_size`` (jobs per Celery task).
     """
 
@@ -206,7 +206,7 @@ class Sweep:
         """Validate a sweep table (from TOML, or the task's JSON argument) and build it.
 
         Every board is checked against the solver (and CP-SAT, if ``verify``) size limits by
-        building one :class:`knights_tour.jobs.Job` per board.
+        building one :class:`knights_tour.core.jobs.Job` per board.
 
         Raises
         ------
@@ -214,7 +214,7 @@ class Sweep:
             Naming the sweep and the bad field.
         """
         from knights_tour.board import parse_board_list
-        from knights_tour.jobs import Job
+        from knights_tour.core.jobs import Job
 
         if not isinstance(data, Mapping):
             raise InvalidScheduleError(f"{where}: a sweep must be a table, got {data!r}")
@@ -385,9 +385,9 @@ def schedule_from_settings(settings: Any = None) -> ScheduleConfig:
 def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, dict[str, Any]]:
     """The ``beat_schedule`` dict for ``config``: entry name -> task, schedule, args, options.
 
-    Task messages go to the project queue (:data:`knights_tour.keys.QUEUE`), JSON only.
+    Task messages go to the project queue (:data:`knights_tour.store.keys.QUEUE`), JSON only.
     """
-    from knights_tour import keys
+    from knights_tour.store import keys
 
     out: dict[str, dict[str, Any]] = {}
     if config.collect is not None:
@@ -433,7 +433,7 @@ def run_sweep(redis_url: str, sweep: Mapping[str, Any], batch_id: str | None = N
         If Redis cannot be reached.
     """
     from knights_tour.board import parse_board_list
-    from knights_tour.jobs import make_batch_jobs
+    from knights_tour.core.jobs import make_batch_jobs
     from knights_tour.tasks import DEFAULT_CHUNK_SIZE, submit_batch
 
     sw = Sweep.from_dict(sweep)

@@ -1,6 +1,6 @@
 """The Redis result store: batches, their jobs and their records (redis-py, no Celery).
 
-Key names come from :mod:`knights_tour.keys`. Everything stored is JSON. A record is written
+Key names come from :mod:`knights_tour.store.keys`. Everything stored is JSON. A record is written
 under its job's key inside its batch, so a job delivered twice overwrites its own record.
 
 Typical use (what ``ktour submit/status/collect`` do)::
@@ -25,9 +25,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from knights_tour import keys
+from knights_tour.store import keys
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.jobs import Job, record_sort_key
+from knights_tour.core.jobs import Job, record_sort_key
 
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
 """Errors that mean "Redis is (temporarily) unreachable"; callers may retry on them."""
@@ -183,7 +183,7 @@ def create_batch(
 def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> None:
     """Store one job's record in its batch (overwriting an earlier record for the same job).
 
-    The record must carry ``job_key`` (as :func:`knights_tour.jobs.run_job` sets it).
+    The record must carry ``job_key`` (as :func:`knights_tour.core.jobs.run_job` sets it).
 
     Raises
     ------

@@ -62,7 +62,7 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> int:
     """
     from rich.table import Table
 
-    from knights_tour.schedule import load_schedule, next_run_times, schedule_from_settings
+    from knights_tour.service.schedule import load_schedule, next_run_times, schedule_from_settings
     from knights_tour.settings import get_settings
 
     settings = get_settings()
@@ -117,11 +117,11 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> in
     """
     from rich.table import Table
 
-    from knights_tour import collector
+    from knights_tour.service import collector
     from knights_tour.settings import get_settings
 
     if redis_url:
-        from knights_tour import store
+        from knights_tour.store import batches as store
 
         client = store.connect(redis_url)
         try:
@@ -192,7 +192,7 @@ def workers(redis_url: str | None, timeout: float, as_json: bool) -> int:
     """
     from rich.table import Table
 
-    from knights_tour.monitor import live_workers
+    from knights_tour.service.monitor import live_workers
 
     if timeout <= 0:
         raise click.BadParameter("must be positive", param_hint="--timeout")
@@ -225,7 +225,7 @@ def workers(redis_url: str | None, timeout: float, as_json: bool) -> int:
 
 
 def _status_lines(p: dict[str, Any]) -> list[str]:
-    from knights_tour.monitor import format_eta
+    from knights_tour.service.monitor import format_eta
 
     counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
     lines = [
@@ -255,9 +255,9 @@ def show_status(batch_id: str | None, redis_url: str | None, as_json: bool, watc
     KnightsTourError
         Unknown batch, no batches at all, unreachable Redis.
     """
-    from knights_tour import store
+    from knights_tour.store import batches as store
     from knights_tour.cli import _open_store
-    from knights_tour.monitor import batch_progress, live_workers
+    from knights_tour.service.monitor import batch_progress, live_workers
 
     if interval <= 0:
         raise click.BadParameter("must be positive", param_hint="--interval")

@@ -282,7 +282,7 @@ def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
     ``cpsat_tour_accepted`` (model check of the engine's tour, or None), ``mismatch`` and
     ``cpsat_note`` (why checks.cpsat is None or False).
     """
-    from knights_tour.api import check_result
+    from knights_tour.solvers.api import check_result
     from knights_tour.settings import get_settings
     from knights_tour.solvers import get_solver
     from knights_tour.solvers.cpsat import check_tour
@@ -392,7 +392,7 @@ def error_record(
 def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> dict[str, Any]:
     """Run one job in this process and return its JSON record. Never raises.
 
-    Solves with :func:`knights_tour.api.solve` (which runs the verifier: a tour failing it is
+    Solves with :func:`knights_tour.solvers.api.solve` (which runs the verifier: a tour failing it is
     reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
     backend (its tour, if any, checked by the verifier too), the engine's tour is checked
     against the CP-SAT model (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
@@ -415,7 +415,7 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         ``finished_at`` (unix seconds) and, with verify, the ``cpsat_*`` fields. On any
         exception: status ``error``, the message in ``reason``, the class in ``error_type``.
     """
-    from knights_tour.api import solve
+    from knights_tour.solvers.api import solve
     from knights_tour.settings import get_settings
 
     began = time.perf_counter()

@@ -1,6 +1,6 @@
 """Distributed tour counts in Redis (issue 7): sub-jobs, partial counts, progress, reports.
 
-redis-py only (no Celery); key names come from :mod:`knights_tour.keys`; everything stored is
+redis-py only (no Celery); key names come from :mod:`knights_tour.store.keys`; everything stored is
 JSON. A count is identified by a **count id** derived from what is counted
 (:func:`count_id_for`: board, open/closed, split depth, which squares, symmetry), so asking for
 the same count again finds the partial counts already stored and only the missing sub-jobs are
@@ -28,11 +28,11 @@ from typing import Any
 
 import redis
 
-from knights_tour import keys
+from knights_tour.store import keys
 from knights_tour.board import Square
-from knights_tour.counting import CountPlan, CountReport, assemble
+from knights_tour.core.counting import CountPlan, CountReport, assemble
 from knights_tour.errors import KnightsTourError
-from knights_tour.store import poll_status
+from knights_tour.store.batches import poll_status
 
 
 def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
@@ -199,7 +199,7 @@ def assemble_count(
     r: redis.Redis, count_id: str, plan: CountPlan, elapsed_s: float = 0.0
 ) -> CountReport:
     """Sum the stored partial counts into the per-square report (see
-    :func:`knights_tour.counting.assemble`) and store the report's JSON in the count's hash.
+    :func:`knights_tour.core.counting.assemble`) and store the report's JSON in the count's hash.
     ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``subjob_s``.
 
     Raises

@@ -1,0 +1,1 @@
+"""commands layer of knights_tour (see docs/architecture.md)."""

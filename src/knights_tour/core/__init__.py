@@ -1,0 +1,1 @@
+"""core layer of knights_tour (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""output layer of knights_tour (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""service layer of knights_tour (see docs/architecture.md)."""

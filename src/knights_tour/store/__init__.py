@@ -1,0 +1,1 @@
+"""store layer of knights_tour (see docs/architecture.md)."""
