@@ -9,32 +9,30 @@ Facts used
   A tour visits all ``rows*cols`` squares alternating colours, so on a board with an odd number
   of squares it starts and ends on the majority colour (colour 0, the corners' colour), and a
   closed tour (a cycle, of odd length) cannot exist at all.
-* **Closed tours — Schwenk (1991).** A. J. Schwenk, "Which rectangular chessboards have a knight's
-  tour?", Mathematics Magazine 64(5):325-332: an ``m × n`` board with ``m ≤ n`` has a closed
-  knight's tour unless (a) ``m`` and ``n`` are both odd; (b) ``m ∈ {1, 2, 4}``; or (c) ``m = 3``
-  and ``n ∈ {4, 6, 8}``.
-* **Open tours — Cull & De Curtins (1978); Conrad, Hindrichs, Morsy & Wegener (1994).**
-  P. Cull and J. De Curtins, "Knight's tour revisited", Fibonacci Quarterly 16(3):276-285;
-  A. Conrad, T. Hindrichs, H. Morsy, I. Wegener, "Solution of the knight's Hamiltonian path
-  problem on chessboards", Discrete Applied Mathematics 50(2):125-134. An ``m × n`` board with
-  ``m ≤ n`` has an open knight's tour unless ``m = 1 and n > 1``; ``m = 2``; ``m = 3`` and
-  ``n ∈ {3, 5, 6}``; or ``m = n = 4``. (The 1×1 board has the one-square tour.)
-
-* **4 × n boards: no open tour starts on the two middle rows.** The squares of the two outer
-  rows (2n of them) attack only squares of the two middle rows (2n). In a Hamiltonian path on the
-  4n squares each outer square has path-degree 2, or 1 if it is an end, and all its path edges go
-  to middle squares; counting edges, the path has ``e - 1`` middle–middle edges where ``e`` is the
-  number of its ends on outer rows. A path starting on a middle row has ``e <= 1``, hence
-  ``e = 1`` and no middle–middle edge: it alternates middle/outer. It also alternates colours,
-  so every middle square (the even positions) would have the start's colour — but the middle rows
-  hold both colours (n >= 2). This is L. Pósa's outer/inner argument that a 4 × n board has no
-  closed tour (I. M. Yaglom & A. M. Yaglom, *Challenging Mathematical Problems with Elementary
-  Solutions*, 1964), extended to open tours as above; the
-  engine's exhaustive search agrees on every small 4 × n board (tests/test_theory.py).
+* **Closed tours** [1]_. An ``m × n`` board with ``m ≤ n`` has a closed knight's tour unless
+  (a) ``m`` and ``n`` are both odd; (b) ``m ∈ {1, 2, 4}``; or (c) ``m = 3`` and
+  ``n ∈ {4, 6, 8}`` (:func:`closed_tour_exists`).
+* **Open tours** [2]_ [3]_. An ``m × n`` board with ``m ≤ n`` has an open knight's tour unless
+  ``m = 1 and n > 1``; ``m = 2``; ``m = 3`` and ``n ∈ {3, 5, 6}``; or ``m = n = 4``. (The 1×1
+  board has the one-square tour.) (:func:`open_tour_exists`)
+* **4 × n boards: no open tour starts on the two middle rows** (:func:`middle_rows_proof`).
+  Pósa's outer/inner argument that a 4 × n board has no closed tour [4]_, extended to open
+  tours.
 
 On boards that do have tours, another start square may still have none (e.g. some squares of
 3×n); for those this module knows nothing, and the answer must come from a finished search
-(proof ``exhaustive``) or CP-SAT.
+(proof ``exhaustive``), CP-SAT, or a construction that finds a tour.
+
+References
+----------
+.. [1] A. J. Schwenk, "Which rectangular chessboards have a knight's tour?", Mathematics
+   Magazine 64(5):325-332, 1991.
+.. [2] P. Cull and J. De Curtins, "Knight's tour revisited", Fibonacci Quarterly
+   16(3):276-285, 1978.
+.. [3] A. Conrad, T. Hindrichs, H. Morsy and I. Wegener, "Solution of the knight's Hamiltonian
+   path problem on chessboards", Discrete Applied Mathematics 50(2):125-134, 1994.
+.. [4] I. M. Yaglom and A. M. Yaglom, *Challenging Mathematical Problems with Elementary
+   Solutions*, 1964 (L. Pósa's solution for the 4 × n board).
 
 This module imports neither Celery nor Redis.
 """
@@ -57,6 +55,10 @@ OPEN_TOUR_THEOREM = (
 
 def parity_proof(board: Board, start: Square, closed: bool = False) -> str | None:
     """The colour-parity argument against a tour from ``start``, or None if it does not apply.
+
+    A knight move changes the colour ``(row + col) % 2``, so a tour alternates colours: on a
+    board with an odd number of squares it starts and ends on the majority colour (the
+    corners'), and no closed tour (a cycle of odd length) exists.
 
     Parameters
     ----------
@@ -91,11 +93,23 @@ def parity_proof(board: Board, start: Square, closed: bool = False) -> str | Non
 
 
 def closed_tour_exists(board: Board) -> bool:
-    """Schwenk's theorem (1991): whether the board has a closed knight's tour at all.
+    """Schwenk's theorem: whether the board has a closed knight's tour at all.
 
     An ``m × n`` board (``m ≤ n``) has one unless ``m`` and ``n`` are both odd,
-    ``m ∈ {1, 2, 4}``,
-    or ``m = 3`` and ``n ∈ {4, 6, 8}``.
+    ``m ∈ {1, 2, 4}``, or ``m = 3`` and ``n ∈ {4, 6, 8}``.
+
+    Parameters
+    ----------
+    board : Board
+
+    Returns
+    -------
+    bool
+
+    References
+    ----------
+    .. [1] A. J. Schwenk, "Which rectangular chessboards have a knight's tour?", Mathematics
+       Magazine 64(5):325-332, 1991.
     """
     m, n = sorted((board.rows, board.cols))
     if m % 2 == 1 and n % 2 == 1:
@@ -108,11 +122,26 @@ def closed_tour_exists(board: Board) -> bool:
 
 
 def open_tour_exists(board: Board) -> bool:
-    """Whether the board has an open knight's tour from *some* start square (Cull & De Curtins
-    1978; Conrad, Hindrichs, Morsy & Wegener 1994).
+    """Whether the board has an open knight's tour from *some* start square.
 
     An ``m × n`` board (``m ≤ n``) has one unless ``m = 1 and n > 1``, ``m = 2``, ``m = 3`` and
     ``n ∈ {3, 5, 6}``, or ``m = n = 4``; the 1×1 board has the trivial one-square tour.
+
+    Parameters
+    ----------
+    board : Board
+
+    Returns
+    -------
+    bool
+
+    References
+    ----------
+    .. [1] P. Cull and J. De Curtins, "Knight's tour revisited", Fibonacci Quarterly
+       16(3):276-285, 1978.
+    .. [2] A. Conrad, T. Hindrichs, H. Morsy and I. Wegener, "Solution of the knight's
+       Hamiltonian path problem on chessboards", Discrete Applied Mathematics 50(2):125-134,
+       1994.
     """
     m, n = sorted((board.rows, board.cols))
     if m == 1:
@@ -127,9 +156,36 @@ def open_tour_exists(board: Board) -> bool:
 
 
 def middle_rows_proof(board: Board, start: Square) -> str | None:
-    """Pósa's outer/inner argument (see the module docstring) against an open tour from
-    ``start`` on a 4 × n (or n × 4) board, n >= 2: None unless ``start`` is on one of the two
-    middle lines parallel to the long side."""
+    """Pósa's outer/inner argument against an open tour from ``start`` on a 4 × n (or n × 4)
+    board, n >= 2.
+
+    The squares of the two outer rows (2n of them) attack only squares of the two middle rows
+    (2n). In a Hamiltonian path on the 4n squares each outer square has path-degree 2, or 1 if
+    it is an end, and all its path edges go to middle squares; counting edges, the path has
+    ``e - 1`` middle–middle edges where ``e`` is the number of its ends on outer rows. A path
+    starting on a middle row has ``e <= 1``, hence ``e = 1`` and no middle–middle edge: it
+    alternates middle/outer. It also alternates colours, so every middle square (the even
+    positions) would have the start's colour — but the middle rows hold both colours (n >= 2).
+    The engine's exhaustive search agrees on every small 4 × n board (tests/test_theory.py).
+
+    Parameters
+    ----------
+    board : Board
+    start : (row, col)
+        Row 0 at the top.
+
+    Returns
+    -------
+    str or None
+        The argument in words; None unless ``start`` is on one of the two middle lines parallel
+        to the long side of a 4 × n board.
+
+    References
+    ----------
+    .. [1] I. M. Yaglom and A. M. Yaglom, *Challenging Mathematical Problems with Elementary
+       Solutions*, 1964 (L. Pósa's proof that a 4 × n board has no closed tour, here
+       extended to open tours).
+    """
     rows, cols = board.rows, board.cols
     if rows == 4 and cols >= 2:
         line, n = start[0], cols
@@ -153,9 +209,9 @@ def no_tour_proof(board: Board, start: Square, closed: bool = False) -> tuple[Pr
     """A proof that no knight's tour of the wanted kind starts on ``start``, if one is known
     without searching.
 
-    Checks, in order: colour parity (cheapest and self-contained), then Schwenk 1991 (closed)
-    or Cull & De Curtins 1978 / Conrad et al. 1994 (open), then the middle rows of 4 × n boards
-    (open; :func:`middle_rows_proof`).
+    Checks, in order: colour parity (:func:`parity_proof`, cheapest and self-contained), then
+    :func:`closed_tour_exists` [1]_ (closed) or :func:`open_tour_exists` [2]_ [3]_ (open), then
+    the middle rows of 4 × n boards (open; :func:`middle_rows_proof`).
 
     Parameters
     ----------
@@ -175,6 +231,16 @@ def no_tour_proof(board: Board, start: Square, closed: bool = False) -> tuple[Pr
     ------
     InvalidSquareError
         If ``start`` is off the board.
+
+    References
+    ----------
+    .. [1] A. J. Schwenk, "Which rectangular chessboards have a knight's tour?", Mathematics
+       Magazine 64(5):325-332, 1991.
+    .. [2] P. Cull and J. De Curtins, "Knight's tour revisited", Fibonacci Quarterly
+       16(3):276-285, 1978.
+    .. [3] A. Conrad, T. Hindrichs, H. Morsy and I. Wegener, "Solution of the knight's
+       Hamiltonian path problem on chessboards", Discrete Applied Mathematics 50(2):125-134,
+       1994.
     """
     start = board.check_square(start)
     parity = parity_proof(board, start, closed)
