@@ -1,17 +1,20 @@
 """Tests of the ``warnsdorff`` backend (search engine) against facts from outside the code.
 
 Facts: colour parity (no open tour from the minority colour of an odd board, no closed tour on
-an odd board); Schwenk 1991 (closed tours); Cull & De Curtins 1978 / Conrad et al. 1994 (open
-tours: none on 4x4, some on 3x4 and 3x7); existence of open tours from every majority-colour
-square of n x n, 5 <= n <= 12 (484 of the 620 start squares; the other 136 are excluded by
-parity). An independent brute-force Hamiltonian-path search (plain recursion, no pruning, in
-this file) checks the engine's exhaustive answers per start square on small boards, so the
-engine's pruning is shown sound there. Every tour goes through the verifier.
+an odd board); Schwenk 1991 (closed tours: every asked start must get one where the theorem
+says a closed tour exists, e.g. 5 x n and 7 x n for every even n >= 6); Cull & De Curtins 1978
+/ Conrad et al. 1994 (open tours: none on 4x4, some on 3x4 and 3x7); existence of open tours
+from every majority-colour square of n x n, 5 <= n <= 12 (484 of the 620 start squares; the
+other 136 are excluded by parity). An independent brute-force Hamiltonian-path search (plain
+recursion, no pruning, in this file) checks the engine's exhaustive answers per start square on
+small boards, so the engine's pruning is shown sound there. Every tour goes through the
+verifier.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 
 import numpy as np
@@ -21,7 +24,7 @@ from knights_tour.solvers import api
 from knights_tour.board import Board
 from knights_tour.result import Proof, Status
 from knights_tour.solvers import get_solver
-from knights_tour.solvers.warnsdorff import search, solve, warm_up
+from knights_tour.solvers.warnsdorff import HEURISTIC_NODES_PER_SQUARE, search, solve, warm_up
 from knights_tour.verify import verify_tour
 
 
@@ -66,7 +69,7 @@ def test_every_start_square_of_5_to_12_is_decided(n):
             decided["parity"] += 1
         else:
             assert r.status == Status.FOUND and r.checks["verifier"] is True, sq
-            assert r.tour[0] == sq and len(r.tour) == n * n
+            assert tuple(r.tour[0]) == sq and len(r.tour) == n * n
             assert n * n <= r.nodes <= 10 * n * n, (sq, r.nodes)
             decided["found"] += 1
     assert decided["found"] + decided["parity"] == n * n
@@ -124,7 +127,7 @@ def test_closed_tours_found_from_every_start_and_verified_closed(n):
     for sq in board.squares():
         r = api.solve(board, sq, closed=True)
         assert r.status == Status.FOUND and r.checks["verifier"] is True
-        assert r.tour[0] == sq
+        assert tuple(r.tour[0]) == sq
         assert verify_tour(board, r.tour, start=sq, closed=True).ok
 
 
@@ -150,7 +153,7 @@ def test_closed_3x6_proved_by_exhaustive_search():
 
 def test_one_square_board():
     r = api.solve(1, (0, 0))
-    assert r.status == Status.FOUND and r.tour == [(0, 0)] and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.tour.tolist() == [[0, 0]] and r.checks["verifier"] is True
 
 
 def test_1000x1000_corner_verified():
@@ -212,4 +215,66 @@ def test_middle_rows_of_4xn_answer_by_theorem():
     r = api.solve(Board(4, 50), (1, 20))
     assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM and "Posa" in r.proof_detail
     r = api.solve(Board(4, 50), (0, 0))
+    assert r.status == Status.FOUND and r.checks["verifier"] is True
+
+
+@pytest.mark.parametrize("rows", [5, 7])
+def test_closed_tours_on_5xn_and_7xn_from_every_asked_start(rows):
+    """Schwenk 1991: 5 x n and 7 x n have closed tours for every even n >= 6 (none for odd n,
+    by parity). Sampled n up to 1000, including n = 0 (mod 8) for 5 rows and the 7 x n boards
+    where Warnsdorff variants alone miss. The work stays linear: the attempts stop after
+    HEURISTIC_NODES_PER_SQUARE x N nodes and a construction counts N."""
+    rng = random.Random(rows)
+    for n in (6, 8, 10, 16, 48, 96, 104, 200, 400, 800, 1000, 7, 201):
+        board = Board(rows, n)
+        starts = [(rows // 2, n // 2)] + [(rng.randrange(rows), rng.randrange(n)) for _ in range(3)]
+        for sq in starts:
+            r = api.solve(board, sq, closed=True)
+            if n % 2:
+                assert r.status == Status.NO_TOUR and r.proof == Proof.PARITY
+                continue
+            assert r.status == Status.FOUND and r.checks["verifier"] is True, (n, sq)
+            assert tuple(r.tour[0]) == sq
+            assert r.nodes <= (HEURISTIC_NODES_PER_SQUARE + 1) * board.n_squares + 64, (n, sq)
+
+
+@pytest.mark.parametrize(
+    "rows, cols, squares",
+    [(5, 2001, [(4, 156), (4, 76), (2, 1000)]), (3, 2001, [(0, 1000), (1, 1), (2, 2000)]),
+     (7, 1001, [(3, 501)]), (999, 5, [(500, 2)]), (4, 2001, [(0, 7), (3, 1000)])],
+)
+def test_colour_rule_and_open_tours_on_long_boards(rows, cols, squares):
+    """Colour parity on odd boards: no open tour from the minority colour, and (Cull & De
+    Curtins 1978; Conrad et al. 1994: these boards have open tours) a verified tour from the
+    majority-colour squares asked, among them the ones the search alone left unknown."""
+    board = Board(rows, cols)
+    rng = random.Random(rows * cols)
+    sample = squares + [(rng.randrange(rows), rng.randrange(cols)) for _ in range(4)]
+    for sq in sample:
+        r = api.solve(board, sq)
+        if board.n_squares % 2 and Board.colour(sq) == 1:
+            assert r.status == Status.NO_TOUR and r.proof == Proof.PARITY, sq
+        elif rows == 4 and sq[0] in (1, 2):
+            assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM, sq
+        else:
+            assert r.status == Status.FOUND and r.checks["verifier"] is True, sq
+            assert tuple(r.tour[0]) == sq
+
+
+def test_tour_is_an_array_on_every_board_and_a_list_in_the_record():
+    for size in (5, 12, 201):
+        r = api.solve(size, (0, 0))
+        assert isinstance(r.tour, np.ndarray) and r.tour.shape == (size * size, 2)
+        record = json.loads(r.to_json())
+        assert record["tour"][:2] == r.tour[:2].tolist() and record["tour"][0] == [0, 0]
+
+
+def test_construction_respects_the_node_limit():
+    """A tour places rows*cols squares, searched or constructed (a construction counts
+    rows*cols nodes), so a smaller budget leaves the job unknown."""
+    board = Board(5, 96)
+    r = api.solve(board, (2, 48), closed=True, node_limit=board.n_squares - 1)
+    assert r.status == Status.UNKNOWN and r.reason == "node_limit" and r.tour is None
+    assert r.nodes < board.n_squares
+    r = api.solve(board, (2, 48), closed=True)
     assert r.status == Status.FOUND and r.checks["verifier"] is True

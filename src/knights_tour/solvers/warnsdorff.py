@@ -1,4 +1,5 @@
-"""The ``warnsdorff`` backend: complete DFS + Warnsdorff's rule, with proofs and restarts.
+"""The ``warnsdorff`` backend: complete DFS + Warnsdorff's rule, with proofs, restarts and a
+constructive fallback.
 
 How a job is answered
 ---------------------
@@ -6,62 +7,62 @@ How a job is answered
    Cull & De Curtins 1978 / Conrad et al. 1994 (open tours), Pósa's outer/inner argument (open
    tours from the middle rows of 4 × n) — gives ``no_tour`` at once.
 2. Otherwise a sequence of *attempts* of the compiled kernel
-   (:mod:`knights_tour.solvers.engine.kernel`): an iterative depth-first search with backtracking whose
-   moves are ordered by Warnsdorff's rule (fewest onward moves first; Warnsdorff 1823) with a
-   tie-break that varies between attempts — Roth's "farthest from the centre", Pohl's (1967)
-   second-level degree sum, fixed cyclic move orders (Squirrel & Cull 1996 study fixed move
-   orders; their specific per-(n mod 8) orders are *not* reproduced here) and seeded random
-   keys. Attempt budgets follow Luby's restart sequence (Luby, Sinclair & Zuckerman 1993) times
-   ``rows*cols + 16``; the node count reported is the total over all attempts.
-3. Every attempt is a *complete* search (all moves are candidates; pruning only cuts branches
+   (:mod:`knights_tour.solvers.engine.kernel`): an iterative depth-first search with
+   backtracking whose moves are ordered by Warnsdorff's rule (fewest onward moves first;
+   Warnsdorff 1823) with a tie-break that varies between attempts — Roth's "farthest from the
+   centre", Pohl's (1967) second-level degree sum, fixed cyclic move orders (Squirrel & Cull
+   1996 study fixed move orders; their specific per-(n mod 8) orders are *not* reproduced here)
+   and seeded random keys. Attempt budgets follow Luby's restart sequence (Luby, Sinclair &
+   Zuckerman 1993) times ``rows*cols + 16``; the node count reported is the total over all
+   attempts.
+3. On a board where a construction applies (:func:`knights_tour.solvers.construct.constructible`:
+   every board with a closed tour, odd × odd boards with sides >= 5, 3 × n with n odd), once
+   the attempts have spent :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes without a
+   tour, the tour is built by :mod:`knights_tour.solvers.construct` in time linear in the
+   squares (counted as ``rows*cols`` nodes; ``extra["via"]`` says so). If the construction
+   does not apply to the start (rare, e.g. the middle of 3 × 17) the attempts go on.
+4. Every attempt is a *complete* search (all moves are candidates; pruning only cuts branches
    no tour can complete, see the kernel docstring), so an attempt that runs out of branches
    proves ``no_tour`` (proof ``exhaustive``).
-4. If the node budget or the time limit runs out first, the answer is ``unknown`` with reason
+5. If the node budget or the time limit runs out first, the answer is ``unknown`` with reason
    ``node_limit`` or ``time_limit`` — never ``no_tour`` without a proof.
 
 Closed (re-entrant) tours: a closed tour through all squares can start anywhere, so the engine
-searches mostly from central squares (far more successful than corners: measured) and rotates
-the cycle to begin at ``start``. For *open* jobs on boards that have closed tours, every second
-attempt looks for a closed tour the same way (a rotated closed tour is an open tour from any
-square; ``extra["via"]`` says so), which rescues e.g. interior starts of 5 × 2000.
+searches mostly from central squares (far more successful than corners) and rotates the cycle
+to begin at ``start``. For *open* jobs on boards that have closed tours, every second attempt
+looks for a closed tour the same way (a rotated closed tour is an open tour from any square;
+``extra["via"]`` says so). On 3 × n boards, closed-tour attempts start on the middle square of
+an end line and cycle through the 16 fixed move orders, where central starts fail.
 
-Measured (this machine, shared, 2 cores; CPU seconds): all 620 start squares of n = 5..12
-decided with at most 2.33 × rows*cols nodes per start (48,596 nodes in total); 1000×1000 from a
-corner ~0.25 s solve + 0.03 s verify; 5000×5000 ~7 s, 0.9 GB peak RSS. See
-``benchmarks/bench_engine.py``.
+Known limits: 4 × n boards have no construction here (no closed blocks exist to build from);
+their open tours come from the search alone. Figures (nodes, seconds, decided counts) are in
+``benchmarks/README.md`` (``benchmarks/bench_engine.py``).
 
-3 × n boards: central starts fail there, so closed-tour attempts start on the middle square of
-an end line and cycle through the 16 fixed move orders (measured: 3 × 1000 closes in ~3N
-nodes); open jobs on even 3 × n then get a rotated closed tour.
-
-Known limits: no structured construction of the literature (e.g. Parberry 1997
-divide-and-conquer) is implemented; a start square whose tours Warnsdorff variants rarely find
-can still end ``unknown`` — measured: interior squares of long 3 × n boards with n odd (no
-closed tour to rotate), e.g. 3 × 2001 from (0, 1000) (3 × 201 from (0, 100) is found after
-~30 attempts, by a fixed move order). None among all open and closed
-jobs of m × n, 3 <= m <= n <= 12: all 6,270 are decided.
-
-Large boards: the tour is kept as a numpy ``int32`` array of shape ``(N, 2)`` when
-``rows*cols > LIST_TOUR_MAX`` (building millions of Python tuples would dominate the run time);
-:func:`knights_tour.verify.verify_tour` and :meth:`TourResult.to_dict` accept it.
+Tours are returned as numpy ``int32`` arrays of shape ``(N, 2)`` on every board, so the cost
+per square does not depend on the size; :func:`knights_tour.verify.verify_tour` and
+:meth:`TourResult.to_dict` (a list of ``[row, col]``) accept them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
-from knights_tour.solvers.engine import kernel as K
 from knights_tour.result import Proof, Status, TourResult
+from knights_tour.solvers import construct
+from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
 
 NAME = "warnsdorff"
 
-LIST_TOUR_MAX = 40_000
-"""Boards with more squares than this get the tour as a numpy (N, 2) int32 array."""
+HEURISTIC_NODES_PER_SQUARE = 2
+"""Nodes per square the attempts may spend before a construction is tried (where one applies)."""
+
+BLOCK_NODES_PER_SQUARE = 50
+"""Node budget per square of the search for an open tour of the start's block (construction)."""
 
 NODES_PER_SQUARE = 10
 """Default node budget per job is ``max(NODES_PER_SQUARE * rows * cols, MIN_DEFAULT_NODES)``."""
@@ -72,7 +73,7 @@ CHUNK_NODES = 1 << 20
 """Nodes per kernel call between wall-clock checks (roughly 10-50 ms)."""
 
 BYTES_PER_SQUARE = 24
-"""Rough peak memory of a search, per square (state arrays + the tour; measured ~19)."""
+"""Rough upper bound of the peak memory of a search, per square (state arrays + the tour)."""
 
 
 def _orders() -> list[tuple[int, ...]]:
@@ -112,15 +113,8 @@ def luby(i: int) -> int:
             k -= 1
 
 
-_FIRST = [
-    (K.TIE_ROTH, 0),
-    (K.TIE_POHL, 0),
-    (K.TIE_RANDOM, 0),
-    (K.TIE_FIXED, 3),
-    (K.TIE_ROTH, 9),
-    (K.TIE_RANDOM, 5),
-    (K.TIE_POHL, 12),
-]
+_FIRST = [(K.TIE_ROTH, 0), (K.TIE_POHL, 0), (K.TIE_RANDOM, 0), (K.TIE_FIXED, 3), (K.TIE_ROTH, 9),
+          (K.TIE_RANDOM, 5), (K.TIE_POHL, 12)]
 
 
 def _schedule(n_sq: int) -> Iterator[tuple[int, int, int, int]]:
@@ -189,17 +183,32 @@ class _Search:
         return out
 
 
-def _as_tour(arr: np.ndarray) -> list[Square] | np.ndarray:
-    if len(arr) > LIST_TOUR_MAX:
-        return arr
-    return [(int(r), int(c)) for r, c in arr.tolist()]
+def _block_path(block: Board, start: Square) -> np.ndarray | None:
+    """An open tour of a small block from ``start`` by :func:`search`, or None (the
+    ``block_path`` of :func:`knights_tour.solvers.construct.open_tour`)."""
+    r = search(block, start, node_limit=BLOCK_NODES_PER_SQUARE * block.n_squares + 1000)
+    return r.tour if r.status == Status.FOUND else None
+
+
+def _construction(board: Board, start: Square, closed: bool) -> tuple[np.ndarray, str] | None:
+    """The constructed tour from ``start`` and a note on how it was made, or None."""
+    if closed:
+        tour = construct.closed_tour(board, start)
+        note = "construction: closed tour of joined blocks, rotated to the start"
+    else:
+        tour = construct.open_tour(board, start, _block_path)
+        note = (
+            "construction: closed tour of joined blocks, rotated to the start"
+            if closed_tour_exists(board)
+            else "construction: open tour of joined blocks around the start"
+        )
+    return None if tour is None else (tour, note)
 
 
 def _closed_search_starts(board: Board, start: Square) -> list[Square]:
     """Squares to run closed-tour attempts from, in turn. A closed tour is a cycle through every
     square, so it can be searched from any square and rotated to begin on ``start``; searches
-    from central squares succeed far more often than from a corner (measured: 6x6 from a1 fails
-    every Warnsdorff attempt of 4 x 36 nodes, from c3 none fails)."""
+    from central squares succeed far more often than from a corner."""
     cr, cc = board.rows // 2, board.cols // 2
     out: list[Square] = []
     for dr, dc in ((0, 0), (-1, 0), (0, -1), (-1, -1), (1, 1), (-2, 0), (0, -2)):
@@ -208,8 +217,8 @@ def _closed_search_starts(board: Board, start: Square) -> list[Square]:
             out.append(sq)
     if start in out:
         out.remove(start)
-    # central squares first (the first attempt, Roth's tie-break from the centre, closes the
-    # tour on every square board measured up to 1000x1000), the asked start every fourth attempt
+    # central squares first (Roth's tie-break from the centre closes the tour greedily on
+    # square boards), the asked start every fourth attempt
     return out[:3] + [start]
 
 
@@ -224,8 +233,10 @@ def solve(
 ) -> TourResult:
     """Find a knight's tour of ``board`` from ``start`` or prove there is none.
 
-    First :func:`knights_tour.solvers.theory.no_tour_proof` (colour parity; Schwenk 1991 for closed
-    tours; Cull & De Curtins 1978 / Conrad et al. 1994 for open tours), then :func:`search`.
+    First :func:`knights_tour.solvers.theory.no_tour_proof` (colour parity; Schwenk 1991 for
+    closed tours; Cull & De Curtins 1978 / Conrad et al. 1994 for open tours), then the attempts
+    of :func:`search`, with a construction (:mod:`knights_tour.solvers.construct`) after
+    :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes where one applies.
 
     Parameters
     ----------
@@ -241,17 +252,19 @@ def solve(
         Search to the end (no node budget unless ``node_limit`` is given), so the answer is
         ``found`` or ``no_tour`` (proof ``exhaustive``) unless the time limit runs out.
     node_limit : int, optional
-        Total search nodes over all attempts; default :func:`default_node_limit` (or unlimited
-        with ``exhaustive``). On expiry ``unknown`` with reason ``node_limit``.
+        Total nodes over all attempts, a construction counting ``rows*cols``; default
+        :func:`default_node_limit` (or unlimited with ``exhaustive``). On expiry ``unknown``
+        with reason ``node_limit``.
 
     Returns
     -------
     TourResult
-        The engine's claim (not yet verified; :func:`knights_tour.solvers.api.solve` verifies it).
-        ``tour`` is a list of ``(row, col)`` of length ``rows*cols`` — or a numpy int32 array of
-        shape ``(rows*cols, 2)`` above :data:`LIST_TOUR_MAX` squares. ``nodes`` counts squares
-        placed on the path over all attempts (start squares included); ``elapsed_s`` is wall
-        time. ``extra["attempts"]`` is the number of attempts made.
+        The engine's claim (not yet verified; :func:`knights_tour.solvers.api.solve` verifies
+        it). ``tour`` is a numpy ``int32`` array of shape ``(rows*cols, 2)``, rows of
+        ``(row, col)``. ``nodes`` counts squares placed on the path over all attempts (start
+        squares included; a construction counts ``rows*cols``); ``elapsed_s`` is wall time.
+        ``extra["attempts"]`` is the number of attempts made, ``extra["via"]`` how a tour not
+        searched from ``start`` was made.
 
     Raises
     ------
@@ -266,9 +279,12 @@ def solve(
         result.status, result.proof, result.proof_detail = Status.NO_TOUR, proof[0], proof[1]
         result.elapsed_s = time.perf_counter() - began
         return result
-    return search(
+    fallback = None
+    if construct.constructible(board, closed):
+        fallback = lambda: _construction(board, start, closed)  # noqa: E731
+    return _search(
         board, start, closed=closed, time_limit_s=time_limit_s, exhaustive=exhaustive,
-        node_limit=node_limit, _began=began,
+        node_limit=node_limit, began=began, fallback=fallback,
     )
 
 
@@ -280,21 +296,110 @@ def search(
     time_limit_s: float | None = None,
     exhaustive: bool = False,
     node_limit: int | None = None,
-    _began: float | None = None,
 ) -> TourResult:
-    """The search alone, without the theorem shortcuts of :func:`solve` (same parameters and
-    result). Used by tests and the benchmark to show the search itself proves e.g. "no open tour
-    on 4x4" (proof ``exhaustive``).
+    """The search alone, without the theorem shortcuts and the constructions of :func:`solve`
+    (same parameters and result). Used by tests and the benchmark to show the search itself
+    proves e.g. "no open tour on 4x4" (proof ``exhaustive``).
 
     Raises
     ------
     InvalidSquareError
         If ``start`` is off the board.
     """
-    began = time.perf_counter() if _began is None else _began
-    start = board.check_square(start)
+    return _search(
+        board, board.check_square(start), closed=closed, time_limit_s=time_limit_s,
+        exhaustive=exhaustive, node_limit=node_limit, began=time.perf_counter(),
+    )
+
+
+def _too_large(board: Board) -> str | None:
+    """Why the engine cannot take the board (index range, free memory), or None."""
+    n_sq = board.n_squares
+    if (board.rows + 4) * (board.cols + 4) >= 2**31:
+        return f"board too large for the engine ({n_sq} squares)"
+    if n_sq * BYTES_PER_SQUARE > 1 << 28:  # only big boards can exhaust memory
+        try:
+            import psutil
+
+            available = psutil.virtual_memory().available
+        except Exception:  # pragma: no cover - psutil is a dependency; be robust anyway
+            return None
+        if n_sq * BYTES_PER_SQUARE > available:
+            return (
+                f"board too large for available memory ({n_sq} squares, "
+                f"~{n_sq * BYTES_PER_SQUARE / 2**30:.1f} GiB needed)"
+            )
+    return None
+
+
+class _Plan:
+    """Where and how each attempt of one job searches (see the module docstring).
+
+    A closed tour, rotated, is also an open tour from any square. For open tours on boards that
+    have closed ones (Schwenk 1991), every second attempt therefore searches for a closed tour
+    from a central square. Such an attempt proves nothing about open tours when it is
+    exhausted; it is then just a failed attempt."""
+
+    def __init__(self, board: Board, start: Square, closed: bool) -> None:
+        n_sq = board.n_squares
+        self.start, self.closed = start, closed
+        self.closed_starts = _closed_search_starts(board, start)
+        self.thin = min(board.rows, board.cols) == 3 and n_sq >= 30
+        self.thin_starts = [(1, 0), (0, 1)] if board.rows == 3 else [(0, 1), (1, 0)]
+        self.via_closed = not closed and n_sq >= 30 and closed_tour_exists(board)
+        self.n_closed = 0
+
+    def attempt(
+        self, number: int, tie: int, order: int, budget: int, left: int | None
+    ) -> tuple[Square, bool, int, int, int]:
+        """``(from_sq, closed, tie, order, budget)`` of attempt ``number`` (1-based)."""
+        att_closed = self.closed or (self.via_closed and number % 2 == 0)
+        if not att_closed:
+            return self.start, False, tie, order, budget
+        k = self.n_closed
+        self.n_closed += 1
+        if self.thin and k % 4 != 3:
+            # 3 x n: fixed move orders from the middle square of an end line close the tour
+            # with little backtracking where central starts and other tie-breaks fail; cycle
+            # through all 16 orders
+            j = k - k // 4
+            budget = 4 * budget if left is None else min(4 * budget, left)
+            return self.thin_starts[j % 2], True, K.TIE_FIXED, (j // 2) % 16, budget
+        if not self.closed and k % 2 == 0:
+            tie = K.TIE_ROTH  # closes big boards greedily from the centre
+        return self.closed_starts[k % len(self.closed_starts)], True, tie, order, budget
+
+
+def _run_attempt(
+    engine: _Search, budget: int, closed: bool, tie: int, order: int, deadline: float | None
+) -> int:
+    """Run the started attempt in slices of :data:`CHUNK_NODES` until it ends, its ``budget``
+    is spent (``K.RUNNING``) or the deadline passes (``-1``); returns the kernel status."""
+    while True:
+        if deadline is not None and time.perf_counter() >= deadline:
+            return -1
+        room = budget - int(engine.st[K.ST_NODES])
+        if room <= 0:
+            return K.RUNNING
+        status = engine.run(min(room, CHUNK_NODES), closed, tie, order)
+        if status != K.RUNNING:
+            return status
+
+
+def _search(
+    board: Board,
+    start: Square,
+    *,
+    closed: bool,
+    time_limit_s: float | None,
+    exhaustive: bool,
+    node_limit: int | None,
+    began: float,
+    fallback: Callable[[], tuple[np.ndarray, str] | None] | None = None,
+) -> TourResult:
+    """The attempts of one job (module docstring); ``fallback`` is the construction, called
+    once after :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes if the budget allows."""
     result = TourResult(board.rows, board.cols, start, NAME, closed=closed)
-    kind = "closed" if closed else "open"
 
     def finish(status: Status, **kw: object) -> TourResult:
         result.status = status
@@ -305,122 +410,88 @@ def search(
 
     n_sq = board.n_squares
     if n_sq == 1 and not closed:
-        return finish(Status.FOUND, tour=[start], nodes=1)
-    available = None
-    if n_sq * BYTES_PER_SQUARE > 1 << 28:  # only big boards can exhaust memory
-        try:
-            import psutil
-
-            available = psutil.virtual_memory().available
-        except Exception:  # pragma: no cover - psutil is a dependency; be robust anyway
-            available = None
-    if (board.rows + 4) * (board.cols + 4) >= 2**31:
-        return finish(Status.UNKNOWN, reason=f"board too large for the engine ({n_sq} squares)")
-    if available is not None and n_sq * BYTES_PER_SQUARE > available:
-        return finish(
-            Status.UNKNOWN,
-            reason=f"board too large for available memory ({n_sq} squares, "
-            f"~{n_sq * BYTES_PER_SQUARE / 2**30:.1f} GiB needed)",
-        )
-
+        return finish(Status.FOUND, tour=np.array([start], np.int32), nodes=1)
+    too_large = _too_large(board)
+    if too_large is not None:
+        return finish(Status.UNKNOWN, reason=too_large)
     if node_limit is not None:
         total_budget: int | None = max(0, int(node_limit))
-    elif exhaustive:
-        total_budget = None
     else:
-        total_budget = default_node_limit(board)
+        total_budget = None if exhaustive else default_node_limit(board)
     deadline = began + time_limit_s if time_limit_s is not None else None
-    # A closed tour, rotated, is also an open tour from any square. For open tours on boards
-    # that have closed ones (Schwenk 1991), every second attempt therefore searches for a closed
-    # tour from a central square: this rescues starts where Warnsdorff's rule struggles (e.g.
-    # interior squares of thin boards such as 5x2000). Such an attempt proves nothing about
-    # open tours when it is exhausted; it is then just a failed attempt.
-    closed_starts = _closed_search_starts(board, start)
-    thin = min(board.rows, board.cols) == 3 and n_sq >= 30
-    thin_starts = [(1, 0), (0, 1)] if board.rows == 3 else [(0, 1), (1, 0)]
-    via_closed = not closed and n_sq >= 30 and closed_tour_exists(board)
-
+    plan = _Plan(board, start, closed)
     engine = _Search(board)
-    nodes = 0
-    attempts = 0
-    n_closed = 0
+    nodes = attempts = 0
     for tie, order, seed, budget in _schedule(n_sq):
         left = None if total_budget is None else total_budget - nodes
         if left is not None and left <= 0:
             break
-        if left is not None:
-            budget = min(budget, left)
+        if fallback is not None and nodes >= HEURISTIC_NODES_PER_SQUARE * n_sq:
+            affordable = left is None or left >= n_sq
+            made = fallback() if affordable else None
+            fallback = None
+            if made is not None:
+                extra = {"attempts": attempts, "via": made[1]}
+                return finish(Status.FOUND, tour=made[0], nodes=nodes + n_sq, extra=extra)
         attempts += 1
-        att_closed = closed or (via_closed and attempts % 2 == 0)
-        if att_closed and thin and n_closed % 4 != 3:
-            # 3 x n: fixed move orders from the middle square of an end line close the tour
-            # with little backtracking (measured: 3x1000 in ~3N nodes for 6 of the 16 orders),
-            # where central starts and other tie-breaks fail; cycle through all 16 orders
-            k = n_closed - n_closed // 4
-            from_sq = thin_starts[k % 2]
-            tie, order = K.TIE_FIXED, (k // 2) % 16
-            budget = 4 * budget if left is None else min(4 * budget, left)
-            n_closed += 1
-        elif att_closed:
-            from_sq = closed_starts[n_closed % len(closed_starts)]
-            if not closed and n_closed % 2 == 0:
-                tie = K.TIE_ROTH  # closes big boards greedily from the centre (measured)
-            n_closed += 1
-        else:
-            from_sq = start
+        from_sq, att_closed, tie, order, budget = plan.attempt(
+            attempts, tie, order, budget if left is None else min(budget, left), left
+        )
         engine.start(from_sq, att_closed, tie, order, seed)
-        spent_before = nodes
-        while True:
-            if deadline is not None and time.perf_counter() >= deadline:
-                nodes = spent_before + int(engine.st[K.ST_NODES])
-                return finish(
-                    Status.UNKNOWN, reason="time_limit", nodes=nodes, extra={"attempts": attempts}
+        status = _run_attempt(engine, budget, att_closed, tie, order, deadline)
+        nodes += int(engine.st[K.ST_NODES])
+        if status == -1:
+            return finish(
+                Status.UNKNOWN, reason="time_limit", nodes=nodes, extra={"attempts": attempts}
+            )
+        if status == K.FOUND:
+            return finish(Status.FOUND, nodes=nodes,
+                          **_found(engine, board, start, from_sq, closed, attempts))
+        if status == K.EXHAUSTED and att_closed == closed:
+            detail = (
+                f"complete backtracking search from {board.algebraic(from_sq)} found no "
+                f"{'closed' if closed else 'open'} tour ({nodes} nodes; only branches no tour "
+                "can complete were pruned)"
+            )
+            if from_sq != start:
+                detail += (
+                    "; a closed tour passes through every square, so none starts on "
+                    f"{board.algebraic(start)} either"
                 )
-            room = budget - int(engine.st[K.ST_NODES])
-            status = engine.run(min(room, CHUNK_NODES), att_closed, tie, order) if room > 0 else 0
-            if status == K.FOUND:
-                nodes = spent_before + int(engine.st[K.ST_NODES])
-                tour = engine.tour_array()
-                extra: dict[str, object] = {"attempts": attempts}
-                if from_sq != start:  # a closed tour: rotate the cycle to begin on the start
-                    at = int(np.flatnonzero((tour[:, 0] == start[0]) & (tour[:, 1] == start[1]))[0])
-                    tour = np.roll(tour, -at, axis=0)
-                    if not closed:
-                        extra["via"] = "closed tour rotated to the start"
-                return finish(Status.FOUND, tour=_as_tour(tour), nodes=nodes, extra=extra)
-            if status == K.EXHAUSTED and att_closed != closed:
-                break  # a closed-tour attempt for an open job: no proof either way
-            if status == K.EXHAUSTED:
-                nodes = spent_before + int(engine.st[K.ST_NODES])
-                detail = (
-                    f"complete backtracking search from {board.algebraic(from_sq)} found no "
-                    f"{kind} tour ({nodes} nodes; only branches no tour can complete were pruned)"
-                )
-                if from_sq != start:
-                    detail += (
-                        "; a closed tour passes through every square, so none starts on "
-                        f"{board.algebraic(start)} either"
-                    )
-                return finish(
-                    Status.NO_TOUR,
-                    proof=Proof.EXHAUSTIVE,
-                    proof_detail=detail,
-                    nodes=nodes,
-                    extra={"attempts": attempts},
-                )
-            if int(engine.st[K.ST_NODES]) >= budget:
-                break
-        nodes = spent_before + int(engine.st[K.ST_NODES])
+            return finish(Status.NO_TOUR, proof=Proof.EXHAUSTIVE, proof_detail=detail,
+                          nodes=nodes, extra={"attempts": attempts})
     return finish(Status.UNKNOWN, reason="node_limit", nodes=nodes, extra={"attempts": attempts})
 
 
+def _found(
+    engine: _Search, board: Board, start: Square, from_sq: Square, closed: bool, attempts: int
+) -> dict[str, object]:
+    """``tour`` and ``extra`` of a found tour; a closed tour searched from another square is
+    rotated to begin on ``start``."""
+    tour = engine.tour_array()
+    extra: dict[str, object] = {"attempts": attempts}
+    if from_sq != start:
+        at = int(np.flatnonzero((tour[:, 0] == start[0]) & (tour[:, 1] == start[1]))[0])
+        tour = np.roll(tour, -at, axis=0)
+        if not closed:
+            extra["via"] = "closed tour rotated to the start"
+    return {"tour": tour, "extra": extra}
+
+
 def warm_up() -> float:
-    """Compile (or load from numba's on-disk cache) the search kernel by solving a 5×5 board;
-    call once at worker start so the first job does not pay for it. Returns seconds taken."""
+    """Compile (or load from numba's on-disk cache) the search and construction kernels by
+    solving small boards; call once at worker start so the first job does not pay for it.
+    Returns seconds taken."""
     began = time.perf_counter()
     solve(Board(5, 5), (0, 0))
     solve(Board(6, 6), (0, 0), closed=True)
+    construct.closed_tour(Board(6, 12), (0, 0))
+    construct.closed_tour(Board(3, 24), (0, 0))
+    construct.open_tour(Board(3, 29), (0, 14), _block_path)
+    construct.open_tour(Board(5, 15), (2, 8), _block_path)
     return time.perf_counter() - began
 
 
-__all__ = ["solve", "search", "warm_up", "default_node_limit", "NAME", "LIST_TOUR_MAX"]
+__all__ = [
+    "solve", "search", "warm_up", "default_node_limit", "NAME", "HEURISTIC_NODES_PER_SQUARE",
+]
