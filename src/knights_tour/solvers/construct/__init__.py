@@ -25,9 +25,12 @@ Method
 
 Which boards: :func:`closed_tour` covers every board with a closed tour (Schwenk 1991);
 :func:`open_tour` adds the odd × odd boards with sides >= 5 and the 3 × n boards with n odd —
-from any majority-colour square for which a block or strip search finds a path (in the tests:
-every such square of 3 × n, 21 <= n <= 79, and of odd n × n, 5 <= n <= 15). 4 × n boards
-(no closed tours, no closed blocks) are left to the search.
+from any majority-colour square for which a block or strip search finds a path. That was every
+majority-colour square tried: all of them on 3 × n for odd n from 21 to 79 and n = 101, 201,
+2001, and on m × n for odd 5 <= m <= 15, m <= n <= 31 (the tests sample these). On 3 × 17 and
+3 × 19 the middle squares (0, 8) and (1, 9) get no construction (their strip is the whole
+board); the search finds those tours. 4 × n boards (no closed tours, so no closed blocks) are
+left to the search.
 
 References
 ----------
