@@ -33,6 +33,7 @@ import numpy as np
 from knights_tour.board import Board, Square
 from knights_tour.solvers.construct import kernel as CK
 from knights_tour.solvers.construct.blocks import block_tour
+from knights_tour.solvers.construct.tiling import neighbour_table
 
 THIN_BLOCKS = tuple(range(10, 23, 2))
 """Widths of the stored closed 3 × k block tours."""
@@ -178,12 +179,7 @@ def lay_closed(nb: np.ndarray, cols: int, x0: int, width: int) -> bool:
     shapes = sorted(set(widths))
     tables = []
     for k in shapes:
-        t = block_tour(3, k)
-        idx = t[:, 0] * k + t[:, 1]
-        table = np.empty((3 * k, 2), np.int32)
-        table[idx, 0] = np.roll(idx, 1)
-        table[idx, 1] = np.roll(idx, -1)
-        tables.append(table.ravel())
+        tables.append(neighbour_table(block_tour(3, k), k, closed=True).ravel())
     tables.append(np.full(2 * 3 * CONNECTOR_WIDTH, -1, np.int32))  # connectors, filled below
     parts: list[int] = []
     types: list[int] = []

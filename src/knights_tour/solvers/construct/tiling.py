@@ -106,7 +106,7 @@ def odd_part_options(
         yield head + [odd] + tail, len(head)
 
 
-def _neighbour_table(tour: np.ndarray, cols: int, closed: bool) -> np.ndarray:
+def neighbour_table(tour: np.ndarray, cols: int, closed: bool) -> np.ndarray:
     """Tour neighbours of each square of a block, by local index ``r * cols + c``: ``(n, 2)``
     int32, ``-1`` for the missing neighbour of a path end."""
     idx = tour[:, 0].astype(np.int32) * cols + tour[:, 1]
@@ -154,12 +154,12 @@ def assemble(
         for j, w in enumerate(col_parts):
             if path_block is not None and (i, j) == path_block[:2]:
                 btype[i, j] = len(tables)
-                tables.append(_neighbour_table(path_block[2], w, closed=False))
+                tables.append(neighbour_table(path_block[2], w, closed=False))
                 type_cols.append(w)
                 continue
             if (h, w) not in shapes:
                 shapes[(h, w)] = len(tables)
-                tables.append(_neighbour_table(block_tour(h, w), w, closed=True))
+                tables.append(neighbour_table(block_tour(h, w), w, closed=True))
                 type_cols.append(w)
             btype[i, j] = shapes[(h, w)]
     sizes = np.array([t.size for t in tables], np.int64)
