@@ -59,7 +59,7 @@ def test_services_and_redis_hardening():
     for svc in services.values():
         for port in svc.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), port
-    assert redis["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
+    assert redis["healthcheck"]["test"][1:] == ["redis-cli", "-e", "ping"]
     assert services["worker"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
