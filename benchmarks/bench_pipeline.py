@@ -23,8 +23,10 @@ from collections import Counter
 
 from knights_tour.service.local import EmbeddedRedis, LocalWorkers
 from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.store.batches import collect, connect, wait_for_batch
-from knights_tour.tasks import submit_batch
+from knights_tour.service.batches import wait_for_batch
+from knights_tour.store.batches import collect
+from knights_tour.store.connection import connect
+from knights_tour.service.batches import submit_batch
 
 
 def run_once(url: str, workers: int, chunk: int, verify: str | None,

@@ -102,7 +102,7 @@ def redis_db_url(redis_server: object) -> Iterator[str]:
 @pytest.fixture
 def redis_client(redis_db_url: str) -> Iterator[redis.Redis]:
     """A decode_responses client on this test's own database (checked with PING)."""
-    from knights_tour.store.batches import connect
+    from knights_tour.store.connection import connect
 
     client = connect(redis_db_url)
     try:
@@ -151,12 +151,12 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
 def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point settings (and so the task's Redis client and Celery app) at this test's database,
     for calling task functions in-process against the real Redis (no worker needed)."""
-    import knights_tour.tasks as tasks
+    import knights_tour.service.execution as execution
     from knights_tour.worker import use_redis
 
     monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
     get_settings.cache_clear()
-    monkeypatch.setattr(tasks, "_redis_client", None)
+    monkeypatch.setattr(execution, "_redis_client", None)
     use_redis(redis_db_url)
     yield redis_db_url
     get_settings.cache_clear()

@@ -26,6 +26,7 @@ import pytest
 
 from knights_tour.store import keys
 from knights_tour.store import batches as store
+from knights_tour.store.connection import connect
 from knights_tour.service.collector import (
     INDEX_FILE,
     collect_finished,
@@ -159,7 +160,7 @@ def test_overlapping_collections_write_each_report_exactly_once(redis_client, re
     barrier = threading.Barrier(6)
 
     def one():
-        client = store.connect(redis_db_url)
+        client = connect(redis_db_url)
         barrier.wait()
         for _ in range(3):
             results.append(collect_finished(client, out))
@@ -215,7 +216,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_url, tmp_path):
     from knights_tour.service.local import LocalWorkers
 
-    r = store.connect(redis_db_url)
+    r = connect(redis_db_url)
     reports = tmp_path / "reports"
     schedule = tmp_path / "schedule.toml"
     schedule.write_text(SCHEDULE)

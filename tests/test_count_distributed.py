@@ -18,8 +18,9 @@ from knights_tour.store import keys
 from knights_tour.board import Board
 from knights_tour.cli import main
 from knights_tour.core.counting import plan_count
-from knights_tour.store.batches import connect
-from knights_tour.tasks import TASK_COUNT_SUBJOBS, submit_count
+from knights_tour.store.connection import connect
+from knights_tour.service.counts import submit_count, wait_for_count
+from knights_tour.worker import TASK_COUNT_SUBJOBS
 from knights_tour.worker import app, use_redis
 
 OEIS_5X5 = [
@@ -102,7 +103,7 @@ def test_killed_worker_count_still_exact(local_workers, module_redis_url):
     status = count_store.count_status(r, cid)
     assert not status["complete"], "count finished before the kill; test proves nothing"
     killed = local_workers.kill_one(0)
-    status = count_store.wait_for_count(r, cid, timeout_s=240)
+    status = wait_for_count(r, cid, timeout_s=240)
     assert status["complete"], status
     report = count_store.assemble_count(r, cid, plan)
     assert report.total == 6_637_920
@@ -120,7 +121,7 @@ def test_malformed_subjob_is_an_error_not_a_hang(local_workers, module_redis_url
     bad = plan.subjobs[0].to_dict() | {"prefix": [[0, 0], [0, 1]]}  # not a knight move
     use_redis(module_redis_url)
     app.send_task(TASK_COUNT_SUBJOBS, args=[cid, [bad]], queue=keys.QUEUE, ignore_result=True)
-    status = count_store.wait_for_count(r, cid, timeout_s=60)
+    status = wait_for_count(r, cid, timeout_s=60)
     assert status["errors"] == 1 and not status["complete"]
     r.close()
 

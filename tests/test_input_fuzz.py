@@ -198,7 +198,7 @@ def test_job_from_dict_validates_every_field(data):
 def test_any_message_body_becomes_records_not_a_crash(task_env):
     """The task body on malformed messages: each entry is one record (error for the invalid
     ones), nothing raises; a batch id is still required to be a string by Celery's signature."""
-    from knights_tour.store.batches import connect
+    from knights_tour.store.connection import connect
     from knights_tour.tasks import run_jobs
 
     r = connect(task_env)

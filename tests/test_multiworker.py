@@ -23,6 +23,7 @@ import time
 import pytest
 
 from knights_tour.store import batches as store
+from knights_tour.store.connection import connect
 from knights_tour.cli import main
 from knights_tour.settings import get_settings
 from knights_tour.verify import verify_tour
@@ -116,7 +117,7 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     assert out.splitlines()[-1].startswith(f"batch {batch_id}: 100/100 jobs done (complete)")
 
     # the records: every job done once, by both workers, each tour valid and CP-SAT-checked
-    r = store.connect(url)
+    r = connect(url)
     records = store.collect(r, batch_id)
     r.close()
     assert len(records) == 100

@@ -18,8 +18,6 @@ from celery.schedules import crontab, schedule
 
 from knights_tour.service.schedule import (
     COLLECT_ENTRY,
-    TASK_COLLECT,
-    TASK_SUBMIT_SWEEP,
     InvalidScheduleError,
     ScheduleFileScheduler,
     Sweep,
@@ -32,6 +30,7 @@ from knights_tour.service.schedule import (
     schedule_from_settings,
 )
 from knights_tour.settings import get_settings
+from knights_tour.worker import TASK_COLLECT, TASK_SUBMIT_SWEEP
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "schedule.example.toml"
@@ -64,7 +63,7 @@ def _check_example(config):
     assert sched[COLLECT_ENTRY]["task"] == TASK_COLLECT
     assert sched[COLLECT_ENTRY]["schedule"].run_every == timedelta(minutes=5)
     assert sched[COLLECT_ENTRY]["options"]["expires"] == 300  # a late collection is dropped
-    from knights_tour.tasks import BATCH_PRIORITY
+    from knights_tour.worker import BATCH_PRIORITY
 
     # Redis transport: lower number = served first; beat's tasks overtake queued batch chunks
     assert all(e["options"]["priority"] < BATCH_PRIORITY for e in sched.values())

@@ -21,17 +21,17 @@ from knights_tour.service.local import STATE_FILE, EmbeddedRedis, free_port
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings
+from knights_tour.service.batches import wait_for_batch
+from knights_tour.service.waiting import WaitHooks
 from knights_tour.store.batches import (
     batch_jobs,
     batch_status,
     collect,
-    connect,
     create_batch,
     list_batches,
-    mask_url,
     save_record,
-    wait_for_batch,
 )
+from knights_tour.store.connection import connect, mask_url
 from knights_tour.verify import verify_tour
 
 
@@ -165,7 +165,8 @@ def test_wait_for_batch_reports_progress_and_times_out(redis_client, records_5x5
     batch_id = create_batch(redis_client, jobs[:2], {})
     save_record(redis_client, batch_id, records[0])
     seen = []
-    status = wait_for_batch(redis_client, batch_id, timeout_s=0.3, on_progress=seen.append, poll_s=0.05)
+    status = wait_for_batch(redis_client, batch_id, timeout_s=0.3,
+                            hooks=WaitHooks(on_progress=seen.append), poll_s=0.05)
     assert not status["complete"] and status["done"] == 1 and seen and seen[-1]["done"] == 1
     save_record(redis_client, batch_id, records[1])
     assert wait_for_batch(redis_client, batch_id, timeout_s=5)["complete"]

@@ -30,6 +30,19 @@ KNIGHT_OFFSETS: tuple[tuple[int, int], ...] = (
 )
 """The eight knight moves as ``(d_row, d_col)``, clockwise from "two up, one right"."""
 
+
+
+def is_knight_move(a: Sequence[int], b: Sequence[int]) -> bool:
+    """True if a knight moves from square ``a`` to square ``b`` (``(row, col)`` pairs) in one
+    move; the board's edges are not checked.
+
+    >>> is_knight_move((0, 0), (2, 1)), is_knight_move((0, 0), (1, 1))
+    (True, False)
+    """
+    dr, dc = abs(a[0] - b[0]), abs(a[1] - b[1])
+    return (dr, dc) in ((1, 2), (2, 1))
+
+
 MAX_SIDE = 100_000
 """Largest side length accepted anywhere (solvers may set tighter limits of their own)."""
 

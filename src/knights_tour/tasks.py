@@ -1,94 +1,23 @@
-"""Celery tasks (a thin adapter) and batch submission.
+"""The Celery tasks: thin bodies, the worker-side entry (laid out like Celery's
+``examples/next-steps/proj/tasks.py``).
 
-The task :func:`run_jobs` takes a batch id and a chunk of job dicts (JSON), validates each with
-:meth:`knights_tour.core.jobs.Job.from_dict` (an invalid job becomes an ``error`` record, never a
-crash), runs it with :func:`knights_tour.core.jobs.run_job`, and writes each record under its own job
-key with :func:`knights_tour.store.batches.save_record`. All the logic lives in ``jobs`` and ``store``.
-
-:func:`submit_batch` registers a batch in Redis and sends its jobs in chunks; pair it with
-:func:`knights_tour.store.batches.wait_for_batch` and :func:`knights_tour.store.batches.collect`.
+Each task takes JSON arguments and hands them to a service function; the names are spelled in
+:mod:`knights_tour.worker` and the app loads this module through its ``include``. Nothing in
+the package imports this module.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import time
-from collections import Counter
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-import redis
-
-from knights_tour.store import keys
-from knights_tour.core.jobs import Job, error_record, run_job
+from knights_tour import worker
+from knights_tour.service import collector, execution, schedule
 from knights_tour.settings import get_settings
-from knights_tour.store.batches import (
-    REDIS_ERRORS,
-    batch_status,
-    connect,
-    create_batch,
-    save_record,
-    wait_for_batch,
-)
-from knights_tour.worker import DEFAULT_REDIS_URL, TASK_RUN_JOBS, app, use_redis
+from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.worker import app
 
 log = logging.getLogger(__name__)
-
-BATCH_PRIORITY = 6
-"""Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
-6, 9 (kombu ``priority_steps``; each step is its own list), so re-sent lost jobs
-(:data:`RECOVERY_PRIORITY`) overtake the queued rest of the batch instead of waiting behind it."""
-
-RECOVERY_PRIORITY = 0
-"""Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
-
-DEFAULT_CHUNK_SIZE = 16
-"""Jobs per task. Measured (``benchmarks/bench_pipeline.py``, 2 local workers, 2-core machine
-shared with other load) on the 620-job sweep n=5..12, engine only: one job per task (620
-tasks) took 4.6-7.1 s of wall time, chunks of 16 (39 tasks) 1.5-2.4 s, chunks of 64 about the
-same as 16; the solving itself is ~0.2 s, so per-task Celery/Redis round trips dominate.
-With ``--verify cpsat`` (CP-SAT ~170 s of worker time) chunks of 16 were not slower than 4 or 1.
-Each job still gets its own record key."""
-
-SAVE_RETRY_S = 30.0
-"""How long a task keeps retrying to store a record while Redis is unreachable."""
-
-_redis_client: redis.Redis | None = None
-
-
-def _redis() -> redis.Redis:
-    """This process's Redis client for records (same server as the broker); created lazily."""
-    global _redis_client
-    if _redis_client is None:
-        _redis_client = connect(get_settings().redis_url or DEFAULT_REDIS_URL)
-    return _redis_client
-
-
-def _save(batch_id: str, record: Mapping[str, Any]) -> None:
-    """save_record, retrying for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
-    deadline = time.monotonic() + SAVE_RETRY_S
-    delay = 0.2
-    while True:
-        try:
-            save_record(_redis(), batch_id, record)
-            return
-        except REDIS_ERRORS:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-
-def _invalid_key(job_dict: object) -> str:
-    """A stable key for a job dict that failed validation (so a re-delivery overwrites)."""
-    try:
-        text = json.dumps(job_dict, sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        text = repr(job_dict)
-    return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
-
 
 JOB_TASK_OPTIONS: dict[str, Any] = {
     "acks_late": True,
@@ -101,345 +30,62 @@ JOB_TASK_OPTIONS: dict[str, Any] = {
 acknowledgement, and retries with back-off when Redis is briefly unreachable."""
 
 
-@app.task(name=TASK_RUN_JOBS, bind=True, **JOB_TASK_OPTIONS)
+def _resend(batch_id: str) -> execution.Send:
+    """Send more jobs of ``batch_id`` at recovery priority (hand-off, lost jobs)."""
+
+    def send(job_dicts: list[dict[str, Any]]) -> None:
+        worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts],
+                    priority=worker.RECOVERY_PRIORITY)
+
+    return send
+
+
+@app.task(name=worker.TASK_RUN_JOBS, bind=True, **JOB_TASK_OPTIONS)
 def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Run a chunk of jobs of batch ``batch_id`` and store one record per job.
-
-    Each job is leased first (:mod:`knights_tour.store.leases`): a job already recorded is skipped,
-    so a duplicate delivery never runs it again; a job leased by another live task is waited
-    for; a job whose workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record
-    (``error_type`` ``WorkerLost``). Records carry ``attempts`` (starts since the last record).
-
-    Parameters
-    ----------
-    batch_id : str
-    job_dicts : list of dict
-        Jobs as :meth:`Job.to_dict` gives them (untrusted: each is validated).
-
-    Returns
-    -------
-    dict
-        A tiny summary: ``batch_id``, ``jobs`` (records written), ``counts`` by status,
-        ``worker`` (node name) and ``elapsed_s``.
-    """
-    from knights_tour.store import leases as recovery
-
-    began = time.perf_counter()
-    worker = getattr(self.request, "hostname", None)
-    counts: Counter[str] = Counter()
-    if not isinstance(job_dicts, list):
-        job_dicts = [job_dicts]
-    valid: list[Job] = []
-    for raw in job_dicts:
-        try:
-            valid.append(Job.from_dict(raw))
-        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
-            record = error_record(raw, exc, batch_id, job_key=_invalid_key(raw))
-            record["worker"] = worker
-            _save(batch_id, record)
-            counts[record["status"]] += 1
-    # Lease every job of the chunk (recovery re-sends them if this worker dies); a job whose
-    # record is already stored is skipped (late duplicate delivery), one leased by another live
-    # task is waited for after the rest (recovery.wait_for_claim).
-    r = _redis()
-    keeper = recovery.keeper()
-    outcome = recovery.claim_all(keeper, r, batch_id, [j.key for j in valid])
-    counts["skipped"] += sum(1 for o in outcome.values() if o == recovery.DONE)
-    mine = [j for j in valid if outcome[j.key] == recovery.CLAIMED]
-    held = {j.key: j for j in valid if outcome[j.key] == recovery.HELD}
-    max_attempts = get_settings().max_attempts
-
-    def run_one(job: Job) -> dict[str, Any]:
-        attempts = keeper.begin(r, batch_id, job.key)
-        if attempts > max_attempts:
-            record = error_record(
-                job, f"worker lost {attempts - 1} times while running this job; given up",
-                batch_id,
-            )
-            record["error_type"] = "WorkerLost"
-            record["worker"] = worker
-        else:
-            record = run_job(job, batch_id=batch_id, worker=worker)
-        record["attempts"] = attempts
-        _save(batch_id, record)
-        keeper.release(r, batch_id, job.key, finished=True)
-        counts[record["status"]] += 1
-        return record
-
-    try:
-        for i, job in enumerate(mine):
-            record = run_one(job)
-            if record.get("error_type") == "SoftTimeLimitExceeded":
-                rest = [j for j in mine[i + 1:]] + list(held.values())
-                for j in mine[i + 1:]:
-                    keeper.release(r, batch_id, j.key, finished=False)
-                held = {}
-                if rest:  # hand the jobs this task has no time left for to a fresh task
-                    self.app.send_task(
-                        TASK_RUN_JOBS, args=[batch_id, [j.to_dict() for j in rest]],
-                        queue=keys.QUEUE, ignore_result=True, priority=RECOVERY_PRIORITY,
-                    )
-                    recovery.mark_requeued(r, batch_id, [j.key for j in rest])
-                break
-        if held:
-            wait_s = 3 * keeper.lease_s
-            for key, got in recovery.wait_for_claim(keeper, r, batch_id, list(held), wait_s):
-                if got == recovery.CLAIMED:
-                    run_one(held[key])
-                else:
-                    counts["skipped"] += 1
-    finally:
-        ours = {keys.batch_lease(batch_id, j.key): j.key for j in valid}
-        for lease in keeper.held():  # an exception: free what we hold for a redelivery
-            if lease in ours:
-                keeper.release(r, batch_id, ours[lease], finished=False)
-    if not counts["skipped"]:
-        del counts["skipped"]
-    # Workers also re-send jobs of this batch lost with another worker, so a batch heals
-    # while any of its tasks still run, with or without a waiting client.
-    try:
-        recovery.recover_batch(r, batch_id, lambda bid, dicts: self.app.send_task(
-            TASK_RUN_JOBS, args=[bid, dicts], queue=keys.QUEUE, ignore_result=True,
-            priority=RECOVERY_PRIORITY,
-        ))
-    except REDIS_ERRORS:
-        pass
-    return {
-        "batch_id": batch_id,
-        "jobs": sum(counts.values()),
-        "counts": dict(counts),
-        "worker": worker,
-        "elapsed_s": round(time.perf_counter() - began, 6),
-    }
+    """Run a chunk of jobs of batch ``batch_id`` and store one record per job
+    (:func:`knights_tour.service.execution.run_chunk`); returns its summary dict."""
+    node = getattr(self.request, "hostname", None)
+    return execution.run_chunk(batch_id, job_dicts, node, _resend(batch_id))
 
 
-def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
-    """Split ``items`` into consecutive lists of at most ``size`` (``size`` >= 1)."""
-    if size < 1:
-        raise ValueError("chunk size must be at least 1")
-    return [list(items[i:i + size]) for i in range(0, len(items), size)]
-
-
-def submit_batch(
-    redis_url: str,
-    jobs: Sequence[Job],
-    params: Mapping[str, Any] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    batch_id: str | None = None,
-    only_missing: bool = False,
-    largest_first: bool = True,
-) -> str:
-    """Register a batch in Redis and send its jobs to the workers; returns the batch id.
-
-    Parameters
-    ----------
-    redis_url : str
-        The Redis server used as broker and store (workers must listen on the same one).
-    jobs : sequence of Job
-        E.g. from :func:`knights_tour.core.jobs.make_batch_jobs`.
-    params : mapping, optional
-        JSON-ready description stored in the batch meta (sizes, solver, verify, ...).
-    chunk_size : int
-        Jobs per Celery task (each job still gets its own record key).
-    batch_id : str, optional
-        Add the jobs to this existing batch instead of a new one (re-submitting the same jobs
-        overwrites their records; nothing is duplicated).
-    only_missing : bool
-        With ``batch_id``: send only the jobs that have no record yet (resume a batch).
-    largest_first : bool
-        Send the jobs of the largest boards first (stable otherwise), so the slowest jobs do
-        not all wait at the end of the queue while other workers idle (longest-processing-time
-        first, Graham 1969). Records are keyed by job, so the order changes nothing else.
-
-    Raises
-    ------
-    BackendUnavailableError
-        If Redis cannot be reached (URL masked in the message).
-    KnightsTourError
-        If ``jobs`` is empty or ``chunk_size`` < 1.
-    """
-    from knights_tour.errors import KnightsTourError
-
-    if chunk_size < 1:
-        raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
-    r = connect(redis_url)
-    batch_id = create_batch(r, jobs, params, batch_id=batch_id)
-    to_send = list(jobs)
-    if only_missing:
-        status = batch_status(r, batch_id, max_missing=10**9)
-        missing = set(status["missing_keys"])
-        to_send = [j for j in to_send if j.key in missing]
-    if largest_first:
-        to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
-    dicts = [j.to_dict() for j in to_send]
-    use_redis(redis_url)
-    with app.producer_or_acquire() as producer:
-        for chunk in chunked(dicts, chunk_size):
-            app.send_task(
-                TASK_RUN_JOBS,
-                args=[batch_id, chunk],
-                producer=producer,
-                queue=keys.QUEUE,
-                ignore_result=True,
-                priority=BATCH_PRIORITY,
-            )
-    r.close()
-    return batch_id
-
-
-def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
-    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
-    :data:`RECOVERY_PRIORITY`, so it runs before the batch's still-queued jobs."""
-    use_redis(redis_url)
-    app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
-                  ignore_result=True, priority=RECOVERY_PRIORITY)
-
-
-_quiet_since: dict[str, float] = {}
-
-
-def _queues_empty(r: redis.Redis) -> bool:
-    """True if no task message waits in the project queue (every kombu priority list)."""
-    from kombu.transport.redis import PRIORITY_STEPS, Channel
-
-    names = [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
-    pipe = r.pipeline(transaction=False)
-    for name in names:
-        pipe.llen(name)
-    return not any(pipe.execute())
-
-
-def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
-    """Re-send the jobs of ``batch_id`` lost with a worker or a Redis restart; returns their
-    keys. Call it on every poll while waiting for a batch (``ktour run``, ``collect --wait``).
-
-    * a claimed job whose lease expired without a record (its worker died):
-      :func:`knights_tour.store.leases.recover_batch`;
-    * unclaimed jobs without a record when the queue is empty and no job of the batch is
-      running, for ``KT_LEASE_S`` in a row (their message was taken off the queue but never
-      started - e.g. Redis went away as a worker received it; Celery would only restore it
-      after the visibility timeout): :func:`knights_tour.store.leases.find_unclaimed`.
-    """
-    from knights_tour.store import leases as recovery
-
-    def send(bid: str, dicts: list[dict[str, Any]]) -> None:
-        resend_jobs(redis_url, bid, dicts)
-
-    resent = recovery.recover_batch(r, batch_id, send)
-    unclaimed = recovery.find_unclaimed(r, batch_id)
-    if unclaimed and not recovery.running(r, batch_id) and _queues_empty(r):
-        since = _quiet_since.setdefault(batch_id, time.monotonic())
-        if time.monotonic() - since >= get_settings().lease_s:
-            resent += recovery.resend(r, batch_id, unclaimed, send)
-            _quiet_since.pop(batch_id, None)
-    else:
-        _quiet_since.pop(batch_id, None)
-    return resent
-
-
-# -- tour counts (issue 7): a thin adapter over knights_tour.core.counting / count_store -----------
-
-TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
-"""Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
-
-
-@app.task(name=TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
+@app.task(name=worker.TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Run count sub-jobs (:class:`knights_tour.core.counting.SubJob` dicts) of count ``count_id`` and
-    store each partial count under its sub-job key. A sub-job that already has a partial count
-    is skipped (resubmission, re-delivery); a malformed one is stored as an error entry.
-
-    Returns a tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``worker``.
-    """
-    from knights_tour.store import counts as count_store
-    from knights_tour.core.counting import SubJob
-
-    worker = getattr(self.request, "hostname", None)
-    r = _redis()
-    ran = skipped = errors = 0
-    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
-        try:
-            sj = SubJob.from_dict(raw)
-        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
-            key = raw.get("key") if isinstance(raw, dict) else None
-            count_store.save_partial(r, count_id, str(key or _invalid_key(raw)), None, 0,
-                                     worker=worker, error=f"{type(exc).__name__}: {exc}")
-            errors += 1
-            continue
-        if count_store.has_partial(r, count_id, sj.key):
-            skipped += 1
-            continue
-        began = time.perf_counter()
-        count, nodes = sj.run()
-        count_store.save_partial(r, count_id, sj.key, count, nodes,
-                                 time.perf_counter() - began, worker)
-        ran += 1
-    return {"count_id": count_id, "ran": ran, "skipped": skipped, "errors": errors,
-            "worker": worker}
+    """Run count sub-jobs of ``count_id`` and store their partial counts
+    (:func:`knights_tour.service.execution.run_count_chunk`); returns its summary dict."""
+    node = getattr(self.request, "hostname", None)
+    return execution.run_count_chunk(count_id, subjob_dicts, node)
 
 
-def submit_count(redis_url: str, count_id: str, subjobs: Sequence[Any]) -> int:
-    """Send one :func:`count_subjobs` task per sub-job (``counting.SubJob``) of ``count_id``
-    (registered beforehand with :func:`knights_tour.store.counts.register_count`); returns the
-    number of tasks sent."""
-    use_redis(redis_url)
-    with app.producer_or_acquire() as producer:
-        for sj in subjobs:
-            app.send_task(
-                TASK_COUNT_SUBJOBS,
-                args=[count_id, [sj.to_dict()]],
-                producer=producer,
-                queue=keys.QUEUE,
-                ignore_result=True,
-            )
-    return len(subjobs)
-
-
-__all__ = [
-    "run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE",
-    "resend_jobs", "recover_lost_jobs",
-    "count_subjobs", "submit_count", "TASK_COUNT_SUBJOBS",
-]
-
-
-# -- beat: scheduled sweeps and collection (knights_tour.service.schedule, knights_tour.service.collector) ----
-
-from knights_tour.service.schedule import TASK_COLLECT, TASK_SUBMIT_SWEEP  # noqa: E402
-
-
-@app.task(name=TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
+@app.task(name=worker.TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
 def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
-    """Submit the batch of a scheduled sweep (sent by celery beat; see knights_tour.service.schedule).
+    """Submit the batch of a scheduled sweep (sent by celery beat; see
+    :func:`knights_tour.service.schedule.run_sweep`).
 
     The batch id is derived from the task id, so a re-delivered message re-sends only the
     jobs without a record instead of starting a second batch. Returns ``{"batch_id", "sweep"}``.
     """
-    from knights_tour.service.schedule import run_sweep
-
     name = str(sweep.get("name", "sweep")) if isinstance(sweep, dict) else "sweep"
     task_id = str(getattr(self.request, "id", None) or "")[:8] or None
     batch_id = f"sweep-{name}-{task_id}" if task_id else None
-    batch_id = run_sweep(get_settings().redis_url or DEFAULT_REDIS_URL, sweep, batch_id=batch_id)
+    url = get_settings().redis_url or worker.DEFAULT_REDIS_URL
+    batch_id = schedule.run_sweep(url, sweep, batch_id=batch_id)
     log.info("scheduled sweep %s submitted as batch %s", name, batch_id)
     return {"batch_id": batch_id, "sweep": name}
 
 
-@app.task(name=TASK_COLLECT)
+@app.task(name=worker.TASK_COLLECT)
 def collect_reports() -> dict[str, Any]:
-    """Write a report for every finished, not yet collected batch (sent by celery beat).
-
-    A thin adapter around :func:`knights_tour.service.collector.collect_finished` with
-    ``KT_REPORTS_DIR`` and ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict.
-    """
-    from knights_tour.service.collector import collect_finished
-
+    """Write a report for every finished, not yet collected batch (sent by celery beat):
+    :func:`knights_tour.service.collector.collect_finished` with ``KT_REPORTS_DIR`` and
+    ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict."""
     settings = get_settings()
-    result = collect_finished(
-        _redis(), settings.reports_path, lock_timeout_s=settings.collect_lock_timeout_s
+    result = collector.collect_finished(
+        execution.redis_client(), settings.reports_path,
+        lock_timeout_s=settings.collect_lock_timeout_s,
     )
     if result["written"]:
         log.info("collected %d batch(es): %s", len(result["written"]), result["written"])
     return result
 
 
-__all__ += ["submit_sweep", "collect_reports"]
+__all__ = ["run_jobs", "count_subjobs", "submit_sweep", "collect_reports", "JOB_TASK_OPTIONS"]

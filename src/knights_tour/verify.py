@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from knights_tour.board import Board, Square, parse_board
+from knights_tour.board import Board, Square, is_knight_move, parse_board
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,6 @@ class Verdict:
 
     def __bool__(self) -> bool:
         return self.ok
-
-
-def _is_knight_move(a: Square, b: Square) -> bool:
-    dr, dc = abs(a[0] - b[0]), abs(a[1] - b[1])
-    return (dr, dc) in ((1, 2), (2, 1))
 
 
 def verify_tour(
@@ -109,13 +104,13 @@ def verify_tour(
         )
     for step in range(1, n):
         a, b = squares[step - 1], squares[step]
-        if not _is_knight_move(a, b):
+        if not is_knight_move(a, b):
             return Verdict(
                 False,
                 f"step {step} -> {step + 1} ({board.algebraic(a)} -> {board.algebraic(b)}) "
                 "is not a knight move",
             )
-    if closed and not _is_knight_move(squares[-1], squares[0]):
+    if closed and not is_knight_move(squares[-1], squares[0]):
         return Verdict(
             False,
             f"tour is not closed: last square {board.algebraic(squares[-1])} is not a knight "
@@ -133,8 +128,9 @@ def _is_ndarray(obj: object) -> bool:
 def _verify_array(board: Board, tour: Any, start_sq: Square | None, closed: bool) -> Verdict:
     """:func:`verify_tour` for a numpy integer array of shape ``(N, 2)``: the same checks in the
     same order with the same messages, vectorised (a 5000×5000 tour has 25e6 steps, too many for
-    a Python loop). Each check finds the *first* violating step, like the list path."""
-    import numpy as np
+    a Python loop). Each check finds the *first* violating step, like the list path. Only
+    called for a numpy array, so numpy is loaded already and taken from ``sys.modules``."""
+    np = sys.modules["numpy"]
 
     if tour.ndim != 2 or tour.shape[1] != 2 or not np.issubdtype(tour.dtype, np.integer):
         return Verdict(
@@ -197,7 +193,7 @@ def _verify_array(board: Board, tour: Any, start_sq: Square | None, closed: bool
             f"step {i + 1} -> {i + 2} ({board.algebraic(a)} -> {board.algebraic(b)}) "
             "is not a knight move",
         )
-    if closed and not _is_knight_move(sq(n - 1), sq(0)):
+    if closed and not is_knight_move(sq(n - 1), sq(0)):
         return Verdict(
             False,
             f"tour is not closed: last square {board.algebraic(sq(n - 1))} is not a knight "
@@ -210,4 +206,4 @@ def is_closed(tour: Sequence[Sequence[int]]) -> bool:
     """True if the last square of ``tour`` is a knight move from its first (no other checks)."""
     if len(tour) < 2:
         return False
-    return _is_knight_move(tuple(tour[-1]), tuple(tour[0]))  # type: ignore[arg-type]
+    return is_knight_move(tuple(tour[-1]), tuple(tour[0]))  # type: ignore[arg-type]

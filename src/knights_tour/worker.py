@@ -35,17 +35,48 @@ from __future__ import annotations
 
 import logging
 
+from collections.abc import Sequence
+from typing import Any
+
 from celery import Celery
 from celery.signals import worker_process_init
+from kombu import pools
+from kombu.transport.redis import PRIORITY_STEPS, Channel
 
-from knights_tour.store import keys
+from knights_tour import solvers
 from knights_tour.settings import Settings, get_settings
+from knights_tour.store import keys
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 """Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
 
+# -- task names: the only place they are spelled (the bodies are in knights_tour.tasks) --------
+
 TASK_RUN_JOBS = "knights_tour.run_jobs"
-"""Registered name of the task that runs a chunk of jobs (see :mod:`knights_tour.tasks`)."""
+"""The task that runs a chunk of jobs of a batch (arguments: batch id, list of job dicts)."""
+
+TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
+"""The task that runs count sub-jobs (arguments: count id, list of sub-job dicts)."""
+
+TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
+"""The task a beat sweep entry sends (argument: the sweep as a JSON dict)."""
+
+TASK_COLLECT = "knights_tour.collect_reports"
+"""The task the beat collect entry sends (no arguments)."""
+
+# -- message priorities ---------------------------------------------------------------------
+
+BATCH_PRIORITY = 6
+"""Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
+6, 9 (kombu ``priority_steps``; each step is its own list), so re-sent lost jobs
+(:data:`RECOVERY_PRIORITY`) overtake the queued rest of the batch instead of waiting behind it."""
+
+RECOVERY_PRIORITY = 0
+"""Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
+
+OPS_PRIORITY = 0
+"""Priority of the beat entries: a collection or a sweep submission is not queued behind the
+chunks of running batches (sent at :data:`BATCH_PRIORITY`)."""
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +137,6 @@ def use_redis(url: str) -> Celery:
         # producer pool) registered under that URL: closing just that one would hand a closed
         # pool back when we switch to the old URL again ("Acquire on closed pool"). Reset the
         # registry instead; this process is a client, nothing else uses those pools.
-        from kombu import pools
-
         pools.reset()
         app._pool = None  # noqa: SLF001 - Celery keeps no public way to drop it
         amqp = app.__dict__.get("amqp")
@@ -122,20 +151,46 @@ def use_redis(url: str) -> Celery:
     return app
 
 
+def send(name: str, args: Sequence[Any], *, priority: int | None = None,
+         producer: Any = None) -> None:
+    """Put one task message on the project queue (JSON, result ignored).
+
+    Parameters
+    ----------
+    name : str
+        One of the ``TASK_*`` names above.
+    args : sequence
+        JSON-ready positional arguments of the task.
+    priority : int, optional
+        Message priority (0 is served first); default: the transport's default.
+    producer : kombu.Producer, optional
+        A producer from ``app.producer_or_acquire()``, to send many messages on one connection.
+    """
+    options: dict[str, Any] = {"queue": keys.QUEUE, "ignore_result": True}
+    if priority is not None:
+        options["priority"] = priority
+    if producer is not None:
+        options["producer"] = producer
+    app.send_task(name, args=list(args), **options)
+
+
+def queue_lists() -> list[str]:
+    """Names of the Redis lists that hold the project queue's messages: kombu's Redis transport
+    keeps one list per priority step (``knights_tour``, ``knights_tour\x06\x163``, ...)."""
+    return [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
+
+
 @worker_process_init.connect
 def _warm_up_engine(**_: object) -> None:
-    """Load/compile the engine's numba kernels once per pool process (if it has ``warm_up``)."""
+    """Load/compile the engine's numba kernels once per pool process."""
     try:
-        from knights_tour.solvers import warnsdorff
+        solvers.warm_up_engine()
     except Exception as exc:  # noqa: BLE001 - a missing engine must not kill the pool
-        log.warning("engine not importable at worker start: %s", exc)
-        return
-    warm_up = getattr(warnsdorff, "warm_up", None)
-    if callable(warm_up):
-        try:
-            warm_up()
-        except Exception as exc:  # noqa: BLE001
-            log.warning("engine warm_up() failed: %s", exc)
+        log.warning("engine warm-up failed at worker start: %s", exc)
 
 
-__all__ = ["app", "use_redis", "celery_config", "DEFAULT_REDIS_URL", "TASK_RUN_JOBS"]
+__all__ = [
+    "app", "use_redis", "celery_config", "send", "queue_lists", "DEFAULT_REDIS_URL",
+    "TASK_RUN_JOBS", "TASK_COUNT_SUBJOBS", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
+    "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY",
+]

@@ -27,9 +27,9 @@ def fault_redis(tmp_path) -> Iterator[EmbeddedRedis]:
     os.environ["KT_REDIS_URL"] = server.url
     os.environ["KT_LEASE_S"] = str(LEASE_S)
     get_settings.cache_clear()
-    import knights_tour.tasks as tasks
+    import knights_tour.service.execution as execution
 
-    tasks._redis_client = None  # noqa: SLF001 - a fresh client for this server
+    execution._redis_client = None  # noqa: SLF001 - a fresh client for this server
     try:
         yield server
     finally:
@@ -40,7 +40,7 @@ def fault_redis(tmp_path) -> Iterator[EmbeddedRedis]:
             else:
                 os.environ[k] = v
         get_settings.cache_clear()
-        tasks._redis_client = None  # noqa: SLF001
+        execution._redis_client = None  # noqa: SLF001
 
 
 class WorkerPool:

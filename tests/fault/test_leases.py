@@ -11,7 +11,8 @@ from knights_tour.store import keys
 from knights_tour.store import leases as recovery
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.settings import get_settings
-from knights_tour.store.batches import collect, connect, create_batch, save_record
+from knights_tour.store.batches import collect, create_batch, save_record
+from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault]
 

@@ -21,7 +21,9 @@ from typing import Any
 from knights_tour.board import MAX_SIDE, Board, parse_board
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.result import Status, TourResult
-from knights_tour.solvers import check_solver_name, solver_names
+from knights_tour.settings import get_settings
+from knights_tour.solvers import check_solver_name, get_checker, get_solver, solver_names
+from knights_tour.solvers.api import check_result, solve
 
 VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
 """Accepted values of ``Job.verify`` besides ``None``."""
@@ -282,11 +284,6 @@ def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
     ``cpsat_tour_accepted`` (model check of the engine's tour, or None), ``mismatch`` and
     ``cpsat_note`` (why checks.cpsat is None or False).
     """
-    from knights_tour.solvers.api import check_result
-    from knights_tour.settings import get_settings
-    from knights_tour.solvers import get_solver
-    from knights_tour.solvers.cpsat import check_tour
-
     board = job.board
     began = time.perf_counter()
     cp = get_solver("cpsat")(
@@ -298,7 +295,7 @@ def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
     accepted: bool | None = None
     if result.status == Status.FOUND and result.tour is not None:
         t0 = time.perf_counter()
-        accepted = bool(check_tour(board, result.tour, job.start, closed=job.closed))
+        accepted = bool(get_checker("cpsat")(board, result.tour, job.start, closed=job.closed))
         cp_elapsed += time.perf_counter() - t0
 
     decided = (Status.FOUND, Status.NO_TOUR)
@@ -415,16 +412,13 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         ``finished_at`` (unix seconds) and, with verify, the ``cpsat_*`` fields. On any
         exception: status ``error``, the message in ``reason``, the class in ``error_type``.
     """
-    from knights_tour.solvers.api import solve
-    from knights_tour.settings import get_settings
-
     began = time.perf_counter()
     try:
         time_limit_s = job.time_limit_s
         if time_limit_s is None:
             time_limit_s = get_settings().job_time_limit_s
         result = solve(
-            (job.rows, job.cols),
+            job.board,  # validated with the job: solve() takes a Board as it is
             job.start,
             solver=job.solver,
             closed=job.closed,

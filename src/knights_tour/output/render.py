@@ -21,14 +21,14 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from knights_tour.board import Board, Square
+from knights_tour.board import Board, Square, is_knight_move
 from knights_tour.errors import TourFormatError
 from knights_tour.result import TourResult
 
@@ -83,10 +83,6 @@ class TourView:
 TourLike = TourResult | Mapping[str, Any] | TourView
 
 
-def _is_knight_move(a: Sequence[int], b: Sequence[int]) -> bool:
-    return sorted((abs(a[0] - b[0]), abs(a[1] - b[1]))) == [1, 2]
-
-
 def tour_view(obj: TourLike) -> TourView:
     """Normalise a :class:`TourResult`, a JSON record or a :class:`TourView` to a TourView.
 
@@ -123,7 +119,7 @@ def tour_view(obj: TourLike) -> TourView:
     elif tour:
         start = tour[0]
     closed = bool(obj.get("closed", False)) and bool(tour) and (
-        len(tour) == 1 or _is_knight_move(tour[-1], tour[0])
+        len(tour) == 1 or is_knight_move(tour[-1], tour[0])
     )
     status = str(obj.get("status") or ("found" if tour else "unknown"))
     return TourView(

@@ -24,8 +24,8 @@ Exactly once, even with two beats or overlapping collections:
 
 A collection that finds nothing new writes nothing (no file, no Redis key).
 
-This module uses redis-py but not Celery; the beat task in :mod:`knights_tour.tasks` is a thin
-adapter around :func:`collect_finished`.
+This module uses redis-py but not Celery; the beat task ``collect_reports`` is a thin adapter
+around :func:`collect_finished`.
 """
 
 from __future__ import annotations
@@ -38,27 +38,21 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
-from knights_tour.store import keys
-from knights_tour.store import batches as store
 from knights_tour.errors import KnightsTourError
+from knights_tour.store import batches as store
+from knights_tour.store import keys
+from knights_tour.store.registry import utc_iso
 
 INDEX_FILE = "index.jsonl"
 """Append-only list of reports written (one JSON line each) in the reports directory."""
 
 _STATUSES = ("found", "no_tour", "unknown", "error")
-
-
-def _iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
 
 
 def report_paths(reports_dir: str | os.PathLike[str], batch_id: str) -> tuple[Path, Path]:
@@ -123,9 +117,9 @@ def summarize(
         "schedule": params.get("schedule"),
         "params": params,
         "created": created,
-        "created_iso": _iso(created),
+        "created_iso": utc_iso(created),
         "collected_at": round(collected_at, 3),
-        "collected_iso": _iso(collected_at),
+        "collected_iso": utc_iso(collected_at),
         "total": total,
         "records": len(records),
         "counts": dict(counts),
@@ -240,7 +234,7 @@ def collect_finished(
     Parameters
     ----------
     r : redis.Redis
-        Client with ``decode_responses=True`` (:func:`knights_tour.store.batches.connect`).
+        Client with ``decode_responses=True`` (:func:`knights_tour.store.connection.connect`).
     reports_dir : path
         Directory for the reports (created if missing, only when there is something to write).
     lock_timeout_s : float
@@ -306,7 +300,7 @@ def collect_finished(
     with contextlib.suppress(redis.RedisError):
         r.set(keys.last_collection(), json.dumps(
             {k: result[k] for k in ("at", "host", "written", "skipped", "unfinished")}
-            | {"at_iso": _iso(now)}, separators=(",", ":")))
+            | {"at_iso": utc_iso(now)}, separators=(",", ":")))
     return result
 
 

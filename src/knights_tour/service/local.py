@@ -33,7 +33,7 @@ from redis.retry import Retry
 
 from knights_tour.store import keys
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.store.batches import mask_url
+from knights_tour.store.connection import mask_url
 
 STATE_FILE = "embedded-redis.json"
 """File in the data dir recording the running embedded server (pid, port, password)."""

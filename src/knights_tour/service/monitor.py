@@ -17,8 +17,11 @@ from typing import Any
 
 import redis
 
-from knights_tour.store import keys
+from knights_tour.core.jobs import Job
 from knights_tour.store import batches as store
+from knights_tour.store import keys
+from knights_tour.store.connection import connect
+from knights_tour.worker import use_redis
 
 
 def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]:
@@ -37,9 +40,7 @@ def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]
     BackendUnavailableError
         If the broker cannot be reached.
     """
-    from knights_tour.worker import use_redis
-
-    store.connect(redis_url).close()  # a clear error for a wrong URL / password
+    connect(redis_url).close()  # a clear error for a wrong URL / password
     # Celery's broadcast publishes through the app's producer pool, so point the app itself at
     # this URL (as LocalWorkers.wait_ready does), not just the connection.
     app = use_redis(redis_url)
@@ -117,8 +118,6 @@ def batch_progress(
     KnightsTourError
         For an unknown batch.
     """
-    from knights_tour.core.jobs import Job
-
     now = time.time() if now is None else now
     st = store.batch_status(r, batch_id)  # missing_keys: the first 20, as before
     recorded = set(r.hkeys(keys.batch_status(batch_id)))

@@ -28,9 +28,10 @@ day-of-week are restricted, a day must match both). Times are UTC (the app has
 Beat wiring: the Celery app's ``beat_scheduler`` is :class:`ScheduleFileScheduler`, a
 :class:`celery.beat.PersistentScheduler` that loads this schedule when beat starts (workers
 never read the file, so a broken schedule cannot stop a worker; it stops beat with a clear
-error). Each sweep entry sends the task ``knights_tour.submit_sweep`` with the sweep as a JSON
-dict; the collect entry sends ``knights_tour.collect_reports`` (see :mod:`knights_tour.tasks`
-and :mod:`knights_tour.service.collector`).
+error). Each sweep entry sends the task :data:`knights_tour.worker.TASK_SUBMIT_SWEEP` with the
+sweep as a JSON dict, which submits it with :func:`run_sweep` (through
+:func:`knights_tour.service.batches.submit_batch`, the one submit path); the collect entry
+sends :data:`knights_tour.worker.TASK_COLLECT` (see :mod:`knights_tour.service.collector`).
 """
 
 from __future__ import annotations
@@ -47,18 +48,13 @@ from typing import Any
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab, schedule
 
+from knights_tour.board import parse_board_list
+from knights_tour.core.jobs import Job
 from knights_tour.errors import KnightsTourError
-
-TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
-"""Registered name of the task a sweep entry sends (arguments: the sweep as a JSON dict)."""
-
-TASK_COLLECT = "knights_tour.collect_reports"
-"""Registered name of the task the collect entry sends (no arguments)."""
-
-OPS_PRIORITY = 0
-"""Message priority of the beat entries: with the Redis transport a worker pops priority 0
-first (kombu ``priority_steps``), so a collection or a sweep submission is not queued behind
-the chunks of running batches (which are sent at ``knights_tour.tasks.BATCH_PRIORITY``)."""
+from knights_tour.service.batches import DEFAULT_CHUNK_SIZE, make_jobs, submit_batch
+from knights_tour.settings import Settings, get_settings
+from knights_tour.store import keys
+from knights_tour.worker import OPS_PRIORITY, TASK_COLLECT, TASK_SUBMIT_SWEEP
 
 COLLECT_ENTRY = "collect"
 """Name of the collect entry in the beat schedule; sweeps are ``sweep:<name>``."""
@@ -213,9 +209,6 @@ class Sweep:
         InvalidScheduleError
             Naming the sweep and the bad field.
         """
-        from knights_tour.board import parse_board_list
-        from knights_tour.core.jobs import Job
-
         if not isinstance(data, Mapping):
             raise InvalidScheduleError(f"{where}: a sweep must be a table, got {data!r}")
         unknown = sorted(set(data) - _SWEEP_KEYS)
@@ -358,7 +351,7 @@ def load_schedule(path: str | Path, default_collect_s: float = 60.0) -> Schedule
     return parse_schedule(data, source=str(p), default_collect_s=default_collect_s)
 
 
-def schedule_from_settings(settings: Any = None) -> ScheduleConfig:
+def schedule_from_settings(settings: Settings | None = None) -> ScheduleConfig:
     """The active schedule: ``KT_SCHEDULE_FILE`` if set, else collection every
     ``KT_COLLECT_INTERVAL_S`` seconds and no sweeps.
 
@@ -368,8 +361,6 @@ def schedule_from_settings(settings: Any = None) -> ScheduleConfig:
         If the file named by ``KT_SCHEDULE_FILE`` is unreadable or invalid.
     """
     if settings is None:
-        from knights_tour.settings import get_settings
-
         settings = get_settings()
     if settings.schedule_file is not None:
         return load_schedule(settings.schedule_file, default_collect_s=settings.collect_interval_s)
@@ -387,8 +378,6 @@ def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, dict[str
 
     Task messages go to the project queue (:data:`knights_tour.store.keys.QUEUE`), JSON only.
     """
-    from knights_tour.store import keys
-
     out: dict[str, dict[str, Any]] = {}
     if config.collect is not None:
         options: dict[str, Any] = {"queue": keys.QUEUE, "priority": OPS_PRIORITY}
@@ -432,20 +421,12 @@ def run_sweep(redis_url: str, sweep: Mapping[str, Any], batch_id: str | None = N
     BackendUnavailableError
         If Redis cannot be reached.
     """
-    from knights_tour.board import parse_board_list
-    from knights_tour.core.jobs import make_batch_jobs
-    from knights_tour.tasks import DEFAULT_CHUNK_SIZE, submit_batch
-
     sw = Sweep.from_dict(sweep)
-    jobs = make_batch_jobs(
-        parse_board_list(sw.sizes), solver=sw.solver, closed=sw.closed, verify=sw.verify,
-        time_limit_s=sw.time_limit_s, exhaustive=sw.exhaustive, node_limit=sw.node_limit,
+    _boards, jobs, params = make_jobs(
+        [sw.sizes], sw.solver, sw.verify, sw.closed, sw.exhaustive, sw.time_limit_s,
+        sw.node_limit,
     )
-    params = {
-        "sizes": sw.sizes, "solver": sw.solver, "closed": sw.closed, "verify": sw.verify,
-        "time_limit_s": sw.time_limit_s, "exhaustive": sw.exhaustive,
-        "node_limit": sw.node_limit, "schedule": sw.name,
-    }
+    params["schedule"] = sw.name
     return submit_batch(
         redis_url, jobs, params=params, chunk_size=sw.chunk_size or DEFAULT_CHUNK_SIZE,
         batch_id=batch_id, only_missing=batch_id is not None,
@@ -496,6 +477,5 @@ def next_run_times(
 __all__ = [
     "InvalidScheduleError", "Timing", "Sweep", "ScheduleConfig", "parse_interval", "parse_cron",
     "parse_schedule", "load_schedule", "schedule_from_settings", "beat_schedule",
-    "ScheduleFileScheduler", "next_run_times", "run_sweep", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
-    "COLLECT_ENTRY", "OPS_PRIORITY",
+    "ScheduleFileScheduler", "next_run_times", "run_sweep", "COLLECT_ENTRY",
 ]

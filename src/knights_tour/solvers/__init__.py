@@ -1,7 +1,8 @@
 """Solver backends, registered by name in one place: :data:`SOLVERS`.
 
-Every backend is a module with a function of this shape (imported lazily, so that e.g. OR-Tools
-is loaded only by jobs that use it)::
+Every backend is a module with a function of this shape (imported lazily by :func:`_load`, the
+one place this layer imports its heavy dependencies - numba for the engine, OR-Tools for CP-SAT -
+so that e.g. OR-Tools is loaded only by jobs that use it)::
 
     def solve(board: Board, start: Square, *, closed: bool = False,
               time_limit_s: float | None = None, exhaustive: bool = False,
@@ -14,7 +15,8 @@ before it is reported as found. Backends import neither Celery nor Redis.
 from __future__ import annotations
 
 import importlib
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from knights_tour.board import Board, Square
 from knights_tour.errors import UnknownSolverError
@@ -25,6 +27,15 @@ SOLVERS: dict[str, str] = {
     "cpsat": "knights_tour.solvers.cpsat:solve",
 }
 """Registered backends: name -> ``"module:function"``. The only place a backend is named."""
+
+CHECKERS: dict[str, str] = {
+    "cpsat": "knights_tour.solvers.cpsat:check_tour",
+}
+"""Model checks of a finished tour: name -> ``"module:function"`` with the shape
+``check(board, tour, start, closed=False) -> bool`` (used by the ``verify="cpsat"`` cross-check)."""
+
+ENGINE_WARM_UP = "knights_tour.solvers.warnsdorff:warm_up"
+"""The engine's ``warm_up()``: compiles or loads its numba kernels (see :func:`warm_up_engine`)."""
 
 DEFAULT_SOLVER = "warnsdorff"
 
@@ -70,5 +81,36 @@ def get_solver(name: str) -> SolverFn:
     UnknownSolverError
         If ``name`` is not registered (the message lists the valid names).
     """
-    module_name, func_name = SOLVERS[check_solver_name(name)].split(":")
-    return getattr(importlib.import_module(module_name), func_name)
+    return _load(SOLVERS[check_solver_name(name)])
+
+
+def get_checker(name: str) -> Callable[..., bool]:
+    """The tour check of :data:`CHECKERS` ``[name]``, imported on first use.
+
+    Raises
+    ------
+    UnknownSolverError
+        If ``name`` has no registered check.
+    """
+    if name not in CHECKERS:
+        raise UnknownSolverError(
+            f"no tour check named {name!r}; valid: {', '.join(sorted(CHECKERS))}"
+        )
+    return _load(CHECKERS[name])
+
+
+def warm_up_engine() -> None:
+    """Load (or compile) the engine's numba kernels now, so the first job does not pay for it.
+
+    Raises
+    ------
+    ImportError
+        If the engine (numba) cannot be imported.
+    """
+    _load(ENGINE_WARM_UP)()
+
+
+def _load(path: str) -> Any:
+    """``"package.module:name"`` -> that object, importing the module on first use."""
+    module_name, attr = path.split(":")
+    return getattr(importlib.import_module(module_name), attr)

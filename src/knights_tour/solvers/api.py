@@ -25,7 +25,7 @@ def solve(
     Parameters
     ----------
     size : int, "RxC", (rows, cols) or Board
-        The board; ``8`` means 8×8.
+        The board; ``8`` means 8×8. A :class:`Board` (already validated) is used as it is.
     start : (row, col) or algebraic name
         Start square, row 0 at the top (``(0, 0)`` is ``a8`` on 8×8).
     solver : str

@@ -5,7 +5,7 @@ under its job's key inside its batch, so a job delivered twice overwrites its ow
 
 Typical use (what ``ktour submit/status/collect`` do)::
 
-    r = connect("redis://127.0.0.1:6379/0")
+    r = connect("redis://127.0.0.1:6379/0")   # knights_tour.store.connection
     batch_id = create_batch(r, jobs, params={"sizes": "5-12"})
     ...                                   # workers call save_record(r, batch_id, record)
     batch_status(r, batch_id)             # {"total": 620, "done": 12, ...}
@@ -16,89 +16,19 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from knights_tour.store import keys
-from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.core.jobs import Job, record_sort_key
-
-REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
-"""Errors that mean "Redis is (temporarily) unreachable"; callers may retry on them."""
-
-
-def mask_url(url: str | None) -> str:
-    """The URL with any password replaced by ``***`` (for messages and logs).
-
-    >>> mask_url("redis://:s3cret@example.org:6380/2")
-    'redis://:***@example.org:6380/2'
-    >>> mask_url("redis://user:pw@h/0")
-    'redis://user:***@h/0'
-    >>> mask_url("redis://127.0.0.1:6379/0")
-    'redis://127.0.0.1:6379/0'
-    """
-    if not url:
-        return str(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is not None:
-        netloc += f":{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def connect(url: str, timeout_s: float = 5.0) -> redis.Redis:
-    """A redis-py client for ``url``, checked with PING.
-
-    Parameters
-    ----------
-    url : str
-        ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``).
-    timeout_s : float
-        Connect and socket timeout in seconds.
-
-    Raises
-    ------
-    BackendUnavailableError
-        ``cannot reach Redis at redis://:***@host:port/0: <reason>`` (password masked) if the
-        URL is malformed, the server is unreachable, or authentication fails.
-    """
-    try:
-        client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=timeout_s,
-            socket_timeout=max(timeout_s, 30.0),
-            decode_responses=True,
-            health_check_interval=30,
-        )
-        client.ping()
-    except (redis.RedisError, ValueError, OSError) as exc:
-        reason = str(exc).replace(url, mask_url(url)) or type(exc).__name__
-        raise BackendUnavailableError(f"cannot reach Redis at {mask_url(url)}: {reason}") from None
-    return client
-
+from knights_tour.errors import KnightsTourError
+from knights_tour.settings import get_settings
+from knights_tour.store import keys, registry
 
 def _ttl() -> int:
-    from knights_tour.settings import get_settings
-
     return int(get_settings().result_ttl_s)
 
 
@@ -147,19 +77,9 @@ def create_batch(
         batch_id = new_batch_id()
     elif not batch_id or any(c.isspace() for c in batch_id) or ":" in batch_id:
         raise KnightsTourError(f"malformed batch id {batch_id!r}")
-    now = time.time()
-    mapping = {_job_key(j): json.dumps(_job_dict(j), separators=(",", ":")) for j in jobs}
-    existing = r.hget(keys.batch(batch_id), "meta")
-    if existing:
-        meta = json.loads(existing)
-        meta["updated"] = now
-    else:
-        meta = {
-            "batch_id": batch_id,
-            "created": now,
-            "created_iso": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
-            "params": dict(params or {}),
-        }
+    mapping = {_job_key(j): registry.dumps(_job_dict(j)) for j in jobs}
+    meta = registry.open_meta(r, keys.batch(batch_id), "batch_id", batch_id,
+                              {"params": dict(params or {})})
     pipe = r.pipeline(transaction=True)
     for i in range(0, len(mapping), 5000):
         pipe.hset(keys.batch_jobs(batch_id), mapping=dict(list(mapping.items())[i:i + 5000]))
@@ -167,11 +87,7 @@ def create_batch(
     total = r.hlen(keys.batch_jobs(batch_id))
     meta["total"] = total
     pipe = r.pipeline(transaction=True)
-    pipe.hset(
-        keys.batch(batch_id),
-        mapping={"meta": json.dumps(meta, separators=(",", ":")), "total": total},
-    )
-    pipe.zadd(keys.batches(), {batch_id: meta["created"]})
+    registry.write_meta(pipe, keys.batch(batch_id), keys.batches(), batch_id, meta, total)
     ttl = _ttl()
     if ttl > 0:
         for k in keys.batch_keys(batch_id):
@@ -197,7 +113,7 @@ def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> Non
         raise KnightsTourError("a record needs a job_key to be stored")
     flag = "1" if record.get("mismatch") else "0"
     pipe = r.pipeline(transaction=True)
-    pipe.hset(keys.batch_records(batch_id), job_key, json.dumps(record, separators=(",", ":")))
+    pipe.hset(keys.batch_records(batch_id), job_key, registry.dumps(record))
     pipe.hset(keys.batch_status(batch_id), job_key, f"{record.get('status')}|{flag}")
     ttl = _ttl()
     if ttl > 0:
@@ -214,10 +130,8 @@ def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
     KnightsTourError
         ``unknown batch 'id'`` if there is no such batch (or it expired).
     """
-    raw = r.hget(keys.batch(batch_id), "meta")
-    if not raw:
-        raise KnightsTourError(f"unknown batch {batch_id!r} (see `ktour batches`)")
-    return json.loads(raw)
+    return registry.read_meta(r, keys.batch(batch_id),
+                              f"unknown batch {batch_id!r} (see `ktour batches`)")
 
 
 def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
@@ -250,16 +164,11 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
         For an unknown batch.
     """
     meta = get_batch_meta(r, batch_id)
-    pipe = r.pipeline(transaction=False)
-    pipe.hkeys(keys.batch_jobs(batch_id))
-    pipe.hgetall(keys.batch_status(batch_id))
-    job_keys, statuses = pipe.execute()
-    job_set = set(job_keys)
+    job_set, statuses = registry.items_and_results(
+        r, keys.batch_jobs(batch_id), keys.batch_status(batch_id))
     counts: Counter[str] = Counter()
     mismatches = 0
-    for key, value in statuses.items():
-        if key not in job_set:
-            continue
+    for value in statuses.values():
         status, _, flag = value.partition("|")
         counts[status] += 1
         mismatches += flag == "1"
@@ -321,81 +230,7 @@ def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any
 
 def delete_batch(r: redis.Redis, batch_id: str) -> None:
     """Remove a batch and all its records."""
-    r.delete(*keys.batch_keys(batch_id))
-    r.zrem(keys.batches(), batch_id)
-
-
-def wait_for_batch(
-    r: redis.Redis,
-    batch_id: str,
-    timeout_s: float | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
-    poll_s: float = 0.25,
-) -> dict[str, Any]:
-    """Poll :func:`batch_status` until the batch is complete or ``timeout_s`` seconds pass.
-
-    ``on_progress(status)`` is called after every poll (e.g. to move a progress bar). A Redis
-    connection error while polling (e.g. Redis restarting) is retried until the timeout.
-
-    Returns
-    -------
-    dict
-        The last status; ``status["complete"]`` tells whether every job has a record.
-
-    Raises
-    ------
-    KnightsTourError
-        For an unknown batch.
-    BackendUnavailableError
-        If Redis stayed unreachable until the timeout.
-    """
-    return poll_status(
-        lambda: batch_status(r, batch_id),
-        lambda status: status["complete"],
-        f"batch {batch_id}",
-        timeout_s=timeout_s,
-        on_progress=on_progress,
-        poll_s=poll_s,
-    )
-
-
-def poll_status(
-    fetch: Callable[[], dict[str, Any]],
-    is_done: Callable[[dict[str, Any]], bool],
-    what: str,
-    timeout_s: float | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
-    poll_s: float = 0.25,
-) -> dict[str, Any]:
-    """Call ``fetch()`` every ``poll_s`` seconds until ``is_done(status)`` or ``timeout_s``
-    passes, and return the last status. Redis connection errors are retried until the timeout,
-    so a waiting client rides out a Redis restart.
-
-    Raises
-    ------
-    BackendUnavailableError
-        If Redis stayed unreachable until the timeout (``what`` names what was awaited).
-    """
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    status: dict[str, Any] | None = None
-    last_error: BaseException | None = None
-    while True:
-        try:
-            status = fetch()
-            last_error = None
-            if on_progress is not None:
-                on_progress(status)
-            if is_done(status):
-                return status
-        except REDIS_ERRORS as exc:
-            last_error = exc
-        if deadline is not None and time.monotonic() >= deadline:
-            if status is None or last_error is not None:
-                raise BackendUnavailableError(
-                    f"lost contact with Redis while waiting for {what}: {last_error}"
-                )
-            return status
-        time.sleep(poll_s)
+    registry.delete(r, keys.batch_keys(batch_id), keys.batches(), batch_id)
 
 
 def records_by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -404,7 +239,6 @@ def records_by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[st
 
 
 __all__ = [
-    "mask_url", "connect", "new_batch_id", "create_batch", "save_record", "get_batch_meta",
-    "batch_jobs", "batch_status", "collect", "list_batches", "delete_batch", "wait_for_batch",
-    "records_by_key", "REDIS_ERRORS",
+    "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs",
+    "batch_status", "collect", "list_batches", "delete_batch", "records_by_key",
 ]

@@ -14,25 +14,21 @@ Typical use (what ``ktour count`` does)::
     cid = count_id_for(plan, start=None)
     register_count(r, cid, plan)
     ...                                   # workers: save_partial(r, cid, key, count, nodes)
-    wait_for_count(r, cid)                # {"total": 348, "done": 348, "complete": True, ...}
+    count_status(r, cid)                  # {"total": 348, "done": 348, "complete": True, ...}
     report = assemble_count(r, cid, plan) # counting.CountReport
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import redis
 
-from knights_tour.store import keys
 from knights_tour.board import Square
-from knights_tour.core.counting import CountPlan, CountReport, assemble
+from knights_tour.core.counting import CountPlan, CountReport, SubJob, assemble
 from knights_tour.errors import KnightsTourError
-from knights_tour.store.batches import poll_status
+from knights_tour.store import keys, registry
 
 
 def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
@@ -60,33 +56,22 @@ def register_count(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    existing = r.hget(keys.count(count_id), "meta")
-    now = time.time()
-    if existing:
-        meta = json.loads(existing)
-        meta["updated"] = now
-    else:
-        meta = {
-            "count_id": count_id,
-            "created": now,
-            "created_iso": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
-            "rows": plan.board.rows,
-            "cols": plan.board.cols,
-            "closed": plan.closed,
-            "depth": plan.depth,
-            "use_symmetry": plan.use_symmetry,
-            "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
-            "params": dict(params or {}),
-        }
+    meta = registry.open_meta(r, keys.count(count_id), "count_id", count_id, {
+        "rows": plan.board.rows,
+        "cols": plan.board.cols,
+        "closed": plan.closed,
+        "depth": plan.depth,
+        "use_symmetry": plan.use_symmetry,
+        "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
+        "params": dict(params or {}),
+    })
     meta["total"] = len(plan.subjobs)
-    mapping = {sj.key: json.dumps(sj.to_dict(), separators=(",", ":")) for sj in plan.subjobs}
+    mapping = {sj.key: registry.dumps(sj.to_dict()) for sj in plan.subjobs}
     pipe = r.pipeline(transaction=True)
     if mapping:
         pipe.hset(keys.count_subjobs(count_id), mapping=mapping)
-    pipe.hset(keys.count(count_id), mapping={
-        "meta": json.dumps(meta, separators=(",", ":")), "total": len(plan.subjobs),
-    })
-    pipe.zadd(keys.counts(), {count_id: meta["created"]})
+    registry.write_meta(pipe, keys.count(count_id), keys.counts(), count_id, meta,
+                        len(plan.subjobs))
     pipe.execute()
     return meta
 
@@ -114,7 +99,7 @@ def save_partial(
     }
     if error is not None:
         entry["error"] = error
-    r.hset(keys.count_partials(count_id), subjob_key, json.dumps(entry, separators=(",", ":")))
+    r.hset(keys.count_partials(count_id), subjob_key, registry.dumps(entry))
 
 
 def has_partial(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
@@ -140,14 +125,11 @@ def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[s
     """
     if not r.hexists(keys.count(count_id), "meta"):
         raise KnightsTourError(f"unknown count {count_id!r}")
-    pipe = r.pipeline(transaction=False)
-    pipe.hkeys(keys.count_subjobs(count_id))
-    pipe.hgetall(keys.count_partials(count_id))
-    subjob_keys, raw = pipe.execute()
+    wanted, raw = registry.items_and_results(
+        r, keys.count_subjobs(count_id), keys.count_partials(count_id))
     entries = {k: json.loads(v) for k, v in raw.items()}
-    wanted = set(subjob_keys)
-    done = {k for k, e in entries.items() if k in wanted and e.get("count") is not None}
-    errors = {k for k, e in entries.items() if k in wanted and e.get("count") is None}
+    done = {k for k, e in entries.items() if e.get("count") is not None}
+    errors = {k for k, e in entries.items() if e.get("count") is None}
     missing = sorted(wanted - done - errors)
     return {
         "count_id": count_id,
@@ -162,37 +144,10 @@ def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[s
     }
 
 
-def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list:
+def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list[SubJob]:
     """The plan's sub-jobs that have no stored partial count yet (what to send on a resume)."""
     entries = load_partials(r, count_id)
     return [sj for sj in plan.subjobs if (entries.get(sj.key) or {}).get("count") is None]
-
-
-def wait_for_count(
-    r: redis.Redis,
-    count_id: str,
-    timeout_s: float | None = None,
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
-    poll_s: float = 0.25,
-) -> dict[str, Any]:
-    """Poll :func:`count_status` until complete, an error entry appears, or ``timeout_s`` passes.
-
-    Returns the last status. A Redis connection error while polling is retried until the
-    timeout.
-
-    Raises
-    ------
-    BackendUnavailableError
-        If Redis stayed unreachable until the timeout.
-    """
-    return poll_status(
-        lambda: count_status(r, count_id),
-        lambda status: status["complete"] or status["errors"],
-        f"count {count_id}",
-        timeout_s=timeout_s,
-        on_progress=on_progress,
-        poll_s=poll_s,
-    )
 
 
 def assemble_count(
@@ -218,7 +173,7 @@ def assemble_count(
     report.extra["count_id"] = count_id
     report.extra["subjob_s"] = round(subjob_s, 6)
     record = report.to_dict()
-    r.hset(keys.count(count_id), "report", json.dumps(record, separators=(",", ":")))
+    r.hset(keys.count(count_id), "report", registry.dumps(record))
     return report
 
 
@@ -230,12 +185,11 @@ def get_report(r: redis.Redis, count_id: str) -> dict[str, Any] | None:
 
 def delete_count(r: redis.Redis, count_id: str) -> None:
     """Remove a count, its sub-jobs and partial counts (``ktour count --fresh``)."""
-    r.delete(*keys.count_keys(count_id))
-    r.zrem(keys.counts(), count_id)
+    registry.delete(r, keys.count_keys(count_id), keys.counts(), count_id)
 
 
 __all__ = [
     "count_id_for", "register_count", "save_partial", "has_partial", "load_partials",
-    "count_status", "missing_subjobs", "wait_for_count", "assemble_count", "get_report",
+    "count_status", "missing_subjobs", "assemble_count", "get_report",
     "delete_count",
 ]

@@ -24,7 +24,9 @@ stored skips it: a late duplicate delivery costs one Redis round trip. A job who
 ``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type`` ``WorkerLost``) instead of
 killing workers forever.
 
-This module uses redis-py only (no Celery); re-sending is a callable given by the caller.
+This module uses redis-py only (no Celery); re-sending is a callable given by the caller
+(:func:`knights_tour.service.batches.resend_jobs` on the client, the task's own app in a
+worker).
 """
 
 from __future__ import annotations
@@ -40,9 +42,8 @@ from typing import Any
 
 import redis
 
+from knights_tour.settings import get_settings
 from knights_tour.store import keys
-
-REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
 
 CLAIMED, DONE, HELD = "claimed", "done", "held"
 """Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease."""
@@ -100,12 +101,6 @@ return 1
 # KEYS: lease, started, attempts, requeued; ARGV: token, job_key, finished ('1': record stored)
 
 
-def _settings() -> Any:
-    from knights_tour.settings import get_settings
-
-    return get_settings()
-
-
 class LeaseKeeper:
     """The leases held by this process, and the heartbeat thread that keeps them alive.
 
@@ -118,7 +113,7 @@ class LeaseKeeper:
     """
 
     def __init__(self, lease_s: float | None = None) -> None:
-        self.lease_s = float(lease_s if lease_s is not None else _settings().lease_s)
+        self.lease_s = float(lease_s if lease_s is not None else get_settings().lease_s)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._pid = os.getpid()
         self._ppid = os.getppid()
@@ -260,7 +255,7 @@ def find_orphans(
         Sorted job keys.
     """
     if requeue_grace_s is None:
-        requeue_grace_s = float(_settings().visibility_timeout_s)
+        requeue_grace_s = float(get_settings().visibility_timeout_s)
     now = time.time() if now is None else now
     pipe = r.pipeline(transaction=False)
     pipe.hkeys(keys.batch_started(batch_id))
@@ -300,7 +295,7 @@ def recover_batch(
     ----------
     send : callable
         ``send(batch_id, job_dicts)`` puts one task on the queue (e.g.
-        :func:`knights_tour.tasks.resend_jobs`).
+        :func:`knights_tour.service.batches.resend_jobs`).
 
     Returns
     -------
@@ -347,10 +342,10 @@ def find_unclaimed(
     Normally these are simply still queued. They are lost only if nothing carries them any
     more - e.g. a message taken off the queue by a worker that died (or lost Redis) before
     its task started; the caller decides that from the queue being empty and the batch having
-    no live lease for a while (see :func:`knights_tour.tasks.recover_lost_jobs`).
+    no live lease for a while (see :func:`knights_tour.service.batches.recover_lost_jobs`).
     """
     if requeue_grace_s is None:
-        requeue_grace_s = float(_settings().visibility_timeout_s)
+        requeue_grace_s = float(get_settings().visibility_timeout_s)
     now = time.time() if now is None else now
     pipe = r.pipeline(transaction=False)
     pipe.hkeys(keys.batch_jobs(batch_id))
@@ -361,6 +356,15 @@ def find_unclaimed(
     skip = {_text(k) for k in recorded} | {_text(k) for k in started}
     skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= requeue_grace_s}
     return sorted(k for k in (_text(j) for j in jobs) if k not in skip)
+
+
+def lists_empty(r: redis.Redis, names: Sequence[str]) -> bool:
+    """True if every Redis list in ``names`` is empty (e.g. the broker's lists of the project
+    queue, one per message priority: :func:`knights_tour.worker.queue_lists`)."""
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(name)
+    return not any(pipe.execute())
 
 
 def mark_requeued(r: redis.Redis, batch_id: str, job_keys: Sequence[str]) -> None:
@@ -402,7 +406,6 @@ def wait_for_claim(
 
 __all__ = [
     "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
-    "resend", "find_unclaimed",
-    "claim_all",
+    "resend", "find_unclaimed", "lists_empty", "claim_all",
     "wait_for_claim", "CLAIMED", "DONE", "HELD",
 ]

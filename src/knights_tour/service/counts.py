@@ -1,0 +1,104 @@
+"""The tour-count lifecycle on the client side: send sub-jobs, wait for their partial counts.
+
+Planning and summing are pure (:mod:`knights_tour.core.counting`); what is stored is in
+:mod:`knights_tour.store.counts`; the worker side is
+:func:`knights_tour.service.execution.run_count_chunk`. Typical use (what ``ktour count`` does)::
+
+    plan = counting.plan_count(board)
+    cid = count_id_for(plan)                                  # knights_tour.store.counts
+    register_count(r, cid, plan)
+    submit_count(url, cid, missing_subjobs(r, cid, plan))
+    status = wait_for_count(r, cid)
+    report = assemble_count(r, cid, plan)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from knights_tour import worker
+from knights_tour.core.counting import SubJob
+from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
+from knights_tour.store import counts as count_store
+
+
+def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> int:
+    """Send one count task per sub-job of ``count_id`` (registered beforehand with
+    :func:`knights_tour.store.counts.register_count`).
+
+    Parameters
+    ----------
+    redis_url : str
+        The broker the workers listen on.
+    count_id : str
+    subjobs : sequence of SubJob
+        E.g. :func:`knights_tour.store.counts.missing_subjobs` (the ones still to count).
+
+    Returns
+    -------
+    int
+        The number of tasks sent.
+    """
+    app = worker.use_redis(redis_url)
+    with app.producer_or_acquire() as producer:
+        for sj in subjobs:
+            worker.send(worker.TASK_COUNT_SUBJOBS, [count_id, [sj.to_dict()]], producer=producer)
+    return len(subjobs)
+
+
+def _count_done(status: dict[str, Any]) -> bool:
+    return bool(status["complete"] or status["errors"])
+
+
+def wait_for_count(
+    r: redis.Redis,
+    count_id: str,
+    *,
+    timeout_s: float | None = None,
+    recover_url: str | None = None,
+    hooks: WaitHooks | None = None,
+    poll_s: float = 0.5,
+    outage_s: float = REDIS_OUTAGE_S,
+) -> dict[str, Any]:
+    """Wait until every sub-job of ``count_id`` has a partial count or one failed.
+
+    Parameters
+    ----------
+    r : redis.Redis
+    count_id : str
+    timeout_s : float, optional
+        Stop waiting after this many seconds (the status then has ``complete`` False).
+    recover_url : str, optional
+        Accepted for symmetry with :func:`knights_tour.service.batches.wait_for_batch`; count
+        sub-jobs carry no leases, so nothing is re-sent (Celery redelivers a sub-job whose
+        pool process died; its partial count is keyed, so a second run overwrites it).
+    hooks : WaitHooks, optional
+        Progress / outage / liveness callbacks.
+    poll_s : float
+        Seconds between polls.
+    outage_s : float
+        Seconds without Redis before giving up.
+
+    Returns
+    -------
+    dict
+        The last :func:`knights_tour.store.counts.count_status`.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown count id.
+    BackendUnavailableError
+        If Redis stayed unreachable for ``outage_s`` seconds.
+    """
+    del recover_url  # see the docstring
+    return poll_until_complete(
+        lambda: count_store.count_status(r, count_id), timeout_s=timeout_s, hooks=hooks,
+        poll_s=poll_s, outage_s=outage_s, is_done=_count_done,
+    )
+
+
+__all__ = ["submit_count", "wait_for_count"]

@@ -1,0 +1,139 @@
+"""The one poll loop: wait for a batch or a count to finish, riding out Redis outages.
+
+:func:`poll_until_complete` is what ``ktour run``, ``ktour count`` and ``collect --wait`` wait
+with (through :func:`knights_tour.service.batches.wait_for_batch` and
+:func:`knights_tour.service.counts.wait_for_count`). It knows nothing of terminals: progress,
+outage notes and re-sent jobs are reported through :class:`WaitHooks`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from knights_tour.errors import BackendUnavailableError
+from knights_tour.store.connection import REDIS_ERRORS
+
+REDIS_OUTAGE_S = 120.0
+"""How long a waiting client keeps retrying while Redis is unreachable, in seconds."""
+
+Status = dict[str, Any]
+
+
+@dataclass
+class WaitHooks:
+    """Callbacks of :func:`poll_until_complete`; every one is optional."""
+
+    on_progress: Callable[[Status], None] | None = None
+    """Called after each successful poll with the status dict (e.g. to move a progress bar)."""
+
+    on_outage: Callable[[bool], None] | None = None
+    """Called with True when contact with Redis is lost, with False when it is back."""
+
+    on_resent: Callable[[int], None] | None = None
+    """Called with the number of jobs re-sent by recovery (lost with their worker), when > 0."""
+
+    check: Callable[[Status], None] | None = None
+    """Called after each poll that did not end the wait; may raise to stop waiting (e.g. when
+    every local worker has exited)."""
+
+
+def _complete(status: Status) -> bool:
+    return bool(status["complete"])
+
+
+def poll_until_complete(
+    status_fn: Callable[[], Status],
+    *,
+    timeout_s: float | None = None,
+    recover_fn: Callable[[], list[str]] | None = None,
+    hooks: WaitHooks | None = None,
+    poll_s: float = 0.5,
+    outage_s: float = REDIS_OUTAGE_S,
+    is_done: Callable[[Status], bool] = _complete,
+) -> Status:
+    """Call ``status_fn()`` every ``poll_s`` seconds until ``is_done(status)`` or ``timeout_s``.
+
+    Parameters
+    ----------
+    status_fn : callable
+        Returns the current status dict (e.g. :func:`knights_tour.store.batches.batch_status`);
+        may raise one of :data:`knights_tour.store.connection.REDIS_ERRORS` while Redis is away.
+    timeout_s : float, optional
+        Give up after this many seconds and return the last status (None: wait for ever).
+    recover_fn : callable, optional
+        Called after each poll that did not end the wait; returns the keys of the jobs it
+        re-sent (:func:`knights_tour.service.batches.recover_lost_jobs`). Its Redis errors are
+        left to the next poll.
+    hooks : WaitHooks, optional
+        Progress, outage, re-send and liveness callbacks.
+    poll_s : float
+        Seconds between polls.
+    outage_s : float
+        Seconds without Redis after which the wait fails.
+    is_done : callable
+        Ends the wait; default ``status["complete"]``.
+
+    Returns
+    -------
+    dict
+        The last status; it may not be done if ``timeout_s`` passed.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis stayed unreachable for ``outage_s`` seconds, or the timeout passed before any
+        status could be read.
+    Exception
+        Whatever ``hooks.check`` raises.
+    """
+    hooks = hooks or WaitHooks()
+    began = time.monotonic()
+    outage_began: float | None = None
+    status: Status | None = None
+    while True:
+        try:
+            status = status_fn()
+        except REDIS_ERRORS as exc:
+            now = time.monotonic()
+            if outage_began is None:
+                outage_began = now
+                if hooks.on_outage is not None:
+                    hooks.on_outage(True)
+            timed_out = timeout_s is not None and now - began > timeout_s
+            if now - outage_began > outage_s or (timed_out and status is None):
+                raise BackendUnavailableError(f"lost contact with Redis while waiting: {exc}") from None
+            if timed_out:
+                return status
+            time.sleep(poll_s)
+            continue
+        if outage_began is not None:
+            outage_began = None
+            if hooks.on_outage is not None:
+                hooks.on_outage(False)
+        if hooks.on_progress is not None:
+            hooks.on_progress(status)
+        if is_done(status):
+            return status
+        if recover_fn is not None:
+            _recover(recover_fn, hooks)
+        if timeout_s is not None and time.monotonic() - began > timeout_s:
+            return status
+        if hooks.check is not None:
+            hooks.check(status)
+        time.sleep(poll_s)
+
+
+def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks) -> None:
+    """Run one recovery pass; report what it re-sent; Redis errors wait for the next poll."""
+    try:
+        resent = recover_fn()
+    except REDIS_ERRORS:
+        return
+    if resent and hooks.on_resent is not None:
+        hooks.on_resent(len(resent))
+
+
+__all__ = ["WaitHooks", "REDIS_OUTAGE_S", "poll_until_complete"]
