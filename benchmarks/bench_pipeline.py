@@ -24,7 +24,7 @@ from collections import Counter
 from knights_tour.service.local import EmbeddedRedis, LocalWorkers
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.store.batches import collect, connect, wait_for_batch
-from knights_tour.tasks import submit_batch
+from knights_tour.service.batches import submit_batch
 
 
 def run_once(url: str, workers: int, chunk: int, verify: str | None,

@@ -19,7 +19,8 @@ from knights_tour.board import Board
 from knights_tour.cli import main
 from knights_tour.core.counting import plan_count
 from knights_tour.store.batches import connect
-from knights_tour.tasks import TASK_COUNT_SUBJOBS, submit_count
+from knights_tour.service.counts import submit_count
+from knights_tour.worker import TASK_COUNT_SUBJOBS
 from knights_tour.worker import app, use_redis
 
 OEIS_5X5 = [

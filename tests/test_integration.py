@@ -20,7 +20,7 @@ from knights_tour.store import keys
 from knights_tour.board import Board
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.store.batches import collect, connect, wait_for_batch
-from knights_tour.tasks import submit_batch
+from knights_tour.service.batches import submit_batch
 from knights_tour.verify import verify_tour
 from knights_tour.worker import TASK_RUN_JOBS, use_redis
 

@@ -64,7 +64,7 @@ def _check_example(config):
     assert sched[COLLECT_ENTRY]["task"] == TASK_COLLECT
     assert sched[COLLECT_ENTRY]["schedule"].run_every == timedelta(minutes=5)
     assert sched[COLLECT_ENTRY]["options"]["expires"] == 300  # a late collection is dropped
-    from knights_tour.tasks import BATCH_PRIORITY
+    from knights_tour.service.batches import BATCH_PRIORITY
 
     # Redis transport: lower number = served first; beat's tasks overtake queued batch chunks
     assert all(e["options"]["priority"] < BATCH_PRIORITY for e in sched.values())

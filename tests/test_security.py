@@ -27,7 +27,7 @@ from knights_tour.service.local import EmbeddedRedis, LocalWorkers
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.settings import get_settings
 from knights_tour.store.batches import collect, connect, create_batch, wait_for_batch
-from knights_tour.tasks import submit_batch
+from knights_tour.service.batches import submit_batch
 from knights_tour.worker import TASK_RUN_JOBS, celery_config
 
 pytestmark = [pytest.mark.timeout(180)]

@@ -353,7 +353,7 @@ def _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit
 
 
 def _chunk(chunk_size: int | None) -> int:
-    from knights_tour.tasks import DEFAULT_CHUNK_SIZE
+    from knights_tour.service.batches import DEFAULT_CHUNK_SIZE
 
     if chunk_size is None:
         return DEFAULT_CHUNK_SIZE
@@ -600,7 +600,7 @@ def _recover(client, url: str, batch_id: str) -> None:
     """Re-send jobs of the batch lost with their worker (lease expired, no record); a note on
     stderr. Redis being unreachable is left to the next poll."""
     from knights_tour.store.batches import REDIS_ERRORS
-    from knights_tour.tasks import recover_lost_jobs
+    from knights_tour.service.batches import recover_lost_jobs
 
     try:
         resent = recover_lost_jobs(client, url, batch_id)
@@ -641,7 +641,7 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     from knights_tour.service.local import LocalWorkers
     from knights_tour.settings import get_settings
     from knights_tour.store.batches import collect, mask_url
-    from knights_tour.tasks import submit_batch
+    from knights_tour.service.batches import submit_batch
 
     boards, jobs, params = _make_jobs(sizes, solver, verify, closed, exhaustive, time_limit,
                                       node_limit)
@@ -762,7 +762,7 @@ def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, ch
     on the last line of stdout; follow it with 'ktour status' / 'ktour collect'.
     """
     from knights_tour.store.batches import connect, mask_url
-    from knights_tour.tasks import submit_batch
+    from knights_tour.service.batches import submit_batch
 
     url = _configured_redis_url(redis_url)
     if url is None:
@@ -981,7 +981,7 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     from knights_tour.service.local import LocalWorkers
     from knights_tour.settings import get_settings
     from knights_tour.store.batches import mask_url
-    from knights_tour.tasks import submit_count
+    from knights_tour.service.counts import submit_count
 
     board = parse_board(size)
     start_sq = board.parse_square(start) if start is not None else None

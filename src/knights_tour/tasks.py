@@ -1,12 +1,11 @@
-"""Celery tasks (a thin adapter) and batch submission.
+"""Celery tasks (a thin adapter): the worker-side entry.
 
 The task :func:`run_jobs` takes a batch id and a chunk of job dicts (JSON), validates each with
 :meth:`knights_tour.core.jobs.Job.from_dict` (an invalid job becomes an ``error`` record, never a
 crash), runs it with :func:`knights_tour.core.jobs.run_job`, and writes each record under its own job
 key with :func:`knights_tour.store.batches.save_record`. All the logic lives in ``jobs`` and ``store``.
 
-:func:`submit_batch` registers a batch in Redis and sends its jobs in chunks; pair it with
-:func:`knights_tour.store.batches.wait_for_batch` and :func:`knights_tour.store.batches.collect`.
+The client side (submit, wait, recover, collect) is :mod:`knights_tour.service.batches`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import redis
@@ -24,33 +23,11 @@ import redis
 from knights_tour.store import keys
 from knights_tour.core.jobs import Job, error_record, run_job
 from knights_tour.settings import get_settings
-from knights_tour.store.batches import (
-    REDIS_ERRORS,
-    batch_status,
-    connect,
-    create_batch,
-    save_record,
-    wait_for_batch,
-)
-from knights_tour.worker import DEFAULT_REDIS_URL, TASK_RUN_JOBS, app, use_redis
+from knights_tour.service.batches import RECOVERY_PRIORITY
+from knights_tour.store.batches import REDIS_ERRORS, connect, save_record
+from knights_tour.worker import DEFAULT_REDIS_URL, TASK_COUNT_SUBJOBS, TASK_RUN_JOBS, app
 
 log = logging.getLogger(__name__)
-
-BATCH_PRIORITY = 6
-"""Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
-6, 9 (kombu ``priority_steps``; each step is its own list), so re-sent lost jobs
-(:data:`RECOVERY_PRIORITY`) overtake the queued rest of the batch instead of waiting behind it."""
-
-RECOVERY_PRIORITY = 0
-"""Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
-
-DEFAULT_CHUNK_SIZE = 16
-"""Jobs per task. Measured (``benchmarks/bench_pipeline.py``, 2 local workers, 2-core machine
-shared with other load) on the 620-job sweep n=5..12, engine only: one job per task (620
-tasks) took 4.6-7.1 s of wall time, chunks of 16 (39 tasks) 1.5-2.4 s, chunks of 64 about the
-same as 16; the solving itself is ~0.2 s, so per-task Celery/Redis round trips dominate.
-With ``--verify cpsat`` (CP-SAT ~170 s of worker time) chunks of 16 were not slower than 4 or 1.
-Each job still gets its own record key."""
 
 SAVE_RETRY_S = 30.0
 """How long a task keeps retrying to store a record while Redis is unreachable."""
@@ -213,135 +190,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
     }
 
 
-def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
-    """Split ``items`` into consecutive lists of at most ``size`` (``size`` >= 1)."""
-    if size < 1:
-        raise ValueError("chunk size must be at least 1")
-    return [list(items[i:i + size]) for i in range(0, len(items), size)]
-
-
-def submit_batch(
-    redis_url: str,
-    jobs: Sequence[Job],
-    params: Mapping[str, Any] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    batch_id: str | None = None,
-    only_missing: bool = False,
-    largest_first: bool = True,
-) -> str:
-    """Register a batch in Redis and send its jobs to the workers; returns the batch id.
-
-    Parameters
-    ----------
-    redis_url : str
-        The Redis server used as broker and store (workers must listen on the same one).
-    jobs : sequence of Job
-        E.g. from :func:`knights_tour.core.jobs.make_batch_jobs`.
-    params : mapping, optional
-        JSON-ready description stored in the batch meta (sizes, solver, verify, ...).
-    chunk_size : int
-        Jobs per Celery task (each job still gets its own record key).
-    batch_id : str, optional
-        Add the jobs to this existing batch instead of a new one (re-submitting the same jobs
-        overwrites their records; nothing is duplicated).
-    only_missing : bool
-        With ``batch_id``: send only the jobs that have no record yet (resume a batch).
-    largest_first : bool
-        Send the jobs of the largest boards first (stable otherwise), so the slowest jobs do
-        not all wait at the end of the queue while other workers idle (longest-processing-time
-        first, Graham 1969). Records are keyed by job, so the order changes nothing else.
-
-    Raises
-    ------
-    BackendUnavailableError
-        If Redis cannot be reached (URL masked in the message).
-    KnightsTourError
-        If ``jobs`` is empty or ``chunk_size`` < 1.
-    """
-    from knights_tour.errors import KnightsTourError
-
-    if chunk_size < 1:
-        raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
-    r = connect(redis_url)
-    batch_id = create_batch(r, jobs, params, batch_id=batch_id)
-    to_send = list(jobs)
-    if only_missing:
-        status = batch_status(r, batch_id, max_missing=10**9)
-        missing = set(status["missing_keys"])
-        to_send = [j for j in to_send if j.key in missing]
-    if largest_first:
-        to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
-    dicts = [j.to_dict() for j in to_send]
-    use_redis(redis_url)
-    with app.producer_or_acquire() as producer:
-        for chunk in chunked(dicts, chunk_size):
-            app.send_task(
-                TASK_RUN_JOBS,
-                args=[batch_id, chunk],
-                producer=producer,
-                queue=keys.QUEUE,
-                ignore_result=True,
-                priority=BATCH_PRIORITY,
-            )
-    r.close()
-    return batch_id
-
-
-def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
-    """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
-    :data:`RECOVERY_PRIORITY`, so it runs before the batch's still-queued jobs."""
-    use_redis(redis_url)
-    app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
-                  ignore_result=True, priority=RECOVERY_PRIORITY)
-
-
-_quiet_since: dict[str, float] = {}
-
-
-def _queues_empty(r: redis.Redis) -> bool:
-    """True if no task message waits in the project queue (every kombu priority list)."""
-    from kombu.transport.redis import PRIORITY_STEPS, Channel
-
-    names = [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
-    pipe = r.pipeline(transaction=False)
-    for name in names:
-        pipe.llen(name)
-    return not any(pipe.execute())
-
-
-def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
-    """Re-send the jobs of ``batch_id`` lost with a worker or a Redis restart; returns their
-    keys. Call it on every poll while waiting for a batch (``ktour run``, ``collect --wait``).
-
-    * a claimed job whose lease expired without a record (its worker died):
-      :func:`knights_tour.store.leases.recover_batch`;
-    * unclaimed jobs without a record when the queue is empty and no job of the batch is
-      running, for ``KT_LEASE_S`` in a row (their message was taken off the queue but never
-      started - e.g. Redis went away as a worker received it; Celery would only restore it
-      after the visibility timeout): :func:`knights_tour.store.leases.find_unclaimed`.
-    """
-    from knights_tour.store import leases as recovery
-
-    def send(bid: str, dicts: list[dict[str, Any]]) -> None:
-        resend_jobs(redis_url, bid, dicts)
-
-    resent = recovery.recover_batch(r, batch_id, send)
-    unclaimed = recovery.find_unclaimed(r, batch_id)
-    if unclaimed and not recovery.running(r, batch_id) and _queues_empty(r):
-        since = _quiet_since.setdefault(batch_id, time.monotonic())
-        if time.monotonic() - since >= get_settings().lease_s:
-            resent += recovery.resend(r, batch_id, unclaimed, send)
-            _quiet_since.pop(batch_id, None)
-    else:
-        _quiet_since.pop(batch_id, None)
-    return resent
-
-
 # -- tour counts (issue 7): a thin adapter over knights_tour.core.counting / count_store -----------
-
-TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
-"""Registered name of the task that runs count sub-jobs (see :func:`count_subjobs`)."""
-
 
 @app.task(name=TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -378,28 +227,7 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
             "worker": worker}
 
 
-def submit_count(redis_url: str, count_id: str, subjobs: Sequence[Any]) -> int:
-    """Send one :func:`count_subjobs` task per sub-job (``counting.SubJob``) of ``count_id``
-    (registered beforehand with :func:`knights_tour.store.counts.register_count`); returns the
-    number of tasks sent."""
-    use_redis(redis_url)
-    with app.producer_or_acquire() as producer:
-        for sj in subjobs:
-            app.send_task(
-                TASK_COUNT_SUBJOBS,
-                args=[count_id, [sj.to_dict()]],
-                producer=producer,
-                queue=keys.QUEUE,
-                ignore_result=True,
-            )
-    return len(subjobs)
-
-
-__all__ = [
-    "run_jobs", "submit_batch", "wait_for_batch", "chunked", "DEFAULT_CHUNK_SIZE",
-    "resend_jobs", "recover_lost_jobs",
-    "count_subjobs", "submit_count", "TASK_COUNT_SUBJOBS",
-]
+__all__ = ["run_jobs", "count_subjobs"]
 
 
 # -- beat: scheduled sweeps and collection (knights_tour.service.schedule, knights_tour.service.collector) ----

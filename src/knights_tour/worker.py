@@ -47,6 +47,9 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 TASK_RUN_JOBS = "knights_tour.run_jobs"
 """Registered name of the task that runs a chunk of jobs (see :mod:`knights_tour.tasks`)."""
 
+TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
+"""Registered name of the task that runs count sub-jobs (see :mod:`knights_tour.tasks`)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -138,4 +141,5 @@ def _warm_up_engine(**_: object) -> None:
             log.warning("engine warm_up() failed: %s", exc)
 
 
-__all__ = ["app", "use_redis", "celery_config", "DEFAULT_REDIS_URL", "TASK_RUN_JOBS"]
+__all__ = ["app", "use_redis", "celery_config", "DEFAULT_REDIS_URL", "TASK_RUN_JOBS",
+           "TASK_COUNT_SUBJOBS"]

@@ -11,7 +11,7 @@ from typing import Any
 from knights_tour.store import keys
 from knights_tour.store import leases as recovery
 from knights_tour.store.batches import REDIS_ERRORS, batch_status, collect
-from knights_tour.tasks import recover_lost_jobs
+from knights_tour.service.batches import recover_lost_jobs
 from knights_tour.verify import verify_tour
 
 

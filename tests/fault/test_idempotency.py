@@ -10,7 +10,7 @@ from knights_tour.cli import main
 from knights_tour.core.jobs import make_batch_jobs, record_sort_key
 from knights_tour.settings import get_settings
 from knights_tour.store.batches import collect, connect, create_batch
-from knights_tour.tasks import chunked, resend_jobs
+from knights_tour.service.batches import chunked, resend_jobs
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

@@ -10,7 +10,7 @@ from _faultkit import drive
 
 from knights_tour.core.jobs import Job
 from knights_tour.store.batches import collect, connect
-from knights_tour.tasks import submit_batch
+from knights_tour.service.batches import submit_batch
 from knights_tour.verify import verify_tour
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]

@@ -24,7 +24,7 @@ from conftest import LEASE_S
 
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.store.batches import connect
-from knights_tour.tasks import submit_batch
+from knights_tour.service.batches import submit_batch
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 

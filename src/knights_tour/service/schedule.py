@@ -434,7 +434,7 @@ def run_sweep(redis_url: str, sweep: Mapping[str, Any], batch_id: str | None = N
     """
     from knights_tour.board import parse_board_list
     from knights_tour.core.jobs import make_batch_jobs
-    from knights_tour.tasks import DEFAULT_CHUNK_SIZE, submit_batch
+    from knights_tour.service.batches import DEFAULT_CHUNK_SIZE, submit_batch
 
     sw = Sweep.from_dict(sweep)
     jobs = make_batch_jobs(
