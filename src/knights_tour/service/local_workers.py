@@ -21,10 +21,10 @@ from typing import Any
 import psutil
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.service._celery import celery_worker
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
 from knights_tour.store.batches import mask_url
-from knights_tour.worker import use_redis
 
 
 def _pdeathsig() -> None:  # pragma: no cover - runs in the child
@@ -147,7 +147,7 @@ class LocalWorkers:
         BackendUnavailableError
             If a worker process exits or the timeout passes.
         """
-        app = use_redis(self.redis_url)
+        app = celery_worker().use_redis(self.redis_url)
         pending = set(self.node_names)
         deadline = time.monotonic() + self.ready_timeout_s
         with app.connection_for_write() as conn:
