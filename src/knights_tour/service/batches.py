@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
-from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from knights_tour.board import Board, parse_board_list
 from knights_tour.core.jobs import Job, make_batch_jobs
 from knights_tour.errors import KnightsTourError
+from knights_tour.service._celery import celery_worker, queue_lists
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
@@ -23,7 +23,6 @@ from knights_tour.store import keys
 from knights_tour.store import leases as recovery
 from knights_tour.store.batches import batch_status, connect, create_batch
 from knights_tour.store.batches import collect as store_collect
-from knights_tour.worker import TASK_RUN_JOBS, app, use_redis
 
 BATCH_PRIORITY = 6
 """Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
@@ -152,11 +151,12 @@ def submit_batch(
     if largest_first:
         to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
     dicts = [j.to_dict() for j in to_send]
-    use_redis(redis_url)
+    worker = celery_worker()
+    app = worker.use_redis(redis_url)
     with app.producer_or_acquire() as producer:
         for chunk in chunked(dicts, chunk_size):
             app.send_task(
-                TASK_RUN_JOBS,
+                worker.TASK_RUN_JOBS,
                 args=[batch_id, chunk],
                 producer=producer,
                 queue=keys.QUEUE,
@@ -170,9 +170,11 @@ def submit_batch(
 def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
     """Put one :func:`run_jobs` task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
     :data:`RECOVERY_PRIORITY`, so it runs before the batch's still-queued jobs."""
-    use_redis(redis_url)
-    app.send_task(TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
-                  ignore_result=True, priority=RECOVERY_PRIORITY)
+    worker = celery_worker()
+    worker.use_redis(redis_url).send_task(
+        worker.TASK_RUN_JOBS, args=[batch_id, job_dicts], queue=keys.QUEUE,
+        ignore_result=True, priority=RECOVERY_PRIORITY,
+    )
 
 
 _quiet_since: dict[str, float] = {}
@@ -180,7 +182,7 @@ _quiet_since: dict[str, float] = {}
 
 def _queues_empty(r: redis.Redis) -> bool:
     """True if no task message waits in the project queue (every kombu priority list)."""
-    names = [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
+    names = queue_lists(keys.QUEUE)
     pipe = r.pipeline(transaction=False)
     for name in names:
         pipe.llen(name)

@@ -11,21 +11,22 @@ from typing import Any
 
 import redis
 
+from knights_tour.service._celery import celery_worker
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.store import keys
 from knights_tour.store.counts import count_status
-from knights_tour.worker import TASK_COUNT_SUBJOBS, app, use_redis
 
 
 def submit_count(redis_url: str, count_id: str, subjobs: Sequence[Any]) -> int:
     """Send one ``count_subjobs`` task per sub-job (``counting.SubJob``) of ``count_id``
     (registered beforehand with :func:`knights_tour.store.counts.register_count`); returns the
     number of tasks sent."""
-    use_redis(redis_url)
+    worker = celery_worker()
+    app = worker.use_redis(redis_url)
     with app.producer_or_acquire() as producer:
         for sj in subjobs:
             app.send_task(
-                TASK_COUNT_SUBJOBS,
+                worker.TASK_COUNT_SUBJOBS,
                 args=[count_id, [sj.to_dict()]],
                 producer=producer,
                 queue=keys.QUEUE,
