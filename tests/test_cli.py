@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 import pytest
+from click.utils import make_default_short_help
 
 from knights_tour.board import Board
 from knights_tour.cli import COMMANDS, cli, main
@@ -51,12 +52,16 @@ def run_cli(capsys, *args):
 # -- the entry point ----------------------------------------------------------------------------
 
 
-def test_every_registered_command_loads_under_its_name():
+def test_every_registered_command_loads_under_its_name_with_its_summary():
     ctx = click.Context(cli)
     assert cli.list_commands(ctx) == sorted(COMMANDS)
-    for name in COMMANDS:
+    for name, (_target, summary) in COMMANDS.items():
         command = cli.get_command(ctx, name)
         assert isinstance(command, click.Command) and command.name == name
+        # ktour --help shows the registry's summary: it must say what the command's help says
+        for limit in (45, 70, 1000):
+            assert make_default_short_help(summary, limit) == \
+                command.get_short_help_str(limit), name
     assert cli.get_command(ctx, "no-such-command") is None
 
 

@@ -2,7 +2,8 @@
 :func:`main`, which turns every user error into one line and an :class:`ExitCode`.
 
 The commands live in :mod:`knights_tour.commands` (one module per family); each is imported
-when it is run (or listed by ``--help``), so ``ktour solve`` does not load Celery or Redis.
+only when it is run, so ``ktour solve`` does not load Celery or Redis, and ``ktour --help``
+none at all.
 :func:`main` takes an argument list and returns the exit code, so tests call it in-process.
 The exit codes are documented on :class:`~knights_tour.commands._shared.ExitCode`.
 """
@@ -13,42 +14,63 @@ import importlib
 import sys
 
 import click
+from click.utils import make_default_short_help
 from pydantic import ValidationError
 
 from knights_tour.commands._shared import ExitCode, err
 from knights_tour.errors import KnightsTourError
 
-COMMANDS: dict[str, str] = {
-    "solve": "knights_tour.commands.solve:solve",
-    "verify": "knights_tour.commands.solve:verify",
-    "run": "knights_tour.commands.batch:run",
-    "submit": "knights_tour.commands.batch:submit",
-    "collect": "knights_tour.commands.batch:collect",
-    "batches": "knights_tour.commands.batch:batches",
-    "count": "knights_tour.commands.count:count",
-    "draw": "knights_tour.commands.pictures:draw",
-    "report": "knights_tour.commands.pictures:report",
-    "status": "knights_tour.commands.ops:status",
-    "workers": "knights_tour.commands.ops:workers",
-    "schedule": "knights_tour.commands.ops:schedule_group",
-    "reports": "knights_tour.commands.ops:reports",
+COMMANDS: dict[str, tuple[str, str]] = {
+    "solve": ("knights_tour.commands.solve:solve", "Solve one job in-process: a knight's tour "
+              "of SIZE (8 or 6x8) from START (a1 or r,c)."),
+    "verify": ("knights_tour.commands.solve:verify", "Check the tour in FILE ('-' = stdin)."),
+    "run": ("knights_tour.commands.batch:run", "Run a batch: one job per start square of every "
+            "board, in parallel, and collect it."),
+    "submit": ("knights_tour.commands.batch:submit", "Submit a batch to the workers listening "
+               "on a Redis server and return at once."),
+    "collect": ("knights_tour.commands.batch:collect", "Records of BATCH, one per job, sorted "
+                "by board and start square."),
+    "batches": ("knights_tour.commands.batch:batches", "List known batches, oldest first."),
+    "count": ("knights_tour.commands.count:count", "Count the knight's tours from every start "
+              "square of SIZE (exhaustively), in parallel."),
+    "draw": ("knights_tour.commands.pictures:draw", "Draw one tour: a JSON record, a JSON Lines "
+             "file of records (pick with --index or --start [--size]) or a step-number matrix "
+             "file ('-' = stdin)."),
+    "report": ("knights_tour.commands.pictures:report", "Report on a batch: BATCH from Redis, "
+               "or --from-jsonl FILE."),
+    "status": ("knights_tour.commands.batch:status", "Progress of BATCH (default: the newest "
+               "batch): jobs done / running / queued / failed, counts by status, mismatches "
+               "and an ETA."),
+    "workers": ("knights_tour.commands.ops:workers", "List the live Celery workers and what "
+                "they are running (Celery ping + inspect active)."),
+    "schedule": ("knights_tour.commands.ops:schedule_group", "The celery beat schedule "
+                 "(KT_SCHEDULE_FILE; see schedule.example.toml)."),
+    "reports": ("knights_tour.commands.ops:reports", "List the reports written by collections "
+                "(oldest first)."),
 }
-"""Every ``ktour`` command: name -> ``"module:attribute"`` of its click command."""
+"""Every ``ktour`` command: name -> (``"module:attribute"`` of its click command, the first
+sentence of its help, shown by ``ktour --help`` without importing the command)."""
 
 
 class LazyGroup(click.Group):
     """A click group whose commands are imported on first use (click's "lazily loading
-    subcommands" pattern), from :data:`COMMANDS`."""
+    subcommands" pattern), from :data:`COMMANDS`; ``ktour --help`` lists them from there."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        if cmd_name not in COMMANDS:
             return None
-        module, _, attr = target.partition(":")
+        module, _, attr = COMMANDS[cmd_name][0].partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, make_default_short_help(COMMANDS[name][1], limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

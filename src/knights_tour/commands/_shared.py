@@ -30,7 +30,6 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
 
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.tourfile import atomic_write_text
-from knights_tour.service.waiting import WaitHooks
 from knights_tour.solvers import DEFAULT_SOLVER, solver_names
 
 
@@ -150,10 +149,11 @@ def write_output(path: str, text: str, what: str) -> None:
 def progress_hooks(
     label: str, total: int, info: Callable[[dict[str, Any]], str],
     check: Callable[[dict[str, Any]], None] | None = None,
-) -> Iterator[WaitHooks]:
-    """:class:`~knights_tour.service.waiting.WaitHooks` that draw a rich progress bar of
-    ``label`` (``done``/``total`` of each status, plus ``info(status)``) on stderr when it is
-    a terminal, and report Redis outages and re-sent jobs as ``ktour:`` lines."""
+) -> Iterator[dict[str, Callable[..., None] | None]]:
+    """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.service.waiting`), as keyword
+    arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
+    ``info(status)``) on stderr when it is a terminal, Redis outages and re-sent jobs reported
+    as ``ktour:`` lines, and ``check``. The bar ends with the block."""
     console = Console(stderr=True)
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -166,13 +166,13 @@ def progress_hooks(
             progress.update(task, completed=status["done"], total=status["total"],
                             info=info(status))
 
-        yield WaitHooks(
-            on_progress=on_progress,
-            on_outage=lambda lost: note("lost contact with Redis; retrying" if lost
-                                        else "Redis is back"),
-            on_resent=lambda n: note(f"re-sent {n} job(s) whose worker was lost"),
-            check=check,
-        )
+        yield {
+            "on_progress": on_progress,
+            "on_outage": lambda lost: note("lost contact with Redis; retrying" if lost
+                                           else "Redis is back"),
+            "on_resent": lambda n: note(f"re-sent {n} job(s) whose worker was lost"),
+            "check": check,
+        }
 
 
 __all__ = [

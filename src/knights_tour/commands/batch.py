@@ -1,5 +1,6 @@
 """The batch commands: ``ktour run`` (a whole batch, locally by default), ``submit``,
-``collect`` and ``batches``.
+``status`` (progress with running / queued / failed counts, ETA, ``--watch``), ``collect`` and
+``batches``.
 
 The lifecycle itself (make jobs, submit, wait, recover, collect) is
 :mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals) is
@@ -9,14 +10,18 @@ The lifecycle itself (make jobs, submit, wait, recover, collect) is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import click
+import redis
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
                                            redis_option, require_non_negative,
@@ -28,9 +33,10 @@ from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, collect as collect
                                           make_jobs, submit_batch, wait_for_batch)
 from knights_tour.service.local import (NO_WORKERS_WARNING, configured_redis_url,
                                         no_worker_answers, open_backend, open_store)
-from knights_tour.service.monitor import batch_states
+from knights_tour.service.monitor import batch_progress, batch_states, format_eta, live_workers
 from knights_tour.service.verdict import (mismatches, problems, record_dicts, summary_rows,
                                           summary_total)
+from knights_tour.service.waiting import WaitHooks, poll_until_complete
 from knights_tour.store.batches import batch_status, connect, list_batches, mask_url
 
 
@@ -141,9 +147,9 @@ def _wait(client, batch_id: str, total: int, timeout: float | None, recover_url:
           check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Wait for the batch with a progress bar; then one line: how far it got, how long."""
     began = time.monotonic()
-    with progress_hooks("jobs", total, _batch_info, check) as hooks:
+    with progress_hooks("jobs", total, _batch_info, check) as callbacks:
         status = wait_for_batch(client, batch_id, timeout_s=timeout, recover_url=recover_url,
-                                hooks=hooks)
+                                hooks=WaitHooks(**callbacks))
     note(f"batch {batch_id}: {status['done']}/{status['total']} jobs done in "
          f"{time.monotonic() - began:.1f} s" + ("" if status["complete"] else " (INCOMPLETE)"))
     return status
@@ -291,4 +297,102 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
     return ExitCode.OK
 
 
-__all__ = ["run", "submit", "collect", "batches", "job_options"]
+# -- status -----------------------------------------------------------------------------------
+
+
+def _status_lines(p: dict[str, Any]) -> list[str]:
+    counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
+    lines = [
+        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done "
+        f"({'complete' if p['complete'] else 'running'}); {counts}; "
+        f"mismatches {p['mismatches']}",
+        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}, "
+        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}"
+        + (f"; on {', '.join(p['workers_busy'])}" if p["workers_busy"] else ""),
+    ]
+    params = p.get("params") or {}
+    if params:
+        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
+                                            if v not in (None, False)))
+    return lines
+
+
+def _progress_poller(client: redis.Redis, url: str, batch_id: str,
+                     interval: float) -> Callable[[], dict[str, Any]]:
+    """A function returning :func:`~knights_tour.service.monitor.batch_progress` of the batch,
+    with the ETA from the rate measured since its first call. The returned function raises
+    :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
+    first: tuple[float, int] | None = None
+
+    def poll() -> dict[str, Any]:
+        nonlocal first
+        st = batch_status(client, batch_id, max_missing=0)  # unknown batch -> error
+        nodes: list[dict[str, Any]] = []
+        if not st["complete"]:
+            with contextlib.suppress(Exception):  # inspection is best effort
+                nodes = live_workers(url, timeout_s=min(1.0, interval))
+        now = time.time()
+        rate = None
+        if first is not None and st["done"] > first[1] and now > first[0]:
+            rate = (st["done"] - first[1]) / (now - first[0])  # rate while watching
+        p = batch_progress(client, batch_id, nodes, now=now, rate_jobs_per_s=rate)
+        if first is None:
+            first = (now, p["done"])
+        return p
+
+    return poll
+
+
+def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
+           timeout: float | None) -> dict[str, Any]:
+    """``status --watch``: a live view on a terminal, else one line (or JSON object) per
+    refresh, until the batch is complete or ``timeout`` seconds pass; returns the last
+    progress."""
+    console = stdout_console()
+    if console.is_terminal and not as_json:
+        with Live(Text(""), console=console, refresh_per_second=4) as live:
+            hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
+            return poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
+    if as_json:
+        hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
+    else:
+        hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
+    p = poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
+    if not as_json:
+        click.echo(_status_lines(p)[0])
+    return p
+
+
+@click.command()
+@click.argument("batch_id", metavar="[BATCH]", required=False)
+@redis_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
+@click.option("--interval", type=float, default=2.0, show_default=True, metavar="S",
+              help="With --watch: seconds between refreshes.")
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="With --watch: stop after S seconds.")
+def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bool = False,
+           interval: float = 2.0, timeout: float | None = None) -> ExitCode:
+    """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
+    counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
+    is executing (Celery inspect). Exit 0 if complete, 1 if not.
+    """
+    if interval <= 0:
+        raise click.BadParameter("must be positive", param_hint="--interval")
+    with open_store(redis_url) as backend:
+        if batch_id is None:
+            items = list_batches(backend.client, limit=1)
+            if not items:
+                raise KnightsTourError("no batches yet (see `ktour submit`)")
+            batch_id = items[-1]["batch_id"]
+        poll = _progress_poller(backend.client, backend.url, batch_id, interval)
+        if watch:
+            p = _watch(poll, as_json, interval, timeout)
+        else:
+            p = poll()
+            click.echo(json.dumps(p, indent=2) if as_json else "\n".join(_status_lines(p)))
+    return ExitCode.OK if p["complete"] else ExitCode.NOT_OK
+
+
+__all__ = ["run", "submit", "status", "collect", "batches", "job_options"]

@@ -23,6 +23,7 @@ from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import submit_count, wait_for_count
 from knights_tour.service.local import Backend, open_backend
+from knights_tour.service.waiting import WaitHooks
 from knights_tour.store import counts as count_store
 
 
@@ -63,8 +64,9 @@ def _send_and_wait(backend: Backend, count_id: str, plan: CountPlan,
          f"{backend.where}" + (f" ({reused} already counted)" if reused else ""))
     check = backend.check_workers(f"count {count_id}", "sub-jobs")
     with progress_hooks("sub-jobs", len(plan.subjobs), lambda st: f"nodes {st['nodes']:,}",
-                        check) as hooks:
-        status = wait_for_count(client, count_id, timeout_s=timeout, hooks=hooks)
+                        check) as callbacks:
+        status = wait_for_count(client, count_id, timeout_s=timeout,
+                                hooks=WaitHooks(**callbacks))
     return status, reused
 
 

@@ -1,36 +1,27 @@
-"""The operations commands of ``ktour``: ``status`` (progress of a batch with running /
-queued / failed counts, ETA, ``--watch``), ``workers``, ``schedule show`` and ``reports``.
+"""The operations commands of ``ktour``: ``workers``, ``schedule show`` and ``reports``.
 
-``status`` lives here rather than with the batch commands because, like ``workers``, it asks
-the live workers what they run (Celery inspect, :mod:`knights_tour.service.monitor`). Exit 0 on
-success, 2 on bad input or an unreachable Redis (a :class:`~knights_tour.errors.KnightsTourError`
-that :func:`knights_tour.cli.main` turns into one ``ktour: error: ...`` line).
+Exit 0 on success, 2 on bad input or an unreachable Redis (a
+:class:`~knights_tour.errors.KnightsTourError` that :func:`knights_tour.cli.main` turns into one
+``ktour: error: ...`` line).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 import click
-import redis
-from rich.live import Live
 from rich.table import Table
-from rich.text import Text
 
 from knights_tour.commands._shared import ExitCode, redis_option, stdout_console
 from knights_tour.errors import KnightsTourError
 from knights_tour.service import collector
-from knights_tour.service.local import configured_redis_url, open_store
-from knights_tour.service.monitor import batch_progress, format_eta, live_workers
+from knights_tour.service.local import configured_redis_url
+from knights_tour.service.monitor import live_workers
 from knights_tour.service.schedule import load_schedule, next_run_times, schedule_from_settings
-from knights_tour.service.waiting import WaitHooks, poll_until_complete
 from knights_tour.settings import get_settings
-from knights_tour.store.batches import batch_status, connect, list_batches
+from knights_tour.store.batches import connect
 
 
 def _iso(t: float | datetime | None) -> str:
@@ -143,8 +134,9 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
         state = it.get("state") or ("clean" if it.get("clean") else "not clean")
         if it.get("state") == "written":
             state = f"{'clean' if it.get('clean') else 'not clean'} @ {it.get('host')}"
+        when = str(it.get("collected_iso") or "-").replace("T", " ").replace("+00:00", "")
         table.add_row(
-            str(it.get("batch_id")), str(it.get("collected_iso") or "-").replace("T", " ").replace("+00:00", ""),
+            str(it.get("batch_id")), when,
             str(it.get("schedule") or "-"), str(it.get("total", "")),
             *(str(counts.get(s, 0)) for s in ("found", "no_tour", "unknown", "error")), state,
         )
@@ -204,102 +196,4 @@ def workers(redis_url: str | None, timeout: float, as_json: bool) -> ExitCode:
     return ExitCode.OK if nodes else ExitCode.NOT_OK
 
 
-# -- status -----------------------------------------------------------------------------------
-
-
-def _status_lines(p: dict[str, Any]) -> list[str]:
-    counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
-    lines = [
-        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done "
-        f"({'complete' if p['complete'] else 'running'}); {counts}; "
-        f"mismatches {p['mismatches']}",
-        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}, "
-        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}"
-        + (f"; on {', '.join(p['workers_busy'])}" if p["workers_busy"] else ""),
-    ]
-    params = p.get("params") or {}
-    if params:
-        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
-                                            if v not in (None, False)))
-    return lines
-
-
-def _progress_poller(client: redis.Redis, url: str, batch_id: str,
-                     interval: float) -> Callable[[], dict[str, Any]]:
-    """A function returning :func:`~knights_tour.service.monitor.batch_progress` of the batch,
-    with the ETA from the rate measured since its first call. The returned function raises
-    :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
-    first: tuple[float, int] | None = None
-
-    def poll() -> dict[str, Any]:
-        nonlocal first
-        st = batch_status(client, batch_id, max_missing=0)  # unknown batch -> error
-        nodes: list[dict[str, Any]] = []
-        if not st["complete"]:
-            with contextlib.suppress(Exception):  # inspection is best effort
-                nodes = live_workers(url, timeout_s=min(1.0, interval))
-        now = time.time()
-        rate = None
-        if first is not None and st["done"] > first[1] and now > first[0]:
-            rate = (st["done"] - first[1]) / (now - first[0])  # rate while watching
-        p = batch_progress(client, batch_id, nodes, now=now, rate_jobs_per_s=rate)
-        if first is None:
-            first = (now, p["done"])
-        return p
-
-    return poll
-
-
-def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
-           timeout: float | None) -> dict[str, Any]:
-    """``status --watch``: a live view on a terminal, else one line (or JSON object) per
-    refresh, until the batch is complete or ``timeout`` seconds pass; returns the last
-    progress."""
-    console = stdout_console()
-    if console.is_terminal and not as_json:
-        with Live(Text(""), console=console, refresh_per_second=4) as live:
-            hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
-            return poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
-    if as_json:
-        hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
-    else:
-        hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
-    p = poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
-    if not as_json:
-        click.echo(_status_lines(p)[0])
-    return p
-
-
-@click.command()
-@click.argument("batch_id", metavar="[BATCH]", required=False)
-@redis_option
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
-@click.option("--interval", type=float, default=2.0, show_default=True, metavar="S",
-              help="With --watch: seconds between refreshes.")
-@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
-              help="With --watch: stop after S seconds.")
-def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bool = False,
-           interval: float = 2.0, timeout: float | None = None) -> ExitCode:
-    """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
-    counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
-    is executing (Celery inspect). Exit 0 if complete, 1 if not.
-    """
-    if interval <= 0:
-        raise click.BadParameter("must be positive", param_hint="--interval")
-    with open_store(redis_url) as backend:
-        if batch_id is None:
-            items = list_batches(backend.client, limit=1)
-            if not items:
-                raise KnightsTourError("no batches yet (see `ktour submit`)")
-            batch_id = items[-1]["batch_id"]
-        poll = _progress_poller(backend.client, backend.url, batch_id, interval)
-        if watch:
-            p = _watch(poll, as_json, interval, timeout)
-        else:
-            p = poll()
-            click.echo(json.dumps(p, indent=2) if as_json else "\n".join(_status_lines(p)))
-    return ExitCode.OK if p["complete"] else ExitCode.NOT_OK
-
-
-__all__ = ["status", "workers", "schedule_group", "schedule_show", "reports"]
+__all__ = ["workers", "schedule_group", "schedule_show", "reports"]
