@@ -21,7 +21,7 @@ from pathlib import Path
 
 from knights_tour.board import parse_board_list
 from knights_tour.service.collector import collect_finished
-from knights_tour.service.local import EmbeddedRedis
+from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.store.batches import create_batch, save_record
 from knights_tour.store.connection import connect

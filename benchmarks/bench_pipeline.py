@@ -21,7 +21,8 @@ import tempfile
 import time
 from collections import Counter
 
-from knights_tour.service.local import EmbeddedRedis, LocalWorkers
+from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.service.batches import wait_for_batch
 from knights_tour.store.batches import collect

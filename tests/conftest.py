@@ -54,7 +54,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     if external:
         yield _ExternalRedis(external)
         return
-    from knights_tour.service.local import EmbeddedRedis
+    from knights_tour.service.embedded_redis import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis-data"), reuse=False)
     server.start()
@@ -129,7 +129,7 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
     ``KT_REDIS_URL`` is set (and the settings cache cleared) for the module's duration, so code
     in this process that reads settings talks to the same database; restored afterwards.
     """
-    from knights_tour.service.local import LocalWorkers
+    from knights_tour.service.local_workers import LocalWorkers
 
     saved = os.environ.get("KT_REDIS_URL")
     os.environ["KT_REDIS_URL"] = module_redis_url

@@ -214,7 +214,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.mark.integration
 def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_url, tmp_path):
-    from knights_tour.service.local import LocalWorkers
+    from knights_tour.service.local_workers import LocalWorkers
 
     r = connect(redis_db_url)
     reports = tmp_path / "reports"

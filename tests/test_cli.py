@@ -14,10 +14,13 @@ import json
 import re
 from pathlib import Path
 
+import click
 import pytest
+from click.utils import make_default_short_help
 
 from knights_tour.board import Board
-from knights_tour.cli import main
+from knights_tour.cli import COMMANDS, cli, main
+from knights_tour.commands._shared import ExitCode
 from knights_tour.settings import get_settings
 from knights_tour.output.tourfile import parse_step_matrix
 from knights_tour.verify import verify_tour
@@ -44,6 +47,31 @@ def run_cli(capsys, *args):
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+# -- the entry point ----------------------------------------------------------------------------
+
+
+def test_every_registered_command_loads_under_its_name_with_its_summary():
+    ctx = click.Context(cli)
+    assert cli.list_commands(ctx) == sorted(COMMANDS)
+    for name, (_target, summary) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert isinstance(command, click.Command) and command.name == name
+        # ktour --help shows the registry's summary: it must say what the command's help says
+        for limit in (45, 70, 1000):
+            assert make_default_short_help(summary, limit) == \
+                command.get_short_help_str(limit), name
+    assert cli.get_command(ctx, "no-such-command") is None
+
+
+def test_main_returns_exit_codes_as_the_enum(capsys, tmp_path):
+    assert main(["--version"]) is ExitCode.OK
+    assert main(["verify", str(EULER)]) is ExitCode.OK
+    assert main(["verify", str(EULER), "--start", "b1"]) is ExitCode.NOT_OK
+    assert main(["verify", str(tmp_path / "missing.txt")]) is ExitCode.BAD_INPUT
+    assert main(["no-such-command"]) is ExitCode.BAD_INPUT
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 130]
 
 
 # -- solve ------------------------------------------------------------------------------------

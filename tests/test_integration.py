@@ -126,7 +126,8 @@ def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
 
 CTRL_C_CHILD = r"""
 import json, sys, time, psutil
-from knights_tour.service.local import EmbeddedRedis, LocalWorkers
+from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.service.local_workers import LocalWorkers
 with EmbeddedRedis(sys.argv[1]) as server:
     with LocalWorkers(server.url, count=1, node_prefix="ctrlc") as workers:
         pids = [server.pid] + workers.pids

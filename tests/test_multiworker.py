@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def two_workers(module_redis_url, tmp_path_factory):
     """Two worker processes with distinct node names, started separately."""
-    from knights_tour.service.local import LocalWorkers
+    from knights_tour.service.local_workers import LocalWorkers
 
     logs = tmp_path_factory.mktemp("mw-logs")
     tag = os.getpid()

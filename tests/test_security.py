@@ -23,7 +23,8 @@ import yaml
 
 from knights_tour.store import keys
 from knights_tour.cli import main
-from knights_tour.service.local import EmbeddedRedis, LocalWorkers
+from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.settings import get_settings
 from knights_tour.service.batches import wait_for_batch

@@ -17,7 +17,7 @@ import pytest
 
 from knights_tour.store import keys
 from knights_tour.board import Board
-from knights_tour.service.local import STATE_FILE, EmbeddedRedis, free_port
+from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings

@@ -55,7 +55,7 @@ from _stack import (
 )
 
 from knights_tour.service.collector import last_collection, read_index, report_paths
-from knights_tour.service.local import redis_server_binary
+from knights_tour.service.embedded_redis import redis_server_binary
 from knights_tour.service.schedule import load_schedule
 from knights_tour.store import keys
 

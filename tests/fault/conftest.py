@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from knights_tour.service.local import EmbeddedRedis, LocalWorkers
+from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
 
 LEASE_S = 2.0

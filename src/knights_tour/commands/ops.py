@@ -1,23 +1,27 @@
-"""The operations commands of ``ktour``: ``schedule show``, ``reports``, ``workers``, and the
-body of ``status`` (progress with running / queued / failed counts, ETA, ``--watch``).
+"""The operations commands of ``ktour``: ``workers``, ``schedule show`` and ``reports``.
 
-Plain click commands registered on the ``ktour`` group in :mod:`knights_tour.cli`
-(``cli.add_command``), following its conventions: exit 0 on success, 2 on bad input or an
-unreachable Redis (a :class:`~knights_tour.errors.KnightsTourError` that
-:func:`knights_tour.cli.main` turns into one ``ktour: error: ...`` line).
+Exit 0 on success, 2 on bad input or an unreachable Redis (a
+:class:`~knights_tour.errors.KnightsTourError` that :func:`knights_tour.cli.main` turns into one
+``ktour: error: ...`` line).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from datetime import datetime, timezone
 from typing import Any
 
 import click
+from rich.table import Table
 
+from knights_tour.commands._shared import ExitCode, redis_option, stdout_console
 from knights_tour.errors import KnightsTourError
+from knights_tour.service import collector
+from knights_tour.service.local import configured_redis_url
+from knights_tour.service.monitor import live_workers
+from knights_tour.service.schedule import load_schedule, next_run_times, schedule_from_settings
+from knights_tour.settings import get_settings
+from knights_tour.store.connection import connect
 
 
 def _iso(t: float | datetime | None) -> str:
@@ -26,18 +30,6 @@ def _iso(t: float | datetime | None) -> str:
     if isinstance(t, datetime):
         return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return datetime.fromtimestamp(float(t), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _console():
-    from knights_tour.cli import _stdout_console
-
-    return _stdout_console()
-
-
-def _redis_option(f):
-    from knights_tour.cli import _redis_option as opt
-
-    return opt(f)
 
 
 # -- schedule show ------------------------------------------------------------------------------
@@ -54,17 +46,12 @@ def schedule_group() -> None:
 @click.option("--count", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Next run times to list per entry.")
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule as JSON.")
-def schedule_show(path: str | None, count: int, as_json: bool) -> int:
+def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
     """Print the active schedule and each entry's next run times (UTC).
 
     Cron entries are exact; for an interval entry beat counts from its last run (or its start),
     so the times shown assume beat starts now. Exit 2 if the schedule is invalid.
     """
-    from rich.table import Table
-
-    from knights_tour.service.schedule import load_schedule, next_run_times, schedule_from_settings
-    from knights_tour.settings import get_settings
-
     settings = get_settings()
     config = (load_schedule(path, default_collect_s=settings.collect_interval_s)
               if path else schedule_from_settings(settings))
@@ -85,7 +72,7 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> int:
         })
     if as_json:
         click.echo(json.dumps({"source": config.source, "entries": rows}, indent=2))
-        return 0
+        return ExitCode.OK
     table = Table(title=f"schedule ({config.source})")
     for col in ("entry", "when", "next runs (UTC)", "what"):
         table.add_column(col)
@@ -94,10 +81,10 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> int:
         if row["every_s"] is not None:
             nxt += "\n(counted from beat's start)"
         table.add_row(row["entry"], row["when"], nxt, row["what"])
-    _console().print(table)
+    stdout_console().print(table)
     if not rows:
         click.echo("the schedule is empty")
-    return 0
+    return ExitCode.OK
 
 
 # -- reports ------------------------------------------------------------------------------------
@@ -109,21 +96,14 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> int:
 @click.option("--redis", "redis_url", default=None, metavar="URL",
               help="List the collections recorded in this Redis instead (every host's).")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> int:
+def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> ExitCode:
     """List the reports written by collections (oldest first).
 
     From the reports directory (its index.jsonl), or with --redis from the collection markers in
     Redis, which also name the host and directory each report was written to.
     """
-    from rich.table import Table
-
-    from knights_tour.service import collector
-    from knights_tour.settings import get_settings
-
     if redis_url:
-        from knights_tour.store import batches as store
-
-        client = store.connect(redis_url)
+        client = connect(redis_url)
         try:
             markers = collector.collected_markers(client)
             last = collector.last_collection(client)
@@ -144,7 +124,7 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> in
     if as_json:
         click.echo(json.dumps({"source": source, "reports": items, "last_collection": last},
                               indent=2))
-        return 0
+        return ExitCode.OK
     table = Table(title=f"reports ({source})")
     for col in ("batch", "collected (UTC)", "schedule", "jobs", "found", "no_tour", "unknown",
                 "error", "state"):
@@ -154,46 +134,41 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> in
         state = it.get("state") or ("clean" if it.get("clean") else "not clean")
         if it.get("state") == "written":
             state = f"{'clean' if it.get('clean') else 'not clean'} @ {it.get('host')}"
+        when = str(it.get("collected_iso") or "-").replace("T", " ").replace("+00:00", "")
         table.add_row(
-            str(it.get("batch_id")), str(it.get("collected_iso") or "-").replace("T", " ").replace("+00:00", ""),
+            str(it.get("batch_id")), when,
             str(it.get("schedule") or "-"), str(it.get("total", "")),
             *(str(counts.get(s, 0)) for s in ("found", "no_tour", "unknown", "error")), state,
         )
-    _console().print(table)
+    stdout_console().print(table)
     if not items:
         click.echo("no reports yet")
     if last:
         click.echo(f"last collection: {_iso(last.get('at'))} UTC on {last.get('host')}, "
                    f"{len(last.get('written') or [])} report(s) written")
-    return 0
+    return ExitCode.OK
 
 
 # -- workers ------------------------------------------------------------------------------------
 
 
 def _require_url(redis_url: str | None, what: str) -> str:
-    from knights_tour.cli import _configured_redis_url
-
-    url = _configured_redis_url(redis_url)
+    url = configured_redis_url(redis_url)
     if url is None:
         raise KnightsTourError(f"{what} needs the workers' Redis URL (--redis URL or KT_REDIS_URL)")
     return url
 
 
 @click.command("workers")
-@_redis_option
+@redis_option
 @click.option("--timeout", "timeout", type=float, default=1.0, show_default=True, metavar="S",
               help="Seconds to wait for the workers' replies.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def workers(redis_url: str | None, timeout: float, as_json: bool) -> int:
+def workers(redis_url: str | None, timeout: float, as_json: bool) -> ExitCode:
     """List the live Celery workers and what they are running (Celery ping + inspect active).
 
     Exit 0 if at least one worker answered, 1 if none did.
     """
-    from rich.table import Table
-
-    from knights_tour.service.monitor import live_workers
-
     if timeout <= 0:
         raise click.BadParameter("must be positive", param_hint="--timeout")
     url = _require_url(redis_url, "workers")
@@ -203,7 +178,7 @@ def workers(redis_url: str | None, timeout: float, as_json: bool) -> int:
             for t in n["active"]:
                 t.pop("job_dicts", None)
         click.echo(json.dumps(nodes, indent=2))
-        return 0 if nodes else 1
+        return ExitCode.OK if nodes else ExitCode.NOT_OK
     table = Table(title="workers")
     for col in ("worker", "running", "task", "batch", "jobs", "since (UTC)"):
         table.add_column(col)
@@ -214,107 +189,11 @@ def workers(redis_url: str | None, timeout: float, as_json: bool) -> int:
             table.add_row(n["name"] if i == 0 else "", str(len(n["active"])) if i == 0 else "",
                           str(t["task"]), str(t["batch_id"] or "-"),
                           str(t["jobs"] if t["jobs"] is not None else "-"), _iso(t["started"]))
-    _console().print(table)
+    stdout_console().print(table)
     if not nodes:
         click.echo("no worker answered (start one: celery -A knights_tour.worker worker "
                    "-Q knights_tour -n NAME@%h)")
-    return 0 if nodes else 1
+    return ExitCode.OK if nodes else ExitCode.NOT_OK
 
 
-# -- status (the body of `ktour status`) --------------------------------------------------------
-
-
-def _status_lines(p: dict[str, Any]) -> list[str]:
-    from knights_tour.service.monitor import format_eta
-
-    counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
-    lines = [
-        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done "
-        f"({'complete' if p['complete'] else 'running'}); {counts}; "
-        f"mismatches {p['mismatches']}",
-        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}, "
-        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}"
-        + (f"; on {', '.join(p['workers_busy'])}" if p["workers_busy"] else ""),
-    ]
-    params = p.get("params") or {}
-    if params:
-        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
-                                            if v not in (None, False)))
-    return lines
-
-
-def show_status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bool,
-                interval: float, timeout: float | None = None) -> int:
-    """``ktour status``: progress of BATCH (default: the newest batch); with ``watch``,
-    refresh every ``interval`` seconds until the batch is complete (or ``timeout`` seconds).
-
-    Exit 0 if the batch is complete, 1 if not.
-
-    Raises
-    ------
-    KnightsTourError
-        Unknown batch, no batches at all, unreachable Redis.
-    """
-    from knights_tour.store import batches as store
-    from knights_tour.cli import _open_store
-    from knights_tour.service.monitor import batch_progress, live_workers
-
-    if interval <= 0:
-        raise click.BadParameter("must be positive", param_hint="--interval")
-    with contextlib.ExitStack() as stack:
-        client, url, _server = _open_store(stack, redis_url)
-        if batch_id is None:
-            items = store.list_batches(client, limit=1)
-            if not items:
-                raise KnightsTourError("no batches yet (see `ktour submit`)")
-            batch_id = items[-1]["batch_id"]
-        began = time.monotonic()
-        prev: tuple[float, int] | None = None
-        first: tuple[float, int] | None = None
-
-        def poll() -> dict[str, Any]:
-            nonlocal prev, first
-            st = store.batch_status(client, batch_id, max_missing=0)  # unknown batch -> error
-            nodes: list[dict[str, Any]] = []
-            if not st["complete"]:
-                with contextlib.suppress(Exception):  # inspection is best effort
-                    nodes = live_workers(url, timeout_s=min(1.0, interval))
-            now = time.time()
-            rate = None
-            if first is not None and st["done"] > first[1] and now > first[0]:
-                rate = (st["done"] - first[1]) / (now - first[0])  # rate while watching
-            p = batch_progress(client, batch_id, nodes, now=now, rate_jobs_per_s=rate)
-            if first is None:
-                first = (now, p["done"])
-            prev = (now, p["done"])
-            return p
-
-        p = poll()
-        if not watch:
-            click.echo(json.dumps(p, indent=2) if as_json else "\n".join(_status_lines(p)))
-            return 0 if p["complete"] else 1
-        console = _console()
-        if console.is_terminal and not as_json:
-            from rich.live import Live
-            from rich.text import Text
-
-            with Live(Text("\n".join(_status_lines(p))), console=console,
-                      refresh_per_second=4) as live:
-                while not p["complete"] and (timeout is None or time.monotonic() - began < timeout):
-                    time.sleep(interval)
-                    p = poll()
-                    live.update(Text("\n".join(_status_lines(p))))
-        else:  # not a terminal: one line (or JSON object) per refresh
-            emit = (lambda q: click.echo(json.dumps(q, separators=(",", ":")))) if as_json \
-                else (lambda q: click.echo(_status_lines(q)[1]))
-            emit(p)
-            while not p["complete"] and (timeout is None or time.monotonic() - began < timeout):
-                time.sleep(interval)
-                p = poll()
-                emit(p)
-            if not as_json:
-                click.echo(_status_lines(p)[0])
-    return 0 if p["complete"] else 1
-
-
-__all__ = ["schedule_group", "schedule_show", "reports", "workers", "show_status"]
+__all__ = ["workers", "schedule_group", "schedule_show", "reports"]

@@ -1,40 +1,30 @@
 """The picture commands of ``ktour``: ``draw`` (a tour as an SVG file or a terminal board) and
 ``report`` (a batch as one self-contained HTML page and/or Markdown).
 
-They are plain click commands registered on the ``ktour`` group in :mod:`knights_tour.cli`
-(``cli.add_command``), and follow its conventions: exit 0 on success, 2 on bad input (raised
-as :class:`~knights_tour.errors.KnightsTourError` / click usage errors and turned into one
-``ktour: error: ...`` line by :func:`knights_tour.cli.main`), files written atomically.
+Plain click commands registered on the ``ktour`` group in :mod:`knights_tour.cli`; exit 0 on
+success, 2 on bad input (raised as :class:`~knights_tour.errors.KnightsTourError` / click
+usage errors and turned into one ``ktour: error: ...`` line by :func:`knights_tour.cli.main`),
+files written atomically.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
 from knights_tour.board import parse_board
+from knights_tour.commands._shared import ExitCode, write_output
 from knights_tour.errors import KnightsTourError, TourFormatError
-
-
-def write_output(path: str, text: str, what: str) -> None:
-    """Write ``text`` to ``path`` (``-`` = stdout) atomically, and say so on stderr."""
-    from knights_tour.output.tourfile import atomic_write_text
-
-    if path == "-":
-        click.echo(text, nl=False)
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise click.BadParameter(f"{path} is a directory", param_hint=what)
-    atomic_write_text(target, text)
-    mask = os.umask(0)  # the temporary file is 0600; a report is for sharing: use the umask
-    os.umask(mask)
-    target.chmod(0o666 & ~mask)
-    click.echo(f"wrote {path} ({len(text.encode('utf-8'))} bytes)", err=True)
+from knights_tour.output.render import print_board, tour_view
+from knights_tour.output.report import html_report, markdown_report
+from knights_tour.output.svg import tour_svg
+from knights_tour.output.tourfile import read_jsonl, read_tour_file
+from knights_tour.service.batches import collect as collect_records
+from knights_tour.service.local import open_store
+from knights_tour.service.verdict import record_dicts
+from knights_tour.verify import is_closed, verify_tour
 
 
 def load_drawable(
@@ -68,9 +58,6 @@ def load_drawable(
     TourFormatError
         Unreadable file, no record matching, or several matching without ``--index``.
     """
-    from knights_tour.output.tourfile import read_jsonl, read_tour_file
-    from knights_tour.verify import is_closed
-
     if start is None:
         board, tour, meta = read_tour_file(source, record=index)
         if meta.get("format") == "json":
@@ -124,7 +111,7 @@ def load_drawable(
 @click.option("--ascii", "ascii_", is_flag=True,
               help="Terminal board in plain ASCII (default when output is not a terminal).")
 def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
-         size: str | None, numbers: bool | None, px: int | None, ascii_: bool) -> int:
+         size: str | None, numbers: bool | None, px: int | None, ascii_: bool) -> ExitCode:
     """Draw one tour: a JSON record, a JSON Lines file of records (pick with --index or
     --start [--size]) or a step-number matrix file ('-' = stdin).
 
@@ -133,10 +120,6 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
     terminal, plain ASCII otherwise ([ 1] = start, (64) = end). A tour that fails the verifier
     is still drawn, with a warning on stderr.
     """
-    from knights_tour.output.render import print_board, tour_view
-    from knights_tour.output.svg import tour_svg
-    from knights_tour.verify import verify_tour
-
     if index is not None and index < 1:
         raise click.BadParameter("must be 1 or more", param_hint="--index")
     if size is not None and start is None:
@@ -152,7 +135,7 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
         write_output(svg_out, tour_svg(rec, numbers=numbers, size_px=px) + "\n", "--svg")
     else:
         print_board(rec, ascii=True if ascii_ else None, file=click.get_text_stream("stdout"))
-    return 0
+    return ExitCode.OK
 
 
 @click.command()
@@ -170,7 +153,7 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
 @click.option("--redis", "redis_url", default=None, metavar="URL",
               help="Redis URL for BATCH; default KT_REDIS_URL, else the embedded Redis.")
 def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
-           md_out: str | None, title: str | None, redis_url: str | None) -> int:
+           md_out: str | None, title: str | None, redis_url: str | None) -> ExitCode:
     """Report on a batch: BATCH from Redis, or --from-jsonl FILE.
 
     --html FILE writes one self-contained page (summary per board and tour kind, a grid of
@@ -178,24 +161,16 @@ def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
     writes a summary table with start-square maps for an issue or README. Exit 0 on success,
     1 if there are no records.
     """
-    from knights_tour.output.report import html_report, markdown_report
-
     if (batch_id is None) == (from_jsonl is None):
         raise click.UsageError("give either BATCH or --from-jsonl FILE (one of them)")
     if html_out is None and md_out is None:
         md_out = "-"
     if from_jsonl is not None:
-        from knights_tour.output.tourfile import read_jsonl
-
         records = read_jsonl(from_jsonl)
         default_title = f"Knight's tours: {Path(from_jsonl).name if from_jsonl != '-' else 'stdin'}"
     else:
-        from knights_tour.store import batches as store
-        from knights_tour.cli import _open_store
-
-        with contextlib.ExitStack() as stack:
-            client, _url, _server = _open_store(stack, redis_url)
-            records = store.collect(client, batch_id)
+        with open_store(redis_url) as backend:
+            records = record_dicts(collect_records(backend.client, batch_id))
         default_title = f"Knight's tours: batch {batch_id}"
     if not records:
         raise click.ClickException(
@@ -206,7 +181,7 @@ def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
         write_output(html_out, html_report(records, title=title), "--html")
     if md_out is not None:
         write_output(md_out, markdown_report(records, title=title), "--markdown")
-    return 0
+    return ExitCode.OK
 
 
 __all__ = ["draw", "report", "load_drawable"]

@@ -1,0 +1,399 @@
+"""The batch commands: ``ktour run`` (a whole batch, locally by default), ``submit``,
+``status`` (progress with running / queued / failed counts, ETA, ``--watch``), ``collect`` and
+``batches``.
+
+The lifecycle itself (make jobs, submit, wait, recover, collect) is
+:mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals) is
+:func:`knights_tour.service.local.open_backend`; the verdict is
+:mod:`knights_tour.service.verdict`. This module declares the options and renders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+import redis
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
+                                           redis_option, require_non_negative,
+                                           require_positive, solver_option, stdout_console,
+                                           workers_option)
+from knights_tour.errors import KnightsTourError
+from knights_tour.output.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
+from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, collect as collect_records,
+                                          make_jobs, submit_batch, wait_for_batch)
+from knights_tour.service.local import (NO_WORKERS_WARNING, configured_redis_url,
+                                        no_worker_answers, open_backend, open_store)
+from knights_tour.service.monitor import batch_progress, batch_states, format_eta, live_workers
+from knights_tour.service.verdict import (mismatches, problems, record_dicts, summary_rows,
+                                          summary_total)
+from knights_tour.service.waiting import WaitHooks, poll_until_complete
+from knights_tour.store.batches import batch_status, list_batches
+from knights_tour.store.connection import connect, mask_url
+
+
+def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by ``run`` and ``submit`` (what each job asks)."""
+    opts = [
+        click.option("--sizes", "sizes", multiple=True, required=True, metavar="LIST",
+                     help="Boards: 5-12 (range of n x n), 8,10, 6x8; repeat to add more."),
+        solver_option,
+        click.option("--verify", "verify", type=click.Choice(["none", "cpsat"]),
+                     default="none", show_default=True,
+                     help="Cross-check every job with the CP-SAT model."),
+        click.option("--closed", is_flag=True, help="Ask for closed (re-entrant) tours."),
+        click.option("--exhaustive", is_flag=True,
+                     help="Engine searches without a node budget (proves no_tour)."),
+        click.option("--time-limit", "time_limit", type=float, default=None, metavar="S",
+                     help="Solver wall-clock limit per job, seconds (default: backend's)."),
+        click.option("--node-limit", type=int, default=None, metavar="N",
+                     help="Engine node budget per job."),
+        click.option("--chunk-size", type=int, default=None, metavar="N",
+                     help="Jobs per Celery task (default 16)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size):
+    """``(boards, jobs, params, chunk)`` from the job options; usage errors for bad limits."""
+    require_positive(time_limit, "--time-limit")
+    boards, jobs, params = make_jobs(sizes, solver, verify, closed, exhaustive, time_limit,
+                                     node_limit)
+    if chunk_size is not None and chunk_size < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
+    return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE
+
+
+def _summary_table(records: list[dict[str, Any]], title: str) -> Table:
+    """The per-board summary (:func:`~knights_tour.service.verdict.summary_rows`) as a table,
+    with a total row when there are several boards."""
+    rows = summary_rows(records)
+    verify = any(r["cpsat_checked"] for r in rows)
+    table = Table(title=title)
+    for col in ("board", "starts", "found", "no tour (proof)", "unknown", "errors",
+                "mismatches"):
+        table.add_column(col, justify="left" if col in ("board", "no tour (proof)") else "right")
+    if verify:
+        table.add_column("cpsat agrees", justify="right")
+    table.add_column("job s", justify="right")
+
+    def cells(r: dict[str, Any], no_tour: str) -> list[str]:
+        out = [r["board"], str(r["starts"]), str(r["found"]), no_tour, str(r["unknown"]),
+               str(r["error"]), str(r["mismatch"])]
+        if verify:
+            out.append(f"{r['cpsat_agree']}/{r['cpsat_checked']}")
+        return out + [f"{r['seconds']:.2f}"]
+
+    for r in rows:
+        proofs = ", ".join(f"{k} {v}" for k, v in sorted(r["no_tour"].items()))
+        nt = f"{sum(r['no_tour'].values())}" + (f" ({proofs})" if proofs else "")
+        table.add_row(*cells(r, nt))
+    if len(rows) > 1:
+        tot = summary_total(rows)
+        table.add_section()
+        table.add_row(*cells(tot, str(tot["no_tour"])), style="bold")
+    return table
+
+
+def _report_mismatches(records: list[dict[str, Any]]) -> None:
+    """Loud report of every CP-SAT disagreement / failed check, on stderr."""
+    bad = mismatches(records)
+    if not bad:
+        return
+    con = Console(stderr=True, highlight=False)
+    con.print(f"[bold red]CP-SAT CROSS-CHECK FAILED for {len(bad)} job(s):[/]")
+    for r in bad[:50]:
+        con.print(
+            f"[red]  {r.get('rows')}x{r.get('cols')} from {r.get('start_square')}: "
+            f"{r.get('solver')} says {r.get('status')}, CP-SAT says {r.get('cpsat_status')}"
+            f" - {r.get('cpsat_note') or ''}[/]"
+        )
+    if len(bad) > 50:
+        con.print(f"[red]  ... and {len(bad) - 50} more (see the records)[/]")
+
+
+def _write_records(out: str, records: list[dict[str, Any]], fmt: str = "jsonl") -> None:
+    """Records as JSON Lines, JSON or CSV to ``out`` (``-`` = stdout), atomically."""
+    if fmt == "csv":
+        text = records_to_csv(records)
+    elif fmt == "json":
+        text = json.dumps(records, indent=2) + "\n"
+    else:
+        text = records_to_jsonl(records)
+    if out == "-":
+        click.echo(text, nl=False)
+    else:
+        atomic_write_text(out, text)
+
+
+def _batch_info(status: dict[str, Any]) -> str:
+    info = " ".join(f"{k} {v}" for k, v in status.get("counts", {}).items())
+    if status.get("mismatches"):
+        info += f" [red]mismatch {status['mismatches']}[/]"
+    return info
+
+
+def _wait(client, batch_id: str, total: int, timeout: float | None, recover_url: str,
+          check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Wait for the batch with a progress bar; then one line: how far it got, how long."""
+    began = time.monotonic()
+    with progress_hooks("jobs", total, _batch_info, check) as callbacks:
+        status = wait_for_batch(client, batch_id, timeout_s=timeout, recover_url=recover_url,
+                                hooks=WaitHooks(**callbacks))
+    note(f"batch {batch_id}: {status['done']}/{status['total']} jobs done in "
+         f"{time.monotonic() - began:.1f} s" + ("" if status["complete"] else " (INCOMPLETE)"))
+    return status
+
+
+@click.command()
+@job_options
+@workers_option
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="JSON Lines file for all records (default results-<batch>.jsonl; '-' = "
+              "stdout).")
+@redis_option
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="Stop waiting after S seconds (records so far are written; exit 1).")
+def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
+        workers, out, redis_url, timeout) -> ExitCode:
+    """Run a batch: one job per start square of every board, in parallel, and collect it.
+
+    Without --redis (and KT_REDIS_URL) an embedded Redis is started with its data under the
+    data dir (KT_DATA_DIR), plus K local Celery workers; both are shut down at the end, Ctrl-C
+    included. Prints a summary table per board, writes every record as JSON Lines, and prints
+    the batch id on the last line. Exit 0 only if every job was decided (found / no_tour) with
+    no error and no CP-SAT mismatch; 1 otherwise.
+    """
+    boards, jobs, params, chunk = _jobs(sizes, solver, verify, closed, exhaustive, time_limit,
+                                        node_limit, chunk_size)
+    check_out_path(out)
+    require_non_negative(workers, "--workers")
+    require_positive(timeout, "--timeout")
+    with open_backend(redis_url, workers, notify=note) as backend:
+        batch_id = submit_batch(backend.url, jobs, params=params, chunk_size=chunk)
+        backend.abandon_on_error(f"batch {batch_id}")
+        note(f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted to "
+             f"{backend.where}")
+        status = _wait(backend.client, batch_id, len(jobs), timeout, backend.url,
+                       check=backend.check_workers(f"batch {batch_id}", "jobs"))
+        records = record_dicts(collect_records(backend.client, batch_id))
+
+    out_path = out or f"results-{batch_id}.jsonl"
+    _write_records(out_path, records)
+    console = stdout_console()
+    if out_path != "-":
+        console.print(_summary_table(records, f"batch {batch_id}"))
+        console.print(f"{len(records)} records written to {out_path}")
+    _report_mismatches(records)
+    found = problems(records, status["total"])
+    for p in found:
+        note(p)
+    click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
+    return ExitCode.OK if not found else ExitCode.NOT_OK
+
+
+@click.command()
+@job_options
+@redis_option
+def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
+           redis_url) -> ExitCode:
+    """Submit a batch to the workers listening on a Redis server and return at once.
+
+    Needs --redis or KT_REDIS_URL (for a local batch use 'ktour run'). Prints the batch id alone
+    on the last line of stdout; follow it with 'ktour status' / 'ktour collect'.
+    """
+    url = configured_redis_url(redis_url)
+    if url is None:
+        raise KnightsTourError(
+            "submit needs a Redis URL with workers listening (--redis URL or KT_REDIS_URL); "
+            "for a local batch use 'ktour run'"
+        )
+    boards, jobs, params, chunk = _jobs(sizes, solver, verify, closed, exhaustive, time_limit,
+                                        node_limit, chunk_size)
+    connect(url).close()
+    if no_worker_answers(url):
+        note(NO_WORKERS_WARNING)
+    batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
+    click.echo(f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)}")
+    click.echo(batch_id)
+    return ExitCode.OK
+
+
+@click.command()
+@click.argument("batch_id", metavar="BATCH")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl", "csv"]),
+              default="table", show_default=True,
+              help="table = per-board summary; json/jsonl/csv = every record.")
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="Write the records (json/jsonl/csv) to FILE atomically instead of stdout.")
+@click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="With --wait: give up after S seconds.")
+@redis_option
+def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float | None,
+            redis_url: str | None) -> ExitCode:
+    """Records of BATCH, one per job, sorted by board and start square.
+
+    Without --redis / KT_REDIS_URL the embedded Redis is started on the data dir (so a batch
+    from 'ktour run' can be collected from a new shell) and stopped again. Exit 0 if the batch
+    is complete and clean (every job decided, no error, no mismatch), 1 otherwise.
+    """
+    check_out_path(out)
+    if out is not None and fmt == "table":
+        fmt = "jsonl"
+    with open_store(redis_url) as backend:
+        st = batch_status(backend.client, batch_id)
+        if wait and not st["complete"]:
+            st = _wait(backend.client, batch_id, st["total"], timeout, backend.url)
+        records = record_dicts(collect_records(backend.client, batch_id))
+    if fmt == "table":
+        stdout_console().print(_summary_table(records, f"batch {batch_id}"))
+        if not st["complete"]:
+            click.echo(f"batch incomplete: {st['done']}/{st['total']} jobs done")
+    else:
+        _write_records(out or "-", records, fmt)
+        if out:
+            click.echo(f"{len(records)} records written to {out}", err=True)
+    _report_mismatches(records)
+    return ExitCode.OK if not problems(records, st["total"]) else ExitCode.NOT_OK
+
+
+@click.command()
+@redis_option
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def batches(redis_url: str | None, as_json: bool) -> ExitCode:
+    """List known batches, oldest first."""
+    with open_store(redis_url) as backend:
+        items = list_batches(backend.client)
+        states = batch_states(backend.client, items)  # queued / running / complete / collected
+        for b in items:
+            b["state"] = states.get(b["batch_id"])
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return ExitCode.OK
+    table = Table(title="batches")
+    for col in ("batch", "created (UTC)", "state", "done", "sizes", "solver", "verify",
+                "closed"):
+        table.add_column(col)
+    for b in items:
+        p = b.get("params") or {}
+        table.add_row(b["batch_id"], str(b.get("created_iso") or ""), str(b.get("state")),
+                      f"{b['done']}/{b['total']}", str(p.get("sizes", "")),
+                      str(p.get("solver", "")), str(p.get("verify") or "-"),
+                      "yes" if p.get("closed") else "no")
+    stdout_console().print(table)
+    if not items:
+        click.echo("no batches")
+    return ExitCode.OK
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def _status_lines(p: dict[str, Any]) -> list[str]:
+    counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
+    lines = [
+        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done "
+        f"({'complete' if p['complete'] else 'running'}); {counts}; "
+        f"mismatches {p['mismatches']}",
+        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}, "
+        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}"
+        + (f"; on {', '.join(p['workers_busy'])}" if p["workers_busy"] else ""),
+    ]
+    params = p.get("params") or {}
+    if params:
+        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
+                                            if v not in (None, False)))
+    return lines
+
+
+def _progress_poller(client: redis.Redis, url: str, batch_id: str,
+                     interval: float) -> Callable[[], dict[str, Any]]:
+    """A function returning :func:`~knights_tour.service.monitor.batch_progress` of the batch,
+    with the ETA from the rate measured since its first call. The returned function raises
+    :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
+    first: tuple[float, int] | None = None
+
+    def poll() -> dict[str, Any]:
+        nonlocal first
+        st = batch_status(client, batch_id, max_missing=0)  # unknown batch -> error
+        nodes: list[dict[str, Any]] = []
+        if not st["complete"]:
+            with contextlib.suppress(Exception):  # inspection is best effort
+                nodes = live_workers(url, timeout_s=min(1.0, interval))
+        now = time.time()
+        rate = None
+        if first is not None and st["done"] > first[1] and now > first[0]:
+            rate = (st["done"] - first[1]) / (now - first[0])  # rate while watching
+        p = batch_progress(client, batch_id, nodes, now=now, rate_jobs_per_s=rate)
+        if first is None:
+            first = (now, p["done"])
+        return p
+
+    return poll
+
+
+def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
+           timeout: float | None) -> dict[str, Any]:
+    """``status --watch``: a live view on a terminal, else one line (or JSON object) per
+    refresh, until the batch is complete or ``timeout`` seconds pass; returns the last
+    progress."""
+    console = stdout_console()
+    if console.is_terminal and not as_json:
+        with Live(Text(""), console=console, refresh_per_second=4) as live:
+            hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
+            return poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
+    if as_json:
+        hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
+    else:
+        hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
+    p = poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
+    if not as_json:
+        click.echo(_status_lines(p)[0])
+    return p
+
+
+@click.command()
+@click.argument("batch_id", metavar="[BATCH]", required=False)
+@redis_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
+@click.option("--interval", type=float, default=2.0, show_default=True, metavar="S",
+              help="With --watch: seconds between refreshes.")
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="With --watch: stop after S seconds.")
+def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bool = False,
+           interval: float = 2.0, timeout: float | None = None) -> ExitCode:
+    """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
+    counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
+    is executing (Celery inspect). Exit 0 if complete, 1 if not.
+    """
+    if interval <= 0:
+        raise click.BadParameter("must be positive", param_hint="--interval")
+    with open_store(redis_url) as backend:
+        if batch_id is None:
+            items = list_batches(backend.client, limit=1)
+            if not items:
+                raise KnightsTourError("no batches yet (see `ktour submit`)")
+            batch_id = items[-1]["batch_id"]
+        poll = _progress_poller(backend.client, backend.url, batch_id, interval)
+        if watch:
+            p = _watch(poll, as_json, interval, timeout)
+        else:
+            p = poll()
+            click.echo(json.dumps(p, indent=2) if as_json else "\n".join(_status_lines(p)))
+    return ExitCode.OK if p["complete"] else ExitCode.NOT_OK
+
+
+__all__ = ["run", "submit", "status", "collect", "batches", "job_options"]

@@ -1,0 +1,164 @@
+"""``ktour count``: the knight's tours from every start square, counted exhaustively on the
+workers (sub-jobs with their first moves fixed; partial counts kept in Redis, so a rerun
+resumes).
+
+Planning is :mod:`knights_tour.core.counting`, storage :mod:`knights_tour.store.counts`, sending
+and waiting :mod:`knights_tour.service.counts`, the backend
+:func:`knights_tour.service.local.open_backend`. This module declares the options and renders.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from knights_tour.board import Board, Square, parse_board
+from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
+                                           redis_option, require_non_negative,
+                                           require_positive, workers_option)
+from knights_tour.core.counting import CountPlan, CountReport, plan_count
+from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.service.counts import submit_count, wait_for_count
+from knights_tour.service.local import Backend, open_backend
+from knights_tour.service.waiting import WaitHooks
+from knights_tour.store import counts as count_store
+
+
+def _format_count_grid(report: CountReport) -> list[str]:
+    """The per-square grid as text lines: rank labels on the left (rank 1 at the bottom), file
+    letters below; ``-`` for a square that was not counted."""
+    board = Board(report.rows, report.cols)
+    cells = [["-" if v is None else str(v) for v in row] for row in report.grid]
+    width = max(len(c) for row in cells for c in row)
+    label_w = len(str(board.rows))
+    lines = []
+    for r, row in enumerate(cells):
+        lines.append(f"{board.rows - r:>{label_w}}  " + " ".join(c.rjust(width) for c in row))
+    lines.append(" " * (label_w + 2) + " ".join(
+        board.file_name(c).rjust(width) for c in range(board.cols)))
+    return lines
+
+
+def _send_and_wait(backend: Backend, count_id: str, plan: CountPlan,
+                   timeout: float | None) -> tuple[dict[str, Any], int]:
+    """Send the sub-jobs without a stored partial count and wait for the count; returns the
+    last count status and how many sub-jobs were reused from an earlier run."""
+    client = backend.client
+    missing = count_store.missing_subjobs(client, count_id, plan)
+    reused = len(plan.subjobs) - len(missing)
+    if not missing:
+        if not plan.subjobs:
+            note(f"count {count_id}: every start square is ruled out without search "
+                 "(no sub-jobs)")
+        else:
+            note(f"count {count_id}: all {len(plan.subjobs)} sub-jobs already counted; "
+                 "summing the stored partial counts")
+        return count_store.count_status(client, count_id), reused
+    backend.start_workers()
+    submit_count(backend.url, count_id, missing)
+    backend.abandon_on_error(f"count {count_id}")
+    note(f"count {count_id}: {len(missing)} of {len(plan.subjobs)} sub-jobs submitted to "
+         f"{backend.where}" + (f" ({reused} already counted)" if reused else ""))
+    check = backend.check_workers(f"count {count_id}", "sub-jobs")
+    with progress_hooks("sub-jobs", len(plan.subjobs), lambda st: f"nodes {st['nodes']:,}",
+                        check) as callbacks:
+        status = wait_for_count(client, count_id, timeout_s=timeout,
+                                hooks=WaitHooks(**callbacks))
+    return status, reused
+
+
+def _print_report(report: CountReport, record: dict[str, Any], board: Board, plan: CountPlan,
+                  start_sq: Square | None, closed: bool, count_id: str) -> None:
+    kind = "closed" if closed else "open"
+    click.echo(f"directed {kind} knight's tours per start square, {board.label}:")
+    for line in _format_count_grid(report):
+        click.echo(line)
+    if report.total is not None:
+        click.echo(f"total: {report.total:,}")
+    else:
+        sq = start_sq if start_sq is not None else next(iter(plan.classes))
+        click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
+    click.echo(report.symmetry_note)
+    click.echo(f"sub-jobs: {report.subjobs} (depth {report.depth}; "
+               f"{record['reused_subjobs']} reused from an earlier run); nodes "
+               f"{report.nodes:,}; summed sub-job time {record['subjob_s']:.2f} s; wall "
+               f"{report.elapsed_s:.2f} s")
+    click.echo(f"count id: {count_id}")
+
+
+@click.command()
+@click.argument("size")
+@click.option("--start", "start", default=None, metavar="SQ",
+              help="Count only the tours from this square (a1 or r,c) and its symmetric images.")
+@workers_option
+@click.option("--closed", is_flag=True, help="Count closed (re-entrant) tours instead.")
+@click.option("--depth", type=int, default=None, metavar="K",
+              help="Moves fixed per sub-job (default: about 12 sub-jobs per counted square; "
+              "no split up to 25 squares).")
+@click.option("--no-symmetry", "no_symmetry", is_flag=True,
+              help="Count every square directly instead of one per symmetry class.")
+@click.option("--fresh", is_flag=True,
+              help="Discard partial counts stored by an earlier run of the same count.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead.")
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="Also write the report as JSON to FILE.")
+@redis_option
+@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
+              help="Stop waiting after S seconds (partial counts stay stored; exit 1).")
+def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out, redis_url,
+          timeout) -> ExitCode:
+    """Count the knight's tours from every start square of SIZE (exhaustively), in parallel.
+
+    Directed open tours are counted (an open tour is counted once from each end; the grid of
+    n x n sums to OEIS A165134: 1728 for 5, 6,637,920 for 6). One square per symmetry class is
+    counted and copied to its class. Each count is split into sub-jobs (first moves fixed) that
+    run as Celery tasks; partial counts are stored in Redis per sub-job, so running the same
+    command again resumes: finished sub-jobs are not counted twice. Without --redis an embedded
+    Redis and K local workers are started, as for 'ktour run'. Exit 0 when the count is
+    complete, 1 if not (timeout, failed sub-jobs).
+    """
+    board = parse_board(size)
+    start_sq = board.parse_square(start) if start is not None else None
+    require_non_negative(depth, "--depth")
+    require_non_negative(workers, "--workers")
+    require_positive(timeout, "--timeout")
+    check_out_path(out)
+    plan = plan_count(board, start_sq, closed=closed, depth=depth,
+                      use_symmetry=not no_symmetry)
+    count_id = count_store.count_id_for(plan, start_sq)
+    if board.n_squares > 36:
+        note(f"warning: an exhaustive count on {board.label} may take CPU-days or more; each "
+             "sub-job must finish within the task hard time limit (KT_HARD_TIME_LIMIT_S), so "
+             "split finer with --depth")
+    params = {"size": board.label, "start": None if start_sq is None else list(start_sq),
+              "closed": closed, "depth": plan.depth, "symmetry": not no_symmetry}
+    began = time.monotonic()
+    report = None
+    with open_backend(redis_url, workers, start_workers=False, notify=note) as backend:
+        if fresh:
+            count_store.delete_count(backend.client, count_id)
+        count_store.register_count(backend.client, count_id, plan, params)
+        status, reused = _send_and_wait(backend, count_id, plan, timeout)
+        if status["complete"]:
+            report = count_store.assemble_count(backend.client, count_id, plan,
+                                                elapsed_s=time.monotonic() - began)
+    if report is None:
+        why = f"{status['errors']} sub-job(s) failed" if status.get("errors") else "timed out"
+        note(f"count {count_id} incomplete ({why}): {status['done']}/{status['total']} "
+             "sub-jobs done; run the same command again to resume")
+        return ExitCode.NOT_OK
+    record = report.to_dict()
+    record["reused_subjobs"] = reused
+    if out is not None:
+        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(record, separators=(",", ":")))
+        return ExitCode.OK
+    _print_report(report, record, board, plan, start_sq, closed, count_id)
+    return ExitCode.OK
+
+
+__all__ = ["count"]

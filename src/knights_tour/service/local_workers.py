@@ -1,0 +1,221 @@
+"""Local Celery workers: K ``celery worker`` OS processes on this machine, against a Redis URL.
+
+:class:`LocalWorkers` records the PIDs it starts and stops only those (warm shutdown first,
+then by PID, pool children included). As a context manager it stops them on leaving the
+``with`` block, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.service._celery import celery_worker
+from knights_tour.settings import get_settings
+from knights_tour.store import keys
+from knights_tour.store.connection import mask_url
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child
+    """In a child process: ask Linux to SIGTERM it if its parent dies (best effort)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class LocalWorkers:
+    """K Celery worker OS processes on this machine, listening on ``redis_url``.
+
+    Each runs ``python -m celery -A knights_tour.worker worker --pool prefork -c CONCURRENCY
+    -n {node_prefix}{i}@%h --without-gossip --without-mingle --without-heartbeat -Q
+    knights_tour`` with ``KT_REDIS_URL`` set in its environment.
+
+    Parameters
+    ----------
+    redis_url : str
+        Broker/store URL (password allowed; it goes to the child via the environment only).
+    count : int
+        Number of worker processes (K >= 1).
+    concurrency : int
+        Pool processes per worker.
+    node_prefix : str, optional
+        Node names are ``{node_prefix}{i}@{hostname}``; default unique per parent process.
+    env : mapping, optional
+        Extra environment variables (e.g. ``KT_LOG_LEVEL``) for the workers.
+    ready_timeout_s : float
+        How long :meth:`start` waits for every worker to answer a ping.
+    log_dir : path, optional
+        If given, each worker logs to ``{log_dir}/{node}.log``; otherwise logs are discarded.
+
+    Raises
+    ------
+    BackendUnavailableError
+        From :meth:`start` if a worker exits or does not answer in time (all are then stopped).
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        count: int,
+        concurrency: int = 1,
+        node_prefix: str | None = None,
+        env: dict[str, str] | None = None,
+        ready_timeout_s: float = 60.0,
+        log_dir: str | os.PathLike[str] | None = None,
+        loglevel: str | None = None,
+    ) -> None:
+        if count < 1 or concurrency < 1:
+            raise KnightsTourError("worker count and concurrency must be at least 1")
+        self.redis_url = redis_url
+        self.count = count
+        self.concurrency = concurrency
+        self.node_prefix = node_prefix or f"kt{os.getpid()}-w"
+        self.env = dict(env or {})
+        self.ready_timeout_s = ready_timeout_s
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.loglevel = loglevel
+        self.hostname = socket.gethostname()
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def node_names(self) -> list[str]:
+        """Celery node names of the workers, ``{prefix}{i}@{hostname}``."""
+        return [f"{self.node_prefix}{i}@{self.hostname}" for i in range(1, self.count + 1)]
+
+    @property
+    def pids(self) -> list[int]:
+        """PIDs of the worker main processes started."""
+        return [p.pid for p in self.procs]
+
+    def _command(self, i: int, loglevel: str) -> list[str]:
+        return [
+            sys.executable, "-m", "celery", "-A", "knights_tour.worker", "worker",
+            "--pool", "prefork", "-c", str(self.concurrency),
+            "-n", f"{self.node_prefix}{i}@%h",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-Q", keys.QUEUE, "--loglevel", loglevel,
+        ]
+
+    def start(self) -> LocalWorkers:
+        """Start the workers and wait until every one answers a ping; returns ``self``."""
+        loglevel = self.loglevel or get_settings().log_level
+        env = dict(os.environ)
+        env.update(self.env)
+        env["KT_REDIS_URL"] = self.redis_url
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for i in range(1, self.count + 1):
+                out: Any = subprocess.DEVNULL
+                if self.log_dir is not None:
+                    out = open(self.log_dir / f"{self.node_prefix}{i}.log", "ab")  # noqa: SIM115
+                try:
+                    proc = subprocess.Popen(
+                        self._command(i, loglevel), env=env, stdin=subprocess.DEVNULL,
+                        stdout=out, stderr=subprocess.STDOUT,
+                        start_new_session=True, preexec_fn=_pdeathsig,
+                    )
+                finally:
+                    if out is not subprocess.DEVNULL:
+                        out.close()
+                self.procs.append(proc)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self) -> None:
+        """Block until every worker node answers ``app.control.ping``.
+
+        Raises
+        ------
+        BackendUnavailableError
+            If a worker process exits or the timeout passes.
+        """
+        app = celery_worker().use_redis(self.redis_url)
+        pending = set(self.node_names)
+        deadline = time.monotonic() + self.ready_timeout_s
+        with app.connection_for_write() as conn:
+            while pending:
+                for proc in self.procs:
+                    if proc.poll() is not None:
+                        raise BackendUnavailableError(
+                            f"celery worker (pid {proc.pid}) exited with code {proc.returncode} "
+                            f"during start-up (broker {mask_url(self.redis_url)})"
+                        )
+                replies = app.control.ping(
+                    destination=sorted(pending), timeout=0.5, connection=conn
+                )
+                for reply in replies or []:
+                    pending.difference_update(reply)
+                if pending and time.monotonic() > deadline:
+                    raise BackendUnavailableError(
+                        f"celery workers {', '.join(sorted(pending))} did not answer within "
+                        f"{self.ready_timeout_s:g} s (broker {mask_url(self.redis_url)})"
+                    )
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """Stop the workers we started: SIGTERM (Celery's warm shutdown: running tasks finish,
+        unacknowledged messages go back to the queue), then SIGKILL after ``timeout_s`` - the
+        worker main processes and their pool children (found with psutil before signalling)."""
+        procs, self.procs = self.procs, []
+        family: list[psutil.Process] = []
+        for proc in procs:
+            try:
+                parent = psutil.Process(proc.pid)
+                family.extend(parent.children(recursive=True))
+            except psutil.Error:
+                pass
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                proc.wait(timeout=10)
+        _, alive = psutil.wait_procs(family, timeout=max(0.1, deadline - time.monotonic()))
+        for child in alive:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        psutil.wait_procs(alive, timeout=5)
+
+    def kill_one(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` to the pool child of worker ``index`` (or the worker itself if it has
+        none) - for fault tests. Returns the PID signalled."""
+        proc = self.procs[index]
+        try:
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
+        target = children[0].pid if children else proc.pid
+        os.kill(target, sig)
+        return target
+
+    def __enter__(self) -> LocalWorkers:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+__all__ = ["LocalWorkers"]

@@ -1,0 +1,136 @@
+"""The verdict on a batch: is it a clean success, and if not, why; per-board summary rows.
+
+A batch is clean when every job has a record, every record is decided (``found`` or
+``no_tour``), and no check failed: neither the tour verifier nor the CP-SAT cross-check
+disagrees. These rules decide the exit code of ``ktour run`` and ``ktour collect``; the
+commands only render what this module returns.
+
+Records are the JSON record dicts (see :mod:`knights_tour.result`); objects with a
+``to_dict()`` giving that dict are accepted too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+DECIDED = ("found", "no_tour")
+"""Statuses that answer the job's question."""
+
+
+def record_dicts(records: Iterable[Any]) -> list[dict[str, Any]]:
+    """The records as JSON dicts (a record object is turned into one with ``to_dict()``)."""
+    return [dict(r) if isinstance(r, Mapping) else r.to_dict() for r in records]
+
+
+def _checks(rec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return rec.get("checks") or {}
+
+
+def cpsat_failed(rec: Mapping[str, Any]) -> bool:
+    """True if the record disagrees with CP-SAT (``mismatch``) or failed the CP-SAT check."""
+    return bool(rec.get("mismatch")) or _checks(rec).get("cpsat") is False
+
+
+def is_clean(rec: Mapping[str, Any]) -> bool:
+    """True if the record is decided and no check (verifier, CP-SAT) failed."""
+    return (
+        rec.get("status") in DECIDED
+        and not rec.get("mismatch")
+        and _checks(rec).get("verifier") is not False
+        and _checks(rec).get("cpsat") is not False
+    )
+
+
+def mismatches(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records that disagree with CP-SAT or failed its check, in order."""
+    return [r for r in records if cpsat_failed(r)]
+
+
+def problems(records: list[Mapping[str, Any]], total: int) -> list[str]:
+    """Why a batch of ``total`` jobs with these ``records`` is not a clean success.
+
+    Returns
+    -------
+    list of str
+        One phrase per kind of problem (``"3 jobs undecided (unknown)"``); empty when the
+        batch is clean.
+    """
+    out = []
+    if len(records) < total:
+        out.append(f"{total - len(records)} of {total} jobs have no record")
+    counts = Counter(r.get("status") for r in records)
+    if counts.get("unknown"):
+        out.append(f"{counts['unknown']} jobs undecided (unknown)")
+    if counts.get("error"):
+        out.append(f"{counts['error']} jobs ended in error")
+    mism = sum(1 for r in records if r.get("mismatch"))
+    if mism:
+        out.append(f"{mism} CP-SAT mismatches")
+    bad_cp = sum(1 for r in records if _checks(r).get("cpsat") is False and not r.get("mismatch"))
+    if bad_cp:
+        out.append(f"{bad_cp} failed CP-SAT checks")
+    return out
+
+
+def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
+    return {
+        "board": f"{key[0]}x{key[1]}", "starts": 0, "found": 0, "no_tour": Counter(),
+        "unknown": 0, "error": 0, "mismatch": 0, "cpsat_agree": 0, "cpsat_checked": 0,
+        "seconds": 0.0,
+    }
+
+
+def summary_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per-board summary of records, boards in record order.
+
+    Returns
+    -------
+    list of dict
+        ``board`` (``"RxC"``), ``starts``, ``found``, ``no_tour`` (a Counter by proof),
+        ``unknown``, ``error``, ``mismatch``, ``cpsat_agree``, ``cpsat_checked`` and
+        ``seconds`` (summed job wall time).
+    """
+    rows: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for rec in records:
+        key = (rec.get("rows"), rec.get("cols"))
+        row = rows.setdefault(key, _new_row(key))
+        row["starts"] += 1
+        status = rec.get("status")
+        if status == "found":
+            row["found"] += 1
+        elif status == "no_tour":
+            row["no_tour"][rec.get("proof") or "?"] += 1
+        elif status == "unknown":
+            row["unknown"] += 1
+        else:
+            row["error"] += 1
+        row["mismatch"] += bool(rec.get("mismatch"))
+        cp = _checks(rec).get("cpsat")
+        if cp is not None:
+            row["cpsat_checked"] += 1
+            row["cpsat_agree"] += cp is True
+        row["seconds"] += float(rec.get("job_elapsed_s") or rec.get("elapsed_s") or 0.0)
+    return list(rows.values())
+
+
+def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows of :func:`summary_rows` added up (``no_tour`` summed over proofs), board
+    ``"total"``."""
+    total: dict[str, Any] = {"board": "total", "starts": 0, "found": 0, "no_tour": 0,
+                             "unknown": 0, "error": 0, "mismatch": 0, "cpsat_agree": 0,
+                             "cpsat_checked": 0, "seconds": 0.0}
+    for r in rows:
+        for key in total:
+            if key == "no_tour":
+                total[key] += sum(r["no_tour"].values())
+            elif key != "board":
+                total[key] += r[key]
+    return total
+
+
+__all__ = [
+    "DECIDED", "record_dicts", "cpsat_failed", "is_clean", "mismatches", "problems",
+    "summary_rows", "summary_total",
+]

@@ -1,0 +1,68 @@
+"""The batch verdict rules (knights_tour.service.verdict) on real records.
+
+Facts from outside the code: on 5x5 an open tour exists from exactly the 13 squares of the
+majority colour and from none of the 12 others (colour parity: 25 squares, a tour alternates
+colours); 4x4 has no open tour at all (OEIS A165134: a(4) = 0; Conrad et al. 1994).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.service.verdict import (is_clean, mismatches, problems, record_dicts,
+                                          summary_rows, summary_total)
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    """The records of the 5x5 and 4x4 open batches, as the workers write them."""
+    return [run_job(job, batch_id="verdict") for job in make_batch_jobs([5, 4])]
+
+
+def test_a_decided_batch_is_clean_and_summarised_per_board(records):
+    assert problems(records, total=41) == []
+    assert all(is_clean(r) for r in records) and mismatches(records) == []
+    rows = summary_rows(records)
+    assert [r["board"] for r in rows] == ["5x5", "4x4"]
+    five, four = rows
+    assert (five["starts"], five["found"], dict(five["no_tour"])) == (25, 13, {"parity": 12})
+    assert (four["starts"], four["found"], sum(four["no_tour"].values())) == (16, 0, 16)
+    total = summary_total(rows)
+    assert (total["starts"], total["found"], total["no_tour"]) == (41, 13, 28)
+    assert total["seconds"] == pytest.approx(five["seconds"] + four["seconds"])
+
+
+def test_each_kind_of_problem_is_named(records):
+    bad = [dict(r) for r in records[:-1]]  # one job without a record
+    bad[0].update(status="unknown", tour=None)
+    bad[1].update(status="error")
+    bad[2].update(mismatch=True, checks={"verifier": True, "cpsat": False})
+    bad[3].update(checks={"verifier": True, "cpsat": False})
+    assert problems(bad, total=41) == [
+        "1 of 41 jobs have no record",
+        "1 jobs undecided (unknown)",
+        "1 jobs ended in error",
+        "1 CP-SAT mismatches",
+        "1 failed CP-SAT checks",
+    ]
+    assert [is_clean(r) for r in bad[:5]] == [False, False, False, False, True]
+    assert mismatches(bad) == [bad[2], bad[3]]
+    assert summary_rows(bad)[0]["unknown"] == 1 and summary_rows(bad)[0]["error"] == 1
+
+
+def test_a_failed_verifier_check_is_not_clean(records):
+    rec = dict(records[0], checks={"verifier": False})
+    assert not is_clean(rec)
+
+
+def test_record_objects_become_the_same_dicts(records):
+    class Rec:  # anything with to_dict(), as a typed record has
+        def __init__(self, d: dict) -> None:
+            self.d = d
+
+        def to_dict(self) -> dict:
+            return dict(self.d)
+
+    assert record_dicts([Rec(r) for r in records[:3]]) == records[:3]
+    assert record_dicts(records[:3]) == records[:3]
