@@ -478,14 +478,8 @@ def warm_up() -> None:
     split(Board(3, 4), (0, 0), 1)
 
 
-def count_tours(
-    board: Board,
-    start: Square | None = None,
-    *,
-    closed: bool = False,
-    depth: int | None = None,
-    use_symmetry: bool = True,
-) -> CountReport:
+def count_tours(board: Board, start: Square | None = None, *, closed: bool = False,
+                depth: int | None = None, use_symmetry: bool = True) -> CountReport:
     """Count tours in this process, one sub-job after another (the reference for the
     distributed count, and for small boards; 5×5 takes well under a second once compiled).
 

@@ -45,16 +45,11 @@ DEFAULT_SOLVER = "warnsdorff"
 
 
 class SolverFn(Protocol):
-    def __call__(
-        self,
-        board: Board,
-        start: Square,
-        *,
-        closed: bool = False,
-        time_limit_s: float | None = None,
-        exhaustive: bool = False,
-        node_limit: int | None = None,
-    ) -> TourResult: ...
+    """The shape of a backend's ``solve`` (see the module docstring)."""
+
+    def __call__(self, board: Board, start: Square, *, closed: bool = False,
+                 time_limit_s: float | None = None, exhaustive: bool = False,
+                 node_limit: int | None = None) -> TourResult: ...
 
 
 def solver_names() -> list[str]:
