@@ -21,10 +21,10 @@ import pytest
 from _picture_tours import backtrack_tour, record
 
 from knights_tour.board import Board
+from knights_tour.output.grouping import group_records
 from knights_tour.output.report import (
     decode_tour,
     encode_tour,
-    group_records,
     html_report,
     markdown_report,
     start_map,

@@ -239,10 +239,23 @@ class Board:
 def parse_board(size: int | str | Sequence[int] | Board) -> Board:
     """Read a board size given as ``n``, ``"n"``, ``"RxC"`` (rows × cols) or ``(rows, cols)``.
 
+    Parameters
+    ----------
+    size : int, str, (rows, cols) or Board
+        A :class:`Board` is returned as it is (it was validated when it was made).
+
+    Returns
+    -------
+    Board
+
     Raises
     ------
     InvalidBoardError
         If the size is malformed or out of range.
+
+    See Also
+    --------
+    parse_board_list : several boards in one string (``"5-12"``, ``"8,6x8"``).
 
     Examples
     --------

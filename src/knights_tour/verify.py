@@ -74,6 +74,13 @@ def verify_tour(
         return Verdict(False, "no tour given")
     if _is_ndarray(tour):
         return _verify_array(board, tour, start_sq, closed)
+    return _verify_list(board, tour, start_sq, closed)
+
+
+def _verify_list(
+    board: Board, tour: Sequence[Sequence[int]], start_sq: Square | None, closed: bool
+) -> Verdict:
+    """:func:`verify_tour` for a sequence of ``(row, col)`` pairs."""
     squares: list[Square] = []
     for step, sq in enumerate(tour, start=1):
         if (

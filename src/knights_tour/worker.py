@@ -19,13 +19,14 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
   message not acknowledged within it is handed to another worker (Celery docs, "Using Redis:
   Visibility Timeout"), and with late acks a task still running then would run twice;
 * ``task_ignore_result = True``: each job's record is written to Redis by the task itself
-  (:mod:`knights_tour.store.batches`), so Celery's own result keys would be unused extra writes.
-  Measured on the 620-job sweep (2 workers): storing results added one ``celery-task-meta-*``
-  key per task and made runs slower (one job per task 6.3-7.4 s vs 4.6-6.9 s; chunks of 16
-  1.6-2.8 s vs 1.5-2.2 s).
+  (:mod:`knights_tour.store.batches`), so Celery's own result keys would be unused extra writes
+  (and measurably slower: ``benchmarks/README.md``).
 
 The numba engine is warmed up in every pool process (``worker_process_init``) if the engine
 exposes ``warm_up()``, so the first job does not pay the compile/cache-load cost.
+
+Every task name is spelled here (``TASK_*``); the task bodies are in :mod:`knights_tour.tasks`,
+which the app loads by name (``include``), so nothing imports it.
 
 ``celery -A knights_tour.worker beat`` runs the schedule of :mod:`knights_tour.service.schedule`
 (``KT_SCHEDULE_FILE``) through the ``beat_scheduler`` set here.

@@ -25,7 +25,7 @@ Records crossing the wire are plain JSON (:meth:`SubJob.to_dict`, :meth:`CountRe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from knights_tour.board import Board, Square
-from knights_tour.solvers.engine.count_kernel import count_completions, prefix_viable
+from knights_tour.core.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
+from knights_tour.solvers import count_kernel
 
 DEFAULT_TARGET_SUBJOBS = 12
 """Default number of sub-jobs per counted square that :func:`choose_depth` aims for."""
@@ -133,43 +134,8 @@ def count_subjob(
     """
     squares = check_prefix(board, prefix)
     nbr, ndeg = knight_graph(board)
-    count, nodes = count_completions(nbr, ndeg, _prefix_array(board, squares), bool(closed))
+    count, nodes = count_kernel().count_completions(nbr, ndeg, _prefix_array(board, squares), bool(closed))
     return int(count), int(nodes)
-
-
-# -- symmetry ----------------------------------------------------------------------------------
-def symmetries(board: Board) -> list[Callable[[Square], Square]]:
-    """The symmetries of the board as maps of squares: the dihedral group of the square (8
-    maps) for ``n × n``, the Klein four-group (identity, two flips, half turn) otherwise.
-    Identity first."""
-    R, C = board.rows - 1, board.cols - 1
-    maps: list[Callable[[Square], Square]] = [
-        lambda s: (s[0], s[1]),
-        lambda s: (R - s[0], s[1]),
-        lambda s: (s[0], C - s[1]),
-        lambda s: (R - s[0], C - s[1]),
-    ]
-    if board.is_square:
-        maps += [
-            lambda s: (s[1], s[0]),
-            lambda s: (C - s[1], s[0]),
-            lambda s: (s[1], R - s[0]),
-            lambda s: (C - s[1], R - s[0]),
-        ]
-    return maps
-
-
-def representative(board: Board, square: Square) -> Square:
-    """The smallest ``(row, col)`` among the images of ``square`` under the board's symmetries."""
-    return min(g(square) for g in symmetries(board))
-
-
-def symmetry_classes(board: Board) -> dict[Square, list[Square]]:
-    """Squares grouped by symmetry class: representative -> members (sorted, row-major)."""
-    classes: dict[Square, list[Square]] = {}
-    for sq in board.squares():
-        classes.setdefault(representative(board, sq), []).append(sq)
-    return classes
 
 
 # -- splitting ---------------------------------------------------------------------------------
@@ -198,11 +164,12 @@ def split(
     if depth < 0:
         raise InvalidJobError(f"split depth must be >= 0, got {depth}")
     nbr, ndeg = knight_graph(board)
+    kernel = count_kernel()
     n = board.n_squares
     out: list[tuple[Square, ...]] = []
 
     def viable(path: list[int]) -> bool:
-        return bool(prefix_viable(nbr, ndeg, np.array(path, dtype=np.int64), bool(closed)))
+        return bool(kernel.prefix_viable(nbr, ndeg, np.array(path, dtype=np.int64), bool(closed)))
 
     def extend(path: list[int]) -> None:
         if not viable(path):
@@ -511,14 +478,8 @@ def warm_up() -> None:
     split(Board(3, 4), (0, 0), 1)
 
 
-def count_tours(
-    board: Board,
-    start: Square | None = None,
-    *,
-    closed: bool = False,
-    depth: int | None = None,
-    use_symmetry: bool = True,
-) -> CountReport:
+def count_tours(board: Board, start: Square | None = None, *, closed: bool = False,
+                depth: int | None = None, use_symmetry: bool = True) -> CountReport:
     """Count tours in this process, one sub-job after another (the reference for the
     distributed count, and for small boards; 5×5 takes well under a second once compiled).
 

@@ -137,6 +137,14 @@ def _cell_width(view: TourView) -> int:
     return len(str(view.board.n_squares))
 
 
+def _grid(obj: TourLike, labels: bool) -> tuple[TourView, int, list[list[int | None]], int]:
+    """What both board pictures start from: the view, the cell width (digits of rows*cols),
+    the step number of each square, and the width of the rank labels (0 without labels)."""
+    view = tour_view(obj)
+    rank_w = len(str(view.board.rows)) if labels else 0
+    return view, _cell_width(view), view.steps(), rank_w
+
+
 def board_text(obj: TourLike, *, labels: bool = True) -> str:
     """The board as plain ASCII text with aligned step numbers.
 
@@ -159,12 +167,13 @@ def board_text(obj: TourLike, *, labels: bool = True) -> str:
     ------
     TourFormatError
         See :func:`tour_view`.
+
+    See Also
+    --------
+    board_rich : the same picture in colour, for a terminal.
     """
-    view = tour_view(obj)
+    view, w, steps, rank_w = _grid(obj, labels)
     b = view.board
-    w = _cell_width(view)
-    steps = view.steps()
-    rank_w = len(str(b.rows)) if labels else 0
     lines = []
     for r in range(b.rows):
         cells = []
@@ -209,11 +218,8 @@ def board_rich(obj: TourLike, *, labels: bool = True, caption: bool = True) -> T
     TourFormatError
         See :func:`tour_view`.
     """
-    view = tour_view(obj)
+    view, w, steps, rank_w = _grid(obj, labels)
     b = view.board
-    w = _cell_width(view)
-    steps = view.steps()
-    rank_w = len(str(b.rows)) if labels else 0
     text = Text(no_wrap=True, overflow="ignore")
     for r in range(b.rows):
         if labels:

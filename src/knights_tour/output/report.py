@@ -32,235 +32,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
 
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
-from knights_tour.errors import KnightsTourError, TourFormatError
+from knights_tour.errors import TourFormatError
+from knights_tour.output.grouping import (
+    PROOF_LETTER,
+    PROOFS,
+    BoardGroup,
+    Cell,
+    fmt_seconds,
+    group_records,
+    totals,
+)
 from knights_tour.output.render import tour_view
-from knights_tour.result import TourResult
 from knights_tour.output.svg import default_size_px, tour_svg
-
-STATUS_RANK = {"found": 0, "no_tour": 1, "unknown": 2, "error": 3}
-PROOFS = ("parity", "exhaustive", "cpsat", "theorem")
-PROOF_LETTER = {"parity": "P", "exhaustive": "E", "cpsat": "C", "theorem": "T"}
-
-
-def _as_record(obj: TourResult | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(obj, TourResult):
-        return obj.to_dict()
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    raise TourFormatError(f"expected a record dict or TourResult, got {type(obj).__name__}")
-
-
-def _fmt_s(x: float | None) -> str:
-    """Seconds in words: ``180 µs``, ``12.3 ms``, ``4.56 s``, ``2.5 min``."""
-    if x is None:
-        return "–"
-    if x >= 120:
-        return f"{x / 60:.1f} min"
-    if x >= 10:
-        return f"{x:.1f} s"
-    if x >= 1:
-        return f"{x:.3g} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:.3g} ms"
-    return f"{x * 1e6:.0f} µs"
-
-
-@dataclass
-class Cell:
-    """One start square of a board group, with every record that started there."""
-
-    row: int
-    col: int
-    name: str
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def status(self) -> str:
-        """Best outcome among the records (found > no_tour > unknown > error)."""
-        return min((_status(r) for r in self.records), key=lambda s: STATUS_RANK[s])
-
-    @property
-    def proof(self) -> str | None:
-        """The proof of the first ``no_tour`` record, when the best outcome is ``no_tour``."""
-        if self.status != "no_tour":
-            return None
-        return next((r.get("proof") for r in self.records if _status(r) == "no_tour"), None)
-
-    @property
-    def conflict(self) -> bool:
-        """True if one record found a tour here and another claimed there is none."""
-        statuses = {_status(r) for r in self.records}
-        return "found" in statuses and "no_tour" in statuses
-
-    @property
-    def tour_record(self) -> dict[str, Any] | None:
-        """The first record here with a found tour that can be drawn."""
-        for r in self.records:
-            if _status(r) == "found" and r.get("tour"):
-                return r
-        return None
-
-    def describe(self) -> str:
-        """Hover text: the square, then one line per record."""
-        lines = [self.name]
-        for r in self.records:
-            st = _status(r).replace("_", " ")
-            extra = ""
-            if r.get("proof"):
-                extra = f" by {r['proof']}"
-                detail = " ".join(str(r.get("proof_detail") or "").split())
-                if detail:
-                    extra += f" ({detail[:240]}{'…' if len(detail) > 240 else ''})"
-            elif r.get("reason"):
-                extra = f" ({r['reason']})"
-            cp = (r.get("checks") or {}).get("cpsat")
-            cps = "" if cp is None else (", CP-SAT agrees" if cp else ", CP-SAT DISAGREES")
-            if r.get("cpsat_elapsed_s") is not None:
-                cps += f" (CP-SAT {_fmt_s(_elapsed(r, 'cpsat_elapsed_s'))})"
-            lines.append(
-                f"{r.get('solver', '?')}: {st}{extra}, {_fmt_s(_elapsed(r))}, "
-                f"{int(r.get('nodes') or 0)} nodes{cps}"
-            )
-            if r.get("cpsat_note"):
-                lines.append(f"  {r['cpsat_note']}")
-        if self.conflict:
-            lines.append("CONFLICT: a tour was found and also claimed impossible")
-        return "\n".join(lines)
-
-
-def _status(record: Mapping[str, Any]) -> str:
-    s = str(record.get("status") or "error")
-    return s if s in STATUS_RANK else "error"
-
-
-def _elapsed(record: Mapping[str, Any], key: str = "elapsed_s") -> float:
-    try:
-        return float(record.get(key) or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
-
-
-@dataclass
-class BoardGroup:
-    """All records of one board and tour kind, with the per-board summary numbers."""
-
-    rows: int
-    cols: int
-    closed: bool
-    cells: dict[tuple[int, int], Cell] = field(default_factory=dict)
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def board(self) -> Board:
-        return Board(self.rows, self.cols)
-
-    @property
-    def kind(self) -> str:
-        return "closed" if self.closed else "open"
-
-    @property
-    def key(self) -> str:
-        """``"8x8-open"`` — used in element ids and URL fragments."""
-        return f"{self.rows}x{self.cols}-{self.kind}"
-
-    def summary(self) -> dict[str, Any]:
-        """Summary numbers: ``starts``, ``jobs``, ``found``, ``no_tour`` (total),
-        ``by_proof`` {proof: count}, ``unknown``, ``error``, ``conflicts``, ``cpsat_checked``
-        (jobs with ``checks.cpsat`` true or false), ``cpsat_agree``, ``mismatches`` (jobs the
-        pipeline flagged ``mismatch``: CP-SAT and the solver disagree), ``cpsat_time_s`` (sum
-        of ``cpsat_elapsed_s``, None when no job was cross-checked), ``verifier_fail``,
-        ``time_total_s``, ``time_median_s``, ``time_max_s`` (solver ``elapsed_s``),
-        ``solvers``. Counts of outcomes are per start square; CP-SAT and times are per job."""
-        statuses = [c.status for c in self.cells.values()]
-        by_proof: dict[str, int] = {}
-        for c in self.cells.values():
-            if c.status == "no_tour":
-                p = c.proof or "unstated"
-                by_proof[p] = by_proof.get(p, 0) + 1
-        cps = [(r.get("checks") or {}).get("cpsat") for r in self.records]
-        ver = [(r.get("checks") or {}).get("verifier") for r in self.records]
-        times = [_elapsed(r) for r in self.records]
-        return {
-            "starts": len(self.cells),
-            "jobs": len(self.records),
-            "found": statuses.count("found"),
-            "no_tour": statuses.count("no_tour"),
-            "by_proof": dict(sorted(by_proof.items())),
-            "unknown": statuses.count("unknown"),
-            "error": statuses.count("error"),
-            "conflicts": sum(c.conflict for c in self.cells.values()),
-            "cpsat_checked": sum(v is not None for v in cps),
-            "cpsat_agree": sum(v is True for v in cps),
-            "mismatches": sum(bool(r.get("mismatch")) for r in self.records),
-            "cpsat_time_s": (
-                sum(_elapsed(r, "cpsat_elapsed_s") for r in self.records)
-                if any(r.get("cpsat_elapsed_s") is not None for r in self.records) else None
-            ),
-            "verifier_fail": sum(v is False for v in ver),
-            "time_total_s": sum(times),
-            "time_median_s": statistics.median(times) if times else None,
-            "time_max_s": max(times) if times else None,
-            "solvers": sorted({str(r.get("solver") or "?") for r in self.records}),
-        }
-
-
-def group_records(
-    records: Iterable[TourResult | Mapping[str, Any]],
-) -> tuple[list[BoardGroup], int]:
-    """Group records by ``(rows, cols, closed)``, sorted by board size then open before closed.
-
-    Returns
-    -------
-    (groups, skipped)
-        ``skipped`` counts records that could not be placed (no valid board or start square).
-    """
-    groups: dict[tuple[int, int, bool], BoardGroup] = {}
-    skipped = 0
-    for obj in records:
-        try:
-            rec = _as_record(obj)
-            board = Board(int(rec["rows"]), int(rec["cols"]))
-            start = board.check_square(tuple(int(v) for v in rec["start"]))
-        except (KeyError, TypeError, ValueError, IndexError, KnightsTourError):
-            skipped += 1
-            continue
-        closed = bool(rec.get("closed", False))
-        g = groups.setdefault(
-            (board.rows, board.cols, closed), BoardGroup(board.rows, board.cols, closed)
-        )
-        g.records.append(rec)
-        cell = g.cells.get(start)
-        if cell is None:
-            cell = g.cells[start] = Cell(start[0], start[1], board.algebraic(start))
-        cell.records.append(rec)
-    ordered = [groups[k] for k in sorted(groups, key=lambda k: (k[0] * k[1], k[0], k[1], k[2]))]
-    return ordered, skipped
-
-
-def _totals(groups: list[BoardGroup]) -> dict[str, Any]:
-    sums = [g.summary() for g in groups]
-    keys = ("starts", "jobs", "found", "no_tour", "unknown", "error", "conflicts",
-            "cpsat_checked", "cpsat_agree", "mismatches", "verifier_fail", "time_total_s")
-    tot: dict[str, Any] = {k: sum(s[k] for s in sums) for k in keys}
-    by_proof: dict[str, int] = {}
-    for s in sums:
-        for p, n in s["by_proof"].items():
-            by_proof[p] = by_proof.get(p, 0) + n
-    tot["by_proof"] = dict(sorted(by_proof.items()))
-    cp_times = [s["cpsat_time_s"] for s in sums if s["cpsat_time_s"] is not None]
-    tot["cpsat_time_s"] = sum(cp_times) if cp_times else None
-    tot["time_max_s"] = max((s["time_max_s"] or 0.0 for s in sums), default=None)
-    tot["solvers"] = sorted({x for s in sums for x in s["solvers"]})
-    return tot
-
+from knights_tour.result import TourResult
 
 def _proof_words(by_proof: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {p}" for p, n in by_proof.items()) or "–"
@@ -324,7 +114,7 @@ def markdown_report(
         The Markdown text, ending with a newline.
     """
     groups, skipped = group_records(records)
-    tot = _totals(groups)
+    tot = totals(groups)
     out = [f"# {title}", ""]
     out.append(
         f"{tot['jobs']} jobs over {tot['starts']} start squares on {len(groups)} board(s): "
@@ -349,9 +139,9 @@ def markdown_report(
         nt = f"{s['no_tour']}" + (f" ({_proof_words(s['by_proof'])})" if s["no_tour"] else "")
         out.append(
             f"| {g.rows}×{g.cols} | {g.kind} | {s['starts']} | {s['found']} | {nt} | "
-            f"{s['unknown']} | {s['error']} | {_cpsat_words(s)} | {_fmt_s(s['time_total_s'])} | "
-            f"{_fmt_s(s['time_median_s'])} | {_fmt_s(s['time_max_s'])} | "
-            f"{_fmt_s(s['cpsat_time_s'])} |"
+            f"{s['unknown']} | {s['error']} | {_cpsat_words(s)} | {fmt_seconds(s['time_total_s'])} | "
+            f"{fmt_seconds(s['time_median_s'])} | {fmt_seconds(s['time_max_s'])} | "
+            f"{fmt_seconds(s['cpsat_time_s'])} |"
         )
     if maps and groups:
         out += [
@@ -498,7 +288,7 @@ def html_report(
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         groups=groups,
         rows=rows,
-        tot=_totals(groups),
+        tot=totals(groups),
         skipped=skipped,
         batch_ids=batch_ids[:5] + (["…"] if len(batch_ids) > 5 else []),
         tour_index=tour_index,
@@ -509,7 +299,7 @@ def html_report(
         data_json=_script_json({"groups": data_groups}),
         proof_words=_proof_words,
         cpsat_words=_cpsat_words,
-        fmt_s=_fmt_s,
+        fmt_s=fmt_seconds,
         cell_class=_cell_class,
         cell_text=_cell_text,
         file_name=Board.file_name,

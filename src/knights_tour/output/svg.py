@@ -23,6 +23,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import svgwrite
@@ -112,32 +113,68 @@ def tour_svg(
     """
     view = tour_view(record_or_result)
     b = view.board
-    side = max(b.rows, b.cols)
     if size_px is None:
         size_px = default_size_px(b)
     if size_px <= 0:
         raise ValueError(f"size_px must be positive, got {size_px}")
-    cell = size_px / side
-    if labels is None:
-        labels = cell >= 14 and side <= 52
-    label_px = max(9.0, min(16.0, cell * 0.32))
-    margin = label_px * 1.9 if labels else 0.0
-    pad = max(1.0, cell * 0.04)
-    ox, oy = margin + pad, pad
-    width = ox + b.cols * cell + pad
-    height = oy + b.rows * cell + margin + pad
-    dense = cell < DENSE_CELL_PX
-    light, dark_fill = (LIGHT_DENSE, DARK_DENSE) if dense else (LIGHT, DARK)
-    stroke = max(0.6, cell * (0.1 if dense else 0.07))
-    font_px = number_font_px(b, cell)
+    lay = _Layout.of(b, size_px, labels)
     if numbers is None:
-        numbers = font_px >= MIN_FONT_PX and side <= 40
+        numbers = lay.font_px >= MIN_FONT_PX and lay.side <= 40
+    dwg = _document(view, lay, id_prefix)
+    _draw_board(dwg, b, lay)
+    if lay.labels:
+        _draw_labels(dwg, b, lay)
+    _draw_ends(dwg, view, lay)
+    if view.tour:
+        _draw_path(dwg, view, lay, id_prefix, numbers)
+    return dwg.tostring()
 
-    def centre(sq: tuple[int, int]) -> tuple[float, float]:
-        return ox + (sq[1] + 0.5) * cell, oy + (sq[0] + 0.5) * cell
 
-    dwg = svgwrite.Drawing(size=(_f(width), _f(height)), profile="full", debug=False)
-    dwg.viewbox(0, 0, float(_f(width)), float(_f(height)))
+@dataclass(frozen=True)
+class _Layout:
+    """Geometry of one drawing, in px: square size, margins, stroke and font sizes."""
+
+    side: int
+    cell: float
+    labels: bool
+    label_px: float
+    margin: float
+    ox: float
+    oy: float
+    width: float
+    height: float
+    dense: bool
+    stroke: float
+    font_px: float
+
+    @classmethod
+    def of(cls, b: Board, size_px: int, labels: bool | None) -> _Layout:
+        side = max(b.rows, b.cols)
+        cell = size_px / side
+        if labels is None:
+            labels = cell >= 14 and side <= 52
+        label_px = max(9.0, min(16.0, cell * 0.32))
+        margin = label_px * 1.9 if labels else 0.0
+        pad = max(1.0, cell * 0.04)
+        ox, oy = margin + pad, pad
+        dense = cell < DENSE_CELL_PX
+        return cls(
+            side=side, cell=cell, labels=labels, label_px=label_px, margin=margin, ox=ox, oy=oy,
+            width=ox + b.cols * cell + pad, height=oy + b.rows * cell + margin + pad,
+            dense=dense, stroke=max(0.6, cell * (0.1 if dense else 0.07)),
+            font_px=number_font_px(b, cell),
+        )
+
+    def centre(self, sq: tuple[int, int]) -> tuple[float, float]:
+        """Centre of square ``sq`` (row, col)."""
+        return self.ox + (sq[1] + 0.5) * self.cell, self.oy + (sq[0] + 0.5) * self.cell
+
+
+def _document(view: TourView, lay: _Layout, id_prefix: str) -> svgwrite.Drawing:
+    """The ``<svg>`` element with its data attributes, scoped CSS and the vertex-dot marker."""
+    b = view.board
+    dwg = svgwrite.Drawing(size=(_f(lay.width), _f(lay.height)), profile="full", debug=False)
+    dwg.viewbox(0, 0, float(_f(lay.width)), float(_f(lay.height)))
     dwg.attribs["id"] = id_prefix
     dwg.attribs["class"] = "kt-tour"
     dwg.attribs["data-rows"] = str(b.rows)
@@ -146,12 +183,12 @@ def tour_svg(
         dwg.attribs["data-start"] = b.algebraic(view.start)
     dwg.attribs["data-closed"] = "true" if view.closed else "false"
     dwg.set_desc(title=view.caption())
-
     # Selectors are scoped by the root id: a <style> inside inline SVG applies to the whole
     # HTML page, and several drawings with different font sizes may share one page.
+    font_px = lay.font_px
     css = (
-        f"#{id_prefix} .kt-lab{{font:{_f(label_px)}px sans-serif;fill:#555;text-anchor:middle;"
-        "dominant-baseline:central}"
+        f"#{id_prefix} .kt-lab{{font:{_f(lay.label_px)}px sans-serif;fill:#555;"
+        "text-anchor:middle;dominant-baseline:central}"
         f"#{id_prefix} .kt-n{{font:600 {_f(font_px)}px sans-serif;fill:#111;text-anchor:middle;"
         f"dominant-baseline:central;paint-order:stroke;stroke:#fff;"
         f"stroke-width:{_f(max(0.5, font_px * 0.22))}px;stroke-linejoin:round}}"
@@ -161,8 +198,13 @@ def tour_svg(
     dot.attribs["markerUnits"] = "strokeWidth"
     dot.add(dwg.circle(center=(1, 1), r=1, fill=PATH))
     dwg.defs.add(dot)
+    return dwg
 
-    # Board: light background, all dark squares as one path.
+
+def _draw_board(dwg: svgwrite.Drawing, b: Board, lay: _Layout) -> None:
+    """Light background, all dark squares as one path."""
+    light, dark_fill = (LIGHT_DENSE, DARK_DENSE) if lay.dense else (LIGHT, DARK)
+    ox, oy, cell = lay.ox, lay.oy, lay.cell
     dwg.add(dwg.rect(insert=(_f(ox), _f(oy)), size=(_f(b.cols * cell), _f(b.rows * cell)),
                      fill=light, class_="kt-board"))
     c = _f(cell)
@@ -175,49 +217,56 @@ def tour_svg(
     if dark:
         dwg.add(dwg.path(d=dark, fill=dark_fill, class_="kt-dark"))
 
-    if labels:
-        for row in range(b.rows):
-            y = centre((row, 0))[1]
-            dwg.add(dwg.text(str(b.rows - row), insert=(_f(ox - margin / 2), _f(y)),
-                             class_="kt-lab"))
-        for col in range(b.cols):
-            dwg.add(dwg.text(Board.file_name(col),
-                             insert=(_f(centre((0, col))[0]), _f(oy + b.rows * cell + margin / 2)),
-                             class_="kt-lab"))
 
-    if view.start is not None:
-        x, y = centre(view.start)
-        dwg.add(dwg.circle(center=(_f(x), _f(y)), r=_f(cell * 0.34), fill=START,
-                           stroke="#fff", stroke_width=_f(stroke * 0.6), class_="kt-start"))
-    if view.end is not None and view.end != view.start:
-        x, y = centre(view.end)
-        dwg.add(dwg.circle(center=(_f(x), _f(y)), r=_f(cell * 0.28), fill=END,
-                           stroke="#fff", stroke_width=_f(stroke * 0.6), class_="kt-end"))
+def _draw_labels(dwg: svgwrite.Drawing, b: Board, lay: _Layout) -> None:
+    """Rank numbers on the left, file letters below."""
+    for row in range(b.rows):
+        y = lay.centre((row, 0))[1]
+        dwg.add(dwg.text(str(b.rows - row), insert=(_f(lay.ox - lay.margin / 2), _f(y)),
+                         class_="kt-lab"))
+    bottom = lay.oy + b.rows * lay.cell + lay.margin / 2
+    for col in range(b.cols):
+        dwg.add(dwg.text(Board.file_name(col), insert=(_f(lay.centre((0, col))[0]), _f(bottom)),
+                         class_="kt-lab"))
 
-    if view.tour:
-        pts = [centre(sq) for sq in view.tour]
-        if view.closed and len(view.tour) > 1:
-            pts.append(pts[0])
-        line = dwg.polyline(
-            points=[(float(_f(x)), float(_f(y))) for x, y in pts],
-            fill="none",
-            stroke=PATH,
-            stroke_width=_f(stroke),
-            stroke_linejoin="round",
-            stroke_linecap="round",
-            stroke_opacity="0.85",
-            class_="kt-path",
-        )
-        if cell >= 6:
-            line.attribs["marker-mid"] = f"url(#{id_prefix}-dot)"
-        dwg.add(line)
-        if numbers:
-            g = dwg.g(class_="kt-nums")
-            for k, sq in enumerate(view.tour, start=1):
-                x, y = centre(sq)
-                g.add(dwg.text(str(k), insert=(_f(x), _f(y)), class_="kt-n"))
-            dwg.add(g)
-    return dwg.tostring()
+
+def _draw_ends(dwg: svgwrite.Drawing, view: TourView, lay: _Layout) -> None:
+    """The start square (green) and, if different, the end square (red)."""
+    marks = [(view.start, 0.34, START, "kt-start")]
+    if view.end != view.start:
+        marks.append((view.end, 0.28, END, "kt-end"))
+    for sq, radius, fill, cls in marks:
+        if sq is not None:
+            x, y = lay.centre(sq)
+            dwg.add(dwg.circle(center=(_f(x), _f(y)), r=_f(lay.cell * radius), fill=fill,
+                               stroke="#fff", stroke_width=_f(lay.stroke * 0.6), class_=cls))
+
+
+def _draw_path(dwg: svgwrite.Drawing, view: TourView, lay: _Layout, id_prefix: str,
+               numbers: bool) -> None:
+    """The knight's path as one polyline (closed tours return to the start), and step numbers."""
+    pts = [lay.centre(sq) for sq in view.tour]
+    if view.closed and len(view.tour) > 1:
+        pts.append(pts[0])
+    line = dwg.polyline(
+        points=[(float(_f(x)), float(_f(y))) for x, y in pts],
+        fill="none",
+        stroke=PATH,
+        stroke_width=_f(lay.stroke),
+        stroke_linejoin="round",
+        stroke_linecap="round",
+        stroke_opacity="0.85",
+        class_="kt-path",
+    )
+    if lay.cell >= 6:
+        line.attribs["marker-mid"] = f"url(#{id_prefix}-dot)"
+    dwg.add(line)
+    if numbers:
+        g = dwg.g(class_="kt-nums")
+        for k, sq in enumerate(view.tour, start=1):
+            x, y = lay.centre(sq)
+            g.add(dwg.text(str(k), insert=(_f(x), _f(y)), class_="kt-n"))
+        dwg.add(g)
 
 
 def write_svg(

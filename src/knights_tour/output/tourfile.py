@@ -83,14 +83,9 @@ def parse_step_matrix(text: str) -> tuple[Board, list[Square]]:
     return board, tour
 
 
-def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
-    """:func:`parse_step_matrix`, also returning the detected base (0 or 1)."""
-    lines = _data_lines(text)
-    if not lines:
-        raise TourFormatError("no step numbers found (empty file?)")
-    rows_tokens = [(lineno, line.split()) for lineno, line in lines]
-
-    # Optional labels: a last line of file letters "a b c ..." and a rank number before each row.
+def _strip_labels(rows_tokens: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
+    """Drop the optional labels: a last line of file letters "a b c ..." and a rank number
+    before each row (checked); rows without labels are returned as they are."""
     last_lineno, last_tokens = rows_tokens[-1]
     if len(rows_tokens) > 1 and all(_FILES_RE.match(t) for t in last_tokens):
         expected = [Board.file_name(c) for c in range(len(last_tokens))]
@@ -114,7 +109,15 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
                 )
             stripped.append((lineno, tokens[1:]))
         rows_tokens = stripped
+    return rows_tokens
 
+
+def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
+    """:func:`parse_step_matrix`, also returning the detected base (0 or 1)."""
+    lines = _data_lines(text)
+    if not lines:
+        raise TourFormatError("no step numbers found (empty file?)")
+    rows_tokens = _strip_labels([(lineno, line.split()) for lineno, line in lines])
     n_rows = len(rows_tokens)
     n_cols = len(rows_tokens[0][1])
     for lineno, tokens in rows_tokens:

@@ -107,15 +107,9 @@ def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
 
 
-def submit_batch(
-    redis_url: str,
-    jobs: Sequence[Job],
-    params: Mapping[str, Any] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    batch_id: str | None = None,
-    only_missing: bool = False,
-    largest_first: bool = True,
-) -> str:
+def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] | None = None,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, batch_id: str | None = None,
+                 only_missing: bool = False, largest_first: bool = True) -> str:
     """Register a batch in Redis and send its jobs to the workers; returns the batch id.
 
     Parameters

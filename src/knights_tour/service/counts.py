@@ -53,39 +53,21 @@ def _count_done(status: dict[str, Any]) -> bool:
     return bool(status["complete"] or status["errors"])
 
 
-def wait_for_count(
-    r: redis.Redis,
-    count_id: str,
-    *,
-    timeout_s: float | None = None,
-    recover_url: str | None = None,
-    hooks: WaitHooks | None = None,
-    poll_s: float = 0.5,
-    outage_s: float = REDIS_OUTAGE_S,
-) -> dict[str, Any]:
+def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = None,
+                   recover_url: str | None = None, hooks: WaitHooks | None = None,
+                   poll_s: float = 0.5, outage_s: float = REDIS_OUTAGE_S) -> dict[str, Any]:
     """Wait until every sub-job of ``count_id`` has a partial count or one failed.
 
-    Parameters
-    ----------
-    r : redis.Redis
-    count_id : str
-    timeout_s : float, optional
-        Stop waiting after this many seconds (the status then has ``complete`` False).
-    recover_url : str, optional
-        Accepted for symmetry with :func:`knights_tour.service.batches.wait_for_batch`; count
-        sub-jobs carry no leases, so nothing is re-sent (Celery redelivers a sub-job whose
-        pool process died; its partial count is keyed, so a second run overwrites it).
-    hooks : WaitHooks, optional
-        Progress / outage / liveness callbacks.
-    poll_s : float
-        Seconds between polls.
-    outage_s : float
-        Seconds without Redis before giving up.
+    The arguments are those of :func:`knights_tour.service.batches.wait_for_batch`, except
+    ``recover_url``: accepted for symmetry, but count sub-jobs carry no leases, so nothing is
+    re-sent (Celery redelivers a sub-job whose pool process died; its partial count is keyed,
+    so a second run overwrites it).
 
     Returns
     -------
     dict
-        The last :func:`knights_tour.store.counts.count_status`.
+        The last :func:`knights_tour.store.counts.count_status` (``complete`` False after a
+        timeout or a failed sub-job).
 
     Raises
     ------

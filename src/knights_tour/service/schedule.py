@@ -168,6 +168,34 @@ def _timing(table: Mapping[str, Any], where: str) -> Timing:
     return Timing(every_s=parse_interval(table["every"], f"{where}.every"))
 
 
+def _sweep_name(data: object, where: str) -> str:
+    """The name of a sweep table, after checking it is a table with only known keys."""
+    if not isinstance(data, Mapping):
+        raise InvalidScheduleError(f"{where}: a sweep must be a table, got {data!r}")
+    unknown = sorted(set(data) - _SWEEP_KEYS)
+    if unknown:
+        raise InvalidScheduleError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_SWEEP_KEYS))}"
+        )
+    name = data.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InvalidScheduleError(
+            f"{where}: 'name' must be 1-64 letters, digits, '-', '_' or '.', got {name!r}"
+        )
+    return name
+
+
+def _sweep_sizes(sizes: object, where: str) -> str:
+    """A sweep's ``sizes`` as one board-list string (a TOML list or a number is accepted)."""
+    if isinstance(sizes, (list, tuple)):
+        sizes = ",".join(str(s) for s in sizes)
+    elif isinstance(sizes, int) and not isinstance(sizes, bool):
+        sizes = str(sizes)
+    if not isinstance(sizes, str) or not sizes.strip():
+        raise InvalidScheduleError(f"{where}: 'sizes' is required, e.g. \"5-12\" or \"8,6x8\"")
+    return sizes
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A scheduled sweep: one batch with a job per start square of every board in ``sizes``.
@@ -209,26 +237,9 @@ class Sweep:
         InvalidScheduleError
             Naming the sweep and the bad field.
         """
-        if not isinstance(data, Mapping):
-            raise InvalidScheduleError(f"{where}: a sweep must be a table, got {data!r}")
-        unknown = sorted(set(data) - _SWEEP_KEYS)
-        if unknown:
-            raise InvalidScheduleError(
-                f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_SWEEP_KEYS))}"
-            )
-        name = data.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise InvalidScheduleError(
-                f"{where}: 'name' must be 1-64 letters, digits, '-', '_' or '.', got {name!r}"
-            )
+        name = _sweep_name(data, where)
         where = f"sweep {name!r}"
-        sizes = data.get("sizes")
-        if isinstance(sizes, (list, tuple)):
-            sizes = ",".join(str(s) for s in sizes)
-        elif isinstance(sizes, int) and not isinstance(sizes, bool):
-            sizes = str(sizes)
-        if not isinstance(sizes, str) or not sizes.strip():
-            raise InvalidScheduleError(f"{where}: 'sizes' is required, e.g. \"5-12\" or \"8,6x8\"")
+        sizes = _sweep_sizes(data.get("sizes"), where)
         verify = data.get("verify")
         if verify in (None, "none"):
             verify = None

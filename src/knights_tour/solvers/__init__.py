@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Protocol
 
 from knights_tour.board import Board, Square
@@ -34,6 +35,9 @@ CHECKERS: dict[str, str] = {
 """Model checks of a finished tour: name -> ``"module:function"`` with the shape
 ``check(board, tour, start, closed=False) -> bool`` (used by the ``verify="cpsat"`` cross-check)."""
 
+COUNT_KERNEL = "knights_tour.solvers.engine.count_kernel"
+"""The compiled tour-counting kernels (``count_completions``, ``prefix_viable``)."""
+
 ENGINE_WARM_UP = "knights_tour.solvers.warnsdorff:warm_up"
 """The engine's ``warm_up()``: compiles or loads its numba kernels (see :func:`warm_up_engine`)."""
 
@@ -41,16 +45,11 @@ DEFAULT_SOLVER = "warnsdorff"
 
 
 class SolverFn(Protocol):
-    def __call__(
-        self,
-        board: Board,
-        start: Square,
-        *,
-        closed: bool = False,
-        time_limit_s: float | None = None,
-        exhaustive: bool = False,
-        node_limit: int | None = None,
-    ) -> TourResult: ...
+    """The shape of a backend's ``solve`` (see the module docstring)."""
+
+    def __call__(self, board: Board, start: Square, *, closed: bool = False,
+                 time_limit_s: float | None = None, exhaustive: bool = False,
+                 node_limit: int | None = None) -> TourResult: ...
 
 
 def solver_names() -> list[str]:
@@ -110,7 +109,14 @@ def warm_up_engine() -> None:
     _load(ENGINE_WARM_UP)()
 
 
+def count_kernel() -> ModuleType:
+    """The tour-counting kernel module (:data:`COUNT_KERNEL`), imported (numba) on first use."""
+    return _load(COUNT_KERNEL)
+
+
 def _load(path: str) -> Any:
-    """``"package.module:name"`` -> that object, importing the module on first use."""
-    module_name, attr = path.split(":")
-    return getattr(importlib.import_module(module_name), attr)
+    """``"package.module:name"`` -> that object (``"package.module"`` -> the module), importing
+    the module on first use."""
+    module_name, _, attr = path.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr) if attr else module

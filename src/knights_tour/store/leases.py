@@ -236,6 +236,23 @@ def running(r: redis.Redis, batch_id: str) -> list[str]:
     return sorted(k for k, live in zip(started, pipe.execute()) if live)
 
 
+def _grace(requeue_grace_s: float | None, now: float | None) -> tuple[float, float]:
+    """The re-send grace period (default ``KT_VISIBILITY_TIMEOUT_S``) and the time now."""
+    if requeue_grace_s is None:
+        requeue_grace_s = float(get_settings().visibility_timeout_s)
+    return requeue_grace_s, (time.time() if now is None else now)
+
+
+def _read(r: redis.Redis, *hashes: str, requeued: str) -> list[Any]:
+    """The keys of each hash in ``hashes``, then the whole ``requeued`` hash of batch
+    ``requeued``, in one round trip."""
+    pipe = r.pipeline(transaction=False)
+    for name in hashes:
+        pipe.hkeys(name)
+    pipe.hgetall(keys.batch_requeued(requeued))
+    return pipe.execute()
+
+
 def find_orphans(
     r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
     now: float | None = None,
@@ -254,14 +271,9 @@ def find_orphans(
     list of str
         Sorted job keys.
     """
-    if requeue_grace_s is None:
-        requeue_grace_s = float(get_settings().visibility_timeout_s)
-    now = time.time() if now is None else now
-    pipe = r.pipeline(transaction=False)
-    pipe.hkeys(keys.batch_started(batch_id))
-    pipe.hkeys(keys.batch_records(batch_id))
-    pipe.hgetall(keys.batch_requeued(batch_id))
-    started, recorded, requeued = pipe.execute()
+    grace, now = _grace(requeue_grace_s, now)
+    started, recorded, requeued = _read(r, keys.batch_started(batch_id),
+                                        keys.batch_records(batch_id), requeued=batch_id)
     recorded_set = {_text(k) for k in recorded}
     stale = [k for k in (_text(s) for s in started) if k in recorded_set]
     if stale:  # a worker died between saving a record and releasing its lease: tidy up
@@ -272,7 +284,7 @@ def find_orphans(
     requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
     candidates = [
         k for k in (_text(s) for s in started)
-        if k not in recorded_set and now - requeued_at.get(k, float("-inf")) > requeue_grace_s
+        if k not in recorded_set and now - requeued_at.get(k, float("-inf")) > grace
     ]
     if not candidates:
         return []
@@ -344,17 +356,12 @@ def find_unclaimed(
     its task started; the caller decides that from the queue being empty and the batch having
     no live lease for a while (see :func:`knights_tour.service.batches.recover_lost_jobs`).
     """
-    if requeue_grace_s is None:
-        requeue_grace_s = float(get_settings().visibility_timeout_s)
-    now = time.time() if now is None else now
-    pipe = r.pipeline(transaction=False)
-    pipe.hkeys(keys.batch_jobs(batch_id))
-    pipe.hkeys(keys.batch_records(batch_id))
-    pipe.hkeys(keys.batch_started(batch_id))
-    pipe.hgetall(keys.batch_requeued(batch_id))
-    jobs, recorded, started, requeued = pipe.execute()
+    grace, now = _grace(requeue_grace_s, now)
+    jobs, recorded, started, requeued = _read(
+        r, keys.batch_jobs(batch_id), keys.batch_records(batch_id),
+        keys.batch_started(batch_id), requeued=batch_id)
     skip = {_text(k) for k in recorded} | {_text(k) for k in started}
-    skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= requeue_grace_s}
+    skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= grace}
     return sorted(k for k in (_text(j) for j in jobs) if k not in skip)
 
 

@@ -32,7 +32,7 @@ from knights_tour.service.schedule import (
 from knights_tour.settings import get_settings
 from knights_tour.worker import TASK_COLLECT, TASK_SUBMIT_SWEEP
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "schedule.example.toml"
 NOW = datetime(2026, 11, 20, 23, 34, 5, tzinfo=timezone.utc)  # a Friday
 

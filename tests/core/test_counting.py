@@ -23,11 +23,9 @@ from knights_tour.core.counting import (
     count_subjob,
     count_tours,
     plan_count,
-    representative,
     split,
-    symmetries,
-    symmetry_classes,
 )
+from knights_tour.core.symmetry import representative, symmetries, symmetry_classes
 from knights_tour.errors import InvalidJobError
 from knights_tour.verify import verify_tour
 

@@ -1,0 +1,111 @@
+"""The package's shape: import-linter contracts (pyproject.toml), no imports inside functions,
+and the size limits of docs/architecture.md.
+
+A cycle, an upward import, a heavy import hidden in a function body, or a module that grew past
+its limit fails here rather than in review.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "knights_tour"
+
+LAZY_IMPORTS: dict[tuple[str, str], str] = {
+    ("solvers/warnsdorff.py", "search"): "psutil, only to size the search of a huge board",
+}
+"""Function-level imports allowed on purpose: (module path, function) -> why."""
+
+DYNAMIC_IMPORTERS = {("solvers/__init__.py", "_load")}
+"""The only functions that may import by name (``importlib.import_module``): the solvers
+layer's one lazy loader of its heavy backends (numba, OR-Tools)."""
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+KERNELS = ("solvers/engine/",)
+"""numba kernels: one long loop each, kept whole for speed (exempt from the function limit)."""
+
+
+def _modules() -> list[tuple[str, ast.Module, str]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        out.append((path.relative_to(PACKAGE).as_posix(), ast.parse(text), text))
+    return out
+
+
+def _functions(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_import_contracts_hold(tmp_path):
+    """`lint-imports` (import-linter) keeps every contract of pyproject.toml: the layers, the
+    pure lower layers, the redis-only store, and no cycle between sibling modules."""
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    done = subprocess.run(
+        [exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "BROKEN" not in done.stdout and "KEPT" in done.stdout
+
+
+def test_the_contracts_catch_an_upward_import(tmp_path):
+    """The layers contract is not vacuous: a store module importing the service layer breaks it."""
+    pkg = tmp_path / "src"
+    shutil.copytree(PACKAGE, pkg / "knights_tour", ignore=shutil.ignore_patterns("__pycache__"))
+    bad = pkg / "knights_tour" / "store" / "keys.py"
+    bad.write_text(bad.read_text() + "\nimport knights_tour.service.batches  # noqa\n")
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    done = subprocess.run(
+        [exe, "--no-cache", "--config", str(ROOT / "pyproject.toml"), "--contract", "layers"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(pkg)),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode != 0
+    assert "knights_tour.store.keys -> knights_tour.service.batches" in done.stdout
+
+
+def test_no_import_inside_a_function():
+    """Imports sit at the top of a module (a cycle cannot hide in a function body); the few
+    deliberate lazy imports are listed in LAZY_IMPORTS, the one dynamic loader in
+    DYNAMIC_IMPORTERS."""
+    found = []
+    for rel, tree, _ in _modules():
+        for fn in _functions(tree):
+            for node in ast.walk(fn):
+                dynamic = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                           and node.func.attr == "import_module")
+                if dynamic and (rel, fn.name) not in DYNAMIC_IMPORTERS:
+                    found.append(f"{rel}:{node.lineno} {fn.name}: importlib.import_module")
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and (rel, fn.name) not in LAZY_IMPORTS:
+                    what = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                    found.append(f"{rel}:{node.lineno} {fn.name}: {what}")
+    assert not found, "imports inside functions:\n" + "\n".join(found)
+
+
+def test_modules_stay_small():
+    big = [f"{rel}: {len(text.splitlines())} lines" for rel, _, text in _modules()
+           if len(text.splitlines()) > MAX_MODULE_LINES]
+    assert not big, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(big)
+
+
+def test_functions_stay_short():
+    long_ = []
+    for rel, tree, _ in _modules():
+        if rel.startswith(KERNELS):
+            continue
+        for fn in _functions(tree):
+            n = fn.end_lineno - fn.lineno + 1
+            if n > MAX_FUNCTION_LINES:
+                long_.append(f"{rel}:{fn.lineno} {fn.name}: {n} lines")
+    assert not long_, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long_)
