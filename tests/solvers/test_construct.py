@@ -18,7 +18,8 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.solvers.construct import closed_tour, constructible, open_tour
-from knights_tour.solvers.construct.blocks import block_shapes, block_tour
+from knights_tour.solvers.block_search import find_block_tour
+from knights_tour.solvers.construct.blocks import BLOCK_TOURS, block_shapes, block_tour
 from knights_tour.solvers.construct.thin import (
     _left_edge,
     _right_edge,
@@ -204,3 +205,9 @@ def test_small_tour_agrees_with_brute_force_on_closed_tours(rows, cols):
     assert (cycle is not None) == _brute_force_has_tour(board, (0, 0), closed=True)
     assert (cycle is not None) == closed_tour_exists(board)  # Schwenk 1991
     assert cycle is None or verify_tour(board, cycle, closed=True).ok
+
+
+def test_the_stored_6x6_block_tour_is_reproduced_by_the_engine():
+    """The stored block tours are data the engine found; the search that found them still
+    finds the same one (provenance of BLOCK_TOURS)."""
+    assert find_block_tour(6, 6) == BLOCK_TOURS[(6, 6)]

@@ -13,7 +13,7 @@ per move: digit ``k`` is the knight move :data:`knights_tour.board.KNIGHT_OFFSET
 package's own engine (:mod:`knights_tour.solvers.warnsdorff`, closed-tour attempts with varied
 tie-breaks), keeping for each shape, among a few hundred distinct tours, one with the most tour
 edges inside the two lines along each side (the edges the merging exchanges need);
-:func:`find_block_tour` repeats that choice. They are fixed data so that constructed tours do not
+:func:`knights_tour.solvers.block_search.find_block_tour` repeats that choice. They are fixed data so that constructed tours do not
 change when the engine's heuristics do; the tests check each with the verifier.
 
 This module imports neither Celery nor Redis.
@@ -21,12 +21,11 @@ This module imports neither Celery nor Redis.
 
 from __future__ import annotations
 
-import itertools
 from functools import lru_cache
 
 import numpy as np
 
-from knights_tour.board import KNIGHT_OFFSETS, Board
+from knights_tour.board import KNIGHT_OFFSETS
 
 BLOCK_TOURS: dict[tuple[int, int], str] = {
     (6, 6): "34217541207652024365703317056431175",
@@ -124,56 +123,4 @@ def tour_edges_near_sides(tour: np.ndarray, rows: int, cols: int) -> tuple[int, 
     )
 
 
-def find_block_tour(rows: int, cols: int, tours: int = 400) -> str:
-    """Search a block tour the way the stored ones were chosen (see the module docstring):
-    closed-tour attempts of the engine with every tie-break and move order from a spread of
-    squares, up to ``tours`` distinct tours, keeping the one whose sides have the most edges
-    (:func:`tour_edges_near_sides`; only the left and right sides for 3-row blocks).
-
-    Returns
-    -------
-    str
-        The tour from ``(0, 0)`` as move digits, the format of :data:`BLOCK_TOURS`.
-
-    Raises
-    ------
-    ValueError
-        If no closed tour was found.
-    """
-    from knights_tour.solvers import warnsdorff
-    from knights_tour.solvers.engine import kernel as K
-
-    board = Board(rows, cols)
-    engine = warnsdorff._Search(board)
-    squares = list(board.squares())[:: max(1, board.n_squares // 12)]
-    found: dict[bytes, np.ndarray] = {}
-    attempts = itertools.product(
-        (K.TIE_RANDOM, K.TIE_ROTH, K.TIE_POHL, K.TIE_FIXED), range(16), squares
-    )
-    for seed, (tie, order, sq) in enumerate(attempts, start=1):
-        engine.start(sq, True, tie, order, seed)
-        if engine.run(50 * board.n_squares, True, tie, order) != K.FOUND:
-            continue
-        t = engine.tour_array()
-        at = int(np.flatnonzero((t[:, 0] == 0) & (t[:, 1] == 0))[0])
-        t = np.roll(t, -at, axis=0)
-        found.setdefault(t.tobytes(), t)
-        if len(found) >= tours:
-            break
-    if not found:
-        raise ValueError(f"no closed tour of the {rows}x{cols} block found")
-
-    def score(t: np.ndarray) -> tuple[int, int]:
-        sides = tour_edges_near_sides(t, rows, cols)
-        useful = sides[:2] if rows == 3 else sides
-        return min(useful), sum(useful)
-
-    best = max(found.values(), key=score)
-    index = {d: k for k, d in enumerate(KNIGHT_OFFSETS)}
-    return "".join(
-        str(index[(int(b[0] - a[0]), int(b[1] - a[1]))]) for a, b in zip(best[:-1], best[1:])
-    )
-
-
-__all__ = ["BLOCK_TOURS", "block_shapes", "block_tour", "tour_edges_near_sides",
-           "find_block_tour"]
+__all__ = ["BLOCK_TOURS", "block_shapes", "block_tour", "tour_edges_near_sides"]
