@@ -31,5 +31,15 @@ class TourFormatError(KnightsTourError, ValueError):
     """A tour file (step-number matrix or JSON record) that cannot be parsed."""
 
 
+class StepNumbersError(TourFormatError):
+    """A well-formed step-number matrix whose numbers are not a permutation of the steps
+    (a number used twice, out of range, or not starting at 0 or 1): the file was read, but it
+    does not describe a tour. ``reason`` holds the problem without the file name."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
+
+
 class BackendUnavailableError(KnightsTourError, RuntimeError):
     """A service the command needs (e.g. the Redis server at a given URL) cannot be reached."""

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from knights_tour.board import Board, Square
-from knights_tour.errors import InvalidBoardError, TourFormatError
+from knights_tour.errors import InvalidBoardError, StepNumbersError, TourFormatError
 
 MAX_TOUR_FILE_BYTES = 64 * 1024 * 1024
 """Largest tour file :func:`read_tour_file` reads (64 MiB: a 2000×2000 step matrix fits)."""
@@ -77,7 +77,8 @@ def parse_step_matrix(text: str) -> tuple[Board, list[Square]]:
     TourFormatError
         With the line (and column) of the problem: no numbers at all, ragged rows, a token that
         is not an integer, numbers that do not start at 0 or 1, a number out of range, a number
-        used twice, or a number missing.
+        used twice, or a number missing (the last four as :class:`StepNumbersError`: a
+        well-formed matrix that is not a tour).
     """
     board, tour, _base = _parse_matrix(text)
     return board, tour
@@ -142,7 +143,7 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
     n = board.n_squares
     base = min(min(row) for row in numbers)
     if base not in (0, 1):
-        raise TourFormatError(
+        raise StepNumbersError(
             f"step numbers must start at 1 (or 0), but the smallest is {base}"
         )
     where: dict[int, tuple[int, int]] = {}
@@ -150,15 +151,15 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
         lineno = rows_tokens[r][0]
         for c, k in enumerate(row):
             if not base <= k < base + n:
-                raise TourFormatError(
-                    f"line {lineno}, column {c + 1}: step {k} is out of range "
-                    f"{base}..{base + n - 1} for a {board.label} board"
+                raise StepNumbersError(
+                    f"step {k} is out of range {base}..{base + n - 1} for a {board.label} "
+                    f"board (line {lineno}, column {c + 1})"
                 )
             if k in where:
                 pr, pc = where[k]
-                raise TourFormatError(
-                    f"line {lineno}, column {c + 1}: step {k} appears twice (also on line "
-                    f"{rows_tokens[pr][0]}, column {pc + 1})"
+                raise StepNumbersError(
+                    f"step {k} appears twice (line {rows_tokens[pr][0]}, column {pc + 1} and "
+                    f"line {lineno}, column {c + 1})"
                 )
             where[k] = (r, c)
     # All n numbers are distinct and in a range of n values, so none is missing.
@@ -361,6 +362,8 @@ def read_tour_file(
         return record_to_tour(obj, f"{name}: line {lineno}")
     try:
         board, tour, base = _parse_matrix(text)
+    except StepNumbersError as exc:
+        raise StepNumbersError(f"{name}: {exc}", exc.reason) from None
     except TourFormatError as exc:
         raise TourFormatError(f"{name}: {exc}") from None
     return board, tour, {"format": "matrix", "base": base}
