@@ -43,3 +43,8 @@ class StepNumbersError(TourFormatError):
 
 class BackendUnavailableError(KnightsTourError, RuntimeError):
     """A service the command needs (e.g. the Redis server at a given URL) cannot be reached."""
+
+
+class InvalidRedisUrlError(BackendUnavailableError, ValueError):
+    """A Redis URL that is malformed: unknown scheme, no host, a port that is not a number in
+    1..65535, or a database that is not a non-negative integer."""

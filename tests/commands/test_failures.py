@@ -89,3 +89,66 @@ def test_verify_a_file_that_is_not_a_matrix_stays_exit_2(tmp_path: Path, content
     proc = ktour("verify", str(path))
     assert_one_error_line(proc, str(path), fragment)
     assert proc.stdout == ""
+
+
+# -- a bad Redis URL: one line, and nothing registered anywhere ------------------------------
+
+
+def _with_path(url: str, tail: str) -> str:
+    """``url`` (``redis://host:port/0``) with its database part replaced by ``tail``."""
+    return url.rsplit("/", 1)[0] + tail
+
+
+def _all_keys(redis_server: object) -> dict[int, list[str]]:
+    """Every key of databases 0..15 of the test server (to show nothing was written)."""
+    import redis
+
+    out = {}
+    for db in range(16):
+        client = redis.Redis.from_url(redis_server.url_for_db(db))  # type: ignore[attr-defined]
+        out[db] = sorted(k.decode() for k in client.keys("kt:batch*"))
+        client.close()
+    return out
+
+
+@pytest.mark.parametrize("command", [
+    ["submit", "--sizes", "5"],
+    ["run", "--sizes", "5", "--workers", "0"],
+    ["workers"],
+    ["count", "5", "--workers", "0"],
+])
+@pytest.mark.parametrize("tail, fragment", [
+    ("/abc", "database 'abc' is not a number"),
+    ("/0?db=x", "database 'x' is not a number"),
+    ("/99", "has no database 99"),
+])
+def test_bad_redis_database_is_one_line_and_no_phantom_batch(redis_server, command, tail,
+                                                             fragment) -> None:
+    url = _with_path(redis_server.url, tail)
+    before = _all_keys(redis_server)
+    proc = ktour(*command, "--redis", url)
+    assert_one_error_line(proc, url, fragment)
+    assert _all_keys(redis_server) == before
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("http://127.0.0.1:6379/0", "scheme 'http'; use redis://, rediss:// or unix://"),
+    ("127.0.0.1:6379", "use redis://, rediss:// or unix://"),
+    ("redis://127.0.0.1:99999/0", "port '99999' is not a number in 1..65535"),
+    ("redis://127.0.0.1:six/0", "port 'six' is not a number in 1..65535"),
+    ("redis:///0", "no host"),
+])
+def test_malformed_redis_url_is_one_line(url: str, fragment: str) -> None:
+    proc = ktour("submit", "--sizes", "5", "--redis", url)
+    assert_one_error_line(proc, "invalid Redis URL", fragment)
+
+
+def test_malformed_kt_redis_url_is_one_line_naming_it() -> None:
+    proc = ktour("status", env={"KT_REDIS_URL": "redis://127.0.0.1:6379/abc"})
+    assert_one_error_line(proc, "redis://127.0.0.1:6379/abc", "database 'abc' is not a number")
+
+
+def test_redis_url_password_is_masked_in_the_error() -> None:
+    proc = ktour("submit", "--sizes", "5", "--redis", "redis://:s3cret@127.0.0.1:6379/abc")
+    line = assert_one_error_line(proc, "redis://:***@127.0.0.1:6379/abc")
+    assert "s3cret" not in line
