@@ -48,3 +48,21 @@ class BackendUnavailableError(KnightsTourError, RuntimeError):
 class InvalidRedisUrlError(BackendUnavailableError, ValueError):
     """A Redis URL that is malformed: unknown scheme, no host, a port that is not a number in
     1..65535, or a database that is not a non-negative integer."""
+
+
+class OutputPathError(KnightsTourError, OSError):
+    """An output file that cannot be written: its path is a directory, its directory is missing
+    or read-only, or the disk is full. The message names the path the user gave; the errno of
+    the underlying ``OSError`` is kept in ``errno``."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno  # type: ignore[misc]
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StorageFullError(KnightsTourError, RuntimeError):
+    """Redis refuses writes because it cannot persist them (``MISCONF``: e.g. no space left
+    on the device holding its data)."""
