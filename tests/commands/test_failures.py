@@ -8,11 +8,14 @@ path from ``main()`` to the exit status is exercised, including what reaches std
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import redis
 
 # A 5x5 open knight's tour (squares numbered in step order, top row first).
 TOUR_5X5 = [
@@ -24,21 +27,38 @@ TOUR_5X5 = [
 ]
 
 
-def ktour(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
-          timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """Run ``ktour ARGS`` in a subprocess; ``env`` entries override the environment."""
-    full = dict(os.environ)
+def _env(env: dict[str, str] | None) -> dict[str, str]:
+    full = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "knights_tour", *args], env=full,
+    return full
+
+
+def ktour(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
+          timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    """Run ``ktour ARGS`` in a subprocess; ``env`` entries override the environment (where
+    ``KT_REDIS_URL`` is unset unless given)."""
+    return subprocess.run([sys.executable, "-m", "knights_tour", *args], env=_env(env),
                           input=stdin, capture_output=True, text=True, timeout=timeout)
 
 
-def assert_one_error_line(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
-    """Exit 2, exactly one ``ktour: error:`` line on stderr holding every fragment."""
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A fresh ``KT_DATA_DIR`` of its own (nothing in it yet)."""
+    return tmp_path / "kt-data"
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess[str], *fragments: str,
+                          after_progress: bool = False) -> str:
+    """Exit 2, exactly one ``ktour: error:`` line on stderr holding every fragment, and no
+    other line (``after_progress``: the progress notes of a batch that ran may precede it)."""
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
+    if after_progress:
+        assert all(line.startswith("ktour: ") for line in lines), proc.stderr
+        lines = [line for line in lines if line.startswith("ktour: error: ")]
     assert len(lines) == 1 and lines[0].startswith("ktour: error: "), proc.stderr
+    assert proc.stderr.splitlines()[-1] == lines[0]
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
     return lines[0]
@@ -152,3 +172,87 @@ def test_redis_url_password_is_masked_in_the_error() -> None:
     proc = ktour("submit", "--sizes", "5", "--redis", "redis://:s3cret@127.0.0.1:6379/abc")
     line = assert_one_error_line(proc, "redis://:***@127.0.0.1:6379/abc")
     assert "s3cret" not in line
+
+
+# -- configuration and options that cannot work: refused before anything starts --------------
+
+
+@pytest.mark.parametrize("name, value", [("KT_DATA_DIR", ""), ("KT_DATA_DIR", "  "),
+                                         ("KT_REPORTS_DIR", "")])
+def test_empty_path_variable_is_refused_not_the_current_directory(tmp_path, name, value) -> None:
+    proc = subprocess.run([sys.executable, "-m", "knights_tour", "run", "--sizes", "5"],
+                          env=_env({name: value}), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert_one_error_line(proc, f"invalid configuration: {name}: must be a path, not empty")
+    assert list(tmp_path.iterdir()) == []  # no redis/ or logs/ in the current directory
+
+
+@pytest.mark.parametrize("command", [["run", "--sizes", "5"], ["count", "5"]])
+def test_workers_0_without_redis_is_refused_at_once(data_dir: Path, command) -> None:
+    proc = ktour(*command, "--workers", "0", env={"KT_DATA_DIR": str(data_dir)}, timeout=60)
+    assert_one_error_line(proc, "--workers", "0 starts no worker", "--redis URL")
+    assert not data_dir.exists()  # no embedded Redis was started
+
+
+def test_workers_0_with_a_redis_url_is_accepted(redis_server, data_dir: Path) -> None:
+    url = _with_path(redis_server.url, "/0")
+    proc = ktour("run", "--sizes", "5", "--workers", "0", "--timeout", "1", "--redis", url,
+                 env={"KT_DATA_DIR": str(data_dir)}, timeout=120)
+    assert "--workers" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- --out: checked before the batch, named as given -----------------------------------------
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    """A directory this process cannot create files in (root ignores modes: a read-only bind
+    mount in a private mount namespace is not possible from here, so root gets /proc)."""
+    if os.geteuid() == 0:
+        return Path("/proc/self")
+    ro = tmp_path / "read-only"
+    ro.mkdir()
+    ro.chmod(0o500)
+    return ro
+
+
+@pytest.mark.parametrize("case", ["directory", "missing dir", "read-only dir"])
+def test_unwritable_out_is_refused_before_the_batch(tmp_path, data_dir: Path, case) -> None:
+    if case == "directory":
+        out, why = tmp_path, "it is a directory"
+    elif case == "missing dir":
+        out, why = tmp_path / "no-such" / "r.jsonl", f"directory {tmp_path / 'no-such'} does not"
+    else:
+        out, why = _read_only_dir(tmp_path) / "r.jsonl", "cannot write"
+    proc = ktour("run", "--sizes", "5", "--workers", "1", "--out", str(out),
+                 env={"KT_DATA_DIR": str(data_dir)})
+    assert_one_error_line(proc, f"cannot write {out}", why)
+    assert not data_dir.exists()  # checked before anything started: no batch anywhere
+
+
+def test_full_disk_on_out_names_the_path(data_dir) -> None:
+    """``/dev/full`` answers every write with ENOSPC, as a full disk does; the batch ran (a full
+    disk cannot be foreseen), so the message says how to get its records."""
+    proc = ktour("run", "--sizes", "5", "--workers", "1", "--out", "/dev/full",
+                 env={"KT_DATA_DIR": str(data_dir)})
+    assert_one_error_line(proc, "cannot write /dev/full: No space left on device",
+                          "ktour collect", after_progress=True)
+    assert Path("/dev/full").is_char_device()  # written in place, never replaced
+
+
+def test_closed_stdout_pipe_exits_2_with_one_line(data_dir: Path) -> None:
+    """``ktour run --out - | head -c 100``: the records do not fit in the pipe, the reader
+    leaves; ``ktour`` must not exit 0 (with or without ``PYTHONUNBUFFERED``)."""
+    for unbuffered in ("1", ""):
+        env = _env({"KT_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": unbuffered})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knights_tour", "run", "--sizes", "5-8", "--workers", "1",
+             "--out", "-"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        assert len(proc.stdout.read(100)) == 100
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        assert proc.wait(timeout=180) == 2, stderr
+        assert "Traceback" not in stderr and "Exception ignored" not in stderr
+        errors = [line for line in stderr.splitlines() if "error" in line]
+        assert errors == ["ktour: error: stdout was closed before all output was written "
+                          "(broken pipe)"]
