@@ -256,3 +256,88 @@ def test_closed_stdout_pipe_exits_2_with_one_line(data_dir: Path) -> None:
         errors = [line for line in stderr.splitlines() if "error" in line]
         assert errors == ["ktour: error: stdout was closed before all output was written "
                           "(broken pipe)"]
+
+
+# -- the data dir: full or read-only ---------------------------------------------------------
+
+
+def _private_mounts() -> bool:
+    """Whether this user may mount a tmpfs in a private user + mount namespace."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+def ktour_on_tmpfs(mount: Path, options: str, *commands: list[str]) -> list[tuple[int, str]]:
+    """Run ``ktour`` commands one after the other with ``KT_DATA_DIR`` = ``mount``, a tmpfs
+    mounted with ``options`` in a private mount namespace; ``(exit code, stderr)`` of each."""
+    mount.mkdir()
+    script = [f"mount -t tmpfs -o {options} tmpfs {mount} || exit 99"]
+    for i, cmd in enumerate(commands):
+        argv = " ".join([sys.executable, "-m", "knights_tour", *cmd])
+        script.append(f"{argv} >/dev/null 2>{mount.parent}/err{i}; echo $? >{mount.parent}/rc{i}")
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", "\n".join(script)],
+                          env=_env({"KT_DATA_DIR": str(mount)}), timeout=300)
+    assert proc.returncode == 0
+    return [(int((mount.parent / f"rc{i}").read_text()), (mount.parent / f"err{i}").read_text())
+            for i in range(len(commands))]
+
+
+def _misconf_server(directory: Path):
+    """The fallback without private mounts: a Redis server of its own made to refuse writes
+    the way a full disk does: its snapshot fails (its directory moved to one nobody can
+    write), and Redis then answers every write with ``MISCONF``."""
+    from knights_tour.service.embedded_redis import EmbeddedRedis
+
+    server = EmbeddedRedis(directory, reuse=False).start()
+    client = redis.Redis.from_url(server.url)
+    client.config_set("dir", "/proc/self")
+    client.config_set("save", "1 1")
+    client.set("kt:test:dirty", "1")  # the save point fires within a second, and fails
+    deadline = time.monotonic() + 60
+    while client.info("persistence").get("rdb_last_bgsave_status") != "err":
+        assert time.monotonic() < deadline, "the snapshot did not fail"
+        time.sleep(0.1)
+    return server
+
+
+def test_full_data_dir_is_one_line_naming_it_and_no_phantom_batch(tmp_path: Path) -> None:
+    """A tmpfs of 16 KiB as the data dir (private mount namespace); without one, a Redis that
+    refuses writes with MISCONF given by ``--redis``: one line, no batch registered."""
+    mount = tmp_path / "kt-data"
+    run = ["run", "--sizes", "5-6", "--workers", "1", "--out", str(tmp_path / "r.jsonl")]
+    if _private_mounts():
+        (code, err), (_, listing) = ktour_on_tmpfs(mount, "size=16k", run, ["batches"])
+        expected = f"the embedded Redis cannot write its data under {mount}/redis: "
+    else:
+        server = _misconf_server(tmp_path / "redis")
+        try:
+            proc = ktour(*run, "--redis", server.url, env={"KT_DATA_DIR": str(mount)})
+            code, err = proc.returncode, proc.stderr
+            listing = ktour("batches", "--redis", server.url).stderr
+            assert redis.Redis.from_url(server.url).keys("kt:batch*") == []
+        finally:
+            server.stop()
+        expected = " refuses writes: "
+    assert code == 2 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("ktour: error: ")]
+    assert len(errors) == 1 and err.splitlines()[-1] == errors[0], err
+    assert expected in errors[0], errors[0]
+    assert "No space left on device" in errors[0] or "not able to persist" in errors[0]
+    assert not (tmp_path / "r.jsonl").exists()
+    assert "Traceback" not in listing and "did not start" not in listing
+
+
+def test_read_only_data_dir_is_one_line_naming_it(tmp_path: Path) -> None:
+    mount = tmp_path / "kt-data"
+    if _private_mounts():
+        ((code, err),) = ktour_on_tmpfs(mount, "ro", ["run", "--sizes", "5", "--workers", "1"])
+    else:
+        mount = _read_only_dir(tmp_path) / "kt-data"
+        proc = ktour("run", "--sizes", "5", "--workers", "1", env={"KT_DATA_DIR": str(mount)})
+        code, err = proc.returncode, proc.stderr
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("ktour: error: "), err
+    assert str(mount) in lines[0] and "Traceback" not in err

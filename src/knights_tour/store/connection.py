@@ -163,6 +163,9 @@ def connect(url: str, timeout_s: float = 5.0) -> redis.Redis:
         client.ping()
     except (redis.RedisError, ValueError, OSError) as exc:
         reason = str(exc).replace(url, mask_url(url)) or type(exc).__name__
+        if reason.startswith("MISCONF"):  # it cannot persist (e.g. a full disk)
+            raise BackendUnavailableError(
+                f"Redis at {mask_url(url)} refuses writes: {reason[7:].strip()}") from None
         if "DB index is out of range" in reason:
             db = _url_database(urlsplit(url))
             raise BackendUnavailableError(
