@@ -17,14 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
-# A 5x5 open knight's tour (squares numbered in step order, top row first).
-TOUR_5X5 = [
-    [1, 14, 9, 20, 3],
-    [24, 19, 2, 15, 10],
-    [13, 8, 25, 4, 21],
-    [18, 23, 6, 11, 16],
-    [7, 12, 17, 22, 5],
-]
+# Euler's closed 8x8 tour (1759; OEIS A226697 has the board), as printed: top row first.
+EULER_8X8 = Path(__file__).parents[1] / "data" / "euler_8x8_closed_a226697.txt"
 
 
 def _env(env: dict[str, str] | None) -> dict[str, str]:
@@ -64,38 +58,40 @@ def assert_one_error_line(proc: subprocess.CompletedProcess[str], *fragments: st
     return lines[0]
 
 
-def _matrix(rows: list[list[int]]) -> str:
-    return "".join(" ".join(f"{k:2d}" for k in row) + "\n" for row in rows)
+def _book(tmp_path: Path, row: int, col: int, step: int) -> Path:
+    """Euler's board with the number on line ``row``, column ``col`` (1-based) changed."""
+    rows = [line.split() for line in EULER_8X8.read_text().splitlines()]
+    rows[row - 1][col - 1] = str(step)
+    path = tmp_path / "book.txt"
+    path.write_text("".join(" ".join(f"{k:>2}" for k in r) + "\n" for r in rows))
+    return path
 
 
 # -- verify: a matrix that is read but is not a tour is invalid (1), not an error (2) --------
 
 
-def test_verify_a_step_used_twice_is_invalid_exit_1(tmp_path: Path) -> None:
-    rows = [row[:] for row in TOUR_5X5]
-    rows[4][3] = 21  # step 22 replaced by a second 21 (21 is already at line 3, column 5)
-    path = tmp_path / "book.txt"
-    path.write_text(_matrix(rows))
+def test_verify_the_printed_board_is_valid() -> None:
+    proc = ktour("verify", str(EULER_8X8), "--closed")
+    assert (proc.returncode, proc.stdout) == (0, "valid closed tour of 8x8 from a4\n")
+
+
+def test_verify_a_step_printed_twice_is_invalid_exit_1(tmp_path: Path) -> None:
+    path = _book(tmp_path, 2, 5, 41)  # a misprint: 42 printed as 41 (41 is on line 1)
     proc = ktour("verify", str(path))
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout == "invalid: step 21 appears twice (line 3, column 5 and line 5, column 4)\n"
+    assert proc.stdout == "invalid: step 41 appears twice (line 1, column 7 and line 2, column 5)\n"
     assert proc.stderr == ""
 
 
 @pytest.mark.parametrize("change, reason", [
-    ((2, 2, 26), "step 26 is out of range 1..25 for a 5x5 board (line 3, column 3)"),
-    ((0, 1, 1), "step 1 appears twice (line 1, column 1 and line 1, column 2)"),
-    ((2, 2, -3), "step numbers must start at 1 (or 0), but the smallest is -3"),
+    ((1, 1, 65), "step 65 is out of range 1..64 for a 8x8 board (line 1, column 1)"),
+    ((1, 2, 1), "step 1 appears twice (line 1, column 2 and line 5, column 1)"),
+    ((3, 3, -3), "step numbers must start at 1 (or 0), but the smallest is -3"),
 ])
 def test_verify_numbers_that_are_not_the_steps_are_invalid(tmp_path: Path, change, reason) -> None:
-    rows = [row[:] for row in TOUR_5X5]
-    r, c, k = change
-    rows[r][c] = k
-    path = tmp_path / "book.txt"
-    path.write_text(_matrix(rows))
+    path = _book(tmp_path, *change)
     proc = ktour("verify", "-", stdin=path.read_text())
-    assert proc.returncode == 1 and proc.stdout.startswith(f"invalid: {reason}"), proc
-    assert proc.stderr == ""
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, f"invalid: {reason}\n", "")
 
 
 @pytest.mark.parametrize("content, fragment", [
