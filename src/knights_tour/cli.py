@@ -108,10 +108,11 @@ def _stdout_writes_all() -> None:
     writes everything or raises ``BrokenPipeError``. Line buffering keeps a terminal prompt.
     """
     stream = sys.stdout
-    if stream is None or not isinstance(getattr(stream, "buffer", None), io.RawIOBase):
-        return
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(stream.buffer), encoding=stream.encoding,
-                                  errors=stream.errors, line_buffering=True)
+    if (stream is None or stream is not sys.__stdout__
+            or not isinstance(getattr(stream, "buffer", None), io.RawIOBase)):
+        return  # buffered already, or replaced (e.g. captured by a test): left alone
+    sys.stdout = open(stream.fileno(), "w", encoding=stream.encoding,  # noqa: SIM115
+                      errors=stream.errors, closefd=False, buffering=1)
 
 
 def _stdout_closed() -> ExitCode:
