@@ -264,7 +264,6 @@ def test_verify_open_tour_asked_to_be_closed(capsys, tmp_path):
     [
         ("1 2 3\n4 5\n", "line 2: ragged rows"),
         ("1 2\n3 four\n", "line 2, column 2: 'four' is not a step number"),
-        ("1 2\n2 3\n", "step 2 appears twice"),
         ("", "no step numbers"),
         ('{"rows": 5, "cols": 5, "status": "no_tour", "tour": null}', "holds no tour"),
     ],

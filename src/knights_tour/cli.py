@@ -10,14 +10,17 @@ The exit codes are documented on :class:`~knights_tour.commands._shared.ExitCode
 
 from __future__ import annotations
 
+import errno
 import importlib
+import io
+import os
 import sys
 
 import click
 from click.utils import make_default_short_help
 from pydantic import ValidationError
 
-from knights_tour.commands._shared import ExitCode, err
+from knights_tour.commands._shared import ExitCode, err, refused_write
 from knights_tour.errors import KnightsTourError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -97,14 +100,46 @@ def _exit_code(value: int) -> ExitCode | int:
         return value
 
 
+def _stdout_writes_all() -> None:
+    """Give an unbuffered stdout (``python -u``, ``PYTHONUNBUFFERED``) a buffered writer.
+
+    Over a raw file a text stream passes on a pipe's partial write and drops the rest without
+    an error, so a reader that stops early (``| head``) went unnoticed; a buffered writer
+    writes everything or raises ``BrokenPipeError``. Line buffering keeps a terminal prompt.
+    """
+    stream = sys.stdout
+    if (stream is None or stream is not sys.__stdout__
+            or not isinstance(getattr(stream, "buffer", None), io.RawIOBase)):
+        return  # buffered already, or replaced (e.g. captured by a test): left alone
+    sys.stdout = open(stream.fileno(), "w", encoding=stream.encoding,  # noqa: SIM115
+                      errors=stream.errors, closefd=False, buffering=1)
+
+
+def _stdout_closed() -> ExitCode:
+    """The reader of stdout went away: say so, and silence the flush at interpreter exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    err("stdout was closed before all output was written (broken pipe)")
+    return ExitCode.BAD_INPUT
+
+
+def _os_error(exc: OSError) -> str:
+    return f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}"
+
+
 def main(argv: list[str] | None = None) -> ExitCode | int:
     """Run ``ktour`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
     Never raises for user errors: a :class:`KnightsTourError`, a click usage error, a settings
-    error or an ``OSError`` (e.g. an unwritable ``--out``) becomes one ``ktour: error: ...``
-    line on stderr and :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives :attr:`ExitCode.INTERRUPTED`.
+    error, an ``OSError`` (e.g. an unwritable ``--out``), a closed stdout pipe or a Redis that
+    refuses writes (``MISCONF``, e.g. a full disk) becomes one ``ktour: error: ...`` line on
+    stderr and :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives :attr:`ExitCode.INTERRUPTED`.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    _stdout_writes_all()
     try:
         rv = cli.main(args=args, prog_name="ktour", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
@@ -128,8 +163,20 @@ def main(argv: list[str] | None = None) -> ExitCode | int:
     except ValidationError as exc:  # KT_ settings that do not parse (knights_tour.settings)
         err(f"invalid configuration: {_settings_error(exc)}")
         return ExitCode.BAD_INPUT
+    except SystemExit:  # click's own answer to EPIPE: it pacified stdout and exits 1
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            return _stdout_closed()
+        raise
     except OSError as exc:
-        err(f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}")
+        if exc.errno == errno.EPIPE:
+            return _stdout_closed()
+        err(_os_error(exc))
+        return ExitCode.BAD_INPUT
+    except Exception as exc:
+        message = refused_write(exc, any(a.split("=")[0] == "--redis" for a in args))
+        if message is None:
+            raise
+        err(message)
         return ExitCode.BAD_INPUT
     return _exit_code(rv) if isinstance(rv, int) else ExitCode.OK
 

@@ -31,5 +31,38 @@ class TourFormatError(KnightsTourError, ValueError):
     """A tour file (step-number matrix or JSON record) that cannot be parsed."""
 
 
+class StepNumbersError(TourFormatError):
+    """A well-formed step-number matrix whose numbers are not a permutation of the steps
+    (a number used twice, out of range, or not starting at 0 or 1): the file was read, but it
+    does not describe a tour. ``reason`` holds the problem without the file name."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
+
+
 class BackendUnavailableError(KnightsTourError, RuntimeError):
     """A service the command needs (e.g. the Redis server at a given URL) cannot be reached."""
+
+
+class InvalidRedisUrlError(BackendUnavailableError, ValueError):
+    """A Redis URL that is malformed: unknown scheme, no host, a port that is not a number in
+    1..65535, or a database that is not a non-negative integer."""
+
+
+class OutputPathError(KnightsTourError, OSError):
+    """An output file that cannot be written: its path is a directory, its directory is missing
+    or read-only, or the disk is full. The message names the path the user gave; the errno of
+    the underlying ``OSError`` is kept in ``errno``."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno  # type: ignore[misc]
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StorageFullError(KnightsTourError, RuntimeError):
+    """Redis refuses writes because it cannot persist them (``MISCONF``: e.g. no space left
+    on the device holding its data)."""

@@ -34,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -68,6 +68,14 @@ class Settings(BaseSettings):
     def reports_path(self) -> Path:
         """``KT_REPORTS_DIR`` if set, else ``{KT_DATA_DIR}/reports``."""
         return self.reports_dir if self.reports_dir is not None else self.data_dir / "reports"
+
+    @field_validator("data_dir", "schedule_file", "reports_dir", mode="before")
+    @classmethod
+    def _path_not_empty(cls, value: object) -> object:
+        """An empty path would silently mean the current directory: refuse it."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must be a path, not empty (unset it for the default)")
+        return value
 
     @model_validator(mode="after")
     def _limits_in_order(self) -> Settings:

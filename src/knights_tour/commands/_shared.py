@@ -16,8 +16,10 @@ Exit codes (all commands), :class:`ExitCode`:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from enum import IntEnum
 from pathlib import Path
@@ -28,8 +30,9 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
-from knights_tour.errors import KnightsTourError
+from knights_tour.errors import OutputPathError
 from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.settings import get_settings
 from knights_tour.solvers import DEFAULT_SOLVER, solver_names
 
 
@@ -109,21 +112,70 @@ def require_non_negative(value: int | None, hint: str) -> None:
         raise click.BadParameter("must be >= 0", param_hint=hint)
 
 
-def check_out_path(out: str | None) -> None:
-    """Fail before any work if the output file's directory is missing or not writable.
+def require_workers(workers: int | None, redis_url: str | None) -> None:
+    """Check ``--workers K`` against where the jobs go: K >= 0, and K = 0 (start no local
+    worker) only with a Redis URL (``--redis`` or ``KT_REDIS_URL``) whose workers take the
+    jobs; the embedded Redis is private, so no other worker could ever reach it.
 
     Raises
     ------
-    KnightsTourError
-        Naming the file and the directory.
+    click.BadParameter
+        Naming ``--workers`` and the value.
+    """
+    require_non_negative(workers, "--workers")
+    if workers == 0 and not (redis_url or get_settings().redis_url):
+        raise click.BadParameter(
+            "0 starts no worker, and no other worker can reach the embedded Redis; give "
+            "--redis URL (or KT_REDIS_URL) of a server with workers, or K >= 1",
+            param_hint="--workers")
+
+
+def check_out_path(out: str | None) -> None:
+    """Fail before any work if ``out`` cannot be written: it is a directory, an existing file
+    that is not writable, or its directory is missing or refuses a new file (read-only, no
+    permission, full). ``None`` and ``-`` (stdout) pass.
+
+    Raises
+    ------
+    OutputPathError
+        ``cannot write <out>: <reason>``, naming the path as the user gave it.
     """
     if out is None or out == "-":
         return
-    parent = Path(out).parent
+    target = Path(out)
+    parent = target.parent
+    if target.is_dir():
+        raise OutputPathError(f"cannot write {out}: it is a directory", errno.EISDIR)
     if not parent.is_dir():
-        raise KnightsTourError(f"cannot write {out}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise KnightsTourError(f"cannot write {out}: directory {parent} is not writable")
+        raise OutputPathError(f"cannot write {out}: directory {parent} does not exist",
+                              errno.ENOENT)
+    if target.exists() and not os.access(target, os.W_OK):
+        raise OutputPathError(f"cannot write {out}: permission denied", errno.EACCES)
+    if target.exists() and not target.is_file():  # a device or pipe, written in place
+        return
+    try:  # the directory must take a new file: the output is written beside it, then renamed
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=parent)
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {out}: {exc.strerror or exc}", exc.errno) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def refused_write(exc: BaseException, redis_given: bool) -> str | None:
+    """The one-line message for a Redis server refusing writes because it cannot persist them
+    (a ``MISCONF`` reply, e.g. its disk is full), or None if ``exc`` is something else.
+
+    ``redis_given``: a URL was given (``--redis``/``KT_REDIS_URL``); otherwise the message names
+    the embedded Redis's data directory, under ``KT_DATA_DIR``.
+    """
+    text = str(exc)
+    if not type(exc).__module__.startswith("redis") or "MISCONF" not in text:
+        return None
+    reason = text[text.index("MISCONF") + len("MISCONF"):].strip()
+    if redis_given or get_settings().redis_url:
+        return f"Redis refuses writes: {reason}"
+    where = get_settings().data_dir / "redis"
+    return f"the embedded Redis cannot write its data under {where}: {reason}"
 
 
 def write_output(path: str, text: str, what: str) -> None:
@@ -177,6 +229,7 @@ def progress_hooks(
 
 __all__ = [
     "ExitCode", "err", "note", "stdout_console", "solver_option", "redis_option",
-    "workers_option", "require_positive", "require_non_negative", "check_out_path",
-    "write_output", "progress_hooks",
+    "workers_option", "require_positive", "require_non_negative", "require_workers",
+    "check_out_path",
+    "refused_write", "write_output", "progress_hooks",
 ]

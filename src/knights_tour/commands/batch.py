@@ -24,10 +24,9 @@ from rich.table import Table
 from rich.text import Text
 
 from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
-                                           redis_option, require_non_negative,
-                                           require_positive, solver_option, stdout_console,
-                                           workers_option)
-from knights_tour.errors import KnightsTourError
+                                           redis_option, require_positive, require_workers,
+                                           solver_option, stdout_console, workers_option)
+from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
 from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, collect as collect_records,
                                           make_jobs, submit_batch, wait_for_batch)
@@ -177,8 +176,8 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     """
     boards, jobs, params, chunk = _jobs(sizes, solver, verify, closed, exhaustive, time_limit,
                                         node_limit, chunk_size)
-    check_out_path(out)
-    require_non_negative(workers, "--workers")
+    check_out_path(out or "results-<batch>.jsonl")  # the default name is in this directory
+    require_workers(workers, redis_url)
     require_positive(timeout, "--timeout")
     with open_backend(redis_url, workers, notify=note) as backend:
         batch_id = submit_batch(backend.url, jobs, params=params, chunk_size=chunk)
@@ -190,7 +189,11 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
         records = record_dicts(collect_records(backend.client, batch_id))
 
     out_path = out or f"results-{batch_id}.jsonl"
-    _write_records(out_path, records)
+    try:
+        _write_records(out_path, records)
+    except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
+        raise OutputPathError(f"{exc}; the records of batch {batch_id} are kept: ktour collect "
+                              f"{batch_id} --out FILE", exc.errno) from None
     console = stdout_console()
     if out_path != "-":
         console.print(_summary_table(records, f"batch {batch_id}"))

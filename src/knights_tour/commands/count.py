@@ -17,7 +17,7 @@ import click
 
 from knights_tour.board import Board, Square, parse_board
 from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
-                                           redis_option, require_non_negative,
+                                           redis_option, require_non_negative, require_workers,
                                            require_positive, workers_option)
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
@@ -123,7 +123,7 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     board = parse_board(size)
     start_sq = board.parse_square(start) if start is not None else None
     require_non_negative(depth, "--depth")
-    require_non_negative(workers, "--workers")
+    require_workers(workers, redis_url)
     require_positive(timeout, "--timeout")
     check_out_path(out)
     plan = plan_count(board, start_sq, closed=closed, depth=depth,

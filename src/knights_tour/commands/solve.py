@@ -10,6 +10,7 @@ from knights_tour.board import Board, parse_board
 from knights_tour.commands._shared import (ExitCode, require_positive, solver_option,
                                            write_output)
 from knights_tour.core.jobs import Job
+from knights_tour.errors import StepNumbersError
 from knights_tour.output.render import print_board
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import (format_step_matrix, read_jsonl, read_tour_file,
@@ -140,13 +141,18 @@ def verify(file: str, closed: bool, start: str | None, record: int | None,
     means the knight visits it at step k, 1-based or 0-based; lines starting with '#' are
     ignored) or a JSON record as written by 'ktour solve --json' / 'ktour collect'. A record
     that says closed: true, or names a start, is held to it. Exit 0 valid, 1 invalid (with the
-    verifier's reason), 2 unreadable file.
+    verifier's reason; also a matrix whose numbers are not the steps 1..N, e.g. one used
+    twice), 2 a file that cannot be read as a matrix or record.
     """
     if all_records:
         if start is not None or record is not None:
             raise click.UsageError("--all cannot be combined with --start or --record")
         return _verify_all(file, closed)
-    board, tour, meta = read_tour_file(file, record=record)
+    try:
+        board, tour, meta = read_tour_file(file, record=record)
+    except StepNumbersError as exc:  # a matrix that was read, but is not a tour
+        click.echo(f"invalid: {exc.reason}")
+        return ExitCode.NOT_OK
     start_sq = board.parse_square(start) if start is not None else meta.get("start")
     need_closed = closed or bool(meta.get("closed"))
     verdict = verify_tour(board, tour, start=start_sq, closed=need_closed)

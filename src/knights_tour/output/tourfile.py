@@ -26,7 +26,9 @@ This module imports neither Celery nor Redis.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import io
 import json
 import os
@@ -38,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from knights_tour.board import Board, Square
-from knights_tour.errors import InvalidBoardError, TourFormatError
+from knights_tour.errors import (InvalidBoardError, OutputPathError, StepNumbersError,
+                                 TourFormatError)
 
 MAX_TOUR_FILE_BYTES = 64 * 1024 * 1024
 """Largest tour file :func:`read_tour_file` reads (64 MiB: a 2000×2000 step matrix fits)."""
@@ -77,7 +80,8 @@ def parse_step_matrix(text: str) -> tuple[Board, list[Square]]:
     TourFormatError
         With the line (and column) of the problem: no numbers at all, ragged rows, a token that
         is not an integer, numbers that do not start at 0 or 1, a number out of range, a number
-        used twice, or a number missing.
+        used twice, or a number missing (the last four as :class:`StepNumbersError`: a
+        well-formed matrix that is not a tour).
     """
     board, tour, _base = _parse_matrix(text)
     return board, tour
@@ -145,7 +149,7 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
     n = board.n_squares
     base = min(min(row) for row in numbers)
     if base not in (0, 1):
-        raise TourFormatError(
+        raise StepNumbersError(
             f"step numbers must start at 1 (or 0), but the smallest is {base}"
         )
     where: dict[int, tuple[int, int]] = {}
@@ -153,15 +157,15 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
         lineno = rows_tokens[r][0]
         for c, k in enumerate(row):
             if not base <= k < base + n:
-                raise TourFormatError(
-                    f"line {lineno}, column {c + 1}: step {k} is out of range "
-                    f"{base}..{base + n - 1} for a {board.label} board"
+                raise StepNumbersError(
+                    f"step {k} is out of range {base}..{base + n - 1} for a {board.label} "
+                    f"board (line {lineno}, column {c + 1})"
                 )
             if k in where:
                 pr, pc = where[k]
-                raise TourFormatError(
-                    f"line {lineno}, column {c + 1}: step {k} appears twice (also on line "
-                    f"{rows_tokens[pr][0]}, column {pc + 1})"
+                raise StepNumbersError(
+                    f"step {k} appears twice (line {rows_tokens[pr][0]}, column {pc + 1} and "
+                    f"line {lineno}, column {c + 1})"
                 )
             where[k] = (r, c)
     # All n numbers are distinct and in a range of n values, so none is missing.
@@ -364,6 +368,8 @@ def read_tour_file(
         return record_to_tour(obj, f"{name}: line {lineno}")
     try:
         board, tour, base = _parse_matrix(text)
+    except StepNumbersError as exc:
+        raise StepNumbersError(f"{name}: {exc}", exc.reason) from None
     except TourFormatError as exc:
         raise TourFormatError(f"{name}: {exc}") from None
     return board, tour, {"format": "matrix", "base": base}
@@ -374,27 +380,46 @@ def read_tour_file(
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a
-    rename, so a reader never sees a half-written file and an interrupted write leaves none.
+    rename, so a reader never sees a half-written file and an interrupted or failed write
+    (e.g. a full disk) leaves none, and an existing file at ``path`` unchanged. A ``path``
+    that exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place.
 
     Raises
     ------
-    OSError
-        If the directory is not writable.
+    OutputPathError
+        ``cannot write <path>: <reason>`` (the path as given, never the temporary file's) if
+        ``path`` is a directory, its directory is missing or not writable, or the disk is full.
+        It is also an ``OSError`` with the original ``errno``.
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    if target.is_dir():
+        raise OutputPathError(f"cannot write {path}: it is a directory", errno.EISDIR)
+    if target.exists() and not target.is_file():  # a device or pipe: written in place
+        try:
+            with open(target, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}",
+                                  exc.errno) from None
+        return target
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputPathError):
+            reason = exc.strerror or str(exc)
+            if exc.errno == errno.ENOENT and not directory.is_dir():
+                reason = f"directory {directory} does not exist"
+            raise OutputPathError(f"cannot write {path}: {reason}", exc.errno) from None
         raise
     return target
 

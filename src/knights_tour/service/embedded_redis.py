@@ -173,10 +173,15 @@ class EmbeddedRedis:
     def _write_state(self) -> None:
         state = {"pid": self.pid, "port": self.port, "password": self.password}
         tmp = self.state_path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(state, fh)
-        os.replace(tmp, self.state_path)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(state, fh)
+            os.replace(tmp, self.state_path)
+        except OSError as exc:  # e.g. a full disk: leave no half-written file, name the dir
+            tmp.unlink(missing_ok=True)
+            raise BackendUnavailableError(
+                f"cannot write under {self.data_dir}: {exc.strerror or exc}") from None
 
     def _live_recorded_server(self) -> dict[str, Any] | None:
         """The state file's server if it is a live redis-server answering PING, else None
@@ -254,7 +259,11 @@ class EmbeddedRedis:
             if self._proc.poll() is not None:
                 break
             if _ping(self.port, self.password, timeout=0.25):
-                self._write_state()
+                try:
+                    self._write_state()
+                except BackendUnavailableError:
+                    self._kill()
+                    raise
                 self._register()
                 return self
             time.sleep(0.05)
