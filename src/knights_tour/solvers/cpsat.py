@@ -12,21 +12,35 @@ The model (one per job):
   successors from ``start`` until ``D`` gives the tour;
 * for a **closed** (re-entrant) tour there is no dummy: a plain circuit over all squares (a
   Hamiltonian cycle), read from ``start``;
-* redundant degree constraints: exactly one true arc into and out of every node. They make the
-  model's meaning independent of a detail of the circuit constraint (a node that appears in no
-  arc is *ignored* by it, so e.g. the centre of 3×3, which has no knight moves, would silently
-  drop out): with them a square with no arc makes the model INFEASIBLE, as it should. They also
-  let degenerate boards (no knight moves at all) be modelled without ``add_circuit``, which
-  refuses an empty arc list (``ValueError``); such a model is still answered by CP-SAT.
+* a square with no knight move at all (the centre of 3×3, every square of 1×n and 2×2) would
+  silently drop out of the circuit, which ignores nodes that appear in no arc: for each node with
+  no arc in (or no arc out) the model gets an empty ``add_exactly_one``, so it is INFEASIBLE, as
+  it should be. Only those nodes get one: the circuit constraint already demands one true arc in
+  and out of every node it knows, so degree constraints on every node would only repeat it (and
+  cost time in the solver). A board with no knight move at all has no arcs, so no
+  ``add_circuit`` (which refuses an empty arc list, ``ValueError``); its empty degree
+  constraints alone make it INFEASIBLE.
+
+Solver parameters (:data:`SOLVER_PARAMETERS`, chosen with ``benchmarks/bench_cpsat.py``, which
+measures each one against CP-SAT's default): one search worker (the Celery workers already
+occupy the cores, one job per process); no presolve, no probing and no SAT inprocessing (this
+one-constraint model is already in the form the search wants, and at these sizes the passes cost
+more than they save); linearization level 2 with cuts at the root only, which adds the
+circuit's connectivity (subtour elimination) cuts to the LP relaxation: with them the
+infeasible starts and closed tours of 4×n boards, which the search alone refutes only slowly
+and ever more slowly as n grows, are refuted at the root node. Every job is still decided by CP-SAT alone: no solution hint, no
+fact about knight's tours beyond the knight's graph.
 
 Answers: ``found`` (tour read back from the arcs), ``no_tour`` with proof ``cpsat`` (the model
 is INFEASIBLE), ``unknown`` with reason ``time_limit`` (UNKNOWN: the time limit ran out first),
-``error`` for MODEL_INVALID (a bug, never expected). One search worker per job (the Celery
-workers already occupy the cores).
+``error`` for MODEL_INVALID (a bug, never expected).
 
-Source of the technique: the circuit constraint of CP-SAT (Google OR-Tools documentation,
-"AddCircuit"); the Hamiltonian-path-via-dummy-node reduction is the standard one (a path from
-``s`` is a cycle through an extra node joined to every square).
+Sources: the circuit constraint of CP-SAT (Google OR-Tools documentation, "AddCircuit"; the
+``CircuitConstraintProto`` comment in ``cp_model.proto``: nodes with no incident arc are
+ignored); the Hamiltonian-path-via-dummy-node reduction is the standard one (a path from ``s``
+is a cycle through an extra node joined to every square); subtour elimination cuts: Dantzig,
+Fulkerson & Johnson, "Solution of a large-scale traveling-salesman problem", Operations
+Research 2 (1954).
 
 This module imports neither Celery nor Redis.
 """
@@ -43,6 +57,18 @@ from knights_tour.result import Proof, Status, TourResult
 from knights_tour.settings import get_settings
 
 SOLVER_NAME = "cpsat"
+
+SOLVER_PARAMETERS: dict[str, bool | int] = {
+    "num_workers": 1,
+    "cp_model_presolve": False,
+    "cp_model_probing_level": 0,
+    "use_sat_inprocessing": False,
+    "linearization_level": 2,
+    "only_add_cuts_at_level_zero": True,
+}
+"""CP-SAT parameters of every solve and check (``SatParameters`` field names; see the module
+docstring). The search is deterministic for a given model and parameters (one worker, CP-SAT's
+default ``random_seed``); only the time limit depends on the clock."""
 
 
 class _TourModel:
@@ -81,9 +107,10 @@ class _TourModel:
             outgoing[u].append(lit)
             incoming[v].append(lit)
         for i in range(nodes):
-            # An empty list makes the model infeasible: a square nothing reaches or leaves.
-            self.model.add_exactly_one(outgoing[i])
-            self.model.add_exactly_one(incoming[i])
+            # A node with no arc in or out: the circuit would ignore it; empty means infeasible.
+            if not outgoing[i] or not incoming[i]:
+                self.model.add_exactly_one(outgoing[i])
+                self.model.add_exactly_one(incoming[i])
         if self.arcs:
             self.model.add_circuit([(u, v, lit) for (u, v), lit in self.arcs.items()])
 
@@ -105,7 +132,8 @@ class _TourModel:
 
 def _make_solver(time_limit_s: float) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
+    for name, value in SOLVER_PARAMETERS.items():
+        setattr(solver.parameters, name, value)
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     return solver
 
