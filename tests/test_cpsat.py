@@ -4,7 +4,9 @@ Facts used: colour parity (on a board with an odd number of squares an open tour
 majority colour); no open knight's tour exists on 3×3 or 4×4 (Cull & De Curtins 1978; the
 smallest boards with open tours are 1×1, 3×4, 3×7, 4×5 and 5×5 up); Schwenk 1991: an m×n board,
 m ≤ n, has a closed tour unless m and n are both odd, m ∈ {1, 2, 4}, or m = 3 and n ∈ {4, 6, 8}
-(so 6×6 and 5×6 have closed tours and 4×5 has none).
+(so 6×6 and 5×6 have closed tours and 4×5 has none); on 4×n no open tour starts on an inner row
+(Pósa's argument for 4×n, as in Schwenk 1991, applied to paths: see the test); and, on the
+smallest rectangles, an exhaustive depth-first search written here, independent of CP-SAT.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from knights_tour.solvers.api import solve
 from knights_tour.board import Board
 from knights_tour.result import Proof, Status
 from knights_tour.solvers import get_solver
-from knights_tour.solvers.cpsat import check_tour
+from knights_tour.solvers.cpsat import SOLVER_PARAMETERS, check_tour
 from knights_tour.solvers.cpsat import solve as cpsat_solve
 from knights_tour.verify import verify_tour
 
@@ -107,7 +109,77 @@ def test_3x3_centre_square_is_not_ignored() -> None:
     ring = board.knight_moves((0, 0))
     assert ring and (1, 1) not in ring and board.knight_moves((1, 1)) == []
     for closed in (False, True):
-        assert cpsat_solve(board, (0, 0), closed=closed).status == Status.NO_TOUR
+        for start in ((0, 0), (1, 1)):  # from the ring, and from the isolated square itself
+            result = cpsat_solve(board, start, closed=closed, time_limit_s=LIMIT)
+            assert result.status == Status.NO_TOUR, (start, closed)
+            assert result.proof == Proof.CPSAT
+
+
+def _has_tour_by_dfs(board: Board, start: tuple[int, int], closed: bool) -> bool:
+    """Exhaustive depth-first search for a Hamiltonian path (cycle) from ``start``."""
+    moves, n, s = board.neighbours, board.n_squares, board.index(start)
+
+    def extend(u: int, seen: int, depth: int) -> bool:
+        if depth == n:
+            return not closed or s in moves[u]
+        return any(
+            not seen >> v & 1 and extend(v, seen | 1 << v, depth + 1) for v in moves[u]
+        )
+
+    return extend(s, 1 << s, 1)
+
+
+@pytest.mark.parametrize("size", ["3x4", "3x5", "3x6", "3x7", "3x8", "4x4", "4x5"])
+def test_every_start_agrees_with_exhaustive_search(size: str) -> None:
+    board = Board(*map(int, size.split("x")))
+    found = 0
+    for start in board.squares():
+        for closed in (False, True):
+            expected = _has_tour_by_dfs(board, start, closed)
+            result = cpsat_solve(board, start, closed=closed, time_limit_s=LIMIT)
+            assert result.status == (Status.FOUND if expected else Status.NO_TOUR), (
+                size, start, closed)
+            if expected:
+                assert verify_tour(board, result.tour, start=start, closed=closed).ok
+                found += 1
+    # Cull & De Curtins 1978: 3x5, 3x6 and 4x4 have no open tour, 3x4, 3x7, 3x8, 4x5 have one.
+    assert (found > 0) == (size in ("3x4", "3x7", "3x8", "4x5"))
+
+
+@pytest.mark.parametrize("n", [5, 6, 7, 8, 9, 10])
+def test_no_open_tour_from_inner_rows_of_4xn(n: int) -> None:
+    # Outer squares O (rows 0 and 3) have knight moves only to inner squares I, |O| = |I| = 2n.
+    # In an open tour with e_O ends on O and e_I on I, the 4n - e_O path edges at O all end on
+    # I, whose path degrees sum to 4n - e_I, so e_O >= e_I. If e_O = e_I = 1, all 4n - 1 edges
+    # join O and I: the tour alternates O, I as well as the colours, so all of O would share a
+    # colour, which it does not. Hence both ends lie on O, and no tour starts on rows 1 or 2.
+    # (These are the starts the search alone is slowest to refute.)
+    board = Board(4, n)
+    for start in [(r, c) for r in (1, 2) for c in range(n)]:
+        result = cpsat_solve(board, start, time_limit_s=LIMIT)
+        assert result.status == Status.NO_TOUR, start
+    corner = cpsat_solve(board, (0, 0), time_limit_s=LIMIT)
+    assert corner.status == Status.FOUND
+    assert verify_tour(board, corner.tour, start=(0, 0)).ok
+
+
+@pytest.mark.parametrize(("size", "exists"), [
+    ("4x6", False), ("4x9", False), ("4x12", False), ("4x16", False),  # m = 4: never
+    ("3x8", False), ("3x10", True), ("3x12", True),                   # m = 3: n >= 10, n even
+    ("5x8", True), ("5x9", False), ("6x7", True),                     # both odd: never
+])
+def test_closed_tours_on_rectangles_schwenk(size: str, exists: bool) -> None:
+    board = Board(*map(int, size.split("x")))
+    result = cpsat_solve(board, (0, 0), closed=True, time_limit_s=LIMIT)
+    assert result.status == (Status.FOUND if exists else Status.NO_TOUR), size
+    if exists:
+        assert verify_tour(board, result.tour, start=(0, 0), closed=True).ok
+        assert check_tour(board, result.tour, (0, 0), closed=True) is True
+
+
+def test_one_search_worker_per_job() -> None:
+    # Jobs run one per Celery worker process, which already occupy the cores.
+    assert SOLVER_PARAMETERS["num_workers"] == 1
 
 
 def test_check_tour_accepts_verified_tour_and_rejects_broken_ones() -> None:

@@ -12,21 +12,35 @@ The model (one per job):
   successors from ``start`` until ``D`` gives the tour;
 * for a **closed** (re-entrant) tour there is no dummy: a plain circuit over all squares (a
   Hamiltonian cycle), read from ``start``;
-* redundant degree constraints: exactly one true arc into and out of every node. They make the
-  model's meaning independent of a detail of the circuit constraint (a node that appears in no
-  arc is *ignored* by it, so e.g. the centre of 3×3, which has no knight moves, would silently
-  drop out): with them a square with no arc makes the model INFEASIBLE, as it should. They also
-  let degenerate boards (no knight moves at all) be modelled without ``add_circuit``, which
-  refuses an empty arc list (``ValueError``); such a model is still answered by CP-SAT.
+* a square with no knight move at all (the centre of 3×3, every square of 1×n and 2×2) would
+  silently drop out of the circuit, which ignores nodes that appear in no arc: for each node with
+  no arc in (or no arc out) the model gets an empty ``add_exactly_one``, so it is INFEASIBLE, as
+  it should be. Only those nodes get one: the circuit constraint already demands one true arc in
+  and out of every node it knows, so degree constraints on every node would only repeat it (and
+  cost time in the solver). A board with no knight move at all has no arcs, so no
+  ``add_circuit`` (which refuses an empty arc list, ``ValueError``); its empty degree
+  constraints alone make it INFEASIBLE.
+
+Solver parameters (:data:`SOLVER_PARAMETERS`, chosen with ``benchmarks/bench_cpsat.py``, which
+measures each one against CP-SAT's default): one search worker (the Celery workers already
+occupy the cores, one job per process); no presolve, no probing and no SAT inprocessing (this
+one-constraint model is already in the form the search wants, and at these sizes the passes cost
+more than they save); linearization level 2 with cuts at the root only, which adds the
+circuit's connectivity (subtour elimination) cuts to the LP relaxation: with them the
+infeasible starts and closed tours of 4×n boards, which the search alone refutes only slowly
+and ever more slowly as n grows, are refuted at the root node. Every job is still decided by CP-SAT alone: no solution hint, no
+fact about knight's tours beyond the knight's graph.
 
 Answers: ``found`` (tour read back from the arcs), ``no_tour`` with proof ``cpsat`` (the model
 is INFEASIBLE), ``unknown`` with reason ``time_limit`` (UNKNOWN: the time limit ran out first),
-``error`` for MODEL_INVALID (a bug, never expected). One search worker per job (the Celery
-workers already occupy the cores).
+``error`` for MODEL_INVALID (a bug, never expected).
 
-Source of the technique: the circuit constraint of CP-SAT (Google OR-Tools documentation,
-"AddCircuit"); the Hamiltonian-path-via-dummy-node reduction is the standard one (a path from
-``s`` is a cycle through an extra node joined to every square).
+Sources: the circuit constraint of CP-SAT (Google OR-Tools documentation, "AddCircuit"; the
+``CircuitConstraintProto`` comment in ``cp_model.proto``: nodes with no incident arc are
+ignored); the Hamiltonian-path-via-dummy-node reduction is the standard one (a path from ``s``
+is a cycle through an extra node joined to every square); subtour elimination cuts: Dantzig,
+Fulkerson & Johnson, "Solution of a large-scale traveling-salesman problem", Operations
+Research 2 (1954).
 
 This module imports neither Celery nor Redis.
 """
@@ -44,55 +58,104 @@ from knights_tour.settings import get_settings
 
 SOLVER_NAME = "cpsat"
 
+SOLVER_PARAMETERS: dict[str, bool | int] = {
+    "num_workers": 1,
+    "cp_model_presolve": False,
+    "cp_model_probing_level": 0,
+    "use_sat_inprocessing": False,
+    "linearization_level": 2,
+    "only_add_cuts_at_level_zero": True,
+}
+"""CP-SAT parameters of every solve and check (``SatParameters`` field names; see the module
+docstring). The search is deterministic for a given model and parameters (one worker, CP-SAT's
+default ``random_seed``); only the time limit depends on the clock."""
+
+CHECK_PARAMETERS: dict[str, bool | int] = {"num_workers": 1}
+"""CP-SAT parameters of :func:`check_tour`, where every literal is fixed: CP-SAT's default
+presolve settles such a model at once, cheaper than the root LP of :data:`SOLVER_PARAMETERS`."""
+
+
+def _literal_templates() -> tuple[object, object, object]:
+    """Variable protos to copy: a free Boolean, one fixed false, one fixed true.
+
+    Copying a template into ``CpModelProto.variables`` in one ``extend`` is several times
+    faster than one ``new_bool_var`` call per arc, which dominated model building.
+    """
+    holder = cp_model.CpModel()
+    for lo, hi in ((0, 1), (0, 0), (1, 1)):
+        holder.new_int_var(lo, hi, "")
+    free, false, true = holder.proto.variables
+    return holder, (free, false, true)
+
+
+_HOLDER, (_FREE, _FALSE, _TRUE) = _literal_templates()
+
 
 class _TourModel:
     """The CP-SAT model of a knight's tour on ``board`` from ``start`` (see module docstring).
 
-    ``arcs`` maps ``(tail, head)`` node indices to the arc's literal; squares are row-major
-    indices ``0 .. rows*cols-1``, the dummy (open tours only) is ``rows*cols``.
+    Arc ``i`` goes from node ``tails[i]`` to node ``heads[i]`` and its literal is variable
+    ``i`` of the model; squares are row-major indices ``0 .. rows*cols-1``, the dummy (open
+    tours only) is ``rows*cols``. With ``fixed`` (a set of ``(tail, head)`` arcs) every literal
+    is fixed: true exactly on those arcs (the model then checks one tour).
     """
 
-    def __init__(self, board: Board, start: Square, closed: bool) -> None:
+    def __init__(
+        self,
+        board: Board,
+        start: Square,
+        closed: bool,
+        fixed: set[tuple[int, int]] | None = None,
+    ) -> None:
         self.board = board
         self.start = start
         self.closed = closed
         n = board.n_squares
         self.n = n
         self.dummy: int | None = None if closed else n
-        self.model = cp_model.CpModel()
-        self.arcs: dict[tuple[int, int], cp_model.IntVar] = {}
         s = board.index(start)
+        tails: list[int] = []
+        heads: list[int] = []
         for u, targets in enumerate(board.neighbours):
-            for v in targets:
-                self.arcs[(u, v)] = self.model.new_bool_var(f"a{u}_{v}")
+            tails.extend([u] * len(targets))
+            heads.extend(targets)
+        entry = len(tails)  # open tours: the arc D -> start, fixed true
         if not closed:
-            d = n
-            lit = self.model.new_bool_var(f"a{d}_{s}")
-            self.model.add(lit == 1)
-            self.arcs[(d, s)] = lit
-            for v in range(n):
-                # start -> D would make the cycle D -> start -> D; only the 1x1 board needs it.
-                if v != s or n == 1:
-                    self.arcs[(v, d)] = self.model.new_bool_var(f"a{v}_{d}")
+            # D -> start, then v -> D for every other square v; start -> D would make the
+            # cycle D -> start -> D: only the 1x1 board needs it.
+            others = [v for v in range(n) if v != s or n == 1]
+            tails += [n, *others]
+            heads += [s, *([n] * len(others))]
+        self.tails = tails
+        self.heads = heads
+        self.model = cp_model.CpModel()
+        proto = self.model.proto
+        if fixed is None:
+            literals = [_FREE] * len(tails)
+            if not closed:
+                literals[entry] = _TRUE
+        else:
+            literals = [_TRUE if arc in fixed else _FALSE for arc in zip(tails, heads)]
+        proto.variables.extend(literals)
         nodes = n if closed else n + 1
-        outgoing: list[list[cp_model.IntVar]] = [[] for _ in range(nodes)]
-        incoming: list[list[cp_model.IntVar]] = [[] for _ in range(nodes)]
-        for (u, v), lit in self.arcs.items():
-            outgoing[u].append(lit)
-            incoming[v].append(lit)
-        for i in range(nodes):
-            # An empty list makes the model infeasible: a square nothing reaches or leaves.
-            self.model.add_exactly_one(outgoing[i])
-            self.model.add_exactly_one(incoming[i])
-        if self.arcs:
-            self.model.add_circuit([(u, v, lit) for (u, v), lit in self.arcs.items()])
+        isolated = (set(range(nodes)) - set(tails)) | (set(range(nodes)) - set(heads))
+        for _ in isolated:
+            # A node with no arc out or in: the circuit would ignore it; empty means infeasible.
+            self.model.add_exactly_one([])
+        if tails:
+            circuit = proto.constraints.add().circuit
+            circuit.tails.extend(tails)
+            circuit.heads.extend(heads)
+            circuit.literals.extend(range(len(tails)))
+
+    def arcs(self) -> set[tuple[int, int]]:
+        """The ``(tail, head)`` pairs of all arcs of the model."""
+        return set(zip(self.tails, self.heads))
 
     def read_tour(self, solver: cp_model.CpSolver) -> list[Square]:
         """The tour encoded by a solution: successors followed from the start square."""
-        succ: dict[int, int] = {}
-        for (u, v), lit in self.arcs.items():
-            if solver.boolean_value(lit):
-                succ[u] = v
+        values = solver.response_proto.solution
+        succ = {u: v for u, v, x in zip(self.tails, self.heads, values) if x}
         node = self.board.index(self.start)
         tour = [node]
         while len(tour) < self.n:
@@ -103,9 +166,10 @@ class _TourModel:
         return [self.board.square(i) for i in tour]
 
 
-def _make_solver(time_limit_s: float) -> cp_model.CpSolver:
+def _make_solver(time_limit_s: float, parameters: dict[str, bool | int]) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
+    for name, value in parameters.items():
+        setattr(solver.parameters, name, value)
     solver.parameters.max_time_in_seconds = float(time_limit_s)
     return solver
 
@@ -152,7 +216,7 @@ def solve(
         time_limit_s = get_settings().cpsat_time_limit_s
     began = time.perf_counter()
     tm = _TourModel(board, start, closed)
-    solver = _make_solver(time_limit_s)
+    solver = _make_solver(time_limit_s, SOLVER_PARAMETERS)
     status = solver.solve(tm.model)
     result = TourResult(
         rows=board.rows, cols=board.cols, start=start, solver=SOLVER_NAME, closed=closed
@@ -224,21 +288,20 @@ def check_tour(
         if len(sq) != 2 or not board.contains((sq[0], sq[1])):
             return False
         indices.append(board.index((int(sq[0]), int(sq[1]))))
-    tm = _TourModel(board, start, closed)
     if indices[0] != board.index(start):
         return False  # a tour is read from its start square (the closed model has no dummy)
+    n = board.n_squares
     used: list[tuple[int, int]] = list(zip(indices, indices[1:]))
     if closed:
         if len(indices) > 1:
             used.append((indices[-1], indices[0]))
     else:
-        used = [(tm.n, indices[0]), *used, (indices[-1], tm.n)]
+        used = [(n, indices[0]), *used, (indices[-1], n)]
     used_set = set(used)
-    if any(arc not in tm.arcs for arc in used_set):
+    tm = _TourModel(board, start, closed, fixed=used_set)
+    if not used_set <= tm.arcs():
         return False  # a step the model has no arc for (not a knight move, or a wrong start)
-    for arc, lit in tm.arcs.items():
-        tm.model.add(lit == (1 if arc in used_set else 0))
     if time_limit_s is None:
         time_limit_s = get_settings().cpsat_time_limit_s
-    status = _make_solver(time_limit_s).solve(tm.model)
+    status = _make_solver(time_limit_s, CHECK_PARAMETERS).solve(tm.model)
     return status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
