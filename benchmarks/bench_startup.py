@@ -10,9 +10,12 @@ Two measurements, both on a fresh data dir per repeat (a temporary directory):
 
 Usage::
 
-    python benchmarks/bench_startup.py [--repeats 5] [--workers K] [--main]
+    python benchmarks/bench_startup.py [--repeats 5] [--workers K] [--main] [--compare SRC]
 
 ``--main`` also times the main job once (``ktour run --sizes 5-12 --verify cpsat``).
+``--compare SRC`` also times the package found in directory SRC (e.g. an older checkout's
+``src``, put first on ``PYTHONPATH``), interleaved run by run with this one so both see the
+same machine load; the figures are then reported as ratios.
 Figures go in ``benchmarks/README.md`` ("Start-up"), as ratios of one run before/after.
 """
 
@@ -29,9 +32,12 @@ import time
 from pathlib import Path
 
 
-def cli_wall(args: list[str], data_dir: Path) -> float:
-    """Wall seconds of ``python -m knights_tour ARGS`` with ``KT_DATA_DIR=data_dir``."""
+def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
+    """Wall seconds of ``python -m knights_tour ARGS`` with ``KT_DATA_DIR=data_dir`` (the
+    package from directory ``src`` if given)."""
     env = dict(os.environ, KT_DATA_DIR=str(data_dir))
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     env.pop("KT_REDIS_URL", None)
     began = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "knights_tour", *args], env=env,
@@ -74,33 +80,49 @@ def split(workers: int, data_dir: Path) -> dict[str, float]:
     return marks
 
 
+def _summary(walls: list[float]) -> dict[str, object]:
+    return {"min": min(walls), "median": statistics.median(walls), "all": walls}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--main", action="store_true", help="also time the main job once")
+    parser.add_argument("--compare", default=None, metavar="SRC",
+                        help="also time the package in directory SRC, interleaved")
     parser.add_argument("--json", default=None, help="write the figures to this JSON file")
     opts = parser.parse_args()
     extra = ["--workers", str(opts.workers)] if opts.workers else []
+    variants = {"this": None} | ({"compare": opts.compare} if opts.compare else {})
     figures: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="kt-bench-startup-") as tmp:
         base = Path(tmp)
-        cli_wall(["run", "--sizes", "5", "--out", str(base / "warm.jsonl"), *extra],
-                 base / "warm")  # numba cache and page cache warm
-        walls = [cli_wall(["run", "--sizes", "5", "--out", str(base / f"r{i}.jsonl"), *extra],
-                          base / f"d{i}") for i in range(opts.repeats)]
-        figures["sizes5_wall_s"] = {"min": min(walls), "median": statistics.median(walls),
-                                    "all": walls}
-        print(f"ktour run --sizes 5: min {min(walls):.2f} s, median "
-              f"{statistics.median(walls):.2f} s over {len(walls)} runs")
+        walls: dict[str, list[float]] = {name: [] for name in variants}
+        for i in range(opts.repeats + 1):  # the first round only warms caches
+            for name, src in variants.items():
+                wall = cli_wall(["run", "--sizes", "5", "--out", str(base / "o.jsonl"), *extra],
+                                base / f"{name}{i}", src)
+                if i:
+                    walls[name].append(wall)
+        for name, runs in walls.items():
+            figures[f"sizes5_wall_s_{name}"] = _summary(runs)
+            print(f"[{name}] ktour run --sizes 5: min {min(runs):.2f} s, median "
+                  f"{statistics.median(runs):.2f} s over {len(runs)} runs")
+        if opts.compare:
+            for stat in ("min", "median"):
+                ratio = (figures["sizes5_wall_s_this"][stat]  # type: ignore[index]
+                         / figures["sizes5_wall_s_compare"][stat])  # type: ignore[index]
+                print(f"ratio this/compare ({stat}): {ratio:.2f}")
+        if opts.main:
+            for name, src in variants.items():
+                wall = cli_wall(["run", "--sizes", "5-12", "--verify", "cpsat", "--out",
+                                 str(base / "main.jsonl"), *extra], base / f"main-{name}", src)
+                figures[f"main_job_wall_s_{name}"] = wall
+                print(f"[{name}] main job (--sizes 5-12 --verify cpsat): {wall:.2f} s")
         parts = split(opts.workers or os.cpu_count() or 1, base / "split")
         figures["split_s"] = parts
-        print("split: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
-        if opts.main:
-            wall = cli_wall(["run", "--sizes", "5-12", "--verify", "cpsat", "--out",
-                             str(base / "main.jsonl"), *extra], base / "main")
-            figures["main_job_wall_s"] = wall
-            print(f"main job (--sizes 5-12 --verify cpsat): {wall:.2f} s")
+        print("split (this): " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
     if opts.json:
         Path(opts.json).write_text(json.dumps(figures, indent=2))
 
