@@ -24,9 +24,8 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
   key per task and made runs slower (one job per task 6.3-7.4 s vs 4.6-6.9 s; chunks of 16
   1.6-2.8 s vs 1.5-2.2 s).
 
-The numba engine is warmed up in the worker's main process (``worker_init``), before the prefork
-pool forks, and again in every pool process (``worker_process_init``, then a no-op in effect),
-so the first job does not pay the compile/cache-load cost.
+The numba engine is warmed up in every pool process (``worker_process_init``) if the engine
+exposes ``warm_up()``, so the first job does not pay the compile/cache-load cost.
 
 ``celery -A knights_tour.worker beat`` runs the schedule of :mod:`knights_tour.service.schedule`
 (``KT_SCHEDULE_FILE``) through the ``beat_scheduler`` set here.
@@ -42,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown
 from kombu import pools
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
@@ -183,12 +182,9 @@ def queue_lists() -> list[str]:
     return [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
 
 
-@worker_init.connect
 @worker_process_init.connect
 def _warm_up_engine(**_: object) -> None:
-    """Load/compile the engine's numba kernels in the worker's main process, before the
-    prefork pool forks (the pool processes inherit them), and again in each pool process
-    (cheap then: a process started after a pool process died still gets them)."""
+    """Load/compile the engine's numba kernels once per pool process."""
     try:
         solvers.warm_up_engine()
     except Exception as exc:  # noqa: BLE001 - a missing engine must not kill the pool

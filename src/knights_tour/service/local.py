@@ -99,10 +99,10 @@ class Backend:
             return
         if self.worker_count > 0:
             self.notify(f"starting {self.worker_count} local worker(s) on {self.where}")
-            # One Celery worker whose prefork pool has K processes: the heavy imports and the
-            # engine warm-up happen once, before the pool forks. It is not awaited: messages
-            # wait in Redis until it listens, and check_workers notices if it exits.
-            local = LocalWorkers(self.url, 1, concurrency=self.worker_count,
+            # K Celery workers of one pool process each (one worker with a pool of K, or the
+            # engine warmed up before the fork, measured no faster). They are not awaited: messages wait in Redis until
+            # they listen, and check_workers notices if they all exit.
+            local = LocalWorkers(self.url, self.worker_count,
                                  log_dir=get_settings().data_dir / "logs",
                                  death_signal=signal.SIGQUIT)
             self._stack.callback(local.stop)
