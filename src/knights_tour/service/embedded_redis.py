@@ -15,6 +15,7 @@ import os
 import secrets
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,7 @@ class EmbeddedRedis:
         self.owned = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._token = f"{os.getpid()}:{secrets.token_hex(4)}"
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._registered = False
 
     # -- info ---------------------------------------------------------------------------------
@@ -254,6 +256,7 @@ class EmbeddedRedis:
             )
         self.pid = self._proc.pid
         self.owned = True
+        self._start_watchdog()
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -277,6 +280,17 @@ class EmbeddedRedis:
             f"{self._log_tail()}".strip()
         )
 
+    def _start_watchdog(self) -> None:
+        """Start the watchdog (:func:`watch`) of the server just started: a small detached
+        process that shuts the server down once no process registered as a user is alive,
+        so a user killed by any signal (SIGKILL included) leaves no server behind."""
+        env = dict(os.environ, KT_WATCH_PASSWORD=self.password or "")
+        self._watchdog = subprocess.Popen(  # noqa: S603 - our own module, no shell
+            [sys.executable, "-m", __name__, str(self.port), str(self.pid), str(os.getpid())],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(self.data_dir),
+        )
+
     def _log_tail(self, lines: int = 5) -> str:
         try:
             return " | ".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -287,6 +301,7 @@ class EmbeddedRedis:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait(timeout=10)
+        self._reap_watchdog()
 
     def _register(self) -> None:
         """Add this instance to the server's set of users (see Sharing); best effort."""
@@ -308,7 +323,7 @@ class EmbeddedRedis:
             for raw in client.smembers(keys.embedded_users()):
                 entry = raw.decode() if isinstance(raw, bytes) else str(raw)
                 pid_text = entry.split(":", 1)[0]
-                if pid_text.isdigit() and psutil.pid_exists(int(pid_text)):
+                if pid_text.isdigit() and _alive(int(pid_text)):
                     others.append(entry)
                 else:
                     client.srem(keys.embedded_users(), raw)
@@ -360,6 +375,18 @@ class EmbeddedRedis:
                 self.state_path.unlink()
         self._proc = None
         self.owned = False
+        self._reap_watchdog()
+
+    def _reap_watchdog(self) -> None:
+        """Wait for our watchdog, which exits once the server is gone (kill it after 5 s)."""
+        dog, self._watchdog = self._watchdog, None
+        if dog is None:
+            return
+        try:
+            dog.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            dog.kill()
+            dog.wait(timeout=5)
 
     def _wait_gone(
         self, proc: subprocess.Popen[bytes] | None, pid: int | None, timeout_s: float
@@ -400,4 +427,71 @@ class EmbeddedRedis:
         self.stop()
 
 
-__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "STATE_FILE"]
+def _alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie, dead but not yet reaped, does not count)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _live_users(client: redis.Redis) -> tuple[int, int]:
+    """(entries, live entries) of the server's user set (see ``EmbeddedRedis`` Sharing)."""
+    entries = [raw.decode() if isinstance(raw, bytes) else str(raw)
+               for raw in client.smembers(keys.embedded_users())]
+    live = sum(1 for e in entries
+               if e.split(":", 1)[0].isdigit() and _alive(int(e.split(":", 1)[0])))
+    return len(entries), live
+
+
+def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) -> None:
+    """Watch an embedded server until it exits; shut it down when nobody uses it any more.
+
+    Runs as its own process (``python -m knights_tour.service.embedded_redis PORT SERVER_PID
+    STARTER_PID``, password in ``KT_WATCH_PASSWORD``), started by :class:`EmbeddedRedis`.
+    Users are the live PIDs of the server's user set (commands and the local workers they
+    start register there); until that set is first non-empty, the starting process counts as
+    the user. When no user is alive, the server is sent ``SHUTDOWN SAVE``, then SIGTERM and
+    SIGKILL by PID if it is still there.
+
+    Parameters
+    ----------
+    port : int
+        The server's port on 127.0.0.1.
+    server_pid, starter_pid : int
+        PIDs of the ``redis-server`` and of the process that started it.
+    poll_s : float
+        Seconds between checks.
+    """
+    password = os.environ.get("KT_WATCH_PASSWORD") or None
+    client = _client(port, password, 2.0)
+    seen_users = False
+    while _alive(server_pid):
+        try:
+            total, live = _live_users(client)
+        except (redis.RedisError, OSError):
+            time.sleep(poll_s)
+            continue
+        seen_users = seen_users or total > 0
+        if not seen_users:
+            live = int(_alive(starter_pid))
+        if live == 0:
+            with contextlib.suppress(redis.RedisError, OSError):
+                client.shutdown(save=True)
+            with contextlib.suppress(psutil.Error):
+                target = psutil.Process(server_pid)
+                _, alive = psutil.wait_procs([target], timeout=15)
+                for proc in alive:
+                    proc.terminate()
+                _, alive = psutil.wait_procs(alive, timeout=5)
+                for proc in alive:
+                    proc.kill()
+            return
+        time.sleep(poll_s)
+
+
+__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "watch", "STATE_FILE"]
+
+
+if __name__ == "__main__":  # pragma: no cover - the watchdog process
+    watch(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))

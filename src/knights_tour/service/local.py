@@ -29,6 +29,7 @@ from knights_tour.service._celery import celery_worker
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
+from knights_tour.store import keys
 from knights_tour.store.connection import connect, mask_url
 
 NO_WORKERS_WARNING = (
@@ -86,21 +87,31 @@ class Backend:
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     def start_workers(self) -> None:
-        """Start :attr:`worker_count` local workers (stopped with the backend); with none to
-        start, warn through :attr:`notify` if no worker answers a ping.
+        """Start :attr:`worker_count` local worker processes (stopped with the backend)
+        without waiting for them; with none to start, warn through :attr:`notify` if no
+        worker answers a ping. A worker that cannot come up is reported by
+        :meth:`check_workers` while waiting.
 
-        Raises
-        ------
-        BackendUnavailableError
-            If a worker does not come up.
+        If this process dies, even by SIGKILL, Linux sends the worker SIGQUIT (Celery's cold
+        shutdown), so none is left behind.
         """
         if self.workers is not None:
             return
         if self.worker_count > 0:
             self.notify(f"starting {self.worker_count} local worker(s) on {self.where}")
+            # K Celery workers of one pool process each (one worker with a pool of K, or the
+            # engine warmed up before the fork, measured no faster). They are not awaited: messages wait in Redis until
+            # they listen, and check_workers notices if they all exit.
             local = LocalWorkers(self.url, self.worker_count,
-                                 log_dir=get_settings().data_dir / "logs")
-            self.workers = self._stack.enter_context(local)
+                                 log_dir=get_settings().data_dir / "logs",
+                                 death_signal=signal.SIGQUIT)
+            self._stack.callback(local.stop)
+            self.workers = local.spawn()
+            if self.server is not None:
+                # The embedded server's watchdog waits for these too before shutting it down.
+                with contextlib.suppress(redis.RedisError):
+                    self.client.sadd(keys.embedded_users(),
+                                     *(f"{pid}:worker" for pid in local.pids))
         elif no_worker_answers(self.url):
             self.notify(NO_WORKERS_WARNING)
 
@@ -199,7 +210,9 @@ def open_backend(
     notify : callable, optional
         Receives one-line messages (default: ``ktour: <message>`` on stderr).
 
-    While the block runs, SIGTERM raises KeyboardInterrupt (so it shuts down like Ctrl-C).
+    While the block runs, SIGTERM and SIGHUP raise KeyboardInterrupt (so it shuts down like
+    Ctrl-C). If this process dies without that (SIGKILL), the workers get SIGQUIT from Linux
+    and the embedded server's watchdog shuts it down once they are gone.
 
     Raises
     ------
@@ -221,7 +234,8 @@ def open_backend(
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs (in the main thread), SIGTERM raises KeyboardInterrupt."""
+    """While the block runs (in the main thread), SIGTERM and SIGHUP (the terminal closed)
+    raise KeyboardInterrupt, so everything started is stopped in order."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -229,11 +243,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, on_term)
+    old = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def no_worker_answers(url: str) -> bool:

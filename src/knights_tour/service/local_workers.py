@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import socket
@@ -27,13 +28,46 @@ from knights_tour.store import keys
 from knights_tour.store.connection import mask_url
 
 
-def _pdeathsig() -> None:  # pragma: no cover - runs in the child
-    """In a child process: ask Linux to SIGTERM it if its parent dies (best effort)."""
+def _pdeathsig(sig: int = signal.SIGTERM, parent_pid: int | None = None) -> None:  # pragma: no cover - runs in the child
+    """In a child process: ask Linux to send ``sig`` to it when the thread that started it
+    dies (best effort). If the parent is already gone (it died between fork and here), send
+    it now."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+        libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG = 1
     except Exception:  # noqa: BLE001
-        pass
+        return
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os.kill(os.getpid(), int(sig))
+
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+"""Signals held back while the workers are being killed (a repeated Ctrl-C must not cut
+that short: the embedded Redis is stopped after it)."""
+
+
+def _kill_all(procs: list[subprocess.Popen[bytes]], family: list[psutil.Process]) -> None:
+    """SIGKILL whatever of ``procs`` and ``family`` still runs, and reap it; Ctrl-C and
+    SIGTERM/SIGHUP are delivered only afterwards."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        _kill_and_reap(procs, family)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _kill_and_reap(procs: list[subprocess.Popen[bytes]], family: list[psutil.Process]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+    for child in family:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+    psutil.wait_procs(family, timeout=5)
 
 
 class LocalWorkers:
@@ -59,6 +93,12 @@ class LocalWorkers:
         How long :meth:`start` waits for every worker to answer a ping.
     log_dir : path, optional
         If given, each worker logs to ``{log_dir}/{node}.log``; otherwise logs are discarded.
+    loglevel : str, optional
+        Celery log level (default ``KT_LOG_LEVEL``).
+    death_signal : int
+        Signal Linux sends a worker main process when the thread that started it dies
+        (``PR_SET_PDEATHSIG``): SIGTERM is Celery's warm shutdown (running tasks finish),
+        SIGQUIT its cold shutdown (the pool is terminated at once).
 
     Raises
     ------
@@ -76,6 +116,7 @@ class LocalWorkers:
         ready_timeout_s: float = 60.0,
         log_dir: str | os.PathLike[str] | None = None,
         loglevel: str | None = None,
+        death_signal: int = signal.SIGTERM,
     ) -> None:
         if count < 1 or concurrency < 1:
             raise KnightsTourError("worker count and concurrency must be at least 1")
@@ -87,6 +128,7 @@ class LocalWorkers:
         self.ready_timeout_s = ready_timeout_s
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.loglevel = loglevel
+        self.death_signal = death_signal
         self.hostname = socket.gethostname()
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -111,6 +153,21 @@ class LocalWorkers:
 
     def start(self) -> LocalWorkers:
         """Start the workers and wait until every one answers a ping; returns ``self``."""
+        try:
+            self.spawn()
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def spawn(self) -> LocalWorkers:
+        """Start the worker processes without waiting for them to answer; returns ``self``.
+
+        Messages sent meanwhile wait in Redis. Call it from the thread that outlives the
+        workers (see ``death_signal``). A worker that fails to come up shows as an exited
+        process in :attr:`procs`.
+        """
         loglevel = self.loglevel or get_settings().log_level
         env = dict(os.environ)
         env.update(self.env)
@@ -118,8 +175,9 @@ class LocalWorkers:
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+        watch = functools.partial(_pdeathsig, self.death_signal, os.getpid())
         try:
-            for i in range(1, self.count + 1):
+            for i in range(len(self.procs) + 1, self.count + 1):
                 out: Any = subprocess.DEVNULL
                 if self.log_dir is not None:
                     out = open(self.log_dir / f"{self.node_prefix}{i}.log", "ab")  # noqa: SIM115
@@ -127,13 +185,12 @@ class LocalWorkers:
                     proc = subprocess.Popen(
                         self._command(i, loglevel), env=env, stdin=subprocess.DEVNULL,
                         stdout=out, stderr=subprocess.STDOUT,
-                        start_new_session=True, preexec_fn=_pdeathsig,
+                        start_new_session=True, preexec_fn=watch,
                     )
                 finally:
                     if out is not subprocess.DEVNULL:
                         out.close()
                 self.procs.append(proc)
-            self.wait_ready()
         except BaseException:
             self.stop()
             raise
@@ -169,35 +226,44 @@ class LocalWorkers:
                         f"{self.ready_timeout_s:g} s (broker {mask_url(self.redis_url)})"
                     )
 
-    def stop(self, timeout_s: float = 20.0) -> None:
-        """Stop the workers we started: SIGTERM (Celery's warm shutdown: running tasks finish,
-        unacknowledged messages go back to the queue), then SIGKILL after ``timeout_s`` - the
-        worker main processes and their pool children (found with psutil before signalling)."""
+    def stop(self, timeout_s: float = 20.0, sig: int = signal.SIGTERM) -> None:
+        """Stop the workers we started, worker main processes and their pool children (found
+        with psutil before signalling); returns once all of them are gone.
+
+        Parameters
+        ----------
+        timeout_s : float
+            After this many seconds, what still runs gets SIGKILL.
+        sig : int
+            The first signal: SIGTERM is Celery's warm shutdown (running tasks finish,
+            unacknowledged messages go back to the queue); SIGQUIT its cold shutdown, for
+            workers with nothing left to do.
+
+        Raises
+        ------
+        KeyboardInterrupt
+            If one arrives while waiting (a repeated Ctrl-C): every process of the family is
+            then killed with SIGKILL and reaped first, so none outlives this call.
+        """
         procs, self.procs = self.procs, []
         family: list[psutil.Process] = []
         for proc in procs:
-            try:
-                parent = psutil.Process(proc.pid)
-                family.extend(parent.children(recursive=True))
-            except psutil.Error:
-                pass
-        for proc in procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(timeout=10)
-        _, alive = psutil.wait_procs(family, timeout=max(0.1, deadline - time.monotonic()))
-        for child in alive:
             with contextlib.suppress(psutil.Error):
-                child.kill()
-        psutil.wait_procs(alive, timeout=5)
+                family.extend(psutil.Process(proc.pid).children(recursive=True))
+        try:
+            for proc in procs:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(sig)
+            deadline = time.monotonic() + timeout_s
+            for proc in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            psutil.wait_procs(family, timeout=max(0.1, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            _kill_all(procs, family)
+            raise
+        _kill_all(procs, family)
 
     def kill_one(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` to the pool child of worker ``index`` (or the worker itself if it has
