@@ -12,7 +12,6 @@ the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,8 +22,8 @@ from knights_tour.board import Board, parse_board_list
 from knights_tour.core.jobs import Job, make_batch_jobs
 from knights_tour.core.records import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
+from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
-from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
 from knights_tour.store import leases
@@ -158,6 +157,7 @@ def submit_batch(
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
     batch_id = store.create_batch(r, jobs, params, batch_id=batch_id)
+    leases.activate(r, batch_id)
     to_send = list(jobs)
     if only_missing:
         status = store.batch_status(r, batch_id, max_missing=10**9)
@@ -182,19 +182,10 @@ def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) 
     worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts], priority=worker.RECOVERY_PRIORITY)
 
 
-_quiet_since: dict[str, float] = {}
-
-
 def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
     """Re-send the jobs of ``batch_id`` lost with a worker or a Redis restart; returns their
-    keys. :func:`wait_for_batch` calls it on every poll when given ``recover_url``.
-
-    * a claimed job whose lease expired without a record (its worker died):
-      :func:`knights_tour.store.leases.recover_batch`;
-    * unclaimed jobs without a record when the queue is empty and no job of the batch is
-      running, for ``KT_LEASE_S`` in a row (their message was taken off the queue but never
-      started - e.g. Redis went away as a worker received it; Celery would only restore it
-      after the visibility timeout): :func:`knights_tour.store.leases.find_unclaimed`.
+    keys (:func:`knights_tour.service.recovery.recover`). :func:`wait_for_batch` calls it on
+    every poll when given ``recover_url``.
 
     Raises
     ------
@@ -205,18 +196,7 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
     def send(bid: str, dicts: list[dict[str, Any]]) -> None:
         resend_jobs(redis_url, bid, dicts)
 
-    resent = leases.recover_batch(r, batch_id, send)
-    unclaimed = leases.find_unclaimed(r, batch_id)
-    if unclaimed and not leases.running(r, batch_id) and leases.lists_empty(
-        r, worker.queue_lists()
-    ):
-        since = _quiet_since.setdefault(batch_id, time.monotonic())
-        if time.monotonic() - since >= get_settings().lease_s:
-            resent += leases.resend(r, batch_id, unclaimed, send)
-            _quiet_since.pop(batch_id, None)
-    else:
-        _quiet_since.pop(batch_id, None)
-    return resent
+    return recovery.recover(r, batch_id, send)
 
 
 def wait_for_batch(

@@ -38,6 +38,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -47,6 +48,104 @@ from knights_tour.store import keys
 
 CLAIMED, DONE, HELD = "claimed", "done", "held"
 """Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease."""
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The Redis keys the leases of one unit of work use: a batch (jobs -> records) or a
+    count (sub-jobs -> partial counts). Every function here that takes a ``batch_id`` also
+    takes a :class:`Ledger`; a plain string means the batch of that id.
+
+    Attributes
+    ----------
+    id : str
+        The batch id or count id (what re-sent tasks carry).
+    kind : str
+        ``"batch"`` or ``"count"``.
+    items, results, started, attempts, requeued : str
+        Hash keys: item key -> item JSON / result JSON / claim time / claims / re-send time.
+    """
+
+    id: str
+    kind: str
+    items: str
+    results: str
+    started: str
+    attempts: str
+    requeued: str
+
+    @property
+    def jobs(self) -> str:
+        """The items hash (a batch's jobs, a count's sub-jobs)."""
+        return self.items
+
+    @property
+    def records(self) -> str:
+        """The results hash (a batch's records, a count's partial counts)."""
+        return self.results
+
+    def lease(self, item_key: str) -> str:
+        """The lease key of one item."""
+        if self.kind == "count":
+            return keys.count_lease(self.id, item_key)
+        return keys.batch_lease(self.id, item_key)
+
+    @classmethod
+    def for_batch(cls, batch_id: str) -> Ledger:
+        """The ledger of batch ``batch_id``."""
+        return cls(batch_id, "batch", keys.batch_jobs(batch_id), keys.batch_records(batch_id),
+                   keys.batch_started(batch_id), keys.batch_attempts(batch_id),
+                   keys.batch_requeued(batch_id))
+
+    @classmethod
+    def for_count(cls, count_id: str) -> Ledger:
+        """The ledger of count ``count_id`` (sub-jobs and partial counts)."""
+        return cls(count_id, "count", keys.count_subjobs(count_id),
+                   keys.count_partials(count_id), keys.count_started(count_id),
+                   keys.count_attempts(count_id), keys.count_requeued(count_id))
+
+    @property
+    def active_set(self) -> str:
+        """The set of unfinished units of this kind the workers' recovery timer visits."""
+        return keys.active_counts() if self.kind == "count" else keys.active_batches()
+
+
+def _L(unit: str | Ledger) -> Ledger:  # noqa: N802 - short on purpose: used on every key
+    return unit if isinstance(unit, Ledger) else Ledger.for_batch(unit)
+
+
+def activate(r: redis.Redis, unit: str | Ledger) -> None:
+    """Put ``unit`` (a batch id or a :class:`Ledger`) in its active set, so every worker's
+    recovery timer watches it until all its items have results."""
+    led = _L(unit)
+    r.sadd(led.active_set, led.id)
+
+
+def deactivate(r: redis.Redis, unit: str | Ledger) -> None:
+    """Take ``unit`` out of its active set (finished, cancelled or deleted)."""
+    led = _L(unit)
+    r.srem(led.active_set, led.id)
+
+
+def active(r: redis.Redis) -> list[Ledger]:
+    """The ledgers of every active batch and count, batches first, each kind sorted by id."""
+    pipe = r.pipeline(transaction=False)
+    pipe.smembers(keys.active_batches())
+    pipe.smembers(keys.active_counts())
+    b, c = pipe.execute()
+    return ([Ledger.for_batch(_text(x)) for x in sorted(b)]
+            + [Ledger.for_count(_text(x)) for x in sorted(c)])
+
+
+def missing(r: redis.Redis, unit: str | Ledger) -> list[str]:
+    """Keys of the items of ``unit`` without a result, sorted."""
+    led = _L(unit)
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(led.items)
+    pipe.hkeys(led.results)
+    items, results = pipe.execute()
+    done = {_text(k) for k in results}
+    return sorted(k for k in (_text(i) for i in items) if k not in done)
 
 _CLAIM_LUA = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
@@ -143,8 +242,10 @@ class LeaseKeeper:
             time.sleep(interval)
             if os.getppid() != self._ppid:
                 # Our worker main process died (we are a pool child it left behind): stop
-                # renewing, so the leases lapse and the jobs are re-sent, even if this process
-                # lingers without being able to report anything.
+                # renewing, so the leases lapse and the jobs are re-sent. A pool child also
+                # exits, before its leases lapse, so it never runs a job a re-sent copy runs.
+                if _EXIT_WITH_PARENT:
+                    os._exit(70)  # EX_SOFTWARE; nothing of ours is left to flush
                 return
             with self._lock:
                 by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
@@ -158,7 +259,7 @@ class LeaseKeeper:
                     pass  # Redis away: the lease may lapse; recovery then re-sends (harmless)
 
     # -- claim / release ------------------------------------------------------------------
-    def claim(self, r: redis.Redis, batch_id: str, job_key: str) -> str:
+    def claim(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> str:
         """Try to take the lease of ``job_key`` in ``batch_id``.
 
         Returns
@@ -174,37 +275,48 @@ class LeaseKeeper:
         """
         outcome = r.eval(
             _CLAIM_LUA, 5,
-            keys.batch_records(batch_id), keys.batch_lease(batch_id, job_key),
-            keys.batch_started(batch_id), keys.batch_requeued(batch_id),
-            keys.batch_attempts(batch_id), job_key, self.token, self.lease_ms, f"{time.time():.3f}",
+            _L(batch_id).records, _L(batch_id).lease(job_key),
+            _L(batch_id).started, _L(batch_id).requeued,
+            _L(batch_id).attempts, job_key, self.token, self.lease_ms, f"{time.time():.3f}",
         )
         if isinstance(outcome, bytes):
             outcome = outcome.decode()
         if outcome == CLAIMED:
             with self._lock:
-                self._held[keys.batch_lease(batch_id, job_key)] = r
+                self._held[_L(batch_id).lease(job_key)] = r
             self._ensure_thread()
         return str(outcome)
 
-    def begin(self, r: redis.Redis, batch_id: str, job_key: str) -> int:
+    def begin(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> int:
         """Count one more start of ``job_key`` (since its last record); returns the count."""
-        return int(r.hincrby(keys.batch_attempts(batch_id), job_key, 1))
+        return int(r.hincrby(_L(batch_id).attempts, job_key, 1))
 
-    def release(self, r: redis.Redis, batch_id: str, job_key: str, finished: bool) -> None:
+    def release(self, r: redis.Redis, batch_id: str | Ledger, job_key: str, finished: bool) -> None:
         """Give up the lease of ``job_key``. ``finished``: its record is stored (clears the
         started/attempts bookkeeping); otherwise a redelivery may claim it at once.
         Redis errors are ignored (the lease then simply expires)."""
-        lease = keys.batch_lease(batch_id, job_key)
+        lease = _L(batch_id).lease(job_key)
         with self._lock:
             self._held.pop(lease, None)
         try:
             r.eval(
-                _RELEASE_LUA, 4, lease, keys.batch_started(batch_id),
-                keys.batch_attempts(batch_id), keys.batch_requeued(batch_id),
+                _RELEASE_LUA, 4, lease, _L(batch_id).started,
+                _L(batch_id).attempts, _L(batch_id).requeued,
                 self.token, job_key, "1" if finished else "0",
             )
         except redis.RedisError:
             pass
+
+
+_EXIT_WITH_PARENT = False
+
+
+def exit_with_parent() -> None:
+    """Make this process exit when its parent dies while it holds leases (called in each
+    Celery pool process at start: an orphaned pool child must not keep running jobs that
+    recovery has re-sent)."""
+    global _EXIT_WITH_PARENT
+    _EXIT_WITH_PARENT = True
 
 
 _KEEPER: LeaseKeeper | None = None
@@ -225,19 +337,19 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def running(r: redis.Redis, batch_id: str) -> list[str]:
+def running(r: redis.Redis, batch_id: str | Ledger) -> list[str]:
     """Job keys of ``batch_id`` with a live lease (a task is on them now), sorted."""
-    started = [_text(k) for k in r.hkeys(keys.batch_started(batch_id))]
+    started = [_text(k) for k in r.hkeys(_L(batch_id).started)]
     if not started:
         return []
     pipe = r.pipeline(transaction=False)
     for k in started:
-        pipe.exists(keys.batch_lease(batch_id, k))
+        pipe.exists(_L(batch_id).lease(k))
     return sorted(k for k, live in zip(started, pipe.execute()) if live)
 
 
 def find_orphans(
-    r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
+    r: redis.Redis, batch_id: str | Ledger, requeue_grace_s: float | None = None,
     now: float | None = None,
 ) -> list[str]:
     """Jobs lost with their worker: claimed, no record, no live lease, not re-sent lately.
@@ -258,16 +370,16 @@ def find_orphans(
         requeue_grace_s = float(get_settings().visibility_timeout_s)
     now = time.time() if now is None else now
     pipe = r.pipeline(transaction=False)
-    pipe.hkeys(keys.batch_started(batch_id))
-    pipe.hkeys(keys.batch_records(batch_id))
-    pipe.hgetall(keys.batch_requeued(batch_id))
+    pipe.hkeys(_L(batch_id).started)
+    pipe.hkeys(_L(batch_id).records)
+    pipe.hgetall(_L(batch_id).requeued)
     started, recorded, requeued = pipe.execute()
     recorded_set = {_text(k) for k in recorded}
     stale = [k for k in (_text(s) for s in started) if k in recorded_set]
     if stale:  # a worker died between saving a record and releasing its lease: tidy up
         pipe = r.pipeline(transaction=False)
-        pipe.hdel(keys.batch_started(batch_id), *stale)
-        pipe.hdel(keys.batch_attempts(batch_id), *stale)
+        pipe.hdel(_L(batch_id).started, *stale)
+        pipe.hdel(_L(batch_id).attempts, *stale)
         pipe.execute()
     requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
     candidates = [
@@ -278,13 +390,13 @@ def find_orphans(
         return []
     pipe = r.pipeline(transaction=False)
     for k in candidates:
-        pipe.exists(keys.batch_lease(batch_id, k))
+        pipe.exists(_L(batch_id).lease(k))
     return sorted(k for k, live in zip(candidates, pipe.execute()) if not live)
 
 
 def recover_batch(
     r: redis.Redis,
-    batch_id: str,
+    batch_id: str | Ledger,
     send: Callable[[str, list[dict[str, Any]]], None],
     requeue_grace_s: float | None = None,
     chunk_size: int = 16,
@@ -308,7 +420,7 @@ def recover_batch(
 
 def resend(
     r: redis.Redis,
-    batch_id: str,
+    batch_id: str | Ledger,
     candidates: Sequence[str],
     send: Callable[[str, list[dict[str, Any]]], None],
     chunk_size: int = 16,
@@ -319,22 +431,22 @@ def resend(
     if not candidates:
         return []
     marked = r.eval(
-        _MARK_LUA, 2 + len(candidates), keys.batch_records(batch_id),
-        keys.batch_requeued(batch_id), *[keys.batch_lease(batch_id, k) for k in candidates],
+        _MARK_LUA, 2 + len(candidates), _L(batch_id).records,
+        _L(batch_id).requeued, *[_L(batch_id).lease(k) for k in candidates],
         f"{time.time():.3f}", *candidates,
     )
     orphans = [_text(k) for k in marked or []]
     if not orphans:
         return []
-    raw = r.hmget(keys.batch_jobs(batch_id), orphans)
+    raw = r.hmget(_L(batch_id).jobs, orphans)
     pairs = [(k, json.loads(_text(v))) for k, v in zip(orphans, raw) if v is not None]
     for i in range(0, len(pairs), chunk_size):
-        send(batch_id, [d for _, d in pairs[i:i + chunk_size]])
+        send(_L(batch_id).id, [d for _, d in pairs[i:i + chunk_size]])
     return [k for k, _ in pairs]
 
 
 def find_unclaimed(
-    r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
+    r: redis.Redis, batch_id: str | Ledger, requeue_grace_s: float | None = None,
     now: float | None = None,
 ) -> list[str]:
     """Jobs of ``batch_id`` with no record that no task has claimed (and not re-sent lately).
@@ -348,10 +460,10 @@ def find_unclaimed(
         requeue_grace_s = float(get_settings().visibility_timeout_s)
     now = time.time() if now is None else now
     pipe = r.pipeline(transaction=False)
-    pipe.hkeys(keys.batch_jobs(batch_id))
-    pipe.hkeys(keys.batch_records(batch_id))
-    pipe.hkeys(keys.batch_started(batch_id))
-    pipe.hgetall(keys.batch_requeued(batch_id))
+    pipe.hkeys(_L(batch_id).jobs)
+    pipe.hkeys(_L(batch_id).records)
+    pipe.hkeys(_L(batch_id).started)
+    pipe.hgetall(_L(batch_id).requeued)
     jobs, recorded, started, requeued = pipe.execute()
     skip = {_text(k) for k in recorded} | {_text(k) for k in started}
     skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= requeue_grace_s}
@@ -367,23 +479,23 @@ def lists_empty(r: redis.Redis, names: Sequence[str]) -> bool:
     return not any(pipe.execute())
 
 
-def mark_requeued(r: redis.Redis, batch_id: str, job_keys: Sequence[str]) -> None:
+def mark_requeued(r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str]) -> None:
     """Note that ``job_keys`` were just put back on the queue (e.g. a soft-time-limit hand-off),
     so :func:`find_orphans` leaves them alone for the re-send grace period."""
     if job_keys:
         now = f"{time.time():.3f}"
-        r.hset(keys.batch_requeued(batch_id), mapping={k: now for k in job_keys})
+        r.hset(_L(batch_id).requeued, mapping={k: now for k in job_keys})
 
 
 def claim_all(
-    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Iterable[str]
+    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str | Ledger, job_keys: Iterable[str]
 ) -> dict[str, str]:
     """:meth:`LeaseKeeper.claim` for each key; returns key -> outcome."""
     return {k: keeper_.claim(r, batch_id, k) for k in job_keys}
 
 
 def wait_for_claim(
-    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Sequence[str],
+    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str],
     timeout_s: float, poll_s: float = 0.25,
 ) -> Iterable[tuple[str, str]]:
     """For jobs whose lease another task holds: yield ``(key, CLAIMED | DONE)`` as each lease
@@ -405,7 +517,7 @@ def wait_for_claim(
 
 
 __all__ = [
-    "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
+    "Ledger", "exit_with_parent", "activate", "deactivate", "active", "missing", "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
     "resend", "find_unclaimed", "lists_empty", "claim_all",
     "wait_for_claim", "CLAIMED", "DONE", "HELD",
 ]
