@@ -12,7 +12,10 @@ the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -231,7 +234,8 @@ def wait_for_batch(
     Returns
     -------
     dict
-        The last :func:`knights_tour.store.batches.batch_status`.
+        The last :func:`knights_tour.store.batches.batch_status`, plus ``state``
+        (``"cancelled"`` or None); a cancelled batch ends the wait.
 
     Raises
     ------
@@ -245,10 +249,103 @@ def wait_for_batch(
         url = recover_url
         recover_fn = lambda: recover_lost_jobs(r, url, batch_id)  # noqa: E731
 
+    def status_fn() -> dict[str, Any]:
+        return {**store.batch_status(r, batch_id), "state": store.batch_state(r, batch_id)}
+
     return poll_until_complete(
-        lambda: store.batch_status(r, batch_id), timeout_s=timeout_s, recover_fn=recover_fn,
-        hooks=hooks, poll_s=poll_s, outage_s=outage_s,
+        status_fn, timeout_s=timeout_s, recover_fn=recover_fn, hooks=hooks, poll_s=poll_s,
+        outage_s=outage_s, is_done=_ended,
     )
+
+
+def _ended(status: Mapping[str, Any]) -> bool:
+    """Every job has a record, or the batch was cancelled (nothing more will come)."""
+    return bool(status["complete"]) or status.get("state") == store.CANCELLED
+
+
+# -- lifecycle: resume and cancel -----------------------------------------------------------
+
+def batch_digest(jobs: Sequence[Job], params: Mapping[str, Any]) -> str:
+    """A deterministic key for "the same batch asked again": SHA-256 of the sorted job keys
+    and the params (JSON, sorted keys). The Redis target is implicit: the pointer is stored
+    in the Redis the batch runs on."""
+    text = json.dumps({"jobs": sorted(j.key for j in jobs), "params": dict(params)},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def start_or_resume(
+    redis_url: str,
+    jobs: Sequence[Job],
+    params: Mapping[str, Any],
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    fresh: bool = False,
+) -> tuple[str, int]:
+    """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params`` (a
+    cancelled one included: an interrupted ``ktour run``), sending only its jobs without a
+    record; else (or with ``fresh``) submit a new batch (:func:`submit_batch`).
+
+    Returns
+    -------
+    (batch_id, reused)
+        ``reused``: jobs already recorded, not sent again (0 for a new batch).
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis cannot be reached.
+    """
+    digest = batch_digest(jobs, params)
+    r = connect(redis_url)
+    try:
+        old = None if fresh else store.resumable_batch(r, digest)
+        if old is not None:
+            st = store.batch_status(r, old, max_missing=0)
+            if not st["complete"]:
+                store.set_batch_state(r, old, None)
+                submit_batch(redis_url, jobs, params, chunk_size, batch_id=old,
+                             only_missing=True)
+                return old, int(st["done"])
+        batch_id = submit_batch(redis_url, jobs, params, chunk_size)
+        store.remember_batch(r, digest, batch_id)
+        return batch_id, 0
+    finally:
+        r.close()
+
+
+def _message_of(batch_id: str) -> Callable[[Any], bool]:
+    """A test for raw kombu messages (Redis transport envelope, JSON body base64-encoded):
+    True for a run-jobs task of ``batch_id``."""
+
+    def match(raw: Any) -> bool:
+        try:
+            envelope = json.loads(raw)
+            if envelope.get("headers", {}).get("task") != worker.TASK_RUN_JOBS:
+                return False
+            body = envelope["body"]
+            if envelope.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            args = json.loads(body)[0]
+            return bool(args) and args[0] == batch_id
+        except (ValueError, KeyError, IndexError, TypeError):
+            return False
+
+    return match
+
+
+def cancel_batch(r: redis.Redis, batch_id: str) -> int:
+    """Cancel ``batch_id``: mark it ``cancelled`` (workers skip its jobs when they claim them;
+    recovery never re-sends them), stop watching it, and drop its queued tasks - only its own,
+    other batches' messages stay. Its stored records stay. Returns the tasks dropped.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    store.set_batch_state(r, batch_id, store.CANCELLED)
+    leases.deactivate(r, batch_id)
+    return leases.drop_messages(r, worker.queue_lists(), _message_of(batch_id))
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:
@@ -265,5 +362,6 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE", "make_jobs", "chunked", "submit_batch", "resend_jobs",
-    "recover_lost_jobs", "wait_for_batch", "collect",
+    "recover_lost_jobs", "wait_for_batch", "collect", "batch_digest", "start_or_resume",
+    "cancel_batch",
 ]

@@ -177,7 +177,8 @@ def run_chunk(
     chunk = _Chunk(batch_id, worker)
     valid = chunk.validate(job_dicts if isinstance(job_dicts, list) else [job_dicts])
     outcome = leases.claim_all(chunk.keeper, chunk.r, batch_id, [j.key for j in valid])
-    chunk.counts["skipped"] += sum(1 for o in outcome.values() if o == leases.DONE)
+    chunk.counts["skipped"] += sum(1 for o in outcome.values()
+                                   if o in (leases.DONE, leases.CANCELLED))
     mine = [j for j in valid if outcome[j.key] == leases.CLAIMED]
     held = {j.key: j for j in valid if outcome[j.key] == leases.HELD}
     try:

@@ -46,6 +46,8 @@ def recover(r: redis.Redis, unit: str | leases.Ledger, send: Send) -> list[str]:
         If Redis is unreachable.
     """
     led = leases._L(unit)  # noqa: SLF001 - the store's own str-or-Ledger coercion
+    if leases.cancelled(r, led):
+        return []  # nothing of a cancelled batch is ever re-sent
     resent = leases.recover_batch(r, led, send)
     unclaimed = leases.find_unclaimed(r, led)
     quiet_key = (led.kind, led.id)
@@ -61,7 +63,7 @@ def recover(r: redis.Redis, unit: str | leases.Ledger, send: Send) -> list[str]:
 
 def sweep(r: redis.Redis, send_batch: Send, send_count: Send) -> dict[str, list[str]]:
     """One recovery pass over every active batch and count (see :func:`recover`); a unit whose
-    items all have results leaves the active set.
+    items all have results (or that was cancelled) leaves the active set.
 
     Parameters
     ----------
@@ -80,7 +82,7 @@ def sweep(r: redis.Redis, send_batch: Send, send_count: Send) -> dict[str, list[
     """
     out: dict[str, list[str]] = {}
     for led in leases.active(r):
-        if not leases.missing(r, led):
+        if leases.cancelled(r, led) or not leases.missing(r, led):
             leases.deactivate(r, led)
             continue
         resent = recover(r, led, send_count if led.kind == "count" else send_batch)

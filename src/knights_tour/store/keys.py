@@ -30,6 +30,8 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:requeued       hash         sub-job key -> unix time recovery last re-sent it
     kt:active:batches            set          batch ids the workers' recovery timer watches
     kt:active:counts             set          count ids the workers' recovery timer watches
+    kt:resume:{digest}           string       id of the latest unfinished batch asked for with
+                                              these jobs and params (``ktour run`` resumes it)
     kt:embedded:users            set          "pid:token" of each process using an embedded
                                               server (the last one to leave shuts it down)
 
@@ -178,6 +180,11 @@ def active_counts() -> str:
     return f"{PREFIX}active:counts"
 
 
+def batch_resume(digest: str) -> str:
+    """String: the id of the latest unfinished batch whose jobs and params hash to ``digest``."""
+    return f"{PREFIX}resume:{digest}"
+
+
 def embedded_users() -> str:
     """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.service.local.EmbeddedRedis`
     (owner or attached) using the embedded server."""
@@ -196,5 +203,5 @@ __all__ = [
     "collect_lock", "collected", "last_collection", "latest_summary",
     "batch_lease", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
     "embedded_users", "count_lease", "count_started", "count_attempts", "count_requeued",
-    "active_batches", "active_counts",
+    "active_batches", "active_counts", "batch_resume",
 ]

@@ -46,8 +46,9 @@ import redis
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
 
-CLAIMED, DONE, HELD = "claimed", "done", "held"
-"""Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease."""
+CLAIMED, DONE, HELD, CANCELLED = "claimed", "done", "held", "cancelled"
+"""Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease /
+the batch (count) was cancelled: skip the job."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ class Ledger:
     def records(self) -> str:
         """The results hash (a batch's records, a count's partial counts)."""
         return self.results
+
+    @property
+    def head(self) -> str:
+        """The batch (count) hash, whose ``state`` field says ``cancelled``."""
+        return keys.count(self.id) if self.kind == "count" else keys.batch(self.id)
 
     def lease(self, item_key: str) -> str:
         """The lease key of one item."""
@@ -137,6 +143,12 @@ def active(r: redis.Redis) -> list[Ledger]:
             + [Ledger.for_count(_text(x)) for x in sorted(c)])
 
 
+def cancelled(r: redis.Redis, unit: str | Ledger) -> bool:
+    """True if ``unit`` (a batch id or a :class:`Ledger`) was cancelled."""
+    state = r.hget(_L(unit).head, "state")
+    return state is not None and _text(state) == "cancelled"
+
+
 def missing(r: redis.Redis, unit: str | Ledger) -> list[str]:
     """Keys of the items of ``unit`` without a result, sorted."""
     led = _L(unit)
@@ -148,6 +160,9 @@ def missing(r: redis.Redis, unit: str | Ledger) -> list[str]:
     return sorted(k for k in (_text(i) for i in items) if k not in done)
 
 _CLAIM_LUA = """
+if redis.call('HGET', KEYS[6], 'state') == 'cancelled' then
+  return 'cancelled'
+end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[4], ARGV[1])
@@ -161,7 +176,8 @@ if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
 end
 return 'held'
 """
-# KEYS: records, lease, started, requeued, attempts; ARGV: job_key, token, lease_ms, now
+# KEYS: records, lease, started, requeued, attempts, head (state field); ARGV: job_key, token,
+# lease_ms, now
 # (a recorded job: tidy bookkeeping left by a worker killed between saving and releasing)
 
 _RENEW_LUA = """
@@ -266,18 +282,18 @@ class LeaseKeeper:
         -------
         str
             :data:`CLAIMED` (ours; kept alive until :meth:`release`), :data:`DONE` (the job's
-            record is already stored: skip it) or :data:`HELD` (another live task holds it).
+            record is already stored: skip it), :data:`HELD` (another live task holds it) or
+            :data:`CANCELLED` (its batch or count was cancelled: skip it).
 
         Raises
         ------
         redis.ConnectionError, redis.TimeoutError
             If Redis is unreachable.
         """
+        led = _L(batch_id)
         outcome = r.eval(
-            _CLAIM_LUA, 5,
-            _L(batch_id).records, _L(batch_id).lease(job_key),
-            _L(batch_id).started, _L(batch_id).requeued,
-            _L(batch_id).attempts, job_key, self.token, self.lease_ms, f"{time.time():.3f}",
+            _CLAIM_LUA, 6, led.records, led.lease(job_key), led.started, led.requeued,
+            led.attempts, led.head, job_key, self.token, self.lease_ms, f"{time.time():.3f}",
         )
         if isinstance(outcome, bytes):
             outcome = outcome.decode()
@@ -415,6 +431,8 @@ def recover_batch(
         The job keys re-sent (empty if none). Safe to call from several processes at once:
         duplicates are only extra messages; the claim lets one task run each job.
     """
+    if cancelled(r, batch_id):
+        return []
     return resend(r, batch_id, find_orphans(r, batch_id, requeue_grace_s), send, chunk_size)
 
 
@@ -479,6 +497,18 @@ def lists_empty(r: redis.Redis, names: Sequence[str]) -> bool:
     return not any(pipe.execute())
 
 
+def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes], bool]) -> int:
+    """Remove from the Redis lists ``names`` (the queue's lists) every message for which
+    ``match(raw_message)`` is true; returns how many. Other messages are left in place (a
+    shared Redis holds other users' work)."""
+    dropped = 0
+    for name in names:
+        for raw in r.lrange(name, 0, -1):
+            if match(raw):
+                dropped += int(r.lrem(name, 1, raw))
+    return dropped
+
+
 def mark_requeued(r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str]) -> None:
     """Note that ``job_keys`` were just put back on the queue (e.g. a soft-time-limit hand-off),
     so :func:`find_orphans` leaves them alone for the re-send grace period."""
@@ -518,6 +548,6 @@ def wait_for_claim(
 
 __all__ = [
     "Ledger", "exit_with_parent", "activate", "deactivate", "active", "missing", "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
-    "resend", "find_unclaimed", "lists_empty", "claim_all",
-    "wait_for_claim", "CLAIMED", "DONE", "HELD",
+    "resend", "find_unclaimed", "lists_empty", "drop_messages", "claim_all",
+    "wait_for_claim", "CLAIMED", "DONE", "HELD", "CANCELLED", "cancelled",
 ]
