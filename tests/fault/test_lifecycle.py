@@ -9,11 +9,13 @@ the corners (13 of 25 squares; a 25-step tour starts and ends on the majority co
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from knights_tour import worker
+from knights_tour.cli import main
 from knights_tour.service.batches import (batch_digest, cancel_batch, make_jobs,
                                           recover_lost_jobs, start_or_resume, submit_batch,
                                           wait_for_batch)
@@ -29,7 +31,7 @@ def _queued(r) -> int:
     return sum(r.llen(name) for name in worker.queue_lists())
 
 
-def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_pool):
+def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_pool, capsys):
     url = fault_redis.url
     r = connect(url)
     _, jobs8, params8 = make_jobs(["8"], "cpsat", None, False, False, None, None)
@@ -53,6 +55,13 @@ def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_
     # A waiting client stops at once instead of waiting for ever.
     st = wait_for_batch(r, abandoned, timeout_s=30, recover_url=url)
     assert st["state"] == store.CANCELLED and not st["complete"]
+    # status / batches say cancelled, with no ETA and nothing queued.
+    assert main(["status", abandoned, "--redis", url, "--json"]) == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["state"], shown["eta_s"], shown["queued"]) == ("cancelled", None, 0)
+    assert main(["batches", "--redis", url, "--json"]) == 0
+    listed = {b["batch_id"]: b["state"] for b in json.loads(capsys.readouterr().out)}
+    assert listed[abandoned] == "cancelled" and listed[other] != "cancelled"
     # The other batch runs as if the abandoned one had never been.
     worker_pool.start("life-a")
     st = wait_for_batch(r, other, timeout_s=120, recover_url=url)
@@ -84,3 +93,16 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     assert batch_digest(jobs, {**params, "closed": True}) != batch_digest(jobs, params)
     fresh, reused = start_or_resume(url, jobs, params, chunk_size=25, fresh=True)
     assert fresh != first and reused == 0
+
+
+def test_cancel_command(fault_redis, capsys):
+    url = fault_redis.url
+    r = connect(url)
+    _, jobs, params = make_jobs(["6"], "warnsdorff", None, False, False, None, None)
+    batch_id = submit_batch(url, jobs, params, chunk_size=4)
+    assert main(["cancel", batch_id, "--redis", url]) == 0
+    assert f"batch {batch_id} cancelled: 0/36 jobs done, 9 queued task(s) dropped" in (
+        capsys.readouterr().out)
+    assert _queued(r) == 0
+    assert main(["cancel", "no-such-batch", "--redis", url]) == 2
+    assert capsys.readouterr().err.startswith("ktour: error: unknown batch 'no-such-batch'")
