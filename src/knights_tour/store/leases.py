@@ -15,8 +15,11 @@ with a TTL of ``KT_LEASE_S``) while a task holds it. A heartbeat thread in the p
 refreshes the leases it holds every third of the lease. A job that was claimed
 (:func:`knights_tour.store.keys.batch_started`), has no record, and whose lease has expired was lost
 with its worker: :func:`recover_batch` re-sends it. It runs in every waiting ``ktour run`` /
-``collect --wait`` (each poll) and in the workers (at the end of each task of the batch), so a
-batch heals while any of its tasks still run, with or without a waiting client. A waiting
+``collect --wait`` (each poll), at the end of each task, and on a timer in every worker's main
+process over every active batch and count (:mod:`knights_tour.service.recovery`), so work
+heals with or without a waiting client. Count sub-jobs are leased the same way, through their
+:class:`~knights_tour.store.ledger.Ledger`; a cancelled batch's jobs are never claimed or
+re-sent. A waiting
 client also re-sends jobs no task ever claimed once the queue is empty and nothing of the batch
 runs (a message lost as Redis restarted). Claims are atomic (a Lua script), so two deliveries
 of one job never run it at the same time, and a task that finds the job's record already
@@ -38,126 +41,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from knights_tour.settings import get_settings
-from knights_tour.store import keys
+from knights_tour.store.ledger import (Ledger, _L, _text, activate, active, cancelled,
+                                       deactivate, missing)
 
 CLAIMED, DONE, HELD, CANCELLED = "claimed", "done", "held", "cancelled"
 """Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease /
 the batch (count) was cancelled: skip the job."""
 
-
-@dataclass(frozen=True)
-class Ledger:
-    """The Redis keys the leases of one unit of work use: a batch (jobs -> records) or a
-    count (sub-jobs -> partial counts). Every function here that takes a ``batch_id`` also
-    takes a :class:`Ledger`; a plain string means the batch of that id.
-
-    Attributes
-    ----------
-    id : str
-        The batch id or count id (what re-sent tasks carry).
-    kind : str
-        ``"batch"`` or ``"count"``.
-    items, results, started, attempts, requeued : str
-        Hash keys: item key -> item JSON / result JSON / claim time / claims / re-send time.
-    """
-
-    id: str
-    kind: str
-    items: str
-    results: str
-    started: str
-    attempts: str
-    requeued: str
-
-    @property
-    def jobs(self) -> str:
-        """The items hash (a batch's jobs, a count's sub-jobs)."""
-        return self.items
-
-    @property
-    def records(self) -> str:
-        """The results hash (a batch's records, a count's partial counts)."""
-        return self.results
-
-    @property
-    def head(self) -> str:
-        """The batch (count) hash, whose ``state`` field says ``cancelled``."""
-        return keys.count(self.id) if self.kind == "count" else keys.batch(self.id)
-
-    def lease(self, item_key: str) -> str:
-        """The lease key of one item."""
-        if self.kind == "count":
-            return keys.count_lease(self.id, item_key)
-        return keys.batch_lease(self.id, item_key)
-
-    @classmethod
-    def for_batch(cls, batch_id: str) -> Ledger:
-        """The ledger of batch ``batch_id``."""
-        return cls(batch_id, "batch", keys.batch_jobs(batch_id), keys.batch_records(batch_id),
-                   keys.batch_started(batch_id), keys.batch_attempts(batch_id),
-                   keys.batch_requeued(batch_id))
-
-    @classmethod
-    def for_count(cls, count_id: str) -> Ledger:
-        """The ledger of count ``count_id`` (sub-jobs and partial counts)."""
-        return cls(count_id, "count", keys.count_subjobs(count_id),
-                   keys.count_partials(count_id), keys.count_started(count_id),
-                   keys.count_attempts(count_id), keys.count_requeued(count_id))
-
-    @property
-    def active_set(self) -> str:
-        """The set of unfinished units of this kind the workers' recovery timer visits."""
-        return keys.active_counts() if self.kind == "count" else keys.active_batches()
-
-
-def _L(unit: str | Ledger) -> Ledger:  # noqa: N802 - short on purpose: used on every key
-    return unit if isinstance(unit, Ledger) else Ledger.for_batch(unit)
-
-
-def activate(r: redis.Redis, unit: str | Ledger) -> None:
-    """Put ``unit`` (a batch id or a :class:`Ledger`) in its active set, so every worker's
-    recovery timer watches it until all its items have results."""
-    led = _L(unit)
-    r.sadd(led.active_set, led.id)
-
-
-def deactivate(r: redis.Redis, unit: str | Ledger) -> None:
-    """Take ``unit`` out of its active set (finished, cancelled or deleted)."""
-    led = _L(unit)
-    r.srem(led.active_set, led.id)
-
-
-def active(r: redis.Redis) -> list[Ledger]:
-    """The ledgers of every active batch and count, batches first, each kind sorted by id."""
-    pipe = r.pipeline(transaction=False)
-    pipe.smembers(keys.active_batches())
-    pipe.smembers(keys.active_counts())
-    b, c = pipe.execute()
-    return ([Ledger.for_batch(_text(x)) for x in sorted(b)]
-            + [Ledger.for_count(_text(x)) for x in sorted(c)])
-
-
-def cancelled(r: redis.Redis, unit: str | Ledger) -> bool:
-    """True if ``unit`` (a batch id or a :class:`Ledger`) was cancelled."""
-    state = r.hget(_L(unit).head, "state")
-    return state is not None and _text(state) == "cancelled"
-
-
-def missing(r: redis.Redis, unit: str | Ledger) -> list[str]:
-    """Keys of the items of ``unit`` without a result, sorted."""
-    led = _L(unit)
-    pipe = r.pipeline(transaction=False)
-    pipe.hkeys(led.items)
-    pipe.hkeys(led.results)
-    items, results = pipe.execute()
-    done = {_text(k) for k in results}
-    return sorted(k for k in (_text(i) for i in items) if k not in done)
 
 _CLAIM_LUA = """
 if redis.call('HGET', KEYS[6], 'state') == 'cancelled' then
@@ -349,10 +244,6 @@ def keeper() -> LeaseKeeper:
 
 
 # -- recovery (client side) --------------------------------------------------------------------
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def running(r: redis.Redis, batch_id: str | Ledger) -> list[str]:
     """Job keys of ``batch_id`` with a live lease (a task is on them now), sorted."""
     started = [_text(k) for k in r.hkeys(_L(batch_id).started)]
