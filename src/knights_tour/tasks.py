@@ -109,14 +109,8 @@ def recovery_tick() -> dict[str, list[str]]:
     if not _recovery_redis:  # its own client: the timer thread shares no connection
         _recovery_redis.append(connect(get_settings().redis_url or worker.DEFAULT_REDIS_URL))
 
-    def send_batch(batch_id: str, dicts: list[dict[str, Any]]) -> None:
-        worker.send(worker.TASK_RUN_JOBS, [batch_id, dicts], priority=worker.RECOVERY_PRIORITY)
-
-    def send_count(count_id: str, dicts: list[dict[str, Any]]) -> None:
-        worker.send(worker.TASK_COUNT_SUBJOBS, [count_id, dicts],
-                    priority=worker.RECOVERY_PRIORITY)
-
-    resent = recovery.sweep(_recovery_redis[0], send_batch, send_count)
+    resent = recovery.sweep(_recovery_redis[0], recovery.sender(worker.TASK_RUN_JOBS),
+                            recovery.sender(worker.TASK_COUNT_SUBJOBS))
     for unit, job_keys in resent.items():
         log.warning("recovery: re-sent %d item(s) of %s lost with a worker", len(job_keys), unit)
     return resent

@@ -55,28 +55,18 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
     return len(subjobs)
 
 
-def resend_subjobs(redis_url: str, count_id: str, subjob_dicts: list[dict[str, Any]]) -> None:
-    """Put one count task for ``subjob_dicts`` of ``count_id`` on the queue (JSON), at
-    :data:`knights_tour.worker.RECOVERY_PRIORITY`."""
-    worker.use_redis(redis_url)
-    worker.send(worker.TASK_COUNT_SUBJOBS, [count_id, subjob_dicts],
-                priority=worker.RECOVERY_PRIORITY)
-
-
 def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[str]:
-    """Re-send the sub-jobs of ``count_id`` lost with their worker; returns their keys
-    (:func:`knights_tour.service.recovery.recover` on the count's ledger).
+    """Re-send (at recovery priority) the sub-jobs of ``count_id`` lost with their worker;
+    returns their keys (:func:`knights_tour.service.recovery.recover` on the count's ledger).
 
     Raises
     ------
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-
-    def send(cid: str, dicts: list[dict[str, Any]]) -> None:
-        resend_subjobs(redis_url, cid, dicts)
-
-    return recovery.recover(r, leases.Ledger.for_count(count_id), send)
+    worker.use_redis(redis_url)
+    return recovery.recover(r, leases.Ledger.for_count(count_id),
+                            recovery.sender(worker.TASK_COUNT_SUBJOBS))
 
 
 def _count_done(status: dict[str, Any]) -> bool:
@@ -134,4 +124,4 @@ def wait_for_count(
     )
 
 
-__all__ = ["submit_count", "wait_for_count", "resend_subjobs", "recover_lost_subjobs"]
+__all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs"]

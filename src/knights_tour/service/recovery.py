@@ -29,6 +29,16 @@ Send = Callable[[str, list[dict[str, Any]]], None]
 _quiet_since: dict[tuple[str, str], float] = {}
 
 
+def sender(task_name: str) -> Send:
+    """A :data:`Send` putting one ``task_name`` task (``[unit_id, item_dicts]``) on the queue
+    of this process's Celery app at :data:`knights_tour.worker.RECOVERY_PRIORITY`."""
+
+    def send(unit_id: str, dicts: list[dict[str, Any]]) -> None:
+        worker.send(task_name, [unit_id, dicts], priority=worker.RECOVERY_PRIORITY)
+
+    return send
+
+
 def recover(r: redis.Redis, unit: str | leases.Ledger, send: Send) -> list[str]:
     """Re-send the items of ``unit`` (a batch id or a :class:`~knights_tour.store.leases.Ledger`)
     lost with a worker or a Redis restart; returns their keys.
@@ -91,4 +101,4 @@ def sweep(r: redis.Redis, send_batch: Send, send_count: Send) -> dict[str, list[
     return out
 
 
-__all__ = ["Send", "recover", "sweep"]
+__all__ = ["Send", "sender", "recover", "sweep"]
