@@ -96,7 +96,11 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
                                 240, "the first records")
         family = [psutil.Process(first.pid), *psutil.Process(first.pid).children(recursive=True)]
         first.send_signal(signal.SIGINT)
-        _wait_for(lambda: "cancelled" in (tmp_path / "run1.err").read_text(), 60, "the cancel")
+        try:
+            _wait_for(lambda: "cancelled" in (tmp_path / "run1.err").read_text(), 60,
+                      "the cancel")
+        except AssertionError:
+            raise AssertionError((tmp_path / "run1.err").read_text()[-2000:]) from None
         # The run now stops its workers, then its Redis; SIGKILL it if it is still there later.
         # (A SIGKILL before its Redis is stopped would orphan the embedded redis-server: it has
         # no parent-death watch yet.)

@@ -186,20 +186,23 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     require_non_negative(workers, "--workers")
     require_positive(timeout, "--timeout")
     with open_backend(redis_url, workers, notify=note) as backend:
-        batch_id, reused = start_or_resume(backend.url, jobs, params, chunk, fresh=fresh)
-        backend.abandon_on_error(f"batch {batch_id}")
-        if reused:
-            note(f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already recorded, "
-                 f"not recomputed; {len(jobs) - reused} sent to {backend.where} "
-                 "(--fresh starts over)")
-        else:
-            note(f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted to "
-                 f"{backend.where}")
+        known: list[str] = []
         try:
+            batch_id, reused = start_or_resume(backend.url, jobs, params, chunk, fresh=fresh,
+                                               on_id=known.append)
+            backend.abandon_on_error(f"batch {batch_id}")
+            if reused:
+                note(f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
+                     f"recorded, not recomputed; {len(jobs) - reused} sent to "
+                     f"{backend.where} (--fresh starts over)")
+            else:
+                note(f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
+                     f"to {backend.where}")
             status = _wait(backend.client, batch_id, len(jobs), timeout, backend.url,
                            check=backend.check_workers(f"batch {batch_id}", "jobs"))
         except KeyboardInterrupt:
-            _cancel_on_interrupt(backend.client, batch_id)
+            if known:
+                _cancel_on_interrupt(backend.url, known[0])
             raise
         records = record_dicts(collect_records(backend.client, batch_id))
         if status.get("state") == CANCELLED:
@@ -220,11 +223,17 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     return ExitCode.OK if not found else ExitCode.NOT_OK
 
 
-def _cancel_on_interrupt(client: redis.Redis, batch_id: str) -> None:
-    """Ctrl-C while waiting: cancel the batch (best effort: Redis may be going away)."""
+def _cancel_on_interrupt(url: str, batch_id: str) -> None:
+    """Ctrl-C while waiting: cancel the batch, on a fresh connection (the interrupt may have
+    cut a reply on the waiting one). Best effort: Redis may be going away."""
     try:
-        dropped = cancel_batch(client, batch_id)
-    except (redis.RedisError, KnightsTourError):
+        client = connect(url)
+        try:
+            dropped = cancel_batch(client, batch_id)
+        finally:
+            client.close()
+    except (redis.RedisError, KnightsTourError) as exc:
+        note(f"batch {batch_id} could not be cancelled: {exc}")
         return
     note(f"batch {batch_id} cancelled (dropped {dropped} queued task(s)); the same command "
          "resumes it")

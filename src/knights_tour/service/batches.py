@@ -280,10 +280,15 @@ def start_or_resume(
     params: Mapping[str, Any],
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     fresh: bool = False,
+    on_id: Callable[[str], None] | None = None,
 ) -> tuple[str, int]:
     """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params`` (a
     cancelled one included: an interrupted ``ktour run``), sending only its jobs without a
     record; else (or with ``fresh``) submit a new batch (:func:`submit_batch`).
+
+    on_id : callable, optional
+        Called with the batch id as soon as it is known, before any task is sent (so an
+        interrupt while sending can still cancel the batch).
 
     Returns
     -------
@@ -302,12 +307,17 @@ def start_or_resume(
         if old is not None:
             st = store.batch_status(r, old, max_missing=0)
             if not st["complete"]:
+                if on_id is not None:
+                    on_id(old)
                 store.set_batch_state(r, old, None)
                 submit_batch(redis_url, jobs, params, chunk_size, batch_id=old,
                              only_missing=True)
                 return old, int(st["done"])
-        batch_id = submit_batch(redis_url, jobs, params, chunk_size)
+        batch_id = store.new_batch_id()
         store.remember_batch(r, digest, batch_id)
+        if on_id is not None:
+            on_id(batch_id)
+        submit_batch(redis_url, jobs, params, chunk_size, batch_id=batch_id)
         return batch_id, 0
     finally:
         r.close()
