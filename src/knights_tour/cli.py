@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("knights_tour.commands.batch:collect", "Records of BATCH, one per job, sorted "
                 "by board and start square."),
     "batches": ("knights_tour.commands.batch:batches", "List known batches, oldest first."),
+    "cancel": ("knights_tour.commands.batch:cancel", "Cancel BATCH: drop its queued tasks; "
+               "workers skip its jobs and nothing re-sends them."),
     "count": ("knights_tour.commands.count:count", "Count the knight's tours from every start "
               "square of SIZE (exhaustively), in parallel."),
     "draw": ("knights_tour.commands.pictures:draw", "Draw one tour: a JSON record, a JSON Lines "

@@ -11,10 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery.signals import worker_process_init
+
 from knights_tour import worker
-from knights_tour.service import collector, execution, schedule
+from knights_tour.service import collector, execution, recovery, schedule
 from knights_tour.settings import get_settings
-from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store import leases
+from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.worker import app
 
 log = logging.getLogger(__name__)
@@ -86,6 +89,31 @@ def collect_reports() -> dict[str, Any]:
     if result["written"]:
         log.info("collected %d batch(es): %s", len(result["written"]), result["written"])
     return result
+
+
+@worker_process_init.connect
+def _pool_child_exits_with_parent(**_: object) -> None:
+    """A pool process exits when its worker main process dies while it holds leases."""
+    leases.exit_with_parent()
+
+
+_recovery_redis: list[Any] = []
+
+
+@worker.on_recovery_tick
+def recovery_tick() -> dict[str, list[str]]:
+    """Re-send the jobs and count sub-jobs of every active batch and count lost with a worker
+    (:func:`knights_tour.service.recovery.sweep`), at recovery priority; runs in the worker
+    main process on the :class:`knights_tour.worker.RecoveryTimer` timer. Returns what it
+    re-sent."""
+    if not _recovery_redis:  # its own client: the timer thread shares no connection
+        _recovery_redis.append(connect(get_settings().redis_url or worker.DEFAULT_REDIS_URL))
+
+    resent = recovery.sweep(_recovery_redis[0], recovery.sender(worker.TASK_RUN_JOBS),
+                            recovery.sender(worker.TASK_COUNT_SUBJOBS))
+    for unit, job_keys in resent.items():
+        log.warning("recovery: re-sent %d item(s) of %s lost with a worker", len(job_keys), unit)
+    return resent
 
 
 __all__ = ["run_jobs", "count_subjobs", "submit_sweep", "collect_reports", "JOB_TASK_OPTIONS"]

@@ -37,11 +37,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown
 from kombu import pools
 from kombu.transport.redis import PRIORITY_STEPS, Channel
@@ -183,6 +183,54 @@ def queue_lists() -> list[str]:
     return [keys.QUEUE] + [f"{keys.QUEUE}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
 
 
+# -- recovery timer: every worker's main process re-sends work lost with other workers -------
+
+_RECOVERY_TICKS: list[Callable[[], None]] = []
+
+
+def on_recovery_tick(fn: Callable[[], None]) -> Callable[[], None]:
+    """Register ``fn`` to run in the worker main process every ``KT_LEASE_S / 2`` seconds
+    (:class:`RecoveryTimer`); :mod:`knights_tour.tasks` registers the recovery sweep. Returns
+    ``fn`` (usable as a decorator)."""
+    _RECOVERY_TICKS.append(fn)
+    return fn
+
+
+class RecoveryTimer(bootsteps.StartStopStep):
+    """Worker bootstep: a daemon thread of the worker main process that runs the functions
+    given to :func:`on_recovery_tick` every ``KT_LEASE_S / 2`` seconds, so jobs lost with
+    another worker are re-sent within about two leases whether or not a client waits.
+    Errors (Redis away) are logged and retried on the next tick."""
+
+    label = "kt-recovery"
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, parent: Any) -> None:
+        interval = max(0.2, get_settings().lease_s / 2.0)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(interval,),
+                                        name="kt-recovery-timer", daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            for fn in list(_RECOVERY_TICKS):
+                try:
+                    fn()
+                except Exception as exc:  # noqa: BLE001 - the next tick tries again
+                    log.warning("recovery tick failed: %s: %s", type(exc).__name__, exc)
+
+    def stop(self, parent: Any) -> None:
+        self._stop.set()
+
+
+app.steps["worker"].add(RecoveryTimer)
+
+
 @worker_process_init.connect
 def _warm_up_engine(**_: object) -> None:
     """Load/compile the engine's numba kernels once per pool process."""
@@ -207,5 +255,5 @@ def _exit_pool_process_now(exitcode: int | None = None, **_: object) -> None:
 __all__ = [
     "app", "use_redis", "celery_config", "send", "queue_lists", "DEFAULT_REDIS_URL",
     "TASK_RUN_JOBS", "TASK_COUNT_SUBJOBS", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
-    "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY",
+    "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY", "RecoveryTimer", "on_recovery_tick",
 ]

@@ -150,25 +150,3 @@ def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worke
     # What happened to the pool children orphaned by the kills (recorded for the report).
     alive = [p for p in worker_pool.strays if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     print(f"orphaned pool children still alive at the end: {len(alive)}")
-
-
-def test_with_nobody_waiting_the_workers_recover_the_batch(fault_redis, worker_pool):
-    """After ``ktour submit`` nobody runs recovery on the client side; the workers re-send jobs
-    lost with another worker at the end of each task, so the batch still completes in seconds
-    rather than after the visibility timeout (420 s)."""
-    url = fault_redis.url
-    workers = [worker_pool.start("selfheal-a"), worker_pool.start("selfheal-b")]
-    r = connect(url)
-    jobs = _jobs((6, 8))  # 100 jobs: the surviving worker runs many tasks after the kill
-    batch_id = submit_batch(url, jobs, {"test": "self-healing"}, chunk_size=2)
-    log: list[dict] = []
-    tick = _kill_when_busy(r, batch_id, worker_pool, workers, lambda fam: fam[0], 1, log)
-    d = drive(r, url, batch_id, timeout_s=150, on_tick=tick, recover=False)
-    assert d.status.get("complete"), (d.status, log)
-    assert len(log) == 1 and d.resent == []
-    audit(r, batch_id, jobs)
-    assert d.overwritten == set()
-    times = _recovery_times(r, batch_id, log)
-    print(f"\nno waiting client: {len(jobs)} jobs, 1 main-process kill, no restart, "
-          f"recovery s {times}, batch {d.seconds:.1f} s")
-    assert max(times) < 60  # far below the 420 s visibility timeout

@@ -1,6 +1,6 @@
 """The batch commands: ``ktour run`` (a whole batch, locally by default), ``submit``,
-``status`` (progress with running / queued / failed counts, ETA, ``--watch``), ``collect`` and
-``batches``.
+``status`` (progress with running / queued / failed counts, ETA, ``--watch``), ``collect``,
+``batches`` and ``cancel``.
 
 The lifecycle itself (make jobs, submit, wait, recover, collect) is
 :mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals) is
@@ -28,15 +28,16 @@ from knights_tour.commands._shared import (ExitCode, check_out_path, note, progr
                                            solver_option, stdout_console, workers_option)
 from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
-from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, collect as collect_records,
-                                          make_jobs, submit_batch, wait_for_batch)
+from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, cancel_batch,
+                                          collect as collect_records, make_jobs,
+                                          start_or_resume, submit_batch, wait_for_batch)
 from knights_tour.service.local import (NO_WORKERS_WARNING, configured_redis_url,
                                         no_worker_answers, open_backend, open_store)
 from knights_tour.service.monitor import batch_progress, batch_states, format_eta, live_workers
 from knights_tour.service.verdict import (mismatches, problems, record_dicts, summary_rows,
                                           summary_total)
 from knights_tour.service.waiting import WaitHooks, poll_until_complete
-from knights_tour.store.batches import batch_status, list_batches
+from knights_tour.store.batches import CANCELLED, batch_state, batch_status, list_batches
 from knights_tour.store.connection import connect, mask_url
 
 
@@ -164,14 +165,18 @@ def _wait(client, batch_id: str, total: int, timeout: float | None, recover_url:
 @redis_option
 @click.option("--timeout", "timeout", type=float, default=None, metavar="S",
               help="Stop waiting after S seconds (records so far are written; exit 1).")
+@click.option("--fresh", is_flag=True,
+              help="Start a new batch even if an unfinished one with the same arguments exists.")
 def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
-        workers, out, redis_url, timeout) -> ExitCode:
+        workers, out, redis_url, timeout, fresh=False) -> ExitCode:
     """Run a batch: one job per start square of every board, in parallel, and collect it.
 
     Without --redis (and KT_REDIS_URL) an embedded Redis is started with its data under the
     data dir (KT_DATA_DIR), plus K local Celery workers; both are shut down at the end, Ctrl-C
-    included. Prints a summary table per board, writes every record as JSON Lines, and prints
-    the batch id on the last line. Exit 0 only if every job was decided (found / no_tour) with
+    included. Run again with the same arguments after an interruption, it resumes the
+    unfinished batch: jobs already recorded are not recomputed (--fresh starts over); Ctrl-C
+    cancels the batch (its queued tasks are dropped). Prints a summary table per board,
+    writes every record as JSON Lines, and prints the batch id on the last line. Exit 0 only if every job was decided (found / no_tour) with
     no error and no CP-SAT mismatch; 1 otherwise.
     """
     boards, jobs, params, chunk = _jobs(sizes, solver, verify, closed, exhaustive, time_limit,
@@ -180,13 +185,28 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     require_workers(workers, redis_url)
     require_positive(timeout, "--timeout")
     with open_backend(redis_url, workers, notify=note) as backend:
-        batch_id = submit_batch(backend.url, jobs, params=params, chunk_size=chunk)
-        backend.abandon_on_error(f"batch {batch_id}")
-        note(f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted to "
-             f"{backend.where}")
-        status = _wait(backend.client, batch_id, len(jobs), timeout, backend.url,
-                       check=backend.check_workers(f"batch {batch_id}", "jobs"))
+        known: list[str] = []
+        try:
+            batch_id, reused = start_or_resume(backend.url, jobs, params, chunk, fresh=fresh,
+                                               on_id=known.append)
+            backend.abandon_on_error(f"batch {batch_id}")
+            if reused:
+                note(f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
+                     f"recorded, not recomputed; {len(jobs) - reused} sent to "
+                     f"{backend.where} (--fresh starts over)")
+            else:
+                note(f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
+                     f"to {backend.where}")
+            status = _wait(backend.client, batch_id, len(jobs), timeout, backend.url,
+                           check=backend.check_workers(f"batch {batch_id}", "jobs"))
+        except KeyboardInterrupt:
+            if known:
+                _cancel_on_interrupt(backend.url, known[0])
+            raise
         records = record_dicts(collect_records(backend.client, batch_id))
+        if status.get("state") == CANCELLED:
+            raise KnightsTourError(f"batch {batch_id} was cancelled ({status['done']}/"
+                                   f"{status['total']} jobs done)")
 
     out_path = out or f"results-{batch_id}.jsonl"
     try:
@@ -204,6 +224,39 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
         note(p)
     click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
     return ExitCode.OK if not found else ExitCode.NOT_OK
+
+
+def _cancel_on_interrupt(url: str, batch_id: str) -> None:
+    """Ctrl-C while waiting: cancel the batch, on a fresh connection (the interrupt may have
+    cut a reply on the waiting one). Best effort: Redis may be going away."""
+    try:
+        client = connect(url)
+        try:
+            dropped = cancel_batch(client, batch_id)
+        finally:
+            client.close()
+    except (redis.RedisError, KnightsTourError) as exc:
+        note(f"batch {batch_id} could not be cancelled: {exc}")
+        return
+    note(f"batch {batch_id} cancelled (dropped {dropped} queued task(s)); the same command "
+         "resumes it")
+
+
+@click.command()
+@click.argument("batch_id", metavar="BATCH")
+@redis_option
+def cancel(batch_id: str, redis_url: str | None) -> ExitCode:
+    """Cancel BATCH: drop its queued tasks; workers skip its jobs and nothing re-sends them.
+
+    Records already stored stay ('ktour collect BATCH'); 'ktour run' with the same arguments
+    resumes it. Other batches' tasks are left alone.
+    """
+    with open_store(redis_url) as backend:
+        dropped = cancel_batch(backend.client, batch_id)
+        st = batch_status(backend.client, batch_id, max_missing=0)
+    click.echo(f"batch {batch_id} cancelled: {st['done']}/{st['total']} jobs done, "
+               f"{dropped} queued task(s) dropped")
+    return ExitCode.OK
 
 
 @click.command()
@@ -282,6 +335,9 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
         states = batch_states(backend.client, items)  # queued / running / complete / collected
         for b in items:
             b["state"] = states.get(b["batch_id"])
+            if b["state"] not in ("complete", "collected") and (
+                    batch_state(backend.client, b["batch_id"]) == CANCELLED):
+                b["state"] = CANCELLED
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return ExitCode.OK
@@ -308,7 +364,8 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
     counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
     lines = [
         f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done "
-        f"({'complete' if p['complete'] else 'running'}); {counts}; "
+        f"({'complete' if p['complete'] else p['state'] if p.get('cancelled') else 'running'});"
+        f" {counts}; "
         f"mismatches {p['mismatches']}",
         f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}, "
         f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}"
@@ -340,11 +397,17 @@ def _progress_poller(client: redis.Redis, url: str, batch_id: str,
         if first is not None and st["done"] > first[1] and now > first[0]:
             rate = (st["done"] - first[1]) / (now - first[0])  # rate while watching
         p = batch_progress(client, batch_id, nodes, now=now, rate_jobs_per_s=rate)
+        if not p["complete"] and batch_state(client, batch_id) == CANCELLED:
+            p.update(state=CANCELLED, eta_s=None, queued=0, cancelled=True)
         if first is None:
             first = (now, p["done"])
         return p
 
     return poll
+
+
+def _watch_done(p: dict[str, Any]) -> bool:
+    return bool(p["complete"] or p.get("cancelled"))
 
 
 def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
@@ -356,12 +419,14 @@ def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
     if console.is_terminal and not as_json:
         with Live(Text(""), console=console, refresh_per_second=4) as live:
             hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
-            return poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
+            return poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval,
+                                       is_done=_watch_done)
     if as_json:
         hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
     else:
         hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
-    p = poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval)
+    p = poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval,
+                            is_done=_watch_done)
     if not as_json:
         click.echo(_status_lines(p)[0])
     return p
@@ -399,4 +464,4 @@ def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bo
     return ExitCode.OK if p["complete"] else ExitCode.NOT_OK
 
 
-__all__ = ["run", "submit", "status", "collect", "batches", "job_options"]
+__all__ = ["run", "submit", "status", "collect", "batches", "cancel", "job_options"]

@@ -12,8 +12,10 @@ the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -23,8 +25,8 @@ from knights_tour.board import Board, parse_board_list
 from knights_tour.core.jobs import Job, make_batch_jobs
 from knights_tour.core.records import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
+from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
-from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
 from knights_tour.store import leases
@@ -152,6 +154,7 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
     batch_id = store.create_batch(r, jobs, params, batch_id=batch_id)
+    leases.activate(r, batch_id)
     to_send = list(jobs)
     if only_missing:
         status = store.batch_status(r, batch_id, max_missing=10**9)
@@ -176,19 +179,10 @@ def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) 
     worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts], priority=worker.RECOVERY_PRIORITY)
 
 
-_quiet_since: dict[str, float] = {}
-
-
 def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
     """Re-send the jobs of ``batch_id`` lost with a worker or a Redis restart; returns their
-    keys. :func:`wait_for_batch` calls it on every poll when given ``recover_url``.
-
-    * a claimed job whose lease expired without a record (its worker died):
-      :func:`knights_tour.store.leases.recover_batch`;
-    * unclaimed jobs without a record when the queue is empty and no job of the batch is
-      running, for ``KT_LEASE_S`` in a row (their message was taken off the queue but never
-      started - e.g. Redis went away as a worker received it; Celery would only restore it
-      after the visibility timeout): :func:`knights_tour.store.leases.find_unclaimed`.
+    keys (:func:`knights_tour.service.recovery.recover`). :func:`wait_for_batch` calls it on
+    every poll when given ``recover_url``.
 
     Raises
     ------
@@ -199,18 +193,7 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
     def send(bid: str, dicts: list[dict[str, Any]]) -> None:
         resend_jobs(redis_url, bid, dicts)
 
-    resent = leases.recover_batch(r, batch_id, send)
-    unclaimed = leases.find_unclaimed(r, batch_id)
-    if unclaimed and not leases.running(r, batch_id) and leases.lists_empty(
-        r, worker.queue_lists()
-    ):
-        since = _quiet_since.setdefault(batch_id, time.monotonic())
-        if time.monotonic() - since >= get_settings().lease_s:
-            resent += leases.resend(r, batch_id, unclaimed, send)
-            _quiet_since.pop(batch_id, None)
-    else:
-        _quiet_since.pop(batch_id, None)
-    return resent
+    return recovery.recover(r, batch_id, send)
 
 
 def wait_for_batch(
@@ -245,7 +228,8 @@ def wait_for_batch(
     Returns
     -------
     dict
-        The last :func:`knights_tour.store.batches.batch_status`.
+        The last :func:`knights_tour.store.batches.batch_status`, plus ``state``
+        (``"cancelled"`` or None); a cancelled batch ends the wait.
 
     Raises
     ------
@@ -259,10 +243,113 @@ def wait_for_batch(
         url = recover_url
         recover_fn = lambda: recover_lost_jobs(r, url, batch_id)  # noqa: E731
 
+    def status_fn() -> dict[str, Any]:
+        return {**store.batch_status(r, batch_id), "state": store.batch_state(r, batch_id)}
+
     return poll_until_complete(
-        lambda: store.batch_status(r, batch_id), timeout_s=timeout_s, recover_fn=recover_fn,
-        hooks=hooks, poll_s=poll_s, outage_s=outage_s,
+        status_fn, timeout_s=timeout_s, recover_fn=recover_fn, hooks=hooks, poll_s=poll_s,
+        outage_s=outage_s, is_done=_ended,
     )
+
+
+def _ended(status: Mapping[str, Any]) -> bool:
+    """Every job has a record, or the batch was cancelled (nothing more will come)."""
+    return bool(status["complete"]) or status.get("state") == store.CANCELLED
+
+
+# -- lifecycle: resume and cancel -----------------------------------------------------------
+
+def batch_digest(jobs: Sequence[Job], params: Mapping[str, Any]) -> str:
+    """A deterministic key for "the same batch asked again": SHA-256 of the sorted job keys
+    and the params (JSON, sorted keys). The Redis target is implicit: the pointer is stored
+    in the Redis the batch runs on."""
+    text = json.dumps({"jobs": sorted(j.key for j in jobs), "params": dict(params)},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def start_or_resume(
+    redis_url: str,
+    jobs: Sequence[Job],
+    params: Mapping[str, Any],
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    fresh: bool = False,
+    on_id: Callable[[str], None] | None = None,
+) -> tuple[str, int]:
+    """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params`` (a
+    cancelled one included: an interrupted ``ktour run``), sending only its jobs without a
+    record; else (or with ``fresh``) submit a new batch (:func:`submit_batch`).
+
+    on_id : callable, optional
+        Called with the batch id as soon as it is known, before any task is sent (so an
+        interrupt while sending can still cancel the batch).
+
+    Returns
+    -------
+    (batch_id, reused)
+        ``reused``: jobs already recorded, not sent again (0 for a new batch).
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis cannot be reached.
+    """
+    digest = batch_digest(jobs, params)
+    r = connect(redis_url)
+    try:
+        old = None if fresh else store.resumable_batch(r, digest)
+        if old is not None:
+            st = store.batch_status(r, old, max_missing=0)
+            if not st["complete"]:
+                if on_id is not None:
+                    on_id(old)
+                store.set_batch_state(r, old, None)
+                submit_batch(redis_url, jobs, params, chunk_size, batch_id=old,
+                             only_missing=True)
+                return old, int(st["done"])
+        batch_id = store.new_batch_id()
+        store.remember_batch(r, digest, batch_id)
+        if on_id is not None:
+            on_id(batch_id)
+        submit_batch(redis_url, jobs, params, chunk_size, batch_id=batch_id)
+        return batch_id, 0
+    finally:
+        r.close()
+
+
+def _message_of(batch_id: str) -> Callable[[Any], bool]:
+    """A test for raw kombu messages (Redis transport envelope, JSON body base64-encoded):
+    True for a run-jobs task of ``batch_id``."""
+
+    def match(raw: Any) -> bool:
+        try:
+            envelope = json.loads(raw)
+            if envelope.get("headers", {}).get("task") != worker.TASK_RUN_JOBS:
+                return False
+            body = envelope["body"]
+            if envelope.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            args = json.loads(body)[0]
+            return bool(args) and args[0] == batch_id
+        except (ValueError, KeyError, IndexError, TypeError):
+            return False
+
+    return match
+
+
+def cancel_batch(r: redis.Redis, batch_id: str) -> int:
+    """Cancel ``batch_id``: mark it ``cancelled`` (workers skip its jobs when they claim them;
+    recovery never re-sends them), stop watching it, and drop its queued tasks - only its own,
+    other batches' messages stay. Its stored records stay. Returns the tasks dropped.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    store.set_batch_state(r, batch_id, store.CANCELLED)
+    leases.deactivate(r, batch_id)
+    return leases.drop_messages(r, worker.queue_lists(), _message_of(batch_id))
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:
@@ -279,5 +366,6 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE", "make_jobs", "chunked", "submit_batch", "resend_jobs",
-    "recover_lost_jobs", "wait_for_batch", "collect",
+    "recover_lost_jobs", "wait_for_batch", "collect", "batch_digest", "start_or_resume",
+    "cancel_batch",
 ]

@@ -21,8 +21,11 @@ import redis
 
 from knights_tour import worker
 from knights_tour.core.counting import SubJob
+from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.store import counts as count_store
+from knights_tour.store import leases
+from knights_tour.store.connection import connect
 
 
 def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> int:
@@ -42,11 +45,28 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
     int
         The number of tasks sent.
     """
+    r = connect(redis_url)
+    leases.activate(r, leases.Ledger.for_count(count_id))
+    r.close()
     app = worker.use_redis(redis_url)
     with app.producer_or_acquire() as producer:
         for sj in subjobs:
             worker.send(worker.TASK_COUNT_SUBJOBS, [count_id, [sj.to_dict()]], producer=producer)
     return len(subjobs)
+
+
+def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[str]:
+    """Re-send (at recovery priority) the sub-jobs of ``count_id`` lost with their worker;
+    returns their keys (:func:`knights_tour.service.recovery.recover` on the count's ledger).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    worker.use_redis(redis_url)
+    return recovery.recover(r, leases.Ledger.for_count(count_id),
+                            recovery.sender(worker.TASK_COUNT_SUBJOBS))
 
 
 def _count_done(status: dict[str, Any]) -> bool:
@@ -58,10 +78,21 @@ def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = N
                    poll_s: float = 0.5, outage_s: float = REDIS_OUTAGE_S) -> dict[str, Any]:
     """Wait until every sub-job of ``count_id`` has a partial count or one failed.
 
-    The arguments are those of :func:`knights_tour.service.batches.wait_for_batch`, except
-    ``recover_url``: accepted for symmetry, but count sub-jobs carry no leases, so nothing is
-    re-sent (Celery redelivers a sub-job whose pool process died; its partial count is keyed,
-    so a second run overwrites it).
+    Parameters
+    ----------
+    r : redis.Redis
+    count_id : str
+    timeout_s : float, optional
+        Stop waiting after this many seconds (the status then has ``complete`` False).
+    recover_url : str, optional
+        The broker URL: with it, sub-jobs lost with their worker are re-sent on every poll
+        (:func:`recover_lost_subjobs`).
+    hooks : WaitHooks, optional
+        Progress / outage / re-send / liveness callbacks.
+    poll_s : float
+        Seconds between polls.
+    outage_s : float
+        Seconds without Redis before giving up.
 
     Returns
     -------
@@ -76,11 +107,15 @@ def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = N
     BackendUnavailableError
         If Redis stayed unreachable for ``outage_s`` seconds.
     """
-    del recover_url  # see the docstring
+    recover_fn = None
+    if recover_url is not None:
+        url = recover_url
+        recover_fn = lambda: recover_lost_subjobs(r, url, count_id)  # noqa: E731
     return poll_until_complete(
         lambda: count_store.count_status(r, count_id), timeout_s=timeout_s, hooks=hooks,
+        recover_fn=recover_fn,
         poll_s=poll_s, outage_s=outage_s, is_done=_count_done,
     )
 
 
-__all__ = ["submit_count", "wait_for_count"]
+__all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs"]

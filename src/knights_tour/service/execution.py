@@ -177,7 +177,8 @@ def run_chunk(
     chunk = _Chunk(batch_id, worker)
     valid = chunk.validate(job_dicts if isinstance(job_dicts, list) else [job_dicts])
     outcome = leases.claim_all(chunk.keeper, chunk.r, batch_id, [j.key for j in valid])
-    chunk.counts["skipped"] += sum(1 for o in outcome.values() if o == leases.DONE)
+    chunk.counts["skipped"] += sum(1 for o in outcome.values()
+                                   if o in (leases.DONE, leases.CANCELLED))
     mine = [j for j in valid if outcome[j.key] == leases.CLAIMED]
     held = {j.key: j for j in valid if outcome[j.key] == leases.HELD}
     try:
@@ -202,12 +203,37 @@ def run_chunk(
     }
 
 
+def _run_subjob(r: redis.Redis, led: leases.Ledger, keeper: leases.LeaseKeeper, sj: SubJob,
+                worker: str | None) -> bool:
+    """Run one claimed sub-job (or give it up after too many worker deaths) and store its
+    partial count; True if it was counted."""
+    attempts = keeper.begin(r, led, sj.key)
+    ok = True
+    try:
+        if attempts > get_settings().max_attempts:
+            count_store.save_partial(
+                r, led.id, sj.key, None, 0, worker=worker,
+                error=f"WorkerLost: worker lost {attempts - 1} times on this sub-job; given up")
+            ok = False
+        else:
+            began = time.perf_counter()
+            count, nodes = sj.run()
+            count_store.save_partial(r, led.id, sj.key, count, nodes,
+                                     time.perf_counter() - began, worker)
+    except BaseException:
+        keeper.release(r, led, sj.key, finished=False)
+        raise
+    keeper.release(r, led, sj.key, finished=True)
+    return ok
+
+
 def run_count_chunk(
     count_id: str, subjob_dicts: list[dict[str, Any]], worker: str | None
 ) -> dict[str, Any]:
     """Run count sub-jobs (:class:`knights_tour.core.counting.SubJob` dicts) of ``count_id`` and
-    store each partial count under its sub-job key. A sub-job that already has a partial count
-    is skipped (resubmission, re-delivery); a malformed one is stored as an error entry.
+    store each partial count under its sub-job key. Each sub-job is leased first, as batch jobs
+    are: one that already has a partial count is skipped (resubmission, re-delivery), one
+    another live task holds is left to it; a malformed one is stored as an error entry.
 
     Returns
     -------
@@ -215,6 +241,8 @@ def run_count_chunk(
         A tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``worker``.
     """
     r = redis_client()
+    led = leases.Ledger.for_count(count_id)
+    keeper = leases.keeper()
     ran = skipped = errors = 0
     for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
         try:
@@ -225,14 +253,13 @@ def run_count_chunk(
                                      worker=worker, error=f"{type(exc).__name__}: {exc}")
             errors += 1
             continue
-        if count_store.has_partial(r, count_id, sj.key):
+        if keeper.claim(r, led, sj.key) != leases.CLAIMED:
             skipped += 1
             continue
-        began = time.perf_counter()
-        count, nodes = sj.run()
-        count_store.save_partial(r, count_id, sj.key, count, nodes,
-                                 time.perf_counter() - began, worker)
-        ran += 1
+        if _run_subjob(r, led, keeper, sj, worker):
+            ran += 1
+        else:
+            errors += 1
     return {"count_id": count_id, "ran": ran, "skipped": skipped, "errors": errors,
             "worker": worker}
 

@@ -233,12 +233,57 @@ def delete_batch(r: redis.Redis, batch_id: str) -> None:
     registry.delete(r, keys.batch_keys(batch_id), keys.batches(), batch_id)
 
 
+# -- lifecycle: the batch's state field and the resume pointer --------------------------------
+
+CANCELLED = "cancelled"
+"""The value of a cancelled batch's ``state`` field."""
+
+
+def set_batch_state(r: redis.Redis, batch_id: str, state: str | None) -> None:
+    """Set the batch's ``state`` field (:data:`CANCELLED`), or clear it with None.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    get_batch_meta(r, batch_id)
+    if state is None:
+        r.hdel(keys.batch(batch_id), "state")
+    else:
+        r.hset(keys.batch(batch_id), "state", state)
+
+
+def batch_state(r: redis.Redis, batch_id: str) -> str | None:
+    """The batch's ``state`` field (:data:`CANCELLED`), or None if it has none."""
+    value = r.hget(keys.batch(batch_id), "state")
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def resumable_batch(r: redis.Redis, digest: str) -> str | None:
+    """The id stored for ``digest`` by :func:`remember_batch`, if that batch still exists."""
+    value = r.get(keys.batch_resume(digest))
+    if value is None:
+        return None
+    batch_id = value.decode() if isinstance(value, bytes) else str(value)
+    return batch_id if r.exists(keys.batch(batch_id)) else None
+
+
+def remember_batch(r: redis.Redis, digest: str, batch_id: str | None) -> None:
+    """Store ``batch_id`` as the batch to resume for ``digest`` (None: forget it)."""
+    if batch_id is None:
+        r.delete(keys.batch_resume(digest))
+    else:
+        r.set(keys.batch_resume(digest), batch_id)
+
+
 def records_by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Index records by ``job_key``."""
     return {str(rec.get("job_key")): rec for rec in records}
 
 
 __all__ = [
+    "CANCELLED", "set_batch_state", "batch_state", "resumable_batch", "remember_batch",
     "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs",
     "batch_status", "collect", "list_batches", "delete_batch", "records_by_key",
 ]

@@ -24,6 +24,14 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:subjobs        hash         sub-job key -> sub-job JSON (counting.SubJob)
     kt:count:{id}:partials       hash         sub-job key -> partial count JSON (re-delivery
                                               overwrites with the same number)
+    kt:count:{id}:lease:{sub}    string (TTL) the lease of a count sub-job (as for batch jobs)
+    kt:count:{id}:started        hash         sub-job key -> unix time of the last claim
+    kt:count:{id}:attempts       hash         sub-job key -> claims since its partial count
+    kt:count:{id}:requeued       hash         sub-job key -> unix time recovery last re-sent it
+    kt:active:batches            set          batch ids the workers' recovery timer watches
+    kt:active:counts             set          count ids the workers' recovery timer watches
+    kt:resume:{digest}           string       id of the latest unfinished batch asked for with
+                                              these jobs and params (``ktour run`` resumes it)
     kt:embedded:users            set          "pid:token" of each process using an embedded
                                               server (the last one to leave shuts it down)
 
@@ -142,6 +150,41 @@ def count_partials(count_id: str) -> str:
     return f"{PREFIX}count:{count_id}:partials"
 
 
+def count_lease(count_id: str, subjob_key: str) -> str:
+    """String with a TTL: the lease of the task running count sub-job ``subjob_key``."""
+    return f"{PREFIX}count:{count_id}:lease:{subjob_key}"
+
+
+def count_started(count_id: str) -> str:
+    """Hash sub-job key -> unix time a task last claimed it."""
+    return f"{PREFIX}count:{count_id}:started"
+
+
+def count_attempts(count_id: str) -> str:
+    """Hash sub-job key -> claims since its partial count (counts worker deaths)."""
+    return f"{PREFIX}count:{count_id}:attempts"
+
+
+def count_requeued(count_id: str) -> str:
+    """Hash sub-job key -> unix time recovery last re-sent it."""
+    return f"{PREFIX}count:{count_id}:requeued"
+
+
+def active_batches() -> str:
+    """Set of the ids of unfinished batches (watched by every worker's recovery timer)."""
+    return f"{PREFIX}active:batches"
+
+
+def active_counts() -> str:
+    """Set of the ids of unfinished counts (watched by every worker's recovery timer)."""
+    return f"{PREFIX}active:counts"
+
+
+def batch_resume(digest: str) -> str:
+    """String: the id of the latest unfinished batch whose jobs and params hash to ``digest``."""
+    return f"{PREFIX}resume:{digest}"
+
+
 def embedded_users() -> str:
     """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.service.local.EmbeddedRedis`
     (owner or attached) using the embedded server."""
@@ -150,7 +193,8 @@ def embedded_users() -> str:
 
 def count_keys(count_id: str) -> list[str]:
     """Every key belonging to one count (for deletion)."""
-    return [count(count_id), count_subjobs(count_id), count_partials(count_id)]
+    return [count(count_id), count_subjobs(count_id), count_partials(count_id),
+            count_started(count_id), count_attempts(count_id), count_requeued(count_id)]
 
 
 __all__ = [
@@ -158,5 +202,6 @@ __all__ = [
     "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
     "collect_lock", "collected", "last_collection", "latest_summary",
     "batch_lease", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
-    "embedded_users",
+    "embedded_users", "count_lease", "count_started", "count_attempts", "count_requeued",
+    "active_batches", "active_counts", "batch_resume",
 ]

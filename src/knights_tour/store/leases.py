@@ -15,8 +15,11 @@ with a TTL of ``KT_LEASE_S``) while a task holds it. A heartbeat thread in the p
 refreshes the leases it holds every third of the lease. A job that was claimed
 (:func:`knights_tour.store.keys.batch_started`), has no record, and whose lease has expired was lost
 with its worker: :func:`recover_batch` re-sends it. It runs in every waiting ``ktour run`` /
-``collect --wait`` (each poll) and in the workers (at the end of each task of the batch), so a
-batch heals while any of its tasks still run, with or without a waiting client. A waiting
+``collect --wait`` (each poll), at the end of each task, and on a timer in every worker's main
+process over every active batch and count (:mod:`knights_tour.service.recovery`), so work
+heals with or without a waiting client. Count sub-jobs are leased the same way, through their
+:class:`~knights_tour.store.ledger.Ledger`; a cancelled batch's jobs are never claimed or
+re-sent. A waiting
 client also re-sends jobs no task ever claimed once the queue is empty and nothing of the batch
 runs (a message lost as Redis restarted). Claims are atomic (a Lua script), so two deliveries
 of one job never run it at the same time, and a task that finds the job's record already
@@ -43,12 +46,18 @@ from typing import Any
 import redis
 
 from knights_tour.settings import get_settings
-from knights_tour.store import keys
+from knights_tour.store.ledger import (Ledger, _L, _text, activate, active, cancelled,
+                                       deactivate, missing)
 
-CLAIMED, DONE, HELD = "claimed", "done", "held"
-"""Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease."""
+CLAIMED, DONE, HELD, CANCELLED = "claimed", "done", "held", "cancelled"
+"""Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease /
+the batch (count) was cancelled: skip the job."""
+
 
 _CLAIM_LUA = """
+if redis.call('HGET', KEYS[6], 'state') == 'cancelled' then
+  return 'cancelled'
+end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[4], ARGV[1])
@@ -62,7 +71,8 @@ if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
 end
 return 'held'
 """
-# KEYS: records, lease, started, requeued, attempts; ARGV: job_key, token, lease_ms, now
+# KEYS: records, lease, started, requeued, attempts, head (state field); ARGV: job_key, token,
+# lease_ms, now
 # (a recorded job: tidy bookkeeping left by a worker killed between saving and releasing)
 
 _RENEW_LUA = """
@@ -143,8 +153,10 @@ class LeaseKeeper:
             time.sleep(interval)
             if os.getppid() != self._ppid:
                 # Our worker main process died (we are a pool child it left behind): stop
-                # renewing, so the leases lapse and the jobs are re-sent, even if this process
-                # lingers without being able to report anything.
+                # renewing, so the leases lapse and the jobs are re-sent. A pool child also
+                # exits, before its leases lapse, so it never runs a job a re-sent copy runs.
+                if _EXIT_WITH_PARENT:
+                    os._exit(70)  # EX_SOFTWARE; nothing of ours is left to flush
                 return
             with self._lock:
                 by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
@@ -158,53 +170,64 @@ class LeaseKeeper:
                     pass  # Redis away: the lease may lapse; recovery then re-sends (harmless)
 
     # -- claim / release ------------------------------------------------------------------
-    def claim(self, r: redis.Redis, batch_id: str, job_key: str) -> str:
+    def claim(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> str:
         """Try to take the lease of ``job_key`` in ``batch_id``.
 
         Returns
         -------
         str
             :data:`CLAIMED` (ours; kept alive until :meth:`release`), :data:`DONE` (the job's
-            record is already stored: skip it) or :data:`HELD` (another live task holds it).
+            record is already stored: skip it), :data:`HELD` (another live task holds it) or
+            :data:`CANCELLED` (its batch or count was cancelled: skip it).
 
         Raises
         ------
         redis.ConnectionError, redis.TimeoutError
             If Redis is unreachable.
         """
+        led = _L(batch_id)
         outcome = r.eval(
-            _CLAIM_LUA, 5,
-            keys.batch_records(batch_id), keys.batch_lease(batch_id, job_key),
-            keys.batch_started(batch_id), keys.batch_requeued(batch_id),
-            keys.batch_attempts(batch_id), job_key, self.token, self.lease_ms, f"{time.time():.3f}",
+            _CLAIM_LUA, 6, led.records, led.lease(job_key), led.started, led.requeued,
+            led.attempts, led.head, job_key, self.token, self.lease_ms, f"{time.time():.3f}",
         )
         if isinstance(outcome, bytes):
             outcome = outcome.decode()
         if outcome == CLAIMED:
             with self._lock:
-                self._held[keys.batch_lease(batch_id, job_key)] = r
+                self._held[_L(batch_id).lease(job_key)] = r
             self._ensure_thread()
         return str(outcome)
 
-    def begin(self, r: redis.Redis, batch_id: str, job_key: str) -> int:
+    def begin(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> int:
         """Count one more start of ``job_key`` (since its last record); returns the count."""
-        return int(r.hincrby(keys.batch_attempts(batch_id), job_key, 1))
+        return int(r.hincrby(_L(batch_id).attempts, job_key, 1))
 
-    def release(self, r: redis.Redis, batch_id: str, job_key: str, finished: bool) -> None:
+    def release(self, r: redis.Redis, batch_id: str | Ledger, job_key: str, finished: bool) -> None:
         """Give up the lease of ``job_key``. ``finished``: its record is stored (clears the
         started/attempts bookkeeping); otherwise a redelivery may claim it at once.
         Redis errors are ignored (the lease then simply expires)."""
-        lease = keys.batch_lease(batch_id, job_key)
+        lease = _L(batch_id).lease(job_key)
         with self._lock:
             self._held.pop(lease, None)
         try:
             r.eval(
-                _RELEASE_LUA, 4, lease, keys.batch_started(batch_id),
-                keys.batch_attempts(batch_id), keys.batch_requeued(batch_id),
+                _RELEASE_LUA, 4, lease, _L(batch_id).started,
+                _L(batch_id).attempts, _L(batch_id).requeued,
                 self.token, job_key, "1" if finished else "0",
             )
         except redis.RedisError:
             pass
+
+
+_EXIT_WITH_PARENT = False
+
+
+def exit_with_parent() -> None:
+    """Make this process exit when its parent dies while it holds leases (called in each
+    Celery pool process at start: an orphaned pool child must not keep running jobs that
+    recovery has re-sent)."""
+    global _EXIT_WITH_PARENT
+    _EXIT_WITH_PARENT = True
 
 
 _KEEPER: LeaseKeeper | None = None
@@ -221,18 +244,14 @@ def keeper() -> LeaseKeeper:
 
 
 # -- recovery (client side) --------------------------------------------------------------------
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def running(r: redis.Redis, batch_id: str) -> list[str]:
+def running(r: redis.Redis, batch_id: str | Ledger) -> list[str]:
     """Job keys of ``batch_id`` with a live lease (a task is on them now), sorted."""
-    started = [_text(k) for k in r.hkeys(keys.batch_started(batch_id))]
+    started = [_text(k) for k in r.hkeys(_L(batch_id).started)]
     if not started:
         return []
     pipe = r.pipeline(transaction=False)
     for k in started:
-        pipe.exists(keys.batch_lease(batch_id, k))
+        pipe.exists(_L(batch_id).lease(k))
     return sorted(k for k, live in zip(started, pipe.execute()) if live)
 
 
@@ -243,18 +262,8 @@ def _grace(requeue_grace_s: float | None, now: float | None) -> tuple[float, flo
     return requeue_grace_s, (time.time() if now is None else now)
 
 
-def _read(r: redis.Redis, *hashes: str, requeued: str) -> list[Any]:
-    """The keys of each hash in ``hashes``, then the whole ``requeued`` hash of batch
-    ``requeued``, in one round trip."""
-    pipe = r.pipeline(transaction=False)
-    for name in hashes:
-        pipe.hkeys(name)
-    pipe.hgetall(keys.batch_requeued(requeued))
-    return pipe.execute()
-
-
 def find_orphans(
-    r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
+    r: redis.Redis, batch_id: str | Ledger, requeue_grace_s: float | None = None,
     now: float | None = None,
 ) -> list[str]:
     """Jobs lost with their worker: claimed, no record, no live lease, not re-sent lately.
@@ -272,14 +281,17 @@ def find_orphans(
         Sorted job keys.
     """
     grace, now = _grace(requeue_grace_s, now)
-    started, recorded, requeued = _read(r, keys.batch_started(batch_id),
-                                        keys.batch_records(batch_id), requeued=batch_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(_L(batch_id).started)
+    pipe.hkeys(_L(batch_id).records)
+    pipe.hgetall(_L(batch_id).requeued)
+    started, recorded, requeued = pipe.execute()
     recorded_set = {_text(k) for k in recorded}
     stale = [k for k in (_text(s) for s in started) if k in recorded_set]
     if stale:  # a worker died between saving a record and releasing its lease: tidy up
         pipe = r.pipeline(transaction=False)
-        pipe.hdel(keys.batch_started(batch_id), *stale)
-        pipe.hdel(keys.batch_attempts(batch_id), *stale)
+        pipe.hdel(_L(batch_id).started, *stale)
+        pipe.hdel(_L(batch_id).attempts, *stale)
         pipe.execute()
     requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
     candidates = [
@@ -290,13 +302,13 @@ def find_orphans(
         return []
     pipe = r.pipeline(transaction=False)
     for k in candidates:
-        pipe.exists(keys.batch_lease(batch_id, k))
+        pipe.exists(_L(batch_id).lease(k))
     return sorted(k for k, live in zip(candidates, pipe.execute()) if not live)
 
 
 def recover_batch(
     r: redis.Redis,
-    batch_id: str,
+    batch_id: str | Ledger,
     send: Callable[[str, list[dict[str, Any]]], None],
     requeue_grace_s: float | None = None,
     chunk_size: int = 16,
@@ -315,12 +327,14 @@ def recover_batch(
         The job keys re-sent (empty if none). Safe to call from several processes at once:
         duplicates are only extra messages; the claim lets one task run each job.
     """
+    if cancelled(r, batch_id):
+        return []
     return resend(r, batch_id, find_orphans(r, batch_id, requeue_grace_s), send, chunk_size)
 
 
 def resend(
     r: redis.Redis,
-    batch_id: str,
+    batch_id: str | Ledger,
     candidates: Sequence[str],
     send: Callable[[str, list[dict[str, Any]]], None],
     chunk_size: int = 16,
@@ -331,22 +345,22 @@ def resend(
     if not candidates:
         return []
     marked = r.eval(
-        _MARK_LUA, 2 + len(candidates), keys.batch_records(batch_id),
-        keys.batch_requeued(batch_id), *[keys.batch_lease(batch_id, k) for k in candidates],
+        _MARK_LUA, 2 + len(candidates), _L(batch_id).records,
+        _L(batch_id).requeued, *[_L(batch_id).lease(k) for k in candidates],
         f"{time.time():.3f}", *candidates,
     )
     orphans = [_text(k) for k in marked or []]
     if not orphans:
         return []
-    raw = r.hmget(keys.batch_jobs(batch_id), orphans)
+    raw = r.hmget(_L(batch_id).jobs, orphans)
     pairs = [(k, json.loads(_text(v))) for k, v in zip(orphans, raw) if v is not None]
     for i in range(0, len(pairs), chunk_size):
-        send(batch_id, [d for _, d in pairs[i:i + chunk_size]])
+        send(_L(batch_id).id, [d for _, d in pairs[i:i + chunk_size]])
     return [k for k, _ in pairs]
 
 
 def find_unclaimed(
-    r: redis.Redis, batch_id: str, requeue_grace_s: float | None = None,
+    r: redis.Redis, batch_id: str | Ledger, requeue_grace_s: float | None = None,
     now: float | None = None,
 ) -> list[str]:
     """Jobs of ``batch_id`` with no record that no task has claimed (and not re-sent lately).
@@ -357,9 +371,12 @@ def find_unclaimed(
     no live lease for a while (see :func:`knights_tour.service.batches.recover_lost_jobs`).
     """
     grace, now = _grace(requeue_grace_s, now)
-    jobs, recorded, started, requeued = _read(
-        r, keys.batch_jobs(batch_id), keys.batch_records(batch_id),
-        keys.batch_started(batch_id), requeued=batch_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(_L(batch_id).jobs)
+    pipe.hkeys(_L(batch_id).records)
+    pipe.hkeys(_L(batch_id).started)
+    pipe.hgetall(_L(batch_id).requeued)
+    jobs, recorded, started, requeued = pipe.execute()
     skip = {_text(k) for k in recorded} | {_text(k) for k in started}
     skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= grace}
     return sorted(k for k in (_text(j) for j in jobs) if k not in skip)
@@ -374,23 +391,35 @@ def lists_empty(r: redis.Redis, names: Sequence[str]) -> bool:
     return not any(pipe.execute())
 
 
-def mark_requeued(r: redis.Redis, batch_id: str, job_keys: Sequence[str]) -> None:
+def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes], bool]) -> int:
+    """Remove from the Redis lists ``names`` (the queue's lists) every message for which
+    ``match(raw_message)`` is true; returns how many. Other messages are left in place (a
+    shared Redis holds other users' work)."""
+    dropped = 0
+    for name in names:
+        for raw in r.lrange(name, 0, -1):
+            if match(raw):
+                dropped += int(r.lrem(name, 1, raw))
+    return dropped
+
+
+def mark_requeued(r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str]) -> None:
     """Note that ``job_keys`` were just put back on the queue (e.g. a soft-time-limit hand-off),
     so :func:`find_orphans` leaves them alone for the re-send grace period."""
     if job_keys:
         now = f"{time.time():.3f}"
-        r.hset(keys.batch_requeued(batch_id), mapping={k: now for k in job_keys})
+        r.hset(_L(batch_id).requeued, mapping={k: now for k in job_keys})
 
 
 def claim_all(
-    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Iterable[str]
+    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str | Ledger, job_keys: Iterable[str]
 ) -> dict[str, str]:
     """:meth:`LeaseKeeper.claim` for each key; returns key -> outcome."""
     return {k: keeper_.claim(r, batch_id, k) for k in job_keys}
 
 
 def wait_for_claim(
-    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str, job_keys: Sequence[str],
+    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str],
     timeout_s: float, poll_s: float = 0.25,
 ) -> Iterable[tuple[str, str]]:
     """For jobs whose lease another task holds: yield ``(key, CLAIMED | DONE)`` as each lease
@@ -412,7 +441,7 @@ def wait_for_claim(
 
 
 __all__ = [
-    "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
-    "resend", "find_unclaimed", "lists_empty", "claim_all",
-    "wait_for_claim", "CLAIMED", "DONE", "HELD",
+    "Ledger", "exit_with_parent", "activate", "deactivate", "active", "missing", "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
+    "resend", "find_unclaimed", "lists_empty", "drop_messages", "claim_all",
+    "wait_for_claim", "CLAIMED", "DONE", "HELD", "CANCELLED", "cancelled",
 ]
