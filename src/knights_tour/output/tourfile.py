@@ -33,7 +33,8 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+import textwrap
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -378,12 +379,26 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     OSError
         If the directory is not writable.
     """
+    return atomic_write_lines(path, (text,))
+
+
+def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> Path:
+    """Write the strings of ``lines`` to ``path`` as they come (each holds its own line
+    ending), atomically as :func:`atomic_write_text` does: memory stays bounded by one line
+    whatever the file's size.
+
+    Raises
+    ------
+    OSError
+        If the directory is not writable. Whatever ``lines`` raises is raised too, and then no
+        file is left behind.
+    """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+            fh.writelines(lines)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -396,9 +411,50 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
+def jsonl_line(record: dict[str, Any]) -> str:
+    """One record as a JSON Lines line: compact JSON (stdlib ``json``, ASCII-escaped, keys in
+    the record's order) and a newline."""
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
 def records_to_jsonl(records: Iterable[dict[str, Any]]) -> str:
     """JSON Lines text: one compact JSON object per line, each line ending in a newline."""
-    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+    return "".join(map(jsonl_line, records))
+
+
+def record_lines(records: Iterable[dict[str, Any]], fmt: str = "jsonl") -> Iterator[str]:
+    """The text of ``records`` in ``fmt``, a line (or a record's lines) at a time, consuming
+    ``records`` lazily.
+
+    Parameters
+    ----------
+    records : iterable of dict
+        JSON record dicts.
+    fmt : {"jsonl", "json", "csv"}
+        JSON Lines (:func:`records_to_jsonl`); one JSON array indented by 2, as
+        ``json.dumps(list, indent=2)`` writes it, plus a newline; or CSV
+        (:func:`records_to_csv`).
+
+    Raises
+    ------
+    ValueError
+        For another ``fmt``.
+    """
+    if fmt == "jsonl":
+        return map(jsonl_line, records)
+    if fmt == "json":
+        return _json_array_lines(records)
+    if fmt == "csv":
+        return _csv_lines(records)
+    raise ValueError(f"unknown record format {fmt!r}")
+
+
+def _json_array_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
+    sep = "[\n"
+    for rec in records:
+        yield sep + textwrap.indent(json.dumps(rec, indent=2), "  ")
+        sep = ",\n"
+    yield "[]\n" if sep == "[\n" else "\n]\n"
 
 
 def read_jsonl(path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_BYTES * 16) -> list[dict]:
@@ -434,6 +490,10 @@ CSV_FIELDS = (
 
 def records_to_csv(records: Iterable[dict[str, Any]]) -> str:
     """CSV text with a header row (:data:`CSV_FIELDS`), one row per record."""
+    return "".join(_csv_lines(records))
+
+
+def _csv_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -453,11 +513,16 @@ def records_to_csv(records: Iterable[dict[str, Any]]) -> str:
                 v = ""
             row.append(v)
         writer.writerow(row)
-    return buf.getvalue()
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    if buf.getvalue():
+        yield buf.getvalue()
 
 
 __all__ = [
     "MAX_TOUR_FILE_BYTES", "parse_step_matrix", "format_step_matrix", "read_tour_file",
-    "record_to_tour", "atomic_write_text", "records_to_jsonl", "read_jsonl", "records_to_csv",
+    "record_to_tour", "atomic_write_text", "atomic_write_lines", "jsonl_line", "record_lines",
+    "records_to_jsonl", "read_jsonl", "records_to_csv",
     "CSV_FIELDS",
 ]
