@@ -19,7 +19,6 @@ import json
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from itertools import accumulate
 from typing import Any
 
 DECIDED = ("found", "no_tour")
@@ -169,8 +168,6 @@ KNIGHT_MOVES = ((-2, 1), (-1, 2), (1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-
 tour is stored as its index in this tuple."""
 
 _MOVE_INDEX = {m: str(i) for i, m in enumerate(KNIGHT_MOVES)}
-_ROW_STEP = {str(i): m[0] for i, m in enumerate(KNIGHT_MOVES)}
-_COL_STEP = {str(i): m[1] for i, m in enumerate(KNIGHT_MOVES)}
 COMPACT_PREFIX = "z1:"
 """Marks a record in the compact stored form (version 1). A stored value without it is the
 plain JSON object that older code wrote, and still decodes."""
@@ -216,12 +213,18 @@ def decode_tour(text: str) -> list[list[int]]:
     ValueError
         If ``text`` is not of the form ``"r,c:"`` followed by digits 0-7.
     """
+    import numpy as np  # lazily: the client needs it only to collect
+
     head, _, moves = text.partition(":")
     row_s, _, col_s = head.partition(",")
-    row, col = int(row_s), int(col_s)
-    rows = accumulate((_ROW_STEP[ch] for ch in moves), initial=row)
-    cols = accumulate((_COL_STEP[ch] for ch in moves), initial=col)
-    return [[r, c] for r, c in zip(rows, cols)]
+    codes = np.frombuffer(moves.encode("ascii"), dtype=np.uint8) - ord("0")
+    if codes.size and int(codes.max()) > 7:  # uint8: a char below "0" wraps above 7 too
+        raise ValueError(f"not a move sequence: {moves[:20]!r}")
+    path = np.empty((codes.size + 1, 2), dtype=np.int64)
+    path[0] = (int(row_s), int(col_s))
+    np.cumsum(np.asarray(KNIGHT_MOVES, dtype=np.int64)[codes], axis=0, out=path[1:])
+    path[1:] += path[0]
+    return path.tolist()
 
 
 def encode_record(record: Mapping[str, Any]) -> str:
