@@ -9,6 +9,13 @@ them with records produced by the engine in this process (once; the same records
 every batch), then times: the first collection (writes every report), a second one (finds
 nothing new), and a collection with one batch unfinished. Figures depend on the machine;
 nothing here is asserted.
+
+``--split`` instead measures collecting one batch into a JSON Lines file, stage by stage: the
+whole-batch path (``HVALS`` of plain JSON, parse, sort, one text, write) against the streamed
+one (sorted keys, ``HMGET`` chunks of compact records, decode, write line by line), with the
+Redis memory of the records hash in each form::
+
+    python benchmarks/bench_collect.py --split --sizes 5-20
 """
 
 from __future__ import annotations
@@ -23,8 +30,52 @@ from knights_tour.board import parse_board_list
 from knights_tour.service.collector import collect_finished
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.store.batches import create_batch, save_record
+from knights_tour.core.jobs import record_sort_key
+from knights_tour.core.records import Record
+from knights_tour.output.tourfile import (atomic_write_lines, atomic_write_text, jsonl_line,
+                                          records_to_jsonl)
+from knights_tour.service.verdict import record_dicts
+from knights_tour.store import keys
+from knights_tour.store.batches import create_batch, iter_records, record_keys, save_record
 from knights_tour.store.connection import connect
+
+
+def split(sizes: str) -> dict:
+    """Stage times (seconds) of the whole-batch and the streamed collection of one batch."""
+    jobs = make_batch_jobs(parse_board_list(sizes))
+    records = [run_job(j, worker="bench@local") for j in jobs]
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(Path(tmp) / "redis") as server:
+        r = connect(server.url)
+        old, new = create_batch(r, jobs), create_batch(r, jobs)
+        for rec in records:
+            r.hset(keys.batch_records(old), rec["job_key"], json.dumps(rec, separators=(",", ":")))
+            save_record(r, new, rec)
+        out: dict = {"jobs": len(jobs),
+                     "hash_bytes_plain": r.memory_usage(keys.batch_records(old), samples=0),
+                     "hash_bytes_compact": r.memory_usage(keys.batch_records(new), samples=0)}
+        t = time.perf_counter()
+        raw = r.hvals(keys.batch_records(old))
+        out["whole_read_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        recs = sorted((json.loads(v) for v in raw), key=record_sort_key)
+        out["whole_parse_sort_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        text = records_to_jsonl(record_dicts(Record.from_dict(d) for d in recs))
+        out["whole_format_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        atomic_write_text(Path(tmp) / "whole.jsonl", text)
+        out["whole_write_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        names = record_keys(r, new)
+        out["stream_keys_sort_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        atomic_write_lines(Path(tmp) / "stream.jsonl", map(jsonl_line, iter_records(r, new)))
+        out["stream_read_decode_write_s"] = time.perf_counter() - t
+        out["identical"] = ((Path(tmp) / "whole.jsonl").read_bytes()
+                            == (Path(tmp) / "stream.jsonl").read_bytes())
+        out["keys"] = len(names)
+        r.close()
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
 def main() -> None:
@@ -32,7 +83,11 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--sizes", default="5-12")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--split", action="store_true", help="stage times of one collection")
     args = ap.parse_args()
+    if args.split:
+        print(json.dumps(split(args.sizes), indent=2))
+        return
 
     jobs = make_batch_jobs(parse_board_list(args.sizes))
     t0 = time.perf_counter()

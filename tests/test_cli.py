@@ -404,6 +404,7 @@ def test_run_embedded_then_collect_from_a_new_start(capsys, tmp_path, monkeypatc
     code, out, err = run_cli(capsys, "collect", batch_id, "--format", "jsonl")
     assert code == 0, err
     assert _records(out) == records
+    assert out == out_file.read_text()          # byte-identical to the file of `run`
     code, out, _ = run_cli(capsys, "batches")
     assert batch_id in out
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before

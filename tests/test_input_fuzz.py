@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from knights_tour.board import Board, parse_board, parse_board_list
 from knights_tour.cli import main
 from knights_tour.errors import KnightsTourError
+from knights_tour.core.records import decode_record
 from knights_tour.core.jobs import Job, error_record, record_sort_key
 from knights_tour.settings import get_settings
 from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, record_to_tour
@@ -215,7 +216,7 @@ def test_any_message_body_becomes_records_not_a_crash(task_env):
         summary = run_jobs.run(batch_id, body)
         n = len(body) if isinstance(body, list) else 1
         assert summary["jobs"] == n
-        stored = [json.loads(v) for v in r.hvals(f"kt:batch:{batch_id}:records")]
+        stored = [decode_record(v) for v in r.hvals(f"kt:batch:{batch_id}:records")]
         assert len(stored) == len({rec["job_key"] for rec in stored})
         assert stored and all(rec["status"] == "error" for rec in stored), stored
         assert all(rec["error_type"] == "InvalidJobError" and rec["reason"] for rec in stored)

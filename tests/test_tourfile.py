@@ -185,3 +185,27 @@ def test_any_visiting_order_round_trips_through_the_matrix(case, labels, base):
     board, order = case
     text = format_step_matrix(board, order, labels=labels, base=base)
     assert parse_step_matrix(text) == (board, order)
+
+
+def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
+    import json as _json
+
+    from knights_tour.core.jobs import make_batch_jobs, run_job
+    from knights_tour.output.tourfile import atomic_write_lines, record_lines, records_to_csv
+
+    recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [{"a": "é\n", "b": [], "c": {}}]
+    for rs in (recs, [], recs[:1]):
+        assert "".join(record_lines(iter(rs), "json")) == _json.dumps(rs, indent=2) + "\n"
+        assert "".join(record_lines(iter(rs), "jsonl")) == records_to_jsonl(rs)
+        assert "".join(record_lines(iter(rs), "csv")) == records_to_csv(rs)
+    target = tmp_path / "out.jsonl"
+    atomic_write_lines(target, record_lines(iter(recs), "jsonl"))
+    assert target.read_text() == records_to_jsonl(recs)
+
+    def failing():
+        yield recs[0]
+        raise RuntimeError("Redis went away")
+
+    with pytest.raises(RuntimeError):
+        atomic_write_lines(tmp_path / "half.jsonl", record_lines(failing(), "jsonl"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]

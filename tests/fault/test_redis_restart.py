@@ -12,6 +12,7 @@ from _faultkit import audit, drive
 
 from knights_tour.store import keys
 from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.core.records import decode_record
 from knights_tour.store.connection import connect
 from knights_tour.service.batches import submit_batch
 
@@ -51,7 +52,7 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     assert d.overwritten == set()
     # The same worker processes carried on (they reconnected; nobody restarted them).
     assert [w.pids[0] for w in workers] == pids and all(w.procs[0].poll() is None for w in workers)
-    finished = sorted(json.loads(v)["finished_at"] for v in after.values())
+    finished = sorted(decode_record(v)["finished_at"] for v in after.values())
     first_after = min(f for f in finished if f > state["back_at"])
     print(f"\nredis restart: {len(jobs)} jobs, 1 restart ({DOWN_S:g} s down), "
           f"{len(before)} records before it, lost 0, re-sent {len(d.resent)}, "

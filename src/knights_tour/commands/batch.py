@@ -27,15 +27,14 @@ from knights_tour.commands._shared import (ExitCode, check_out_path, note, progr
                                            redis_option, require_positive, require_workers,
                                            solver_option, stdout_console, workers_option)
 from knights_tour.errors import KnightsTourError, OutputPathError
-from knights_tour.output.tourfile import atomic_write_text, records_to_csv, records_to_jsonl
-from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, cancel_batch,
-                                          collect as collect_records, make_jobs,
-                                          start_or_resume, submit_batch, wait_for_batch)
+from knights_tour.output.tourfile import atomic_write_lines, record_lines
+from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, cancel_batch, make_jobs,
+                                          start_or_resume, stream_records, submit_batch,
+                                          wait_for_batch)
 from knights_tour.service.local import (NO_WORKERS_WARNING, configured_redis_url,
                                         no_worker_answers, open_backend, open_store)
 from knights_tour.service.monitor import batch_progress, batch_states, format_eta, live_workers
-from knights_tour.service.verdict import (mismatches, problems, record_dicts, summary_rows,
-                                          summary_total)
+from knights_tour.service.verdict import Tally, summary_total
 from knights_tour.service.waiting import WaitHooks, poll_until_complete
 from knights_tour.store.batches import CANCELLED, batch_state, batch_status, list_batches
 from knights_tour.store.connection import connect, mask_url
@@ -75,10 +74,9 @@ def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chu
     return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE
 
 
-def _summary_table(records: list[dict[str, Any]], title: str) -> Table:
-    """The per-board summary (:func:`~knights_tour.service.verdict.summary_rows`) as a table,
-    with a total row when there are several boards."""
-    rows = summary_rows(records)
+def _summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """The per-board summary rows (:meth:`~knights_tour.service.verdict.Tally.rows`) as a
+    table, with a total row when there are several boards."""
     verify = any(r["cpsat_checked"] for r in rows)
     table = Table(title=title)
     for col in ("board", "starts", "found", "no tour (proof)", "unknown", "errors",
@@ -106,35 +104,44 @@ def _summary_table(records: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def _report_mismatches(records: list[dict[str, Any]]) -> None:
+def _report_mismatches(tally: Tally) -> None:
     """Loud report of every CP-SAT disagreement / failed check, on stderr."""
-    bad = mismatches(records)
+    bad = tally.failed
     if not bad:
         return
     con = Console(stderr=True, highlight=False)
-    con.print(f"[bold red]CP-SAT CROSS-CHECK FAILED for {len(bad)} job(s):[/]")
+    con.print(f"[bold red]CP-SAT CROSS-CHECK FAILED for {tally.failed_count} job(s):[/]")
     for r in bad[:50]:
         con.print(
             f"[red]  {r.get('rows')}x{r.get('cols')} from {r.get('start_square')}: "
             f"{r.get('solver')} says {r.get('status')}, CP-SAT says {r.get('cpsat_status')}"
             f" - {r.get('cpsat_note') or ''}[/]"
         )
-    if len(bad) > 50:
-        con.print(f"[red]  ... and {len(bad) - 50} more (see the records)[/]")
+    if tally.failed_count > 50:
+        con.print(f"[red]  ... and {tally.failed_count - 50} more (see the records)[/]")
 
 
-def _write_records(out: str, records: list[dict[str, Any]], fmt: str = "jsonl") -> None:
-    """Records as JSON Lines, JSON or CSV to ``out`` (``-`` = stdout), atomically."""
-    if fmt == "csv":
-        text = records_to_csv(records)
-    elif fmt == "json":
-        text = json.dumps(records, indent=2) + "\n"
+def _write_records(client: redis.Redis, batch_id: str, out: str | None,
+                   fmt: str = "jsonl") -> Tally:
+    """Stream the records of the batch as JSON Lines, JSON or CSV to ``out`` (``-`` =
+    stdout; a file is written atomically; None = nowhere), counting them as they pass;
+    returns the counts."""
+    tally = Tally()
+
+    def counted():
+        for rec in stream_records(client, batch_id):
+            tally.add(rec)
+            yield rec
+
+    if out is None:
+        for _ in counted():
+            pass
+    elif out == "-":
+        for line in record_lines(counted(), fmt):
+            click.echo(line, nl=False)
     else:
-        text = records_to_jsonl(records)
-    if out == "-":
-        click.echo(text, nl=False)
-    else:
-        atomic_write_text(out, text)
+        atomic_write_lines(out, record_lines(counted(), fmt))
+    return tally
 
 
 def _batch_info(status: dict[str, Any]) -> str:
@@ -203,23 +210,22 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
             if known:
                 _cancel_on_interrupt(backend.url, known[0])
             raise
-        records = record_dicts(collect_records(backend.client, batch_id))
         if status.get("state") == CANCELLED:
             raise KnightsTourError(f"batch {batch_id} was cancelled ({status['done']}/"
                                    f"{status['total']} jobs done)")
+        out_path = out or f"results-{batch_id}.jsonl"
+        try:
+            tally = _write_records(backend.client, batch_id, out_path)
+        except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
+            raise OutputPathError(f"{exc}; the records of batch {batch_id} are kept: ktour "
+                                  f"collect {batch_id} --out FILE", exc.errno) from None
 
-    out_path = out or f"results-{batch_id}.jsonl"
-    try:
-        _write_records(out_path, records)
-    except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
-        raise OutputPathError(f"{exc}; the records of batch {batch_id} are kept: ktour collect "
-                              f"{batch_id} --out FILE", exc.errno) from None
     console = stdout_console()
     if out_path != "-":
-        console.print(_summary_table(records, f"batch {batch_id}"))
-        console.print(f"{len(records)} records written to {out_path}")
-    _report_mismatches(records)
-    found = problems(records, status["total"])
+        console.print(_summary_table(tally.rows(), f"batch {batch_id}"))
+        console.print(f"{tally.records} records written to {out_path}")
+    _report_mismatches(tally)
+    found = tally.problems(status["total"])
     for p in found:
         note(p)
     click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
@@ -312,17 +318,16 @@ def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float
         st = batch_status(backend.client, batch_id)
         if wait and not st["complete"]:
             st = _wait(backend.client, batch_id, st["total"], timeout, backend.url)
-        records = record_dicts(collect_records(backend.client, batch_id))
+        tally = _write_records(backend.client, batch_id,
+                               None if fmt == "table" else out or "-", fmt)
     if fmt == "table":
-        stdout_console().print(_summary_table(records, f"batch {batch_id}"))
+        stdout_console().print(_summary_table(tally.rows(), f"batch {batch_id}"))
         if not st["complete"]:
             click.echo(f"batch incomplete: {st['done']}/{st['total']} jobs done")
-    else:
-        _write_records(out or "-", records, fmt)
-        if out:
-            click.echo(f"{len(records)} records written to {out}", err=True)
-    _report_mismatches(records)
-    return ExitCode.OK if not problems(records, st["total"]) else ExitCode.NOT_OK
+    elif out:
+        click.echo(f"{tally.records} records written to {out}", err=True)
+    _report_mismatches(tally)
+    return ExitCode.OK if not tally.problems(st["total"]) else ExitCode.NOT_OK
 
 
 @click.command()

@@ -27,9 +27,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
-import io
 import json
 import os
 import re
@@ -42,6 +40,8 @@ from typing import Any
 from knights_tour.board import Board, Square
 from knights_tour.errors import (InvalidBoardError, OutputPathError, StepNumbersError,
                                  TourFormatError)
+from knights_tour.output.recordfile import (CSV_FIELDS, jsonl_line, record_lines,
+                                             records_to_csv, records_to_jsonl)
 
 MAX_TOUR_FILE_BYTES = 64 * 1024 * 1024
 """Largest tour file :func:`read_tour_file` reads (64 MiB: a 2000×2000 step matrix fits)."""
@@ -391,6 +391,20 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         ``path`` is a directory, its directory is missing or not writable, or the disk is full.
         It is also an ``OSError`` with the original ``errno``.
     """
+    return atomic_write_lines(path, (text,))
+
+
+def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> Path:
+    """Write the strings of ``lines`` to ``path`` as they come (each holds its own line
+    ending), atomically as :func:`atomic_write_text` does: memory stays bounded by one line
+    whatever the file's size.
+
+    Raises
+    ------
+    OutputPathError
+        As :func:`atomic_write_text`. Whatever ``lines`` raises is raised too, and then no
+        file is left behind.
+    """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
@@ -398,7 +412,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     if target.exists() and not target.is_file():  # a device or pipe: written in place
         try:
             with open(target, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
+                fh.writelines(lines)
         except OSError as exc:
             raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}",
                                   exc.errno) from None
@@ -407,7 +421,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+            fh.writelines(lines)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -422,11 +436,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             raise OutputPathError(f"cannot write {path}: {reason}", exc.errno) from None
         raise
     return target
-
-
-def records_to_jsonl(records: Iterable[dict[str, Any]]) -> str:
-    """JSON Lines text: one compact JSON object per line, each line ending in a newline."""
-    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
 
 
 def read_jsonl(path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_BYTES * 16) -> list[dict]:
@@ -453,39 +462,9 @@ def read_jsonl(path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_B
     return out
 
 
-CSV_FIELDS = (
-    "rows", "cols", "start_square", "start", "solver", "closed", "status", "proof",
-    "reason", "checks_verifier", "checks_cpsat", "nodes", "elapsed_s", "batch_id", "tour",
-)
-"""Columns of :func:`records_to_csv` (``start`` and ``tour`` as compact JSON)."""
-
-
-def records_to_csv(records: Iterable[dict[str, Any]]) -> str:
-    """CSV text with a header row (:data:`CSV_FIELDS`), one row per record."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_FIELDS)
-    for rec in records:
-        checks = rec.get("checks") or {}
-        row = []
-        for f in CSV_FIELDS:
-            if f == "checks_verifier":
-                v = checks.get("verifier")
-            elif f == "checks_cpsat":
-                v = checks.get("cpsat")
-            else:
-                v = rec.get(f)
-            if isinstance(v, (list, dict)):
-                v = json.dumps(v, separators=(",", ":"))
-            elif v is None:
-                v = ""
-            row.append(v)
-        writer.writerow(row)
-    return buf.getvalue()
-
-
 __all__ = [
     "MAX_TOUR_FILE_BYTES", "parse_step_matrix", "format_step_matrix", "read_tour_file",
-    "record_to_tour", "atomic_write_text", "records_to_jsonl", "read_jsonl", "records_to_csv",
+    "record_to_tour", "atomic_write_text", "atomic_write_lines", "jsonl_line", "record_lines",
+    "records_to_jsonl", "read_jsonl", "records_to_csv",
     "CSV_FIELDS",
 ]

@@ -7,7 +7,8 @@ the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use
     boards, jobs, params = make_jobs(["5-8"], "warnsdorff", "none", False, False, None, None)
     batch_id = submit_batch(url, jobs, params)
     status = wait_for_batch(r, batch_id, recover_url=url)
-    records = collect(r, batch_id)          # list of Record, sorted by board and start
+    for record in stream_records(r, batch_id):   # dicts, sorted by board and start
+        ...
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -364,8 +365,22 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     return [Record.from_dict(d) for d in store.collect(r, batch_id)]
 
 
+def stream_records(r: redis.Redis, batch_id: str) -> Iterator[dict[str, Any]]:
+    """The records of a batch as JSON dicts, one per job, sorted by (rows, cols, start,
+    solver, closed), read from Redis in pipelined chunks as they are consumed
+    (:func:`knights_tour.store.batches.iter_records`): a batch of any size is collected in
+    bounded memory.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch (when the first record is asked for).
+    """
+    return store.iter_records(r, batch_id)
+
+
 __all__ = [
     "DEFAULT_CHUNK_SIZE", "make_jobs", "chunked", "submit_batch", "resend_jobs",
     "recover_lost_jobs", "wait_for_batch", "collect", "batch_digest", "start_or_resume",
-    "cancel_batch",
+    "cancel_batch", "stream_records",
 ]

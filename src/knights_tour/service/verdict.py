@@ -48,6 +48,79 @@ def mismatches(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if cpsat_failed(r)]
 
 
+class Tally:
+    """Counters of a batch's records, fed one record at a time (:meth:`add`), so the verdict
+    and the per-board summary of a batch of any size take memory per board, not per record.
+
+    Attributes
+    ----------
+    records : int
+        Records added.
+    statuses : Counter
+        Records by ``status``.
+    mismatch, bad_cpsat : int
+        Records with ``mismatch`` true; records whose CP-SAT check failed without a mismatch.
+    failed : list of dict
+        The first :attr:`keep_failed` records that disagree with CP-SAT or failed its check
+        (:func:`cpsat_failed`), in order; ``failed_count`` counts them all.
+    """
+
+    keep_failed = 50
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.statuses: Counter[Any] = Counter()
+        self.mismatch = 0
+        self.bad_cpsat = 0
+        self.failed: list[Mapping[str, Any]] = []
+        self.failed_count = 0
+        self._rows: dict[tuple[Any, Any], dict[str, Any]] = {}
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        """Count one record (a JSON record dict)."""
+        self.records += 1
+        self.statuses[rec.get("status")] += 1
+        self.mismatch += bool(rec.get("mismatch"))
+        self.bad_cpsat += _checks(rec).get("cpsat") is False and not rec.get("mismatch")
+        if cpsat_failed(rec):
+            self.failed_count += 1
+            if len(self.failed) < self.keep_failed:
+                self.failed.append(rec)
+        key = (rec.get("rows"), rec.get("cols"))
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = _new_row(key)
+        _count_row(row, rec)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The per-board summary rows so far (see :func:`summary_rows`)."""
+        return list(self._rows.values())
+
+    def problems(self, total: int) -> list[str]:
+        """Why a batch of ``total`` jobs with the records added is not a clean success (see
+        :func:`problems`)."""
+        out = []
+        if self.records < total:
+            out.append(f"{total - self.records} of {total} jobs have no record")
+        if self.statuses.get("unknown"):
+            out.append(f"{self.statuses['unknown']} jobs undecided (unknown)")
+        if self.statuses.get("error"):
+            out.append(f"{self.statuses['error']} jobs ended in error")
+        if self.mismatch:
+            out.append(f"{self.mismatch} CP-SAT mismatches")
+        if self.bad_cpsat:
+            out.append(f"{self.bad_cpsat} failed CP-SAT checks")
+        return out
+
+
+def tally(records: Iterable[Mapping[str, Any]]) -> Tally:
+    """A :class:`Tally` of ``records``."""
+    t = Tally()
+    for rec in records:
+        t.add(rec)
+    return t
+
+
 def problems(records: list[Mapping[str, Any]], total: int) -> list[str]:
     """Why a batch of ``total`` jobs with these ``records`` is not a clean success.
 
@@ -57,21 +130,7 @@ def problems(records: list[Mapping[str, Any]], total: int) -> list[str]:
         One phrase per kind of problem (``"3 jobs undecided (unknown)"``); empty when the
         batch is clean.
     """
-    out = []
-    if len(records) < total:
-        out.append(f"{total - len(records)} of {total} jobs have no record")
-    counts = Counter(r.get("status") for r in records)
-    if counts.get("unknown"):
-        out.append(f"{counts['unknown']} jobs undecided (unknown)")
-    if counts.get("error"):
-        out.append(f"{counts['error']} jobs ended in error")
-    mism = sum(1 for r in records if r.get("mismatch"))
-    if mism:
-        out.append(f"{mism} CP-SAT mismatches")
-    bad_cp = sum(1 for r in records if _checks(r).get("cpsat") is False and not r.get("mismatch"))
-    if bad_cp:
-        out.append(f"{bad_cp} failed CP-SAT checks")
-    return out
+    return tally(records).problems(total)
 
 
 def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
@@ -80,6 +139,25 @@ def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
         "unknown": 0, "error": 0, "mismatch": 0, "cpsat_agree": 0, "cpsat_checked": 0,
         "seconds": 0.0,
     }
+
+
+def _count_row(row: dict[str, Any], rec: Mapping[str, Any]) -> None:
+    row["starts"] += 1
+    status = rec.get("status")
+    if status == "found":
+        row["found"] += 1
+    elif status == "no_tour":
+        row["no_tour"][rec.get("proof") or "?"] += 1
+    elif status == "unknown":
+        row["unknown"] += 1
+    else:
+        row["error"] += 1
+    row["mismatch"] += bool(rec.get("mismatch"))
+    cp = _checks(rec).get("cpsat")
+    if cp is not None:
+        row["cpsat_checked"] += 1
+        row["cpsat_agree"] += cp is True
+    row["seconds"] += float(rec.get("job_elapsed_s") or rec.get("elapsed_s") or 0.0)
 
 
 def summary_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -92,27 +170,7 @@ def summary_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         ``unknown``, ``error``, ``mismatch``, ``cpsat_agree``, ``cpsat_checked`` and
         ``seconds`` (summed job wall time).
     """
-    rows: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for rec in records:
-        key = (rec.get("rows"), rec.get("cols"))
-        row = rows.setdefault(key, _new_row(key))
-        row["starts"] += 1
-        status = rec.get("status")
-        if status == "found":
-            row["found"] += 1
-        elif status == "no_tour":
-            row["no_tour"][rec.get("proof") or "?"] += 1
-        elif status == "unknown":
-            row["unknown"] += 1
-        else:
-            row["error"] += 1
-        row["mismatch"] += bool(rec.get("mismatch"))
-        cp = _checks(rec).get("cpsat")
-        if cp is not None:
-            row["cpsat_checked"] += 1
-            row["cpsat_agree"] += cp is True
-        row["seconds"] += float(rec.get("job_elapsed_s") or rec.get("elapsed_s") or 0.0)
-    return list(rows.values())
+    return tally(records).rows()
 
 
 def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -132,5 +190,5 @@ def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 __all__ = [
     "DECIDED", "record_dicts", "cpsat_failed", "is_clean", "mismatches", "problems",
-    "summary_rows", "summary_total",
+    "summary_rows", "summary_total", "Tally", "tally",
 ]

@@ -9,21 +9,28 @@ Typical use (what ``ktour submit/status/collect`` do)::
     batch_id = create_batch(r, jobs, params={"sizes": "5-12"})
     ...                                   # workers call save_record(r, batch_id, record)
     batch_status(r, batch_id)             # {"total": 620, "done": 12, ...}
-    records = collect(r, batch_id)        # sorted list of record dicts
+    for record in iter_records(r, batch_id):   # sorted, streamed in pipelined chunks
+        ...
+
+Records are stored in the compact form of :func:`knights_tour.core.records.encode_record` (the
+tour as its move sequence, the whole zlib-compressed); records stored as plain JSON by older
+code still read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import redis
 
 from knights_tour.core.jobs import Job, record_sort_key
+from knights_tour.core.records import decode_record, encode_record
 from knights_tour.errors import KnightsTourError
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, registry
@@ -113,7 +120,7 @@ def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> Non
         raise KnightsTourError("a record needs a job_key to be stored")
     flag = "1" if record.get("mismatch") else "0"
     pipe = r.pipeline(transaction=True)
-    pipe.hset(keys.batch_records(batch_id), job_key, registry.dumps(record))
+    pipe.hset(keys.batch_records(batch_id), job_key, encode_record(record))
     pipe.hset(keys.batch_status(batch_id), job_key, f"{record.get('status')}|{flag}")
     ttl = _ttl()
     if ttl > 0:
@@ -189,8 +196,27 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
     }
 
 
-def collect(r: redis.Redis, batch_id: str) -> list[dict[str, Any]]:
-    """All records of a batch, one per job, sorted by (rows, cols, start, solver, closed).
+COLLECT_CHUNK = 500
+"""Records fetched per HMGET while streaming a batch's records."""
+
+_JOB_KEY = re.compile(r"(\d+)x(\d+):(\d+),(\d+):([^:]+):(open|closed)")
+
+
+def _key_order(job_key: str) -> tuple | None:
+    """:func:`record_sort_key` of the record stored under a job key of the form of
+    :attr:`Job.key` (whose fields are the record's), or None for another key."""
+    m = _JOB_KEY.fullmatch(job_key)
+    if m is None:
+        return None
+    rows, cols, row, col, solver, kind = m.groups()
+    return record_sort_key({"rows": int(rows), "cols": int(cols), "start": [int(row), int(col)],
+                            "solver": solver, "closed": kind == "closed", "job_key": job_key})
+
+
+def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
+    """The job keys that have a record in the batch, in record order (rows, cols, start,
+    solver, closed), without reading the records (except those stored under a key not of
+    the :attr:`Job.key` form, such as the error record of an invalid job message).
 
     Raises
     ------
@@ -198,8 +224,44 @@ def collect(r: redis.Redis, batch_id: str) -> list[dict[str, Any]]:
         For an unknown batch.
     """
     get_batch_meta(r, batch_id)
-    records = [json.loads(v) for v in r.hvals(keys.batch_records(batch_id))]
-    return sorted(records, key=record_sort_key)
+    names = r.hkeys(keys.batch_records(batch_id))
+    order = {k: _key_order(k) for k in names}
+    odd = [k for k, v in order.items() if v is None]
+    for i in range(0, len(odd), COLLECT_CHUNK):
+        part = odd[i:i + COLLECT_CHUNK]
+        for k, raw in zip(part, r.hmget(keys.batch_records(batch_id), part)):
+            order[k] = record_sort_key(decode_record(raw)) if raw else (record_sort_key({}),)
+    return sorted(names, key=order.__getitem__)
+
+
+def iter_records(r: redis.Redis, batch_id: str,
+                 chunk: int = COLLECT_CHUNK) -> Iterator[dict[str, Any]]:
+    """The records of a batch, one dict per job, in record order, fetched ``chunk`` at a time
+    (one HMGET each) and decoded as they are yielded: memory stays bounded by one chunk, not
+    the batch.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    names = record_keys(r, batch_id)
+    for i in range(0, len(names), chunk):
+        for raw in r.hmget(keys.batch_records(batch_id), names[i:i + chunk]):
+            if raw is not None:  # deleted since the keys were read
+                yield decode_record(raw)
+
+
+def collect(r: redis.Redis, batch_id: str) -> list[dict[str, Any]]:
+    """All records of a batch, one per job, sorted by (rows, cols, start, solver, closed)
+    (the whole batch in memory: for a large batch stream :func:`iter_records`).
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    return list(iter_records(r, batch_id))
 
 
 def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any]]:
@@ -285,5 +347,5 @@ def records_by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[st
 __all__ = [
     "CANCELLED", "set_batch_state", "batch_state", "resumable_batch", "remember_batch",
     "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs",
-    "batch_status", "collect", "list_batches", "delete_batch", "records_by_key",
+    "batch_status", "record_keys", "iter_records", "collect", "COLLECT_CHUNK", "list_batches", "delete_batch", "records_by_key",
 ]
