@@ -23,7 +23,7 @@ def test_jobs_over_their_time_limit_end_unknown_and_the_worker_goes_on(fault_red
     pid = worker.pids[0]
     r = connect(url)
     slow_engine = Job(2000, 2000, (0, 0), exhaustive=True, time_limit_s=0.05)
-    slow_cpsat = Job(60, 60, (0, 0), solver="cpsat", time_limit_s=0.5)
+    slow_cpsat = Job(50, 50, (0, 0), solver="cpsat", time_limit_s=0.5)
     after = Job(5, 5, (0, 0))  # a corner of 5x5 starts an open tour (Euler's board, 1759)
     # One chunk: the job after the slow ones must run in the same worker process.
     batch_id = submit_batch(url, [slow_engine, slow_cpsat, after], {"test": "time limit"},
