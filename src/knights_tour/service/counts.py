@@ -78,21 +78,9 @@ def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = N
                    poll_s: float = 0.5, outage_s: float = REDIS_OUTAGE_S) -> dict[str, Any]:
     """Wait until every sub-job of ``count_id`` has a partial count or one failed.
 
-    Parameters
-    ----------
-    r : redis.Redis
-    count_id : str
-    timeout_s : float, optional
-        Stop waiting after this many seconds (the status then has ``complete`` False).
-    recover_url : str, optional
-        The broker URL: with it, sub-jobs lost with their worker are re-sent on every poll
-        (:func:`recover_lost_subjobs`).
-    hooks : WaitHooks, optional
-        Progress / outage / re-send / liveness callbacks.
-    poll_s : float
-        Seconds between polls.
-    outage_s : float
-        Seconds without Redis before giving up.
+    The arguments are those of :func:`knights_tour.service.batches.wait_for_batch`; with
+    ``recover_url``, sub-jobs lost with their worker are re-sent on every poll
+    (:func:`recover_lost_subjobs`).
 
     Returns
     -------
