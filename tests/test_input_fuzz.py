@@ -301,7 +301,7 @@ def test_bad_arguments_exit_2_with_one_clear_line(cli_env, capsys, args):
 
 
 @pytest.mark.parametrize(
-    "name", ["ragged", "words", "duplicate", "empty", "json", "json-no-tour", "json-bad-square",
+    "name", ["ragged", "words", "empty", "json", "json-no-tour", "json-bad-square",
              "binary", "missing", "directory"],
 )
 def test_malformed_tour_files_exit_2(cli_env, capsys, name):
@@ -311,6 +311,15 @@ def test_malformed_tour_files_exit_2(cli_env, capsys, name):
     assert code == 2 and out == ""
     assert err.startswith("ktour: error:") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_well_formed_matrix_with_a_repeated_step_is_invalid_not_an_error(cli_env, capsys):
+    """Read as a matrix, but step 1 appears twice: not a tour (exit 1, the reason), not an
+    unreadable file (exit 2)."""
+    code = main(["verify", _bad_files(cli_env)["duplicate"]])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in out + err
+    assert "invalid" in out + err and "1 appears twice" in out + err
 
 
 @settings(max_examples=40, deadline=None,
