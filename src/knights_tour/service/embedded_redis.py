@@ -378,10 +378,14 @@ class EmbeddedRedis:
         self._reap_watchdog()
 
     def _reap_watchdog(self) -> None:
-        """Wait for our watchdog, which exits once the server is gone (kill it after 5 s)."""
+        """End our watchdog once the server is gone (it would notice within its poll
+        interval; SIGTERM now saves that wait) and reap it (SIGKILL after 5 s)."""
         dog, self._watchdog = self._watchdog, None
         if dog is None:
             return
+        if dog.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                dog.terminate()
         try:
             dog.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from knights_tour.errors import KnightsTourError
-from knights_tour.service._celery import celery_worker
+from knights_tour.service._celery import celery_worker, messages_held
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
@@ -105,7 +105,7 @@ class Backend:
             local = LocalWorkers(self.url, self.worker_count,
                                  log_dir=get_settings().data_dir / "logs",
                                  death_signal=signal.SIGQUIT)
-            self._stack.callback(local.stop)
+            self._stack.push(self._stop_workers)
             self.workers = local.spawn()
             if self.server is not None:
                 # The embedded server's watchdog waits for these too before shutting it down.
@@ -114,6 +114,26 @@ class Backend:
                                      *(f"{pid}:worker" for pid in local.pids))
         elif no_worker_answers(self.url):
             self.notify(NO_WORKERS_WARNING)
+
+    def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
+        callback): at once (SIGKILL) if it ended normally and no worker on this Redis holds a
+        task message, which is then provably safe; otherwise by Celery's warm shutdown, so
+        a task still running - ours after ``--timeout``, or another command's sharing the
+        embedded Redis - finishes or goes back to the queue."""
+        local = self.workers
+        if local is None:
+            return
+        if exc_type is None and self._nothing_in_flight():
+            local.kill()
+        else:
+            local.stop()
+
+    def _nothing_in_flight(self) -> bool:
+        try:
+            return messages_held(self.client) == 0
+        except redis.RedisError:
+            return False
 
     def check_workers(self, what: str, unit: str) -> Callable[[dict[str, Any]], None]:
         """A ``WaitHooks.check`` that raises if every local worker we started has exited
