@@ -42,9 +42,7 @@ def messages_held(client: Any) -> int:
     redis.RedisError
         If Redis cannot be asked.
     """
-    from kombu.transport.redis import Channel  # the layer's lazy kombu import
-
-    return int(client.hlen(Channel.unacked_key))
+    return int(client.hlen(celery_worker().UNACKED_KEY))
 
 
 __all__ = ["celery_worker", "queue_lists", "messages_held"]

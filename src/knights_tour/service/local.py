@@ -98,22 +98,22 @@ class Backend:
         if self.workers is not None:
             return
         if self.worker_count > 0:
-            self.notify(f"starting {self.worker_count} local worker(s) on {self.where}")
-            # K Celery workers of one pool process each (one worker with a pool of K, or the
-            # engine warmed up before the fork, measured no faster). They are not awaited: messages wait in Redis until
-            # they listen, and check_workers notices if they all exit.
-            local = LocalWorkers(self.url, self.worker_count,
-                                 log_dir=get_settings().data_dir / "logs",
-                                 death_signal=signal.SIGQUIT)
-            self._stack.push(self._stop_workers)
-            self.workers = local.spawn()
-            if self.server is not None:
+            self.adopt_workers(_spawn_workers(self.url, self.worker_count))
+        elif no_worker_answers(self.url):
+            self.notify(NO_WORKERS_WARNING)
+
+    def adopt_workers(self, local: LocalWorkers) -> None:
+        """Make ``local`` (spawned, e.g. while the server was starting) this backend's
+        workers: stopped with it, before the server, and registered as users of the embedded
+        server so its watchdog outlives them."""
+        self.notify(f"starting {local.count} local worker(s) on {self.where}")
+        self._stack.push(self._stop_workers)
+        self.workers = local
+        if self.server is not None:
                 # The embedded server's watchdog waits for these too before shutting it down.
                 with contextlib.suppress(redis.RedisError):
                     self.client.sadd(keys.embedded_users(),
                                      *(f"{pid}:worker" for pid in local.pids))
-        elif no_worker_answers(self.url):
-            self.notify(NO_WORKERS_WARNING)
 
     def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
@@ -178,13 +178,26 @@ class Backend:
             self.notify(f"{self.pending} abandoned; dropped {dropped} queued task(s)")
 
 
+def _spawn_workers(url: str, count: int) -> LocalWorkers:
+    """Spawn ``count`` local workers on ``url`` without waiting for them (see
+    :meth:`Backend.start_workers`)."""
+    # K Celery workers of one pool process each (one worker with a pool of K measured no
+    # faster on CP-SAT batches). They are not awaited: messages wait in Redis until they
+    # listen, and Backend.check_workers notices if they all exit.
+    return LocalWorkers(url, count, log_dir=get_settings().data_dir / "logs",
+                        death_signal=signal.SIGQUIT).spawn()
+
+
 @contextlib.contextmanager
-def open_store(redis_url: str | None) -> Iterator[Backend]:
+def open_store(redis_url: str | None,
+               on_launch: Callable[[str], None] | None = None) -> Iterator[Backend]:
     """Connect to ``redis_url`` / ``KT_REDIS_URL``, or start (or attach to) the embedded Redis
     on the data dir; everything is closed or stopped when the block ends.
 
     The embedded server gets a fresh random password on its loopback port; it lives only in
-    the 0600 state file.
+    the 0600 state file. ``on_launch(url)``, if given, is called as soon as a new embedded
+    server's process is started, before it answers (not when attaching to a running one or
+    connecting to a given URL).
 
     Raises
     ------
@@ -196,7 +209,7 @@ def open_store(redis_url: str | None) -> Iterator[Backend]:
         server = None
         if url is None:
             server = EmbeddedRedis(embedded_dir(), password=secrets.token_urlsafe(18),
-                                   reuse=True)
+                                   reuse=True, on_launch=on_launch)
             stack.enter_context(server)
             url = server.url
         client = connect(url)
@@ -239,17 +252,32 @@ def open_backend(
     BackendUnavailableError
         If Redis cannot be reached or a local worker does not come up.
     """
-    with _sigterm_as_interrupt(), open_store(redis_url) as backend:
-        backend.notify = notify or _to_stderr
-        backend.worker_count = (workers if workers is not None
-                                else (get_settings().workers if backend.server else 0))
-        if start_workers:
-            backend.start_workers()
-        try:
-            yield backend
-        except BaseException:
-            backend._purge_abandoned()
-            raise
+    early: list[LocalWorkers] = []
+
+    def spawn_early(url: str) -> None:
+        # A new embedded server: its workers start with it (they retry the connection), so
+        # their start-up overlaps the server's.
+        count = workers if workers is not None else get_settings().workers
+        if start_workers and count > 0:
+            early.append(_spawn_workers(url, count))
+
+    try:
+        with _sigterm_as_interrupt(), open_store(redis_url, on_launch=spawn_early) as backend:
+            backend.notify = notify or _to_stderr
+            backend.worker_count = (workers if workers is not None
+                                    else (get_settings().workers if backend.server else 0))
+            if early:
+                backend.adopt_workers(early[0])
+            elif start_workers:
+                backend.start_workers()
+            try:
+                yield backend
+            except BaseException:
+                backend._purge_abandoned()
+                raise
+    finally:
+        for local in early:  # left running only if the server failed to start: no work
+            local.kill()
 
 
 @contextlib.contextmanager
