@@ -101,9 +101,10 @@ def _descendants(procs: list[subprocess.Popen[bytes]]) -> list[psutil.Process]:
 class LocalWorkers:
     """K Celery worker OS processes on this machine, listening on ``redis_url``.
 
-    Each runs ``python -m celery -A knights_tour.worker worker --pool prefork -c CONCURRENCY
-    -n {node_prefix}{i}@%h --without-gossip --without-mingle --without-heartbeat -Q
-    knights_tour`` with ``KT_REDIS_URL`` set in its environment.
+    Each runs the equivalent of ``celery -A knights_tour.worker worker --pool prefork -c
+    CONCURRENCY -n {node_prefix}{i}@%h --without-gossip --without-mingle --without-heartbeat
+    -Q knights_tour`` (:mod:`knights_tour.service.celery_worker_main`) with ``KT_REDIS_URL``
+    set in its environment.
 
     Parameters
     ----------
@@ -171,12 +172,12 @@ class LocalWorkers:
         return [p.pid for p in self.procs]
 
     def _command(self, i: int, loglevel: str) -> list[str]:
+        # celery_worker_main = `celery -A knights_tour.worker worker` with the options of the
+        # class docstring, without importing Celery's command line and its plugins.
         return [
-            sys.executable, "-m", "celery", "-A", "knights_tour.worker", "worker",
-            "--pool", "prefork", "-c", str(self.concurrency),
-            "-n", f"{self.node_prefix}{i}@%h",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-Q", keys.QUEUE, "--loglevel", loglevel,
+            sys.executable, "-m", "knights_tour.service.celery_worker_main",
+            f"{self.node_prefix}{i}@{self.hostname}", str(self.concurrency), keys.QUEUE,
+            loglevel,
         ]
 
     def start(self) -> LocalWorkers:
