@@ -110,10 +110,10 @@ class Backend:
         self._stack.push(self._stop_workers)
         self.workers = local
         if self.server is not None:
-                # The embedded server's watchdog waits for these too before shutting it down.
-                with contextlib.suppress(redis.RedisError):
-                    self.client.sadd(keys.embedded_users(),
-                                     *(f"{pid}:worker" for pid in local.pids))
+            # The embedded server's watchdog waits for these too before shutting it down.
+            with contextlib.suppress(redis.RedisError):
+                self.client.sadd(keys.embedded_users(),
+                                 *(f"{pid}:worker" for pid in local.pids))
 
     def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
@@ -182,8 +182,9 @@ def _spawn_workers(url: str, count: int) -> LocalWorkers:
     """Spawn ``count`` local workers on ``url`` without waiting for them (see
     :meth:`Backend.start_workers`)."""
     # K Celery workers of one pool process each: one worker with a pool of K, the engine
-    # loaded before the fork, starts faster but ran CP-SAT checks markedly slower. They are not awaited: messages wait in Redis until they
-    # listen, and Backend.check_workers notices if they all exit.
+    # loaded before the fork, starts faster but ran CP-SAT checks markedly slower. They are
+    # not awaited: messages wait in Redis until they listen, and Backend.check_workers
+    # notices if they all exit.
     return LocalWorkers(url, count, log_dir=get_settings().data_dir / "logs",
                         death_signal=signal.SIGQUIT).spawn()
 
