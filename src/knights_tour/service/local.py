@@ -118,8 +118,10 @@ class Backend:
     def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
         callback): at once (SIGKILL) if it ended normally and no worker on this Redis holds a
-        task message, which is then provably safe; otherwise by Celery's warm shutdown, so
-        a task still running - ours after ``--timeout``, or another command's sharing the
+        task message, so none is lost (one fetched in the instant between the check and the
+        kill is recovered like any job lost with its worker: lease expiry, or the waiting
+        client's re-send of never-claimed jobs); otherwise by Celery's warm shutdown, so a
+        task still running - ours after ``--timeout``, or another command's sharing the
         embedded Redis - finishes or goes back to the queue."""
         local = self.workers
         if local is None:
