@@ -4,15 +4,18 @@ Two measurements, both on a fresh data dir per repeat (a temporary directory):
 
 * the wall time of ``ktour run --sizes 5`` (25 trivial jobs) as a subprocess, REPEATS times,
   printed as min and median;
-* the split of one such run into its parts, measured in this process through the service layer:
-  embedded Redis up (answers PING), local workers up (answer a Celery ping), batch
-  (submit to complete), workers stopped, Redis stopped.
+* the split of such a run into its parts, driven through the service layer in a process of
+  its own per variant (median of ``--split-repeats``): client imports, backend open (embedded
+  Redis answering, local workers spawned), batch (submit to complete: includes the workers'
+  start-up), collect (records to a file), workers stopped, Redis stopped.
 
 Usage::
 
-    python benchmarks/bench_startup.py [--repeats 5] [--workers K] [--main] [--compare SRC]
+    python benchmarks/bench_startup.py [--repeats 5] [--workers K] [--main [--main-repeats N]]
+                                       [--compare SRC] [--json FILE]
 
-``--main`` also times the main job once (``ktour run --sizes 5-12 --verify cpsat``).
+``--main`` also times the main job (``ktour run --sizes 5-12 --verify cpsat``), interleaved
+like the rest when comparing.
 ``--compare SRC`` also times the package found in directory SRC (e.g. an older checkout's
 ``src``, put first on ``PYTHONPATH``), interleaved run by run with this one so both see the
 same machine load; the figures are then reported as ratios.
@@ -49,80 +52,127 @@ def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
     return wall
 
 
-def split(workers: int, data_dir: Path) -> dict[str, float]:
-    """Seconds of each part of a ``--sizes 5`` run, driven through the service layer."""
+def split(workers: int | None, data_dir: Path) -> dict[str, float]:
+    """Seconds of each part of a ``--sizes 5`` run, driven in this process through the
+    service layer as ``ktour run`` drives it (whatever tree is first on ``sys.path``)."""
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()
-    from knights_tour.service.batches import make_jobs, submit_batch, wait_for_batch
+    from knights_tour.service.batches import (make_jobs, stream_records, submit_batch,
+                                              wait_for_batch)
+    from knights_tour.service.embedded_redis import EmbeddedRedis
     from knights_tour.service.local import open_backend
-    t_import = time.perf_counter()
+    marks: dict[str, float] = {"import": time.perf_counter() - t0}
+    redis_stop = [0.0]
+    plain_stop = EmbeddedRedis.stop
+
+    def timed_stop(self: EmbeddedRedis, *args: object, **kwargs: object) -> None:
+        began = time.perf_counter()
+        plain_stop(self, *args, **kwargs)
+        redis_stop[0] += time.perf_counter() - began
+
+    EmbeddedRedis.stop = timed_stop  # type: ignore[method-assign]
     _, jobs, params = make_jobs(["5"], "warnsdorff", None, False, False, None, None)
-    marks: dict[str, float] = {"import": t_import - t0}
-    with open_backend(None, workers, start_workers=False,
-                      notify=lambda m: None) as backend:
-        marks["redis_up"] = time.perf_counter() - t_import
-        t1 = time.perf_counter()
-        backend.start_workers()
-        marks["workers_started"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    with open_backend(None, workers, notify=lambda m: None) as backend:
         t2 = time.perf_counter()
+        marks["backend_open"] = t2 - t1
         batch_id = submit_batch(backend.url, jobs, params=params)
         wait_for_batch(backend.client, batch_id, timeout_s=120, recover_url=backend.url)
-        marks["batch"] = time.perf_counter() - t2
-        local = backend.workers
         t3 = time.perf_counter()
-        if local is not None:
-            local.stop()
-        marks["workers_stop"] = time.perf_counter() - t3
+        marks["batch"] = t3 - t2
+        with open(data_dir / "o.jsonl", "w") as out:
+            for rec in stream_records(backend.client, batch_id):
+                out.write(json.dumps(rec) + "\n")
         t4 = time.perf_counter()
-    marks["redis_stop"] = time.perf_counter() - t4
-    marks["total"] = time.perf_counter() - t0
+        marks["collect"] = t4 - t3
+    t5 = time.perf_counter()
+    marks["workers_stop"] = t5 - t4 - redis_stop[0]
+    marks["redis_stop"] = redis_stop[0]
+    marks["total"] = t5 - t0
     return marks
+
+
+def split_in(src: str | None, workers: int | None, data_dir: Path) -> dict[str, float]:
+    """:func:`split` in a new process running the package in directory ``src`` (this tree if
+    None)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    args = [sys.executable, __file__, "--split-only", str(data_dir)]
+    if workers:
+        args += ["--workers", str(workers)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"split failed: {done.stderr[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _summary(walls: list[float]) -> dict[str, object]:
     return {"min": min(walls), "median": statistics.median(walls), "all": walls}
 
 
+def _ratio_lines(figures: dict[str, object], key: str) -> list[str]:
+    this, other = figures[f"{key}_this"], figures[f"{key}_compare"]
+    return [f"ratio this/compare ({stat}): {this[stat] / other[stat]:.2f}"  # type: ignore[index]
+            for stat in ("min", "median")]
+
+
+def _interleaved(variants: dict[str, str | None], args: list[str], rounds: int,
+                 base: Path, tag: str, warm: bool) -> dict[str, list[float]]:
+    """Wall seconds of ``ktour ARGS`` per variant, run by run in turn (a first, unrecorded
+    round if ``warm``: it fills caches)."""
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(rounds + int(warm)):
+        for name, src in variants.items():
+            wall = cli_wall([*args, "--out", str(base / f"{tag}.jsonl")],
+                            base / f"{tag}-{name}{i}", src)
+            if i or not warm:
+                walls[name].append(wall)
+    return walls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--main", action="store_true", help="also time the main job once")
+    parser.add_argument("--main", action="store_true", help="also time the main job")
+    parser.add_argument("--main-repeats", type=int, default=1)
+    parser.add_argument("--split-repeats", type=int, default=3)
     parser.add_argument("--compare", default=None, metavar="SRC",
                         help="also time the package in directory SRC, interleaved")
     parser.add_argument("--json", default=None, help="write the figures to this JSON file")
+    parser.add_argument("--split-only", default=None, metavar="DIR", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.split_only:
+        print(json.dumps(split(opts.workers, Path(opts.split_only))))
+        return
     extra = ["--workers", str(opts.workers)] if opts.workers else []
     variants = {"this": None} | ({"compare": opts.compare} if opts.compare else {})
-    figures: dict[str, object] = {}
+    figures: dict[str, object] = {"load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="kt-bench-startup-") as tmp:
         base = Path(tmp)
-        walls: dict[str, list[float]] = {name: [] for name in variants}
-        for i in range(opts.repeats + 1):  # the first round only warms caches
-            for name, src in variants.items():
-                wall = cli_wall(["run", "--sizes", "5", "--out", str(base / "o.jsonl"), *extra],
-                                base / f"{name}{i}", src)
-                if i:
-                    walls[name].append(wall)
-        for name, runs in walls.items():
-            figures[f"sizes5_wall_s_{name}"] = _summary(runs)
-            print(f"[{name}] ktour run --sizes 5: min {min(runs):.2f} s, median "
-                  f"{statistics.median(runs):.2f} s over {len(runs)} runs")
-        if opts.compare:
-            for stat in ("min", "median"):
-                ratio = (figures["sizes5_wall_s_this"][stat]  # type: ignore[index]
-                         / figures["sizes5_wall_s_compare"][stat])  # type: ignore[index]
-                print(f"ratio this/compare ({stat}): {ratio:.2f}")
+        runs = [("sizes5", ["run", "--sizes", "5", *extra], opts.repeats, True)]
         if opts.main:
-            for name, src in variants.items():
-                wall = cli_wall(["run", "--sizes", "5-12", "--verify", "cpsat", "--out",
-                                 str(base / "main.jsonl"), *extra], base / f"main-{name}", src)
-                figures[f"main_job_wall_s_{name}"] = wall
-                print(f"[{name}] main job (--sizes 5-12 --verify cpsat): {wall:.2f} s")
-        parts = split(opts.workers or os.cpu_count() or 1, base / "split")
-        figures["split_s"] = parts
-        print("split (this): " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
+            runs.append(("main_job", ["run", "--sizes", "5-12", "--verify", "cpsat", *extra],
+                         opts.main_repeats, False))
+        for tag, args, rounds, warm in runs:
+            walls = _interleaved(variants, args, rounds, base, tag, warm)
+            for name, wall in walls.items():
+                figures[f"{tag}_wall_s_{name}"] = _summary(wall)
+                print(f"[{name}] ktour {' '.join(args)}: min {min(wall):.2f} s, median "
+                      f"{statistics.median(wall):.2f} s over {len(wall)} runs")
+            if opts.compare:
+                print("\n".join(_ratio_lines(figures, f"{tag}_wall_s")))
+        for name, src in variants.items():
+            parts = [split_in(src, opts.workers, base / f"split-{name}{i}")
+                     for i in range(opts.split_repeats)]
+            median = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+            figures[f"split_s_{name}"] = median
+            print(f"split ({name}, median of {len(parts)}): "
+                  + ", ".join(f"{k} {v:.2f} s" for k, v in median.items()))
+    figures["load_after"] = os.getloadavg()[0]
+    print(f"load average: {figures['load_before']:.1f} before, {figures['load_after']:.1f} after")
     if opts.json:
         Path(opts.json).write_text(json.dumps(figures, indent=2))
 

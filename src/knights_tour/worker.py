@@ -81,6 +81,10 @@ OPS_PRIORITY = 0
 """Priority of the beat entries: a collection or a sweep submission is not queued behind the
 chunks of running batches (sent at :data:`BATCH_PRIORITY`)."""
 
+UNACKED_KEY: str = Channel.unacked_key
+"""The Redis hash where kombu's Redis transport keeps every message delivered to a worker and
+not yet acknowledged (with late acks: reserved or running tasks)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -255,5 +259,6 @@ def _exit_pool_process_now(exitcode: int | None = None, **_: object) -> None:
 __all__ = [
     "app", "use_redis", "celery_config", "send", "queue_lists", "DEFAULT_REDIS_URL",
     "TASK_RUN_JOBS", "TASK_COUNT_SUBJOBS", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
-    "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY", "RecoveryTimer", "on_recovery_tick",
+    "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY", "UNACKED_KEY", "RecoveryTimer",
+    "on_recovery_tick",
 ]

@@ -134,7 +134,11 @@ def test_repeated_ctrl_c_stops_workers_before_redis(tmp_path: Path) -> None:
             if redis_gone:
                 break
             time.sleep(0.02)
-        assert proc.wait(timeout=GONE_S) == 130, err.read_text()
+        # 130 from ktour's own handling; a Ctrl-C pressed after it has already stopped
+        # everything and said so may end the interpreter by SIGINT instead (the shell shows
+        # 130 for both): either way an orderly stop, without a traceback.
+        assert proc.wait(timeout=GONE_S) in (130, -signal.SIGINT), err.read_text()
+        assert "interrupted" in err.read_text() and "Traceback" not in err.read_text()
         assert _wait_gone(workers + redis_procs + kinds["watchdog"]) == []
         _no_stale_server(tmp_path)
     finally:

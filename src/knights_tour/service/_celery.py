@@ -9,6 +9,7 @@ transport only through these functions: the one place in the layer that imports 
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 
 def celery_worker() -> ModuleType:
@@ -26,4 +27,22 @@ def queue_lists(queue: str) -> list[str]:
     return [queue] + [f"{queue}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
 
 
-__all__ = ["celery_worker", "queue_lists"]
+def messages_held(client: Any) -> int:
+    """How many task messages workers on this Redis hold right now: delivered to a worker
+    (running or reserved) and not yet acknowledged. With late acknowledgement, kombu's Redis
+    transport keeps each of them in its ``unacked`` hash until the task ends.
+
+    Parameters
+    ----------
+    client : redis.Redis
+        A client of the broker's Redis (database included).
+
+    Raises
+    ------
+    redis.RedisError
+        If Redis cannot be asked.
+    """
+    return int(client.hlen(celery_worker().UNACKED_KEY))
+
+
+__all__ = ["celery_worker", "queue_lists", "messages_held"]

