@@ -41,8 +41,10 @@ difference in the answers of two variants that both decided a job is printed and
 status 1; a variant that ran out of time (``unknown``) is counted, never compared.
 
 Output: one table per group (jobs, found, no_tour, unknown, errors, CPU and wall seconds, CPU
-and wall time as a ratio to ``baseline``, check seconds, disagreements with ``baseline``) and a
-JSON file with every job's answers and times.
+and wall time as a ratio to ``baseline``, check seconds, disagreements with ``baseline``), below
+it one line per family (each n×n board of ``square``, 3×n / 4×n / 5×n of the rectangles: CPU
+time as a ratio to ``baseline`` and the number of jobs slower than it), and a JSON file with
+every job's answers and times.
 """
 
 from __future__ import annotations
@@ -320,6 +322,37 @@ def print_group(console: Console, name: str, summary: dict[str, dict[str, Any]])
                           f"in different repeats (time limit)[/]")
 
 
+def family(group: str, job: Job) -> str:
+    """The sub-group a job is reported in: its board for ``square``, ``m×n`` family for the
+    rectangles, one family for ``corners``."""
+    board = job[0]
+    if group == "square":
+        return board.label
+    return f"{board.rows}xn" if group.startswith("rect") else "16..30"
+
+
+def by_family(group: str, jobs: list[Job], results: list[dict[str, Outcome]],
+              variants: list[Variant]) -> dict[str, dict[str, Any]]:
+    """Per family and variant: CPU seconds, ratio to ``baseline`` and jobs slower than it."""
+    out: dict[str, dict[str, Any]] = {}
+    for job, res in zip(jobs, results):
+        fam = out.setdefault(family(group, job), {v.name: [0.0, 0] for v in variants})
+        for v in variants:
+            fam[v.name][0] += res[v.name].cpu_s
+            fam[v.name][1] += res[v.name].cpu_s > res["baseline"].cpu_s
+    return {f: {vn: {"cpu_s": cpu, "cpu_ratio": cpu / row["baseline"][0] if row["baseline"][0]
+                     else None, "slower_jobs": slower} for vn, (cpu, slower) in row.items()}
+            for f, row in out.items()}
+
+
+def print_families(console: Console, families: dict[str, dict[str, Any]]) -> None:
+    """One line per family: each variant's CPU time as a ratio to ``baseline``."""
+    for fam, row in families.items():
+        cells = [f"{vn} {r['cpu_ratio']:.3f} ({r['slower_jobs']} slower)" for vn, r in row.items()
+                 if vn != "baseline" and r["cpu_ratio"] is not None]
+        console.print(f"  {fam}: baseline {row['baseline']['cpu_s']:.2f} s; " + "; ".join(cells))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", default=",".join(GROUPS))
@@ -358,9 +391,12 @@ def main() -> int:
                       f"{time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
         summary = summarise(jobs, results, variants)
         print_group(console, name, summary)
+        families = by_family(name, jobs, results, variants)
+        print_families(console, families)
         failed |= any(row["disagree"] or row["error"] for row in summary.values())
         doc["groups"][name] = {
             "summary": summary,
+            "families": families,
             "jobs": [{"board": j[0].label, "start": list(j[1]), "closed": j[2],
                       **{vn: vars(o) for vn, o in res.items()}} for j, res in zip(jobs, results)],
         }

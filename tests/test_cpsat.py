@@ -49,6 +49,23 @@ def test_parity_start_has_no_tour() -> None:
     assert result.tour is None
 
 
+def test_every_minority_colour_start_of_7x7_is_refuted() -> None:
+    # Colour parity: 7x7 has 25 squares of colour 0 and 24 of colour 1; an open tour alternates
+    # colours, so with an odd number of squares it starts and ends on colour 0. Refuting the 24
+    # other starts needs the LP relaxation of the model (a search without it is far slower),
+    # so this also guards the solver parameters. Every tour found must verify.
+    board = Board(7, 7)
+    for start in board.squares():
+        result = cpsat_solve(board, start, time_limit_s=LIMIT)
+        if Board.colour(start) == 1:
+            assert result.status == Status.NO_TOUR, start
+            assert result.proof == Proof.CPSAT
+        elif result.status == Status.FOUND:
+            assert verify_tour(board, result.tour, start=start).ok, start
+        else:
+            assert result.status == Status.NO_TOUR, (start, result.status)
+
+
 @pytest.mark.parametrize("n", [3, 4])
 def test_no_open_tour_on_3x3_and_4x4(n: int) -> None:
     board = Board(n, n)

@@ -28,7 +28,10 @@ one-constraint model is already in the form the search wants, and at these sizes
 more than they save); linearization level 2 with cuts at the root only, which adds the
 circuit's connectivity (subtour elimination) cuts to the LP relaxation: with them the
 infeasible starts and closed tours of 4×n boards, which the search alone refutes only slowly
-and ever more slowly as n grows, are refuted at the root node. Every job is still decided by CP-SAT alone: no solution hint, no
+and ever more slowly as n grows, are refuted in a few thousand branches at most (the LP
+relaxation also refutes the colour-parity starts, which a search without any LP refutes only
+slowly). Cuts are added at the root only: adding them during the search as well slows the
+square boards several-fold. Every job is still decided by CP-SAT alone: no solution hint, no
 fact about knight's tours beyond the knight's graph.
 
 Answers: ``found`` (tour read back from the arcs), ``no_tour`` with proof ``cpsat`` (the model
@@ -203,8 +206,8 @@ def solve(
     TourResult
         ``found`` with ``tour`` (list of ``rows*cols`` squares, row 0 at the top), ``no_tour``
         with proof ``cpsat`` (model INFEASIBLE), or ``unknown`` with reason ``time_limit``.
-        ``nodes`` is CP-SAT's branch count. The claim is unverified; :func:`knights_tour.solvers.api.solve`
-        runs the verifier.
+        ``nodes`` is CP-SAT's branch count. The claim is unverified;
+        :func:`knights_tour.solvers.api.solve` runs the verifier.
 
     Raises
     ------
