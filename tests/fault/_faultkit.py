@@ -15,6 +15,9 @@ from knights_tour.store.batches import batch_status, collect
 from knights_tour.store.connection import REDIS_ERRORS
 from knights_tour.verify import verify_tour
 
+LEASE_S = 2.0
+"""Lease used by the fault tier's workers (KT_LEASE_S): short, so recovery is quick to test."""
+
 
 @dataclass
 class Drive:

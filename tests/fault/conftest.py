@@ -9,13 +9,11 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from _faultkit import LEASE_S
 
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
-
-LEASE_S = 2.0
-"""Lease used by the fault tier's workers (KT_LEASE_S): short, so recovery is quick to test."""
 
 
 @pytest.fixture
