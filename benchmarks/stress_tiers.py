@@ -10,7 +10,8 @@ and prints one row per run: passed, failed, seconds, the names of the failed tes
     python benchmarks/stress_tiers.py -- -k worker_kill        # extra pytest arguments
 
 Options: ``--burners N``, ``--runs R``, ``--tiers PATH,PATH`` (default: the process tiers
-below), ``--json PATH`` (the table as JSON). Exit status 0 when every run passed, else 1.
+below), ``--json PATH`` (the table as JSON), ``--log-dir DIR`` (each run's pytest output, as it
+runs; default ``benchmarks/results/stress``). Exit status 0 when every run passed, else 1.
 """
 
 from __future__ import annotations
@@ -73,13 +74,15 @@ _SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors)\b")
 _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
-def run_tiers(tiers: list[str], extra: list[str]) -> dict:
-    """Run pytest once on ``tiers``; return passed, failed, seconds, failed test ids."""
+def run_tiers(tiers: list[str], extra: list[str], log: Path) -> dict:
+    """Run pytest once on ``tiers``, its output going to ``log`` as it runs; return passed,
+    failed, seconds, failed test ids."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *tiers, *extra]
     began = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    with log.open("w") as out:
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - began
-    tail = proc.stdout[-20000:]
+    tail = log.read_text()[-20000:]
     counts = {"passed": 0, "failed": 0}
     for num, word in _SUMMARY.findall(tail.splitlines()[-1] if tail.strip() else ""):
         key = "passed" if word == "passed" else "failed"
@@ -87,9 +90,9 @@ def run_tiers(tiers: list[str], extra: list[str]) -> dict:
     failures = sorted(set(_FAILED.findall(tail)))
     if proc.returncode != 0 and not failures:
         failures = [f"pytest exit {proc.returncode}"]
-        sys.stderr.write(tail[-4000:] + proc.stderr[-2000:])
+        sys.stderr.write(tail[-4000:])
     return {**counts, "seconds": round(seconds, 1), "failures": failures,
-            "returncode": proc.returncode, "output": tail}
+            "returncode": proc.returncode}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tiers", default=",".join(PROCESS_TIERS))
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--log-dir", type=Path, default=None,
-                    help="write each run's pytest output to run-<i>.txt here")
+    ap.add_argument("--log-dir", type=Path, default=ROOT / "benchmarks/results/stress",
+                    help="each run's pytest output goes to run-<i>.txt here, as it runs")
     ap.add_argument("pytest_args", nargs="*")
     args = ap.parse_args(argv)
     tiers = [t for t in args.tiers.split(",") if t]
@@ -109,11 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"{args.burners} CPU burners, {args.runs} runs of {len(tiers)} tiers", flush=True)
         for i in range(1, args.runs + 1):
-            row = run_tiers(tiers, args.pytest_args)
-            if args.log_dir is not None:
-                args.log_dir.mkdir(parents=True, exist_ok=True)
-                (args.log_dir / f"run-{i}.txt").write_text(row["output"])
-            row.pop("output")
+            args.log_dir.mkdir(parents=True, exist_ok=True)
+            row = run_tiers(tiers, args.pytest_args, args.log_dir / f"run-{i}.txt")
             rows.append({"run": i, **row})
             print(f"run {i}: {row['passed']} passed, {row['failed']} failed, "
                   f"{row['seconds']} s {' '.join(row['failures'])}", flush=True)
