@@ -32,8 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +47,13 @@ from knights_tour import worker  # noqa: E402
 from knights_tour.board import Board, parse_board_list  # noqa: E402
 from knights_tour.core.counting import plan_count  # noqa: E402
 from knights_tour.core.jobs import make_batch_jobs  # noqa: E402
+from knights_tour.core.records import decode_record  # noqa: E402
 from knights_tour.service.batches import cancel_batch, submit_batch  # noqa: E402
 from knights_tour.service.counts import submit_count  # noqa: E402
 from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
 from knights_tour.settings import get_settings  # noqa: E402
 from knights_tour.store import counts as count_store  # noqa: E402
-from knights_tour.store import leases  # noqa: E402
+from knights_tour.store import keys, leases  # noqa: E402
 from knights_tour.store.batches import collect  # noqa: E402
 from knights_tour.store.connection import REDIS_ERRORS, connect  # noqa: E402
 
@@ -99,18 +99,35 @@ class Rig:
     def url(self) -> str:
         return self.redis.url
 
-    def kill_child(self) -> None:
-        """SIGKILL the pool child of the first worker (Celery starts a new one)."""
-        family = self.pool.family(self.workers[0])
-        os.kill(family[1].pid, signal.SIGKILL)
+    def _busy_family(self, batch_id: str) -> tuple[list, set[str]]:
+        """The processes of the first worker whose pool child holds a lease of ``batch_id``
+        (polled for up to 30 s; then the first worker's), and the job keys it holds."""
+        deadline = time.monotonic() + 30
+        while True:
+            for w in self.workers:
+                family = self.pool.family(w)
+                held = leased_by(self.r, batch_id, {p.pid for p in family[1:]})
+                if held:
+                    return family, held
+            if time.monotonic() > deadline:
+                return self.pool.family(self.workers[0]), set()
+            time.sleep(0.01)
 
-    def kill_main(self) -> None:
-        """SIGKILL the main process of the first worker; its pool child is left to exit."""
-        family = self.pool.family(self.workers[0])
+    def kill_child(self, batch_id: str) -> str:
+        """SIGKILL the pool child of a worker while it runs a job (Celery starts a new one)."""
+        family, held = self._busy_family(batch_id)
+        os.kill(family[1].pid, signal.SIGKILL)
+        return f"killed while holding {len(held)} job(s)"
+
+    def kill_main(self, batch_id: str) -> str:
+        """SIGKILL the main process of a worker while its pool child runs a job; the child is
+        left to exit by itself."""
+        family, held = self._busy_family(batch_id)
         os.kill(family[0].pid, signal.SIGKILL)
         self.pool.strays.extend(family[1:])
+        return f"killed while holding {len(held)} job(s)"
 
-    def redis_down(self, sigkill: bool) -> None:
+    def redis_down(self, sigkill: bool) -> str:
         """Stop Redis (SIGKILL, or a clean SHUTDOWN SAVE), keep it down ``DOWN_S``, restart it
         on the same port and data dir."""
         if sigkill:
@@ -121,6 +138,7 @@ class Rig:
             self.redis.stop()
         time.sleep(DOWN_S)  # the fault itself: Redis down for this long
         self.redis.start()
+        return f"down {DOWN_S:g} s"
 
 
 def _tally(r, batch_id: str, jobs, d) -> dict[str, Any]:
@@ -132,10 +150,11 @@ def _tally(r, batch_id: str, jobs, d) -> dict[str, Any]:
             "rerun": len(d.overwritten), "complete": bool(d.status.get("complete"))}
 
 
-def batch_fault(rig: Rig, jobs, fault: Callable[[], None] | None, *, at: float = 1 / 3,
+def batch_fault(rig: Rig, jobs, fault: Callable[[str], str] | None, *, at: float = 1 / 3,
                 recover: bool = True, timeout_s: float = 600) -> dict[str, Any]:
-    """Submit ``jobs``, fire ``fault`` once ``at`` of them have records, drive the batch to the
-    end (``recover``: as a waiting client does); returns the row."""
+    """Submit ``jobs``, fire ``fault(batch_id)`` (which returns a note) once ``at`` of them
+    have records, drive the batch to the end (``recover``: as a waiting client does); returns
+    the row."""
     began = time.monotonic()
     batch_id = submit_batch(rig.url, jobs, {"bench": "faults"})
     state: dict[str, Any] = {}
@@ -144,14 +163,15 @@ def batch_fault(rig: Rig, jobs, fault: Callable[[], None] | None, *, at: float =
         if fault is None or "at" in state or st.get("done", 0) < at * len(jobs):
             return
         state["at"], state["done"] = time.monotonic(), st.get("done", 0)
-        fault()
+        state["what"] = fault(batch_id)
 
     d = drive(rig.r, rig.url, batch_id, timeout_s, on_tick=on_tick, recover=recover)
     end = began + d.seconds
     row = _tally(rig.r, batch_id, jobs, d)
     row["recovery_s"] = round(end - state["at"], 1) if "at" in state else None
     row["batch_s"] = round(d.seconds, 1)
-    row["note"] = (f"fault at {state.get('done', '-')} records; client re-sent "
+    row["note"] = (f"fault at {state.get('done', '-')} records ({state.get('what', '')}); "
+                   f"client re-sent "
                    f"{len(d.resent)}; {d.redis_errors} polls without Redis")
     return row
 
@@ -199,7 +219,10 @@ def count_run(rig: Rig, n: int, kill: bool) -> dict[str, Any]:
     submit_count(rig.url, cid, subjobs[:len(subjobs) - len(heavy)])
     killed_at = None
     if kill:
+        deadline = time.monotonic() + 600
         while count_store.count_status(rig.r, cid)["done"] < len(subjobs) - 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the light sub-jobs did not finish in 600 s")
             time.sleep(0.05)
         submit_count(rig.url, cid, heavy)
         led = leases.Ledger.for_count(cid)
@@ -232,15 +255,18 @@ def _run_env(data: Path, lease_s: float) -> dict[str, str]:
     return env
 
 
-def _progress(data: Path) -> int:
-    """Records of the run's (only) batch in its embedded Redis, 0 if it does not answer."""
+def _records_now(data: Path) -> dict[str, float]:
+    """job_key -> finished_at of the records of the run's (only) batch in its embedded Redis;
+    empty if it does not answer."""
     try:
         state = json.loads((data / "redis" / "embedded-redis.json").read_text())
         r = connect(f"redis://:{state['password']}@127.0.0.1:{state['port']}/0")
-        ids = r.zrange("kt:batches", 0, -1)
-        return r.hlen(f"kt:batch:{ids[-1]}:records") if ids else 0
+        ids = r.zrange(keys.batches(), 0, -1)
+        raw = r.hgetall(keys.batch_records(ids[-1])) if ids else {}
+        r.close()
     except (OSError, ValueError, KeyError, *REDIS_ERRORS):
-        return 0
+        return {}
+    return {k: decode_record(v)["finished_at"] for k, v in raw.items()}
 
 
 def _default_sigint() -> None:
@@ -282,7 +308,7 @@ def ktour_run(tmp: Path, args: list[str], lease_s: float,
                                  stderr=subprocess.DEVNULL, start_new_session=True,
                                  preexec_fn=_default_sigint)
         total = len(make_batch_jobs(_sizes(args)))
-        while first.poll() is None and _progress(data) < total / 3:
+        while first.poll() is None and len(before := _records_now(data)) < total / 3:
             time.sleep(0.1)
         family = _family(first)
         fault_at = time.monotonic()
@@ -301,8 +327,10 @@ def ktour_run(tmp: Path, args: list[str], lease_s: float,
     keys_ = [rec["job_key"] for rec in lines]
     total = total or len(make_batch_jobs(_sizes(args)))
     resumed = [ln for ln in second.stderr.splitlines() if "resuming" in ln]
+    after = {rec["job_key"]: rec["finished_at"] for rec in lines}
+    rerun = "-" if interrupt is None else sum(after.get(k) != v for k, v in before.items())
     return {"jobs": total, "lost": total - len(set(keys_)), "dup": len(keys_) - len(set(keys_)),
-            "rerun": "-", "complete": second.returncode == 0,
+            "rerun": rerun, "complete": second.returncode == 0,
             "recovery_s": round(end - fault_at, 1) if interrupt is not None else None,
             "batch_s": round(end - began, 1),
             "note": note + f"re-run exit {second.returncode}"
@@ -318,17 +346,17 @@ def cancel_mid_batch(rig: Rig, jobs) -> dict[str, Any]:
     runs, and that nothing of it runs again (watched for two leases more)."""
     batch_id = submit_batch(rig.url, jobs, {"bench": "faults"})
     began = time.monotonic()
-    while len(rig.r.hkeys(f"kt:batch:{batch_id}:records")) < len(jobs) / 3:
+    while len(rig.r.hkeys(keys.batch_records(batch_id))) < len(jobs) / 3:
         time.sleep(0.05)
     at = time.monotonic()
     dropped = cancel_batch(rig.r, batch_id)
-    n_at = rig.r.hlen(f"kt:batch:{batch_id}:records")
+    n_at = rig.r.hlen(keys.batch_records(batch_id))
     while leases.running(rig.r, batch_id):
         time.sleep(0.05)
     settled = time.monotonic()
-    n_settled = rig.r.hlen(f"kt:batch:{batch_id}:records")
+    n_settled = rig.r.hlen(keys.batch_records(batch_id))
     time.sleep(2 * rig.lease_s)  # an observation window: recovery must not re-send anything
-    n_after = rig.r.hlen(f"kt:batch:{batch_id}:records")
+    n_after = rig.r.hlen(keys.batch_records(batch_id))
     return {"jobs": len(jobs), "lost": "-", "dup": 0, "rerun": "-", "complete": False,
             "recovery_s": round(settled - at, 1), "batch_s": round(settled - began, 1),
             "note": f"{dropped} queued tasks dropped; {n_at} records at the cancel, "
@@ -362,9 +390,9 @@ def scenarios(sizes: str, lease_s: float) -> dict[str, tuple[str, Callable[[Path
         "main-kill-count": ("worker main SIGKILL, queue empty, nobody waiting (6x6 count)",
                             on_rig(lambda g: count_run(g, 6, kill=True))),
         "redis-kill": (f"Redis SIGKILL mid-batch, restarted after {DOWN_S:g} s (AOF everysec)",
-                       on_rig(lambda g: batch_fault(g, jobs, lambda: g.redis_down(True)))),
+                       on_rig(lambda g: batch_fault(g, jobs, lambda _: g.redis_down(True)))),
         "redis-restart": (f"Redis clean restart mid-batch ({DOWN_S:g} s down)",
-                          on_rig(lambda g: batch_fault(g, jobs, lambda: g.redis_down(False)))),
+                          on_rig(lambda g: batch_fault(g, jobs, lambda _: g.redis_down(False)))),
         "cancel": ("`ktour cancel` mid-batch (recovery_s: until nothing of it runs)",
                    on_rig(lambda g: cancel_mid_batch(g, jobs))),
         "run": ("no fault (`ktour run`, start-up included)",
