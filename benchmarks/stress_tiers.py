@@ -1,7 +1,8 @@
 """Run the process-level test tiers under CPU load, several times, and print a table.
 
 Starts N CPU burners (busy-loop processes, default one per core), runs the process-level tiers
-with pytest R times (default 3), stops the burners (always: on success, failure and Ctrl-C),
+with pytest R times (default 3), stops the burners (always: on success, failure, Ctrl-C and
+SIGTERM; an interrupted pytest gets SIGINT first, so its fixtures stop what they started),
 and prints one row per run: passed, failed, seconds, the names of the failed tests.
 
     python benchmarks/stress_tiers.py                  # 3 runs, one burner per core
@@ -45,6 +46,7 @@ PROCESS_TIERS = [
 def _burn() -> None:  # pragma: no cover - runs in a child process
     """A CPU-bound busy loop until the process is terminated."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us, not the terminal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Process.terminate() ends us quietly
     x = 0
     while True:
         x = (x * 1103515245 + 12345) & 0xFFFFFFFF
@@ -70,6 +72,29 @@ def stop_burners(procs: list[mp.Process]) -> None:
             p.join(timeout=5)
 
 
+def _default_sigint() -> None:  # pragma: no cover - runs in the child
+    """SIGINT as a terminal's Ctrl-C in pytest (a runner started in the background inherits
+    it ignored), so that :func:`_stop_pytest` lets pytest run its fixtures' finalisers."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _stop_pytest(proc: subprocess.Popen) -> None:
+    """Interrupt pytest (SIGINT: its fixtures stop the servers and workers they started), then
+    SIGTERM, then SIGKILL, each after a deadline."""
+    for sig, wait_s in ((signal.SIGINT, 60), (signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            return
+        proc.send_signal(sig)
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 _SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors)\b")
 _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
@@ -80,7 +105,13 @@ def run_tiers(tiers: list[str], extra: list[str], log: Path) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *tiers, *extra]
     began = time.monotonic()
     with log.open("w") as out:
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=_default_sigint)
+        try:
+            proc.wait()
+        except BaseException:
+            _stop_pytest(proc)
+            raise
     seconds = time.monotonic() - began
     tail = log.read_text()[-20000:]
     counts = {"passed": 0, "failed": 0}
@@ -108,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     tiers = [t for t in args.tiers.split(",") if t]
     rows = []
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # stop the burners on SIGTERM too
     burners = start_burners(args.burners)
     try:
         print(f"{args.burners} CPU burners, {args.runs} runs of {len(tiers)} tiers", flush=True)
