@@ -170,8 +170,8 @@ def batch_fault(rig: Rig, jobs, fault: Callable[[str], str] | None, *, at: float
     row = _tally(rig.r, batch_id, jobs, d)
     row["recovery_s"] = round(end - state["at"], 1) if "at" in state else None
     row["batch_s"] = round(d.seconds, 1)
-    row["note"] = (f"fault at {state.get('done', '-')} records ({state.get('what', '')}); "
-                   f"client re-sent "
+    row["note"] = ((f"fault at {state['done']} records ({state['what']}); " if state else "")
+                   + f"client re-sent "
                    f"{len(d.resent)}; {d.redis_errors} polls without Redis")
     return row
 
