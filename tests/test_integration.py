@@ -143,8 +143,11 @@ def test_ctrl_c_in_the_parent_stops_redis_and_workers(tmp_path):
     import subprocess
     import sys
 
+    # SIGINT as a terminal's Ctrl-C: a test runner started in the background inherits it
+    # ignored, and Python then keeps ignoring it in the child
     child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, str(tmp_path)],
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         pids = json.loads(child.stdout.readline())
         assert len(pids) >= 3  # redis-server, the worker, its pool process

@@ -8,12 +8,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.store import keys
 from knights_tour.store import leases as recovery
 from knights_tour.service.batches import recover_lost_jobs
 from knights_tour.store.batches import batch_status, collect
 from knights_tour.store.connection import REDIS_ERRORS
 from knights_tour.verify import verify_tour
+
+LEASE_S = 2.0
+"""Lease used by the fault tier's workers (KT_LEASE_S): short, so recovery is quick to test."""
 
 
 @dataclass
@@ -89,3 +93,43 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
     left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
     assert not left, f"bookkeeping left: {left}"
     return records
+
+
+class WorkerPool:
+    """Starts single Celery worker processes (prefork, concurrency 1) on one Redis URL and
+    stops every one of them at the end, whatever state the test left them in."""
+
+    def __init__(self, url: str, log_dir, env: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.log_dir = log_dir
+        self.env = {"KT_LEASE_S": str(LEASE_S), **(env or {})}
+        self.started: list[LocalWorkers] = []
+        self.strays: list = []  # psutil.Process of pool children whose parent a test killed
+
+    def start(self, name: str, env: dict[str, str] | None = None) -> LocalWorkers:
+        w = LocalWorkers(
+            self.url, count=1, concurrency=1, node_prefix=name, env={**self.env, **(env or {})},
+            ready_timeout_s=120, log_dir=self.log_dir, loglevel="INFO",
+        )
+        self.started.append(w)
+        return w.start()
+
+    def family(self, w: LocalWorkers) -> list:
+        """psutil.Process of the worker's main process and its pool children."""
+        import psutil
+
+        main = psutil.Process(w.pids[0])
+        return [main, *main.children(recursive=True)]
+
+    def stop_all(self) -> None:
+        import psutil
+
+        for w in self.started:
+            w.stop(timeout_s=10)
+        alive = [p for p in self.strays if p.is_running()]
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=10)

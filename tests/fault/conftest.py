@@ -9,13 +9,10 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from _faultkit import LEASE_S, WorkerPool
 
 from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.settings import get_settings
-
-LEASE_S = 2.0
-"""Lease used by the fault tier's workers (KT_LEASE_S): short, so recovery is quick to test."""
 
 
 @pytest.fixture
@@ -42,46 +39,6 @@ def fault_redis(tmp_path) -> Iterator[EmbeddedRedis]:
                 os.environ[k] = v
         get_settings.cache_clear()
         execution._redis_client = None  # noqa: SLF001
-
-
-class WorkerPool:
-    """Starts single Celery worker processes (prefork, concurrency 1) on one Redis URL and
-    stops every one of them at the end, whatever state the test left them in."""
-
-    def __init__(self, url: str, log_dir, env: dict[str, str] | None = None) -> None:
-        self.url = url
-        self.log_dir = log_dir
-        self.env = {"KT_LEASE_S": str(LEASE_S), **(env or {})}
-        self.started: list[LocalWorkers] = []
-        self.strays: list = []  # psutil.Process of pool children whose parent a test killed
-
-    def start(self, name: str, env: dict[str, str] | None = None) -> LocalWorkers:
-        w = LocalWorkers(
-            self.url, count=1, concurrency=1, node_prefix=name, env={**self.env, **(env or {})},
-            ready_timeout_s=120, log_dir=self.log_dir, loglevel="INFO",
-        )
-        self.started.append(w)
-        return w.start()
-
-    def family(self, w: LocalWorkers) -> list:
-        """psutil.Process of the worker's main process and its pool children."""
-        import psutil
-
-        main = psutil.Process(w.pids[0])
-        return [main, *main.children(recursive=True)]
-
-    def stop_all(self) -> None:
-        import psutil
-
-        for w in self.started:
-            w.stop(timeout_s=10)
-        alive = [p for p in self.strays if p.is_running()]
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=10)
 
 
 @pytest.fixture

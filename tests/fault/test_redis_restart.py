@@ -60,6 +60,18 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
           f"batch {d.seconds:.1f} s")
 
 
+def _connected(pid: int, port: int) -> bool:
+    """True once process ``pid`` has a TCP connection established to ``port`` on loopback."""
+    import psutil
+
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+               for c in conns)
+
+
 def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_path):
     """``ktour collect BATCH --wait`` (a real subprocess) keeps waiting through the restart and
     writes every record once."""
@@ -68,9 +80,10 @@ def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_pa
     import sys
 
     url = fault_redis.url
-    worker_pool.start("rrcli-a")
     r = connect(url)
     jobs = make_batch_jobs([6], solver="cpsat")
+    # The worker starts only once the CLI is waiting: Redis must go down while it waits (a CLI
+    # that cannot reach Redis at start-up exits 2 at once, by design).
     batch_id = submit_batch(url, jobs, {"test": "cli through restart"}, chunk_size=2)
     out = tmp_path / "records.jsonl"
     env = {**os.environ, "KT_DATA_DIR": str(tmp_path / "kt-data"), "KT_LEASE_S": "2"}
@@ -81,9 +94,14 @@ def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_pa
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _connected(cli.pid, fault_redis.port):
+            assert cli.poll() is None, cli.communicate()[1]
+            time.sleep(0.1)
+        worker_pool.start("rrcli-a")
         while time.monotonic() < deadline and r.hlen(keys.batch_records(batch_id)) < 5:
             time.sleep(0.1)
+        assert cli.poll() is None and r.hlen(keys.batch_records(batch_id)) < len(jobs)
         fault_redis.stop()
         time.sleep(DOWN_S)
         fault_redis.start()

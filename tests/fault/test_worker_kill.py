@@ -19,8 +19,7 @@ import time
 
 import psutil
 import pytest
-from _faultkit import audit, drive, leased_by
-from conftest import LEASE_S
+from _faultkit import LEASE_S, audit, drive, leased_by
 
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.store.connection import connect

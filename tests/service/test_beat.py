@@ -36,6 +36,7 @@ from knights_tour.service.collector import (
     report_paths,
 )
 from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.worker import TASK_COLLECT
 
 
 def _make_batch(r, sizes=("5",), finish=True, params=None):
@@ -200,6 +201,15 @@ def _beat(env, state: Path, log: Path) -> subprocess.Popen:
     )
 
 
+def _collections_done(log_dir: Path) -> int:
+    """How many collection tasks the workers have finished, from their INFO logs."""
+    done = 0
+    for log in log_dir.glob("*.log"):
+        done += sum(1 for line in log.read_text(errors="replace").splitlines()
+                    if TASK_COLLECT in line and "succeeded" in line)
+    return done
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -236,7 +246,14 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
                 time.sleep(0.2)
             assert read_index(reports), "no report within 90 s; beat log:\n" + (
                 tmp_path / "beat1.log").read_text()[-3000:]
-            time.sleep(2.5)  # several more collections run after the report was written
+            # several more collections run after the report was written (and must not
+            # report the batch again): wait for them in the workers' logs, not a fixed time
+            seen = _collections_done(tmp_path / "logs")
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and _collections_done(tmp_path / "logs") < seen + 3:
+                assert all(b.poll() is None for b in beats), (tmp_path / "beat1.log").read_text()
+                time.sleep(0.2)
+            assert _collections_done(tmp_path / "logs") >= seen + 3, "no more collections ran"
         finally:
             for b in beats:
                 _stop(b)

@@ -40,6 +40,12 @@ def _name(proc: psutil.Process) -> str:
         return "?"
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT as a terminal's Ctrl-C (a test runner started in the background
+    inherits it ignored, and Python then keeps ignoring it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     env = dict(os.environ, KT_DATA_DIR=str(tmp_path / "data"))
     env.pop("KT_REDIS_URL", None)
@@ -48,7 +54,7 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "knights_tour", *RUN_ARGS, "--out", str(tmp_path / "o.jsonl")],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
-            cwd=tmp_path,
+            cwd=tmp_path, preexec_fn=_default_sigint,
         )
     return proc, err
 
