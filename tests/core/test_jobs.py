@@ -195,3 +195,62 @@ def test_error_record_for_an_unparseable_job_dict():
     # Sorting must cope with such records next to normal ones.
     normal = run_job(Job(5, 5, (0, 0)))
     assert sorted([rec, normal], key=record_sort_key)[0] is normal
+
+
+_INTERRUPTED_IMPORT = r"""
+import json, sys
+from billiard.exceptions import SoftTimeLimitExceeded
+
+from knights_tour.core.jobs import Job, run_job
+
+RAISE = {"exit": SystemExit(-15), "soft": SoftTimeLimitExceeded()}[sys.argv[1]]
+
+
+class SignalDuringInit:
+    # OR-Tools' cp_model_helper (a pybind11 module) imports this module while it initialises:
+    # raising here is what a worker's signal handler does when the signal lands at that moment.
+    def find_spec(self, name, path=None, target=None):
+        if name == "ortools.util.python.sorted_interval_list":
+            raise RAISE
+        return None
+
+
+sys.meta_path.insert(0, SignalDuringInit())
+try:
+    rec = run_job(Job(5, 5, (0, 0), solver="cpsat"))
+except BaseException as exc:
+    print(json.dumps({"raised": type(exc).__name__, "args": list(exc.args)}))
+else:
+    print(json.dumps({"record": rec}))
+"""
+
+
+@pytest.mark.parametrize("signal_kind", ["exit", "soft"])
+def test_a_signal_while_ortools_initialises_is_not_a_broken_install(signal_kind):
+    """pybind11 reports anything raised during a module's initialisation as
+    ``ImportError('initialization failed')``; a worker's terminate signal (billiard raises
+    SystemExit) must still stop the job unrecorded, and a soft time limit must still read as one."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT, signal_kind],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if signal_kind == "exit":
+        assert result == {"raised": "SystemExit", "args": [-15]}
+    else:
+        rec = result["record"]
+        assert (rec["status"], rec["error_type"]) == ("error", "SoftTimeLimitExceeded")
+
+
+def test_unwrap_interruption_keeps_ordinary_causes():
+    from knights_tour.core.jobs import unwrap_interruption
+
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError as inner:
+            raise ValueError("bad") from inner
+    except ValueError as exc:
+        assert unwrap_interruption(exc) is exc

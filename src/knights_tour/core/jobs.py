@@ -386,8 +386,40 @@ def error_record(
     return record
 
 
+TIME_LIMIT_EXCEPTIONS = frozenset({"SoftTimeLimitExceeded"})
+"""Names of the exceptions a worker's signal handler raises inside a running job when its time
+is up (Celery/billiard's soft time limit); matched by name so the core need not import Celery."""
+
+
+def unwrap_interruption(exc: Exception) -> BaseException:
+    """The exception a job's failure should be reported as: ``exc`` itself, or the asynchronous
+    interruption hidden in its ``__cause__``/``__context__`` chain.
+
+    A signal can arrive while a C extension module is initialising, e.g. OR-Tools'
+    ``cp_model_helper`` on the first CP-SAT job of a process. pybind11 turns whatever the
+    module's initialisation raised into ``ImportError("initialization failed")`` with the
+    original as its cause, so a worker's terminate signal (billiard raises ``SystemExit``) or
+    soft time limit would otherwise be mistaken for a broken installation.
+
+    Returns
+    -------
+    BaseException
+        The first exception in the chain that is not an :class:`Exception` (``SystemExit``,
+        ``KeyboardInterrupt``: the caller re-raises it) or whose class is named in
+        :data:`TIME_LIMIT_EXCEPTIONS`; else ``exc``.
+    """
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if not isinstance(link, Exception) or type(link).__name__ in TIME_LIMIT_EXCEPTIONS:
+            return link
+        link = link.__cause__ or link.__context__
+    return exc
+
+
 def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> dict[str, Any]:
-    """Run one job in this process and return its JSON record. Never raises.
+    """Run one job in this process and return its JSON record. Raises no ordinary exception.
 
     Solves with :func:`knights_tour.solvers.api.solve` (which runs the verifier: a tour failing it is
     reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
@@ -410,7 +442,14 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         The record of :meth:`TourResult.to_dict` plus ``job_key``, ``verify``, ``mismatch``,
         ``worker``, ``job_elapsed_s`` (wall seconds for the whole job incl. cross-check),
         ``finished_at`` (unix seconds) and, with verify, the ``cpsat_*`` fields. On any
-        exception: status ``error``, the message in ``reason``, the class in ``error_type``.
+        exception: status ``error``, the message in ``reason``, the class in ``error_type``
+        (of the interruption inside it, if any: :func:`unwrap_interruption`).
+
+    Raises
+    ------
+    BaseException
+        Only a ``SystemExit``/``KeyboardInterrupt`` that surfaced wrapped in an ordinary
+        exception (the process is being stopped; the job must be redelivered, not recorded).
     """
     began = time.perf_counter()
     try:
@@ -436,7 +475,10 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         record["job_key"] = job.key
         record["verify"] = job.verify
     except Exception as exc:  # noqa: BLE001 - a job must never crash its worker
-        record = error_record(job, exc, batch_id)
+        cause = unwrap_interruption(exc)
+        if not isinstance(cause, Exception):
+            raise cause from exc
+        record = error_record(job, cause, batch_id)
     record["worker"] = worker or socket.gethostname()
     record["job_elapsed_s"] = round(time.perf_counter() - began, 6)
     record["finished_at"] = round(time.time(), 3)
@@ -463,5 +505,5 @@ def record_sort_key(record: Mapping[str, Any]) -> tuple:
 
 __all__ = [
     "Job", "VERIFY_NAMES", "MAX_SQUARES", "make_batch_jobs", "run_job", "error_record",
-    "record_sort_key", "solver_names",
+    "record_sort_key", "solver_names", "unwrap_interruption", "TIME_LIMIT_EXCEPTIONS",
 ]
