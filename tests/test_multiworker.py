@@ -7,7 +7,7 @@ machines), and batches submitted from a third process (``python -m knights_tour 
 records name the worker that produced them, so we can see both did work. ``ktour workers`` and
 ``ktour status`` are checked while a batch runs.
 
-Facts from outside the code: an open knight's tour starts on every square of the 10x10 board
+Facts from outside the code: an open knight's tour starts on every square of the 16x16 board
 (a closed tour exists on n x n for even n >= 6, Schwenk 1991, and a closed tour can be entered
 anywhere); a tour is checked by the verifier.
 """
@@ -78,10 +78,10 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     two_workers, module_redis_url, capsys
 ):
     url = module_redis_url
-    # two chunks of 50 CP-SAT-checked 10x10 jobs (several seconds each, long enough for the
+    # two chunks of 128 CP-SAT-checked 16x16 jobs (several seconds each, long enough for the
     # 1-second inspect round trips below to see them running); each idle worker takes one
-    batch_id = _submit_from_another_process(url, "--sizes", "10", "--verify", "cpsat",
-                                            "--chunk-size", "50")
+    batch_id = _submit_from_another_process(url, "--sizes", "16", "--verify", "cpsat",
+                                            "--chunk-size", "128")
 
     # while it runs: `ktour workers` lists both nodes and shows the batch's task
     seen: dict[str, list] = {}
@@ -101,12 +101,12 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     busy = [name for name, tasks in seen.items() if tasks]
     assert busy, "no worker was seen running the batch"
     task = seen[busy[0]][0]
-    assert task["task"] == "knights_tour.run_jobs" and task["jobs"] == 50
+    assert task["task"] == "knights_tour.run_jobs" and task["jobs"] == 128
 
     # `ktour status` splits the batch into done / running / queued
     code = main(["status", batch_id, "--json", "--redis", url])
     p = json.loads(capsys.readouterr().out)
-    assert p["done"] + p["running"] + p["queued"] == p["total"] == 100
+    assert p["done"] + p["running"] + p["queued"] == p["total"] == 256
     if not p["complete"]:
         assert code == 1 and p["running"] >= 1 and p["workers_busy"]
 
@@ -114,14 +114,14 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
                  "--redis", url])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert out.splitlines()[-1].startswith(f"batch {batch_id}: 100/100 jobs done (complete)")
+    assert out.splitlines()[-1].startswith(f"batch {batch_id}: 256/256 jobs done (complete)")
 
     # the records: every job done once, by both workers, each tour valid and CP-SAT-checked
     r = connect(url)
     records = store.collect(r, batch_id)
     r.close()
-    assert len(records) == 100
+    assert len(records) == 256
     assert {rec["worker"] for rec in records} == set(two_workers)  # both did work
     for rec in records:
         assert rec["status"] == "found" and rec["checks"]["cpsat"] is True
-        assert verify_tour((10, 10), rec["tour"], start=tuple(rec["start"])).ok
+        assert verify_tour((16, 16), rec["tour"], start=tuple(rec["start"])).ok

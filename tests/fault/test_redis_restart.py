@@ -86,7 +86,8 @@ def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_pa
 
     url = fault_redis.url
     r = connect(url)
-    jobs = make_batch_jobs([6], solver="cpsat")
+    # About a tenth of a second per job: the batch is far from done when Redis goes down.
+    jobs = make_batch_jobs([20], solver="cpsat")[:60]
     # The worker starts only once the CLI is waiting: Redis must go down while it waits (a CLI
     # that cannot reach Redis at start-up exits 2 at once, by design).
     batch_id = submit_batch(url, jobs, {"test": "cli through restart"}, chunk_size=2)

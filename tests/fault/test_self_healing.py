@@ -6,8 +6,8 @@ of the surviving worker's main process (``KT_LEASE_S / 2``) can re-send the lost
 batch (and the count) must complete within 30 s of the kill, every job recorded exactly once,
 no job run twice, and the orphaned pool child must be gone.
 
-Facts: every start square of the 8x8 board has an open knight's tour (the CP-SAT jobs all
-find one); OEIS A165134: 6,637,920 directed open tours on the 6x6 board.
+Facts: every start square of the 20x20 board has an open knight's tour (Conrad et al. 1994; the
+CP-SAT jobs all find one, each in about a tenth of a second, so a kill lands mid-chunk); OEIS A165134: 6,637,920 directed open tours on the 6x6 board.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_batch_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_poo
     url = fault_redis.url
     workers = [worker_pool.start("heal-a"), worker_pool.start("heal-b")]
     r = connect(url)
-    jobs = make_batch_jobs([8], solver="cpsat")[:8]
+    jobs = make_batch_jobs([20], solver="cpsat")[:8]
     # Two tasks of four jobs: each worker takes one, and the queue is empty at once.
     batch_id = submit_batch(url, jobs, {"test": "self-healing"}, chunk_size=4)
     killed_at, held, orphans = _kill_main_when_queue_empty(
