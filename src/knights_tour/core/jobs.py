@@ -392,21 +392,14 @@ is up (Celery/billiard's soft time limit); matched by name so the core need not 
 
 
 def unwrap_interruption(exc: Exception) -> BaseException:
-    """The exception a job's failure should be reported as: ``exc`` itself, or the asynchronous
-    interruption hidden in its ``__cause__``/``__context__`` chain.
+    """What a job's failure ``exc`` is reported as: the first exception of its ``__cause__`` /
+    ``__context__`` chain that is not an :class:`Exception` (``SystemExit``: the caller
+    re-raises it) or is named in :data:`TIME_LIMIT_EXCEPTIONS`; else ``exc`` itself.
 
-    A signal can arrive while a C extension module is initialising, e.g. OR-Tools'
-    ``cp_model_helper`` on the first CP-SAT job of a process. pybind11 turns whatever the
-    module's initialisation raised into ``ImportError("initialization failed")`` with the
-    original as its cause, so a worker's terminate signal (billiard raises ``SystemExit``) or
-    soft time limit would otherwise be mistaken for a broken installation.
-
-    Returns
-    -------
-    BaseException
-        The first exception in the chain that is not an :class:`Exception` (``SystemExit``,
-        ``KeyboardInterrupt``: the caller re-raises it) or whose class is named in
-        :data:`TIME_LIMIT_EXCEPTIONS`; else ``exc``.
+    A signal can land while a C extension initialises (OR-Tools' ``cp_model_helper`` on a
+    process's first CP-SAT job); pybind11 reports whatever that raised as
+    ``ImportError("initialization failed")`` caused by it, which would pass a worker's terminate
+    signal (billiard raises ``SystemExit``) or soft time limit off as a broken install.
     """
     seen: set[int] = set()
     link: BaseException | None = exc
@@ -445,11 +438,8 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         exception: status ``error``, the message in ``reason``, the class in ``error_type``
         (of the interruption inside it, if any: :func:`unwrap_interruption`).
 
-    Raises
-    ------
-    BaseException
-        Only a ``SystemExit``/``KeyboardInterrupt`` that surfaced wrapped in an ordinary
-        exception (the process is being stopped; the job must be redelivered, not recorded).
+    Raises ``SystemExit``/``KeyboardInterrupt`` found wrapped in an ordinary exception (the
+    process is being stopped: the job must be redelivered, not recorded).
     """
     began = time.perf_counter()
     try:
