@@ -9,7 +9,7 @@ outage notes and re-sent jobs are reported through :class:`WaitHooks`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +40,20 @@ class WaitHooks:
     every local worker has exited)."""
 
 
+FIRST_POLL_S = 0.05
+"""Seconds before the second poll of :func:`poll_until_complete`."""
+
+
 def _complete(status: Status) -> bool:
     return bool(status["complete"])
+
+
+def _pauses(longest_s: float) -> Iterator[float]:
+    """:data:`FIRST_POLL_S`, then each pause half as long again, up to ``longest_s``."""
+    pause = min(longest_s, FIRST_POLL_S)
+    while True:
+        yield pause
+        pause = min(longest_s, pause * 1.5)
 
 
 def poll_until_complete(
@@ -54,7 +66,8 @@ def poll_until_complete(
     outage_s: float = REDIS_OUTAGE_S,
     is_done: Callable[[Status], bool] = _complete,
 ) -> Status:
-    """Call ``status_fn()`` every ``poll_s`` seconds until ``is_done(status)`` or ``timeout_s``.
+    """Call ``status_fn()`` until ``is_done(status)`` or ``timeout_s``: first after
+    :data:`FIRST_POLL_S`, each pause then half as long again, up to ``poll_s`` seconds.
 
     Parameters
     ----------
@@ -65,12 +78,11 @@ def poll_until_complete(
         Give up after this many seconds and return the last status (None: wait for ever).
     recover_fn : callable, optional
         Called after each poll that did not end the wait; returns the keys of the jobs it
-        re-sent (:func:`knights_tour.service.batches.recover_lost_jobs`). Its Redis errors are
-        left to the next poll.
+        re-sent (:func:`knights_tour.service.batches.recover_lost_jobs`); Redis errors wait.
     hooks : WaitHooks, optional
         Progress, outage, re-send and liveness callbacks.
     poll_s : float
-        Seconds between polls.
+        Longest pause between polls (seconds).
     outage_s : float
         Seconds without Redis after which the wait fails.
     is_done : callable
@@ -84,13 +96,13 @@ def poll_until_complete(
     Raises
     ------
     BackendUnavailableError
-        If Redis stayed unreachable for ``outage_s`` seconds, or the timeout passed before any
-        status could be read.
+        If Redis stayed unreachable for ``outage_s`` s, or timed out before any status came.
     Exception
         Whatever ``hooks.check`` raises.
     """
     hooks = hooks or WaitHooks()
     began = time.monotonic()
+    pauses = _pauses(poll_s)
     outage_began: float | None = None
     status: Status | None = None
     while True:
@@ -123,7 +135,7 @@ def poll_until_complete(
             return status
         if hooks.check is not None:
             hooks.check(status)
-        time.sleep(poll_s)
+        time.sleep(next(pauses))
 
 
 def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks) -> None:
@@ -136,4 +148,4 @@ def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks) -> None:
         hooks.on_resent(len(resent))
 
 
-__all__ = ["WaitHooks", "REDIS_OUTAGE_S", "poll_until_complete"]
+__all__ = ["WaitHooks", "REDIS_OUTAGE_S", "FIRST_POLL_S", "poll_until_complete"]
