@@ -34,6 +34,13 @@ from knights_tour.store.connection import mask_url
 WATCHDOG_MODULE = "knights_tour.service.embedded_redis_watchdog"
 """The watchdog process's module (``python -m``), see :meth:`EmbeddedRedis._start_watchdog`."""
 
+_WATCHDOG_LAUNCH = (
+    "import os, runpy, sys; os.nice(10); sys.argv = sys.argv[1:]; "
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
+)
+"""``python -c`` program that runs the watchdog module as ``python -m`` would, at a lower CPU
+priority from its first import on: it starts while the workers start, and must not slow them."""
+
 STATE_FILE = "embedded-redis.json"
 """File in the data dir recording the running embedded server (pid, port, password)."""
 
@@ -311,7 +318,8 @@ class EmbeddedRedis:
         so a user killed by any signal (SIGKILL included) leaves no server behind."""
         env = dict(os.environ, KT_WATCH_PASSWORD=self.password or "")
         self._watchdog = subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [sys.executable, "-m", WATCHDOG_MODULE, str(self.port), str(self.pid), str(os.getpid())],
+            [sys.executable, "-c", _WATCHDOG_LAUNCH, WATCHDOG_MODULE, str(self.port), str(self.pid),
+             str(os.getpid())],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(self.data_dir),
         )
