@@ -26,6 +26,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
                                                           "server is started",
     ("core/records.py", "decode_tour"): "numpy, only when a stored move sequence is decoded "
                                         "(the client's other commands start without it)",
+    ("solvers/_numba.py", "_load_array_math_without_scipy"): "numba's array-math registry, "
+                                                             "loaded early with scipy.linalg "
+                                                             "hidden",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

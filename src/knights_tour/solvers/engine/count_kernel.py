@@ -43,7 +43,7 @@ Pruning (exact: a branch is cut only when no tour can complete it)
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from knights_tour.solvers._numba import njit
 
 
 DEAD = -2

@@ -57,7 +57,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from knights_tour.solvers._numba import njit
 
 TIE_FIXED = 0
 TIE_ROTH = 1
