@@ -40,12 +40,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 WORKLOADS = {
     "main": ["--sizes", "5-12", "--verify", "cpsat"],
@@ -75,8 +78,11 @@ def _redis_client(data_dir: Path) -> redis.Redis | None:
     state = data_dir / "redis" / "embedded-redis.json"
     try:
         s = json.loads(state.read_text())
+        # No retries: once the run has stopped its Redis, a retrying client would hold the
+        # sampling loop for seconds and the run's end would be noticed late.
         r = redis.Redis(host="127.0.0.1", port=int(s["port"]), password=s.get("password"),
-                        socket_timeout=1.0)
+                        socket_timeout=1.0, socket_connect_timeout=1.0,
+                        retry=Retry(NoBackoff(), 0))
         r.ping()
         return r
     except (OSError, ValueError, KeyError, redis.RedisError):
@@ -170,10 +176,13 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
         sampler = _Sampler(psutil.Process(proc.pid), data_dir)
-        while proc.poll() is None:
+        ended: list[float] = []
+        waiter = threading.Thread(target=lambda: (proc.wait(), ended.append(time.time())))
+        waiter.start()
+        while waiter.is_alive():
             sampler.sample()
-            time.sleep(0.1)
-        t_end = time.time()
+            waiter.join(0.1)
+        t_end = ended[0]
         stdout, stderr = proc.communicate()
         if not out.exists():
             raise SystemExit(f"ktour run failed ({proc.returncode}):\n{stderr[-2000:]}")
