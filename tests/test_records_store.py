@@ -7,9 +7,10 @@ import json
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.jobs import make_batch_jobs, record_sort_key, run_job
-from knights_tour.core.records import (COMPACT_PREFIX, KNIGHT_MOVES, decode_record,
-                                       decode_tour, encode_record, encode_tour)
+from knights_tour.core.jobs import Job, make_batch_jobs, record_sort_key, run_job
+from knights_tour.core.records import (COMPACT_PREFIX, KNIGHT_MOVES, TourJSON, decode_record,
+                                       decode_tour, encode_record, encode_tour, tour_json)
+from knights_tour.output.recordfile import jsonl_line
 from knights_tour.store import keys
 from knights_tour.store.batches import (collect, create_batch, iter_records, record_keys,
                                         save_record)
@@ -54,6 +55,31 @@ def test_a_record_round_trips_with_its_key_order_and_bytes(records_6x6):
         assert stored.startswith(COMPACT_PREFIX)
         back = decode_record(stored)
         assert json.dumps(back) == json.dumps(rec)      # same keys, order, values
+
+
+@pytest.mark.parametrize("rows, cols, start", [(5, 5, (0, 0)), (6, 6, (2, 3)), (3, 10, (0, 0)),
+                                               (8, 8, (7, 0)), (7, 40, (3, 20))])
+def test_a_jsonl_line_with_the_tour_as_json_text_has_the_same_bytes(rows, cols, start):
+    """The fast JSON Lines path (tour rendered from its move sequence) writes exactly what
+    json.dumps writes for the decoded record, wherever the tour sits among the keys."""
+    rec = run_job(Job(rows, cols, start), worker="w1@host")
+    assert rec["status"] == "found"
+    stored = encode_record(rec)
+    fast = decode_record(stored, tour_as_json=True)
+    assert isinstance(fast["tour"], TourJSON) and fast["tour"] == json.dumps(
+        rec["tour"], separators=(",", ":"))
+    assert jsonl_line(fast) == jsonl_line(decode_record(stored)) == jsonl_line(rec)
+    keys_ = list(rec)
+    for order in (["tour", *[k for k in keys_ if k != "tour"]],
+                  [*[k for k in keys_ if k != "tour"], "tour"], ["tour"]):
+        moved = {k: rec[k] for k in order}
+        moved_fast = {k: fast[k] for k in order}
+        assert jsonl_line(moved_fast) == json.dumps(moved, separators=(",", ":")) + "\n"
+
+
+def test_a_move_sequence_that_leaves_the_board_is_refused():
+    with pytest.raises(ValueError, match="leaves the 3x3 board"):
+        tour_json("0,0:0000", 3, 3)
 
 
 def test_a_40x40_tour_record_is_stored_in_under_a_tenth_of_its_json():

@@ -129,7 +129,9 @@ def _write_records(client: redis.Redis, batch_id: str, out: str | None,
     tally = Tally()
 
     def counted():
-        for rec in stream_records(client, batch_id):
+        # JSON Lines takes each tour as JSON text, never built as a list of lists.
+        for rec in stream_records(client, batch_id, tour_as_json=out is not None
+                                  and fmt == "jsonl"):
             tally.add(rec)
             yield rec
 

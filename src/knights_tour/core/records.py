@@ -15,6 +15,8 @@ This module is pure: it imports neither Celery nor Redis.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
 import zlib
 from collections.abc import Mapping
@@ -213,6 +215,11 @@ def decode_tour(text: str) -> list[list[int]]:
     ValueError
         If ``text`` is not of the form ``"r,c:"`` followed by digits 0-7.
     """
+    return _decode_path(text).tolist()
+
+
+def _decode_path(text: str) -> Any:
+    """:func:`decode_tour` as a numpy array of shape ``(squares, 2)``."""
     import numpy as np  # lazily: the client needs it only to collect
 
     head, _, moves = text.partition(":")
@@ -224,7 +231,37 @@ def decode_tour(text: str) -> list[list[int]]:
     path[0] = (int(row_s), int(col_s))
     np.cumsum(np.asarray(KNIGHT_MOVES, dtype=np.int64)[codes], axis=0, out=path[1:])
     path[1:] += path[0]
-    return path.tolist()
+    return path
+
+
+class TourJSON(str):
+    """The JSON text of a tour, ``[[row,col],...]`` with compact separators (the bytes
+    ``json.dumps(tour, separators=(",", ":"))`` gives), made by :func:`tour_json`. A record
+    holding one in ``tour`` (``decode_record(..., tour_as_json=True)``) is meant for
+    :func:`knights_tour.output.recordfile.jsonl_line`, which writes it as it is."""
+
+
+@functools.lru_cache(maxsize=64)
+def _square_texts(rows: int, cols: int) -> Any:
+    import numpy as np  # lazily, as in _decode_path
+
+    return np.array([f"[{r},{c}]" for r in range(rows) for c in range(cols)], dtype=object)
+
+
+def tour_json(text: str, rows: int, cols: int) -> TourJSON:
+    """The JSON text of :func:`decode_tour` ``(text)`` on a ``rows`` x ``cols`` board, without
+    building the list: one ``"[r,c]"`` string per square, made once per board size.
+
+    Raises
+    ------
+    ValueError
+        As :func:`decode_tour`, or if the path leaves the board.
+    """
+    path = _decode_path(text)
+    r, c = path[:, 0], path[:, 1]
+    if int(r.min()) < 0 or int(c.min()) < 0 or int(r.max()) >= rows or int(c.max()) >= cols:
+        raise ValueError(f"the move sequence leaves the {rows}x{cols} board")
+    return TourJSON("[" + ",".join(_square_texts(rows, cols)[r * cols + c]) + "]")
 
 
 def encode_record(record: Mapping[str, Any]) -> str:
@@ -244,9 +281,10 @@ def encode_record(record: Mapping[str, Any]) -> str:
     return COMPACT_PREFIX + base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
 
 
-def decode_record(stored: str) -> dict[str, Any]:
+def decode_record(stored: str, *, tour_as_json: bool = False) -> dict[str, Any]:
     """The record dict of a stored value: the compact form of :func:`encode_record`, or the
-    plain JSON object that older code stored.
+    plain JSON object that older code stored. With ``tour_as_json`` a stored move sequence
+    becomes a :class:`TourJSON` (for writing JSON Lines) instead of a list.
 
     Raises
     ------
@@ -261,10 +299,16 @@ def decode_record(stored: str) -> dict[str, Any]:
     except zlib.error as exc:
         raise ValueError(f"corrupt stored record: {exc}") from None
     data = json.loads(raw)
-    if isinstance(data.get("tour"), str):
-        data["tour"] = decode_tour(data["tour"])
+    moves, rows, cols = data.get("tour"), data.get("rows"), data.get("cols")
+    if isinstance(moves, str):
+        data["tour"] = None
+        if tour_as_json and type(rows) is int and type(cols) is int:
+            with contextlib.suppress(ValueError):  # off the board: the list, as before
+                data["tour"] = tour_json(moves, rows, cols)
+        if data["tour"] is None:
+            data["tour"] = decode_tour(moves)
     return data
 
 
 __all__ = ["Record", "DECIDED", "KNIGHT_MOVES", "COMPACT_PREFIX", "encode_tour", "decode_tour",
-           "encode_record", "decode_record"]
+           "encode_record", "decode_record", "TourJSON", "tour_json"]

@@ -15,11 +15,23 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from knights_tour.core.records import TourJSON
+
 
 def jsonl_line(record: dict[str, Any]) -> str:
     """One record as a JSON Lines line: compact JSON (stdlib ``json``, ASCII-escaped, keys in
-    the record's order) and a newline."""
-    return json.dumps(record, separators=(",", ":")) + "\n"
+    the record's order) and a newline. A ``tour`` that is a
+    :class:`~knights_tour.core.records.TourJSON` is written as the JSON text it holds (the same
+    bytes as the list would give)."""
+    tour = record.get("tour")
+    if not isinstance(tour, TourJSON):
+        return json.dumps(record, separators=(",", ":")) + "\n"
+    items = list(record.items())
+    at = next(i for i, (key, _) in enumerate(items) if key == "tour")
+    parts = [json.dumps(dict(part), separators=(",", ":"))[1:-1]
+             for part in (items[:at], items[at + 1:]) if part]
+    parts.insert(1 if at else 0, '"tour":' + tour)
+    return "{" + ",".join(parts) + "}\n"
 
 
 def records_to_jsonl(records: Iterable[dict[str, Any]]) -> str:

@@ -365,18 +365,20 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     return [Record.from_dict(d) for d in store.collect(r, batch_id)]
 
 
-def stream_records(r: redis.Redis, batch_id: str) -> Iterator[dict[str, Any]]:
+def stream_records(r: redis.Redis, batch_id: str, *,
+                   tour_as_json: bool = False) -> Iterator[dict[str, Any]]:
     """The records of a batch as JSON dicts, one per job, sorted by (rows, cols, start,
     solver, closed), read from Redis in pipelined chunks as they are consumed
     (:func:`knights_tour.store.batches.iter_records`): a batch of any size is collected in
-    bounded memory.
+    bounded memory. ``tour_as_json``: each tour as its JSON text, for JSON Lines output
+    (:func:`knights_tour.core.records.decode_record`).
 
     Raises
     ------
     KnightsTourError
         For an unknown batch (when the first record is asked for).
     """
-    return store.iter_records(r, batch_id)
+    return store.iter_records(r, batch_id, tour_as_json=tour_as_json)
 
 
 __all__ = [

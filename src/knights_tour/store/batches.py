@@ -234,11 +234,11 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
     return sorted(names, key=order.__getitem__)
 
 
-def iter_records(r: redis.Redis, batch_id: str,
-                 chunk: int = COLLECT_CHUNK) -> Iterator[dict[str, Any]]:
+def iter_records(r: redis.Redis, batch_id: str, chunk: int = COLLECT_CHUNK, *,
+                 tour_as_json: bool = False) -> Iterator[dict[str, Any]]:
     """The records of a batch, one dict per job, in record order, fetched ``chunk`` at a time
     (one HMGET each) and decoded as they are yielded: memory stays bounded by one chunk, not
-    the batch.
+    the batch. ``tour_as_json``: see :func:`knights_tour.core.records.decode_record`.
 
     Raises
     ------
@@ -249,7 +249,7 @@ def iter_records(r: redis.Redis, batch_id: str,
     for i in range(0, len(names), chunk):
         for raw in r.hmget(keys.batch_records(batch_id), names[i:i + chunk]):
             if raw is not None:  # deleted since the keys were read
-                yield decode_record(raw)
+                yield decode_record(raw, tour_as_json=tour_as_json)
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[dict[str, Any]]:
