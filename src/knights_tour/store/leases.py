@@ -283,11 +283,18 @@ def find_orphans(
     grace, now = _grace(requeue_grace_s, now)
     pipe = r.pipeline(transaction=False)
     pipe.hkeys(_L(batch_id).started)
-    pipe.hkeys(_L(batch_id).records)
     pipe.hgetall(_L(batch_id).requeued)
-    started, recorded, requeued = pipe.execute()
-    recorded_set = {_text(k) for k in recorded}
-    stale = [k for k in (_text(s) for s in started) if k in recorded_set]
+    started, requeued = pipe.execute()
+    started = [_text(s) for s in started]
+    if not started:
+        return []
+    # Only the started jobs' records are looked up (a finished job leaves `started`), so the
+    # cost follows the jobs in flight, not the size of the batch.
+    pipe = r.pipeline(transaction=False)
+    for k in started:
+        pipe.hexists(_L(batch_id).records, k)
+    recorded_set = {k for k, rec in zip(started, pipe.execute()) if rec}
+    stale = [k for k in started if k in recorded_set]
     if stale:  # a worker died between saving a record and releasing its lease: tidy up
         pipe = r.pipeline(transaction=False)
         pipe.hdel(_L(batch_id).started, *stale)
@@ -295,7 +302,7 @@ def find_orphans(
         pipe.execute()
     requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
     candidates = [
-        k for k in (_text(s) for s in started)
+        k for k in started
         if k not in recorded_set and now - requeued_at.get(k, float("-inf")) > grace
     ]
     if not candidates:
