@@ -59,9 +59,13 @@ def recover(r: redis.Redis, unit: str | leases.Ledger, send: Send) -> list[str]:
     if leases.cancelled(r, led):
         return []  # nothing of a cancelled batch is ever re-sent
     resent = leases.recover_batch(r, led, send)
-    unclaimed = leases.find_unclaimed(r, led)
     quiet_key = (led.kind, led.id)
-    if unclaimed and not leases.running(r, led) and leases.lists_empty(r, worker.queue_lists()):
+    # The cheap checks first: reading every job key (find_unclaimed) costs as much as the
+    # unit is large, and is needed only once nothing runs and the queue is empty.
+    unclaimed = []
+    if not leases.running(r, led) and leases.lists_empty(r, worker.queue_lists()):
+        unclaimed = leases.find_unclaimed(r, led)
+    if unclaimed:
         since = _quiet_since.setdefault(quiet_key, time.monotonic())
         if time.monotonic() - since >= get_settings().lease_s:
             resent += leases.resend(r, led, unclaimed, send)
