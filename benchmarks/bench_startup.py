@@ -148,6 +148,10 @@ def main() -> None:
         print(json.dumps(split(opts.workers, Path(opts.split_only))))
         return
     extra = ["--workers", str(opts.workers)] if opts.workers else []
+    if opts.compare and not (Path(opts.compare) / "knights_tour").is_dir():
+        # Otherwise the installed package would be timed twice and compared with itself.
+        raise SystemExit(f"--compare {opts.compare}: no knights_tour package there "
+                         "(give the other tree's src directory)")
     variants = {"this": None} | ({"compare": opts.compare} if opts.compare else {})
     figures: dict[str, object] = {"load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="kt-bench-startup-") as tmp:
@@ -167,6 +171,8 @@ def main() -> None:
         for name, src in variants.items():
             parts = [split_in(src, opts.workers, base / f"split-{name}{i}")
                      for i in range(opts.split_repeats)]
+            if not parts:  # --split-repeats 0
+                continue
             median = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
             figures[f"split_s_{name}"] = median
             print(f"split ({name}, median of {len(parts)}): "
