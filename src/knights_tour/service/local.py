@@ -183,10 +183,12 @@ class Backend:
 def _spawn_workers(url: str, count: int) -> LocalWorkers:
     """Spawn ``count`` local workers on ``url`` without waiting for them (see
     :meth:`Backend.start_workers`)."""
-    # K Celery workers of one pool process each: one worker with a pool of K, the engine
-    # loaded before the fork, starts faster but ran CP-SAT checks markedly slower. They are
-    # not awaited: messages wait in Redis until they listen, and Backend.check_workers
-    # notices if they all exit.
+    # K Celery workers of one pool process each. One worker with a pool of K, the engine
+    # loaded before the fork, was measured no faster: a worker's start is one serial chain
+    # (imports, Celery's set-up, the engine) whichever process runs each part, and a
+    # crashing main process would take every pool process with it. The workers are not
+    # awaited: messages wait in Redis until they listen, and Backend.check_workers notices if
+    # they all exit.
     return LocalWorkers(url, count, log_dir=get_settings().data_dir / "logs",
                         death_signal=signal.SIGQUIT).spawn()
 
