@@ -229,6 +229,33 @@ def test_stop_kills_a_server_that_ignores_shutdown(tmp_path):
     assert not psutil.pid_exists(pid)
 
 
+def test_stop_does_not_wait_out_its_timeout_when_the_server_cannot_save(tmp_path):
+    """A server whose snapshot cannot be written (a full disk) answers ``SHUTDOWN SAVE`` with
+    an error and keeps running; ``stop`` must then shut it down without saving at once, not
+    wait the whole timeout and signal it. What it had is in its append-only file."""
+    import time
+
+    import redis
+
+    server = EmbeddedRedis(tmp_path).start()
+    pid = server.pid
+    client = redis.Redis.from_url(server.url)
+    client.set("kt:test:kept", "1")
+    client.config_set("dir", "/proc/self")  # where no snapshot can be written
+    with pytest.raises(redis.ResponseError):
+        client.shutdown(save=True)
+    assert server.is_running()
+    began = time.monotonic()
+    server.stop(timeout_s=120)
+    assert time.monotonic() - began < 60  # half the timeout: it did not wait it out
+    assert not psutil.pid_exists(pid)
+    again = EmbeddedRedis(tmp_path).start()
+    try:
+        assert redis.Redis.from_url(again.url).get("kt:test:kept") == b"1"
+    finally:
+        again.stop()
+
+
 # -- the task adapter, run in this process against the real Redis (no worker needed) --------
 def test_task_writes_one_record_per_job_and_an_error_for_a_bad_one(task_env):
     from knights_tour.tasks import run_jobs

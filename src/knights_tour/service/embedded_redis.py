@@ -397,8 +397,14 @@ class EmbeddedRedis:
                 except psutil.Error:
                     pid = None
         if (proc is not None and proc.poll() is None) or (proc is None and pid is not None):
+            client = _client(self.port, self.password, timeout_s)
             try:
-                _client(self.port, self.password, timeout_s).shutdown(save=True)  # type: ignore[arg-type]
+                client.shutdown(save=True)  # type: ignore[arg-type]
+            except redis.ResponseError:
+                # It could not write its snapshot (e.g. a full disk) and stays up: what it
+                # had is in its append-only file, so it can go without the snapshot.
+                with contextlib.suppress(redis.RedisError, OSError):
+                    client.shutdown(nosave=True)  # type: ignore[arg-type]
             except (redis.RedisError, OSError):
                 pass  # the connection closes as the server exits; or it is already gone
             self._wait_gone(proc, pid, timeout_s)
