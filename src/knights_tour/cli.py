@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> ExitCode | int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     _stdout_writes_all()
+    stdout_before = sys.stdout
     try:
         rv = cli.main(args=args, prog_name="ktour", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
@@ -165,8 +166,10 @@ def main(argv: list[str] | None = None) -> ExitCode | int:
     except ValidationError as exc:  # KT_ settings that do not parse (knights_tour.settings)
         err(f"invalid configuration: {_settings_error(exc)}")
         return ExitCode.BAD_INPUT
-    except SystemExit:  # click's own answer to EPIPE: it pacified stdout and exits 1
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+    except SystemExit:
+        # click's own answer to EPIPE: it wraps stdout to silence its flush and exits 1. Its
+        # wrapper class is private (renamed in click 8.5), so the swap itself is the sign.
+        if sys.stdout is not stdout_before:
             return _stdout_closed()
         raise
     except OSError as exc:
