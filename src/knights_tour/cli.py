@@ -17,7 +17,6 @@ import os
 import sys
 
 import click
-from click.utils import make_default_short_help
 from pydantic import ValidationError
 
 from knights_tour.commands._shared import ExitCode, err, refused_write
@@ -73,7 +72,7 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, make_default_short_help(COMMANDS[name][1], limit)) for name in names]
+        rows = [(name, _short_help(COMMANDS[name][1], limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -93,6 +92,12 @@ def _settings_error(exc: ValidationError) -> str:
     value = first.get("input")
     shown = f" (got {value!r})" if loc and isinstance(value, (str, int, float)) else ""
     return f"{name}{msg}{shown}"
+
+
+def _short_help(summary: str, limit: int) -> str:
+    """``summary`` cut to ``limit`` columns the way click cuts a command's help for a listing
+    (through its public API: the helper it uses is private from click 8.5)."""
+    return click.Command(None, help=summary).get_short_help_str(limit)
 
 
 def _exit_code(value: int) -> ExitCode | int:

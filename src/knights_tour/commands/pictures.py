@@ -9,6 +9,7 @@ files written atomically.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
     if svg_out is not None:
         write_output(svg_out, tour_svg(rec, numbers=numbers, size_px=px) + "\n", "--svg")
     else:
-        print_board(rec, ascii=True if ascii_ else None, file=click.get_text_stream("stdout"))
+        print_board(rec, ascii=True if ascii_ else None, file=sys.stdout)
     return ExitCode.OK
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -48,7 +49,7 @@ def _print_result(board: Board, result: TourResult, labels: bool, ascii_board: b
                   colour_board: bool) -> None:
     """The board with step numbers (a picture on a terminal), then the status line."""
     if result.tour is not None and result.status == Status.FOUND:
-        out = click.get_text_stream("stdout")
+        out = sys.stdout
         if ascii_board:
             print_board(result, ascii=True, file=out)
         elif colour_board or out.isatty():
