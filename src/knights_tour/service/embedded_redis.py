@@ -397,16 +397,7 @@ class EmbeddedRedis:
                 except psutil.Error:
                     pid = None
         if (proc is not None and proc.poll() is None) or (proc is None and pid is not None):
-            client = _client(self.port, self.password, timeout_s)
-            try:
-                client.shutdown(save=True)  # type: ignore[arg-type]
-            except redis.ResponseError:
-                # It could not write its snapshot (e.g. a full disk) and stays up: what it
-                # had is in its append-only file, so it can go without the snapshot.
-                with contextlib.suppress(redis.RedisError, OSError):
-                    client.shutdown(nosave=True)  # type: ignore[arg-type]
-            except (redis.RedisError, OSError):
-                pass  # the connection closes as the server exits; or it is already gone
+            shut_down(_client(self.port, self.password, timeout_s))  # type: ignore[arg-type]
             self._wait_gone(proc, pid, timeout_s)
         state = self._read_state()
         if state and state.get("pid") == self.pid:
@@ -445,29 +436,49 @@ class EmbeddedRedis:
                 except subprocess.TimeoutExpired:
                     self._kill()
             return
-        if pid is None:
-            return
-        try:
-            target = psutil.Process(pid)
-        except psutil.Error:
-            return
-        for sig_fn, wait_s in ((None, timeout_s), (target.terminate, min(5.0, timeout_s)),
-                               (target.kill, 5.0)):
-            try:
-                if sig_fn is not None:
-                    sig_fn()
-                target.wait(timeout=wait_s)
-                return
-            except psutil.TimeoutExpired:
-                continue
-            except psutil.Error:
-                return
+        if pid is not None:
+            wait_gone(pid, timeout_s)
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def shut_down(client: redis.Redis) -> None:
+    """Ask the server behind ``client`` to exit, saving its snapshot first (``SHUTDOWN
+    SAVE``). A server that cannot write the snapshot (e.g. a full disk) answers an error and
+    stays up: it is then asked to exit without it, since what it had is in its append-only
+    file. Returns without waiting for the exit; errors are swallowed (the connection closes as
+    the server exits, or it is already gone)."""
+    try:
+        client.shutdown(save=True)  # type: ignore[arg-type]
+    except redis.ResponseError:
+        with contextlib.suppress(redis.RedisError, OSError):
+            client.shutdown(nosave=True)  # type: ignore[arg-type]
+    except (redis.RedisError, OSError):
+        pass
+
+
+def wait_gone(pid: int, timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` seconds for process ``pid`` to exit, then SIGTERM it and wait
+    up to 5 s more, then SIGKILL it."""
+    try:
+        target = psutil.Process(pid)
+    except psutil.Error:
+        return
+    for sig_fn, wait_s in ((None, timeout_s), (target.terminate, min(5.0, timeout_s)),
+                           (target.kill, 5.0)):
+        try:
+            if sig_fn is not None:
+                sig_fn()
+            target.wait(timeout=wait_s)
+            return
+        except psutil.TimeoutExpired:
+            continue
+        except psutil.Error:
+            return
 
 
 def _alive(pid: int) -> bool:
@@ -478,4 +489,5 @@ def _alive(pid: int) -> bool:
         return False
 
 
-__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "STATE_FILE"]
+__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "shut_down", "wait_gone",
+           "STATE_FILE"]

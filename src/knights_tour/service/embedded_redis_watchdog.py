@@ -8,15 +8,13 @@ Run as ``python -m knights_tour.service.embedded_redis_watchdog PORT SERVER_PID 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
 
-import psutil
 import redis
 
-from knights_tour.service.embedded_redis import _alive, _client
+from knights_tour.service.embedded_redis import _alive, _client, shut_down, wait_gone
 from knights_tour.store import keys
 
 
@@ -37,8 +35,8 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
     :class:`EmbeddedRedis`.
     Users are the live PIDs of the server's user set (commands and the local workers they
     start register there); until that set is first non-empty, the starting process counts as
-    the user. When no user is alive, the server is sent ``SHUTDOWN SAVE``, then SIGTERM and
-    SIGKILL by PID if it is still there.
+    the user. When no user is alive, the server is shut down (:func:`shut_down`), then
+    SIGTERMed and SIGKILLed by PID if it is still there (:func:`wait_gone`).
 
     Parameters
     ----------
@@ -62,16 +60,8 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
         if not seen_users:
             live = int(_alive(starter_pid))
         if live == 0:
-            with contextlib.suppress(redis.RedisError, OSError):
-                client.shutdown(save=True)
-            with contextlib.suppress(psutil.Error):
-                target = psutil.Process(server_pid)
-                _, alive = psutil.wait_procs([target], timeout=15)
-                for proc in alive:
-                    proc.terminate()
-                _, alive = psutil.wait_procs(alive, timeout=5)
-                for proc in alive:
-                    proc.kill()
+            shut_down(client)
+            wait_gone(server_pid, 15.0)
             return
         time.sleep(poll_s)
 
