@@ -7,7 +7,8 @@ batch (and the count) must complete within 30 s of the kill, every job recorded 
 no job run twice, and the orphaned pool child must be gone.
 
 Facts: every start square of the 20x20 board has an open knight's tour (Conrad et al. 1994; the
-CP-SAT jobs all find one, each in about a tenth of a second, so a kill lands mid-chunk); OEIS A165134: 6,637,920 directed open tours on the 6x6 board.
+CP-SAT jobs all find one, each in about a tenth of a second, so a kill lands mid-chunk); OEIS
+A165134: 6,637,920 directed open tours on the 6x6 board.
 """
 
 from __future__ import annotations

@@ -180,6 +180,14 @@ class Backend:
             self.notify(f"{self.pending} abandoned; dropped {dropped} queued task(s)")
 
 
+def _local_worker_count(workers: int | None, embedded: bool) -> int:
+    """``workers`` if given, else ``KT_WORKERS`` on the embedded Redis and none on a given URL
+    (workers are expected to be running there)."""
+    if workers is not None:
+        return workers
+    return get_settings().workers if embedded else 0
+
+
 def _spawn_workers(url: str, count: int) -> LocalWorkers:
     """Spawn ``count`` local workers on ``url`` without waiting for them (see
     :meth:`Backend.start_workers`)."""
@@ -262,15 +270,14 @@ def open_backend(
     def spawn_early(url: str) -> None:
         # A new embedded server: its workers start with it (they retry the connection), so
         # their start-up overlaps the server's.
-        count = workers if workers is not None else get_settings().workers
+        count = _local_worker_count(workers, embedded=True)
         if start_workers and count > 0:
             early.append(_spawn_workers(url, count))
 
     try:
         with _sigterm_as_interrupt(), open_store(redis_url, on_launch=spawn_early) as backend:
             backend.notify = notify or _to_stderr
-            backend.worker_count = (workers if workers is not None
-                                    else (get_settings().workers if backend.server else 0))
+            backend.worker_count = _local_worker_count(workers, embedded=backend.server is not None)
             if early:
                 backend.adopt_workers(early[0])
             elif start_workers:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 
-import numba
 from numba import njit
 
 
@@ -29,4 +28,4 @@ def _load_array_math_without_scipy() -> None:
 
 _load_array_math_without_scipy()
 
-__all__ = ["njit", "numba"]
+__all__ = ["njit"]

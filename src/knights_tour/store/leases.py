@@ -293,17 +293,17 @@ def find_orphans(
     pipe = r.pipeline(transaction=False)
     for k in started:
         pipe.hexists(_L(batch_id).records, k)
-    recorded_set = {k for k, rec in zip(started, pipe.execute()) if rec}
-    stale = [k for k in started if k in recorded_set]
+    stale = [k for k, recorded in zip(started, pipe.execute()) if recorded]
     if stale:  # a worker died between saving a record and releasing its lease: tidy up
         pipe = r.pipeline(transaction=False)
         pipe.hdel(_L(batch_id).started, *stale)
         pipe.hdel(_L(batch_id).attempts, *stale)
         pipe.execute()
     requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
+    stale_set = set(stale)
     candidates = [
         k for k in started
-        if k not in recorded_set and now - requeued_at.get(k, float("-inf")) > grace
+        if k not in stale_set and now - requeued_at.get(k, float("-inf")) > grace
     ]
     if not candidates:
         return []
