@@ -28,7 +28,7 @@ from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.service.batches import submit_batch
 from knights_tour.service.counts import submit_count
 from knights_tour.store import counts as count_store
-from knights_tour.store import keys, leases
+from knights_tour.store import keys, leases, queue
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
@@ -37,7 +37,7 @@ RECOVERED_WITHIN_S = 30.0
 
 
 def _queue_empty(r) -> bool:
-    return leases.lists_empty(r, worker.queue_lists())
+    return queue.lists_empty(r, worker.queue_lists())
 
 
 def _kill_main_when_queue_empty(pool, workers, held_by, deadline_s=120.0):

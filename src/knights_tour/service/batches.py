@@ -30,7 +30,7 @@ from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
-from knights_tour.store import leases
+from knights_tour.store import leases, queue
 from knights_tour.store.connection import connect
 
 DEFAULT_CHUNK_SIZE = 16
@@ -350,7 +350,7 @@ def cancel_batch(r: redis.Redis, batch_id: str) -> int:
     """
     store.set_batch_state(r, batch_id, store.CANCELLED)
     leases.deactivate(r, batch_id)
-    return leases.drop_messages(r, worker.queue_lists(), _message_of(batch_id))
+    return queue.drop_messages(r, worker.queue_lists(), _message_of(batch_id))
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:

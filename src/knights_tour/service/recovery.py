@@ -21,7 +21,7 @@ import redis
 
 from knights_tour import worker
 from knights_tour.settings import get_settings
-from knights_tour.store import leases
+from knights_tour.store import leases, queue
 
 Send = Callable[[str, list[dict[str, Any]]], None]
 """``send(unit_id, item_dicts)``: put one task for these items of the batch/count on the queue."""
@@ -63,7 +63,7 @@ def recover(r: redis.Redis, unit: str | leases.Ledger, send: Send) -> list[str]:
     # The cheap checks first: reading every job key (find_unclaimed) costs as much as the
     # unit is large, and is needed only once nothing runs and the queue is empty.
     unclaimed = []
-    if not leases.running(r, led) and leases.lists_empty(r, worker.queue_lists()):
+    if not leases.running(r, led) and queue.lists_empty(r, worker.queue_lists()):
         unclaimed = leases.find_unclaimed(r, led)
     if unclaimed:
         since = _quiet_since.setdefault(quiet_key, time.monotonic())

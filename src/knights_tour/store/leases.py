@@ -389,27 +389,6 @@ def find_unclaimed(
     return sorted(k for k in (_text(j) for j in jobs) if k not in skip)
 
 
-def lists_empty(r: redis.Redis, names: Sequence[str]) -> bool:
-    """True if every Redis list in ``names`` is empty (e.g. the broker's lists of the project
-    queue, one per message priority: :func:`knights_tour.worker.queue_lists`)."""
-    pipe = r.pipeline(transaction=False)
-    for name in names:
-        pipe.llen(name)
-    return not any(pipe.execute())
-
-
-def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes], bool]) -> int:
-    """Remove from the Redis lists ``names`` (the queue's lists) every message for which
-    ``match(raw_message)`` is true; returns how many. Other messages are left in place (a
-    shared Redis holds other users' work)."""
-    dropped = 0
-    for name in names:
-        for raw in r.lrange(name, 0, -1):
-            if match(raw):
-                dropped += int(r.lrem(name, 1, raw))
-    return dropped
-
-
 def mark_requeued(r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str]) -> None:
     """Note that ``job_keys`` were just put back on the queue (e.g. a soft-time-limit hand-off),
     so :func:`find_orphans` leaves them alone for the re-send grace period."""
@@ -449,6 +428,6 @@ def wait_for_claim(
 
 __all__ = [
     "Ledger", "exit_with_parent", "activate", "deactivate", "active", "missing", "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
-    "resend", "find_unclaimed", "lists_empty", "drop_messages", "claim_all",
+    "resend", "find_unclaimed", "claim_all",
     "wait_for_claim", "CLAIMED", "DONE", "HELD", "CANCELLED", "cancelled",
 ]

@@ -1,0 +1,33 @@
+"""The broker's Redis lists of the project queue (one per message priority, as kombu's Redis
+transport keeps them): whether they are empty, and removing one batch's messages from them.
+redis-py only; the list names come from :func:`knights_tour.worker.queue_lists`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import redis
+
+
+def lists_empty(r: redis.Redis, names: Sequence[str]) -> bool:
+    """True if every Redis list in ``names`` is empty (e.g. the broker's lists of the project
+    queue, one per message priority: :func:`knights_tour.worker.queue_lists`)."""
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(name)
+    return not any(pipe.execute())
+
+
+def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes], bool]) -> int:
+    """Remove from the Redis lists ``names`` (the queue's lists) every message for which
+    ``match(raw_message)`` is true; returns how many. Other messages are left in place (a
+    shared Redis holds other users' work)."""
+    dropped = 0
+    for name in names:
+        for raw in r.lrange(name, 0, -1):
+            if match(raw):
+                dropped += int(r.lrem(name, 1, raw))
+    return dropped
+
+
+__all__ = ["lists_empty", "drop_messages"]
