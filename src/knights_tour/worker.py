@@ -12,7 +12,7 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
 * JSON only on the wire (``task_serializer``, ``result_serializer``, ``accept_content``) -
   never pickle;
 * late acknowledgement (``task_acks_late``) with ``task_reject_on_worker_lost``: a job whose
-  worker dies is delivered again (records are keyed by job, so a second delivery overwrites);
+  worker dies is delivered again (records are keyed by job, and a job's first record is kept);
   ``worker_prefetch_multiplier = 1`` so a worker does not hoard messages it cannot start;
 * soft/hard task time limits ``KT_SOFT_TIME_LIMIT_S`` / ``KT_HARD_TIME_LIMIT_S``; the Redis
   ``visibility_timeout`` (``KT_VISIBILITY_TIMEOUT_S``) is longer than the hard limit, because a

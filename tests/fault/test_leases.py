@@ -124,3 +124,19 @@ def test_bookkeeping_of_a_worker_killed_after_saving_is_tidied(redis_client):
     redis_client.delete(keys.batch_lease(batch_id, job.key))  # killed before releasing
     assert recovery.find_orphans(redis_client, batch_id) == []
     assert not any(redis_client.exists(x) for x in keys.batch_recovery_keys(batch_id))
+
+
+def test_a_job_whose_lease_lapsed_after_the_claim_is_not_started(redis_client, caplog):
+    jobs = make_batch_jobs([5])[:1]
+    batch_id = create_batch(redis_client, jobs, {})
+    a, b = recovery.LeaseKeeper(lease_s=5), recovery.LeaseKeeper(lease_s=5)
+    k = jobs[0].key
+    assert a.claim(redis_client, batch_id, k) == recovery.CLAIMED
+    redis_client.delete(keys.batch_lease(batch_id, k))  # a stalled past its lease: it lapses
+    assert b.claim(redis_client, batch_id, k) == recovery.CLAIMED
+    assert b.begin(redis_client, batch_id, k) == 1
+    assert a.begin(redis_client, batch_id, k) == 0  # a must leave the job to b
+    assert a.held() == [] and b.held() == [keys.batch_lease(batch_id, k)]
+    assert "lapsed before its job started" in caplog.text
+    assert redis_client.hget(keys.batch_attempts(batch_id), k) in ("1", b"1")
+    b.release(redis_client, batch_id, k, finished=False)

@@ -94,15 +94,16 @@ def test_batch_round_trip_sorted_and_counted(redis_client, records_5x5):
     assert [j.key for j in batch_jobs(redis_client, batch_id)] == [r["job_key"] for r in got]
 
 
-def test_saving_a_record_twice_overwrites(redis_client, records_5x5):
+def test_the_first_record_stored_for_a_job_is_kept(redis_client, records_5x5):
     jobs, records = records_5x5
     batch_id = create_batch(redis_client, jobs[:3], {})
     for rec in records[:3]:
-        save_record(redis_client, batch_id, rec)
-    again = dict(records[0], worker="second-delivery")
-    save_record(redis_client, batch_id, again)
+        assert save_record(redis_client, batch_id, rec) is True
+    assert save_record(redis_client, batch_id, records[0]) is True  # a retried write
+    again = dict(records[0], worker="second-run", finished_at=records[0]["finished_at"] + 1)
+    assert save_record(redis_client, batch_id, again) is False
     got = collect(redis_client, batch_id)
-    assert len(got) == 3 and got[0]["worker"] == "second-delivery"
+    assert len(got) == 3 and got[0] == records[0]
     assert batch_status(redis_client, batch_id)["done"] == 3
     # Re-registering the same jobs in the same batch adds nothing.
     assert create_batch(redis_client, jobs[:3], {}, batch_id=batch_id) == batch_id

@@ -113,8 +113,8 @@ class Job:
     def key(self) -> str:
         """Stable key from (board, start, solver, closed), e.g. ``"8x8:0,0:warnsdorff:open"``.
 
-        The same job delivered twice gets the same key, so its record overwrites the earlier
-        one instead of duplicating it.
+        The same job delivered twice gets the same key, so it keeps one record instead of
+        getting two.
         """
         kind = "closed" if self.closed else "open"
         return f"{self.rows}x{self.cols}:{self.start[0]},{self.start[1]}:{self.solver}:{kind}"

@@ -126,8 +126,8 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
     chunk_size : int
         Jobs per Celery task (each job still gets its own record key).
     batch_id : str, optional
-        Add the jobs to this existing batch instead of a new one (re-submitting the same jobs
-        overwrites their records; nothing is duplicated).
+        Add the jobs to this existing batch instead of a new one (a job that already has a
+        record is not run again; nothing is duplicated).
     only_missing : bool
         With ``batch_id``: send only the jobs that have no record yet (resume a batch).
     largest_first : bool

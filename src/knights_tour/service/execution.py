@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -28,6 +29,8 @@ from knights_tour.store import keys, leases
 from knights_tour.store.batches import save_record
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.worker import DEFAULT_REDIS_URL
+
+log = logging.getLogger(__name__)
 
 SAVE_RETRY_S = 30.0
 """How long a task keeps retrying to store a record while Redis is unreachable, in seconds."""
@@ -53,14 +56,14 @@ def redis_client() -> redis.Redis:
     return _redis_client
 
 
-def _save(batch_id: str, record: Mapping[str, Any]) -> None:
-    """save_record, retrying for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
+def _save(batch_id: str, record: Mapping[str, Any]) -> bool:
+    """save_record, retrying for up to :data:`SAVE_RETRY_S` while Redis is unreachable;
+    False if the job already had a different record (kept: this run's is dropped)."""
     deadline = time.monotonic() + SAVE_RETRY_S
     delay = 0.2
     while True:
         try:
-            save_record(redis_client(), batch_id, record)
-            return
+            return save_record(redis_client(), batch_id, record)
         except REDIS_ERRORS:
             if time.monotonic() >= deadline:
                 raise
@@ -69,7 +72,7 @@ def _save(batch_id: str, record: Mapping[str, Any]) -> None:
 
 
 def invalid_key(job_dict: object) -> str:
-    """A stable key for a job dict that failed validation (so a re-delivery overwrites)."""
+    """A stable key for a job dict that failed validation (so a re-delivery adds no record)."""
     try:
         text = json.dumps(job_dict, sort_keys=True, default=repr)
     except (TypeError, ValueError):
@@ -101,9 +104,15 @@ class _Chunk:
                 self.counts[record["status"]] += 1
         return valid
 
-    def run_one(self, job: Job) -> dict[str, Any]:
-        """Run a claimed job (or give it up after too many worker deaths) and store it."""
+    def run_one(self, job: Job) -> dict[str, Any] | None:
+        """Run a claimed job (or give it up after too many worker deaths) and store it;
+        None if its lease lapsed before it started and another task has the job now."""
         attempts = self.keeper.begin(self.r, self.batch_id, job.key)
+        if not attempts and self.keeper.claim(self.r, self.batch_id, job.key) == leases.CLAIMED:
+            attempts = self.keeper.begin(self.r, self.batch_id, job.key)  # nobody took it
+        if not attempts:  # recorded or held by another task since our lease lapsed
+            self.counts["skipped"] += 1
+            return None
         if attempts > self.max_attempts:
             record = error_record(
                 job, f"worker lost {attempts - 1} times while running this job; given up",
@@ -114,7 +123,9 @@ class _Chunk:
         else:
             record = run_job(job, batch_id=self.batch_id, worker=self.worker)
         record["attempts"] = attempts
-        _save(self.batch_id, record)
+        if not _save(self.batch_id, record):
+            log.warning("job %s of batch %s ran a second time (its lease lapsed while it "
+                        "ran); the record stored first is kept", job.key, self.batch_id)
         self.keeper.release(self.r, self.batch_id, job.key, finished=True)
         self.counts[record["status"]] += 1
         return record
@@ -129,7 +140,7 @@ class _Chunk:
         """Run our claimed jobs, then the ones another task held once they are freed."""
         for i, job in enumerate(mine):
             record = self.run_one(job)
-            if record.get("error_type") == "SoftTimeLimitExceeded":
+            if record is not None and record.get("error_type") == "SoftTimeLimitExceeded":
                 for j in mine[i + 1:]:
                     self.keeper.release(self.r, self.batch_id, j.key, finished=False)
                 self.hand_off(mine[i + 1:] + list(held.values()), send)
@@ -204,10 +215,13 @@ def run_chunk(
 
 
 def _run_subjob(r: redis.Redis, led: leases.Ledger, keeper: leases.LeaseKeeper, sj: SubJob,
-                worker: str | None) -> bool:
+                worker: str | None) -> bool | None:
     """Run one claimed sub-job (or give it up after too many worker deaths) and store its
-    partial count; True if it was counted."""
+    partial count; True if it was counted, False if given up, None if its lease lapsed
+    before it started (another task has it now)."""
     attempts = keeper.begin(r, led, sj.key)
+    if not attempts:
+        return None
     ok = True
     try:
         if attempts > get_settings().max_attempts:
@@ -256,7 +270,10 @@ def run_count_chunk(
         if keeper.claim(r, led, sj.key) != leases.CLAIMED:
             skipped += 1
             continue
-        if _run_subjob(r, led, keeper, sj, worker):
+        outcome = _run_subjob(r, led, keeper, sj, worker)
+        if outcome is None:
+            skipped += 1
+        elif outcome:
             ran += 1
         else:
             errors += 1

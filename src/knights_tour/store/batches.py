@@ -1,7 +1,8 @@
 """The Redis result store: batches, their jobs and their records (redis-py, no Celery).
 
 Key names come from :mod:`knights_tour.store.keys`. Everything stored is JSON. A record is written
-under its job's key inside its batch, so a job delivered twice overwrites its own record.
+under its job's key inside its batch, once: a job delivered twice still has one record, the
+first one stored.
 
 Typical use (what ``ktour submit/status/collect`` do)::
 
@@ -103,10 +104,36 @@ def create_batch(
     return batch_id
 
 
-def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> None:
-    """Store one job's record in its batch (overwriting an earlier record for the same job).
+_SAVE_LUA = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if old then
+  if old == ARGV[2] then return 1 end
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if tonumber(ARGV[4]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
+return 1
+"""
+# KEYS: records, status; ARGV: job_key, encoded record, status|mismatch flag, ttl_s
 
+
+def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> bool:
+    """Store one job's record in its batch, unless the job already has one: the first record
+    stored for a job is kept, so a record once read never changes.
+
+    A job runs twice only when its lease lapsed while it ran (a worker stalled or cut off
+    from Redis for longer than ``KT_LEASE_S``); the second run's record is then dropped.
     The record must carry ``job_key`` (as :func:`knights_tour.core.jobs.run_job` sets it).
+
+    Returns
+    -------
+    bool
+        True if this record is the job's stored record (new, or identical to the stored one:
+        a retried write); False if a different record was stored first and is kept.
 
     Raises
     ------
@@ -119,14 +146,11 @@ def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> Non
     if not job_key:
         raise KnightsTourError("a record needs a job_key to be stored")
     flag = "1" if record.get("mismatch") else "0"
-    pipe = r.pipeline(transaction=True)
-    pipe.hset(keys.batch_records(batch_id), job_key, encode_record(record))
-    pipe.hset(keys.batch_status(batch_id), job_key, f"{record.get('status')}|{flag}")
-    ttl = _ttl()
-    if ttl > 0:
-        pipe.expire(keys.batch_records(batch_id), ttl)
-        pipe.expire(keys.batch_status(batch_id), ttl)
-    pipe.execute()
+    save = r.register_script(_SAVE_LUA)
+    stored = save(keys=[keys.batch_records(batch_id), keys.batch_status(batch_id)],
+                  args=[job_key, encode_record(record), f"{record.get('status')}|{flag}",
+                        max(_ttl(), 0)])
+    return bool(stored)
 
 
 def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:

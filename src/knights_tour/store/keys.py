@@ -6,7 +6,7 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}                hash         "meta" -> batch meta JSON (created, params, ...),
                                               "total" -> number of jobs in the batch
     kt:batch:{id}:jobs           hash         job_key -> job JSON (the job as submitted)
-    kt:batch:{id}:records        hash         job_key -> record JSON (re-delivery overwrites)
+    kt:batch:{id}:records        hash         job_key -> record (the first one stored)
     kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
     kt:batch:{id}:lease:{job}    string (TTL) token of the task running the job; its heartbeat
                                               renews it, so it vanishes soon after a worker dies
@@ -36,8 +36,8 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
                                               server (the last one to leave shuts it down)
 
 Records are per batch, so ``collect BATCH`` returns exactly that batch's records, and a job that
-is delivered twice (Celery late acknowledgement, a resubmission) overwrites its own record
-instead of adding a duplicate. Keys do not expire unless ``KT_RESULT_TTL_S`` > 0.
+is delivered twice (Celery late acknowledgement, a resubmission) keeps the one record stored
+first instead of adding a duplicate. Keys do not expire unless ``KT_RESULT_TTL_S`` > 0.
 
 This module imports neither Celery nor Redis.
 """

@@ -23,7 +23,10 @@ re-sent. A waiting
 client also re-sends jobs no task ever claimed once the queue is empty and nothing of the batch
 runs (a message lost as Redis restarted). Claims are atomic (a Lua script), so two deliveries
 of one job never run it at the same time, and a task that finds the job's record already
-stored skips it: a late duplicate delivery costs one Redis round trip. A job whose worker dies
+stored skips it: a late duplicate delivery costs one Redis round trip. A process stalled past
+its lease (the heartbeat could not run) finds out: it does not start a job whose lease it lost,
+and a job it finished after the lapse keeps the record stored first
+(:func:`knights_tour.store.batches.save_record`). A job whose worker dies
 ``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type`` ``WorkerLost``) instead of
 killing workers forever.
 
@@ -35,6 +38,7 @@ worker).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -48,6 +52,8 @@ import redis
 from knights_tour.settings import get_settings
 from knights_tour.store.ledger import (Ledger, _L, _text, activate, active, cancelled,
                                        deactivate, missing)
+
+log = logging.getLogger(__name__)
 
 CLAIMED, DONE, HELD, CANCELLED = "claimed", "done", "held", "cancelled"
 """Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease /
@@ -76,15 +82,17 @@ return 'held'
 # (a recorded job: tidy bookkeeping left by a worker killed between saving and releasing)
 
 _RENEW_LUA = """
-local n = 0
+local lost = {}
 for i, k in ipairs(KEYS) do
   if redis.call('GET', k) == ARGV[1] then
     redis.call('PEXPIRE', k, ARGV[2])
-    n = n + 1
+  else
+    table.insert(lost, k)
   end
 end
-return n
+return lost
 """
+# KEYS: lease keys held; ARGV: token, lease_ms. Returns the keys that were no longer ours.
 
 _MARK_LUA = """
 local out = {}
@@ -98,6 +106,12 @@ end
 return out
 """
 # KEYS: records, requeued, lease of each candidate; ARGV: now, candidate job keys
+
+_BEGIN_LUA = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+"""
+# KEYS: lease, attempts; ARGV: token, job_key
 
 _RELEASE_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -149,6 +163,7 @@ class LeaseKeeper:
 
     def _beat(self) -> None:
         interval = self.lease_s / 3.0
+        last = time.monotonic()
         while True:
             time.sleep(interval)
             if os.getppid() != self._ppid:
@@ -158,16 +173,31 @@ class LeaseKeeper:
                 if _EXIT_WITH_PARENT:
                     os._exit(70)  # EX_SOFTWARE; nothing of ours is left to flush
                 return
+            now = time.monotonic()
+            if now - last > 2 * interval:
+                log.warning("lease heartbeat ran %.2f s late (lease %.1f s): this process or "
+                            "Redis was stalled", now - last - interval, self.lease_s)
+            last = now
             with self._lock:
                 by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
                 for key, client in self._held.items():
                     by_client.setdefault(id(client), (client, []))[1].append(key)
             for client, lease_keys in by_client.values():
                 try:
-                    client.eval(_RENEW_LUA, len(lease_keys), *lease_keys, self.token,
-                                self.lease_ms)
+                    lost = client.eval(_RENEW_LUA, len(lease_keys), *lease_keys, self.token,
+                                       self.lease_ms)
                 except redis.RedisError:
-                    pass  # Redis away: the lease may lapse; recovery then re-sends (harmless)
+                    continue  # Redis away: the lease may lapse; recovery then re-sends
+                self._report_lapsed([_text(k) for k in lost or []])
+
+    def _report_lapsed(self, lost: list[str]) -> None:
+        """Log (once) and forget the leases found lapsed while still held (released ones are
+        not lapses): they are no longer ours to renew."""
+        with self._lock:
+            lapsed = [k for k in lost if self._held.pop(k, None) is not None]
+        for key in lapsed:
+            log.warning("lease %s lapsed while its job was still running (no renewal within "
+                        "%.1f s): the job may be run a second time", key, self.lease_s)
 
     # -- claim / release ------------------------------------------------------------------
     def claim(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> str:
@@ -199,8 +229,24 @@ class LeaseKeeper:
         return str(outcome)
 
     def begin(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> int:
-        """Count one more start of ``job_key`` (since its last record); returns the count."""
-        return int(r.hincrby(_L(batch_id).attempts, job_key, 1))
+        """Count one more start of ``job_key`` (since its last record) if its lease is still
+        ours; returns the count, or 0 if the lease lapsed since the claim (this process was
+        stalled longer than the lease, and the job may be another task's now: do not run it).
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis is unreachable.
+        """
+        led = _L(batch_id)
+        lease = led.lease(job_key)
+        started = int(r.eval(_BEGIN_LUA, 2, lease, led.attempts, self.token, job_key))
+        if not started:
+            with self._lock:
+                self._held.pop(lease, None)
+            log.warning("lease %s lapsed before its job started (this process was stalled "
+                        "longer than %.1f s)", lease, self.lease_s)
+        return started
 
     def release(self, r: redis.Redis, batch_id: str | Ledger, job_key: str, finished: bool) -> None:
         """Give up the lease of ``job_key``. ``finished``: its record is stored (clears the
