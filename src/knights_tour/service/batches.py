@@ -30,7 +30,8 @@ from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
-from knights_tour.store import leases, queue
+from knights_tour.store import keys, leases, queue
+from knights_tour.store.events import Wakeup
 from knights_tour.store.connection import connect
 
 DEFAULT_CHUNK_SIZE = 16
@@ -247,10 +248,12 @@ def wait_for_batch(
     def status_fn() -> dict[str, Any]:
         return {**store.batch_status(r, batch_id), "state": store.batch_state(r, batch_id)}
 
-    return poll_until_complete(
-        status_fn, timeout_s=timeout_s, recover_fn=recover_fn, hooks=hooks, poll_s=poll_s,
-        outage_s=outage_s, is_done=_ended,
-    )
+    # Subscribed before the first poll, so the announcement of the end cannot fall between.
+    with Wakeup(r, keys.batch_events(batch_id)) as wakeup:
+        return poll_until_complete(
+            status_fn, timeout_s=timeout_s, recover_fn=recover_fn, hooks=hooks, poll_s=poll_s,
+            outage_s=outage_s, is_done=_ended, pause=wakeup.wait,
+        )
 
 
 def _ended(status: Mapping[str, Any]) -> bool:

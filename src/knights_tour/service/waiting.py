@@ -65,6 +65,7 @@ def poll_until_complete(
     poll_s: float = 0.5,
     outage_s: float = REDIS_OUTAGE_S,
     is_done: Callable[[Status], bool] = _complete,
+    pause: Callable[[float], object] = time.sleep,
 ) -> Status:
     """Call ``status_fn()`` until ``is_done(status)`` or ``timeout_s``: first after
     :data:`FIRST_POLL_S`, each pause then half as long again, up to ``poll_s`` seconds.
@@ -87,6 +88,9 @@ def poll_until_complete(
         Seconds without Redis after which the wait fails.
     is_done : callable
         Ends the wait; default ``status["complete"]``.
+    pause : callable
+        ``pause(seconds)`` between polls; default :func:`time.sleep`. A
+        :meth:`knights_tour.store.events.Wakeup.wait` returns early when the end is announced.
 
     Returns
     -------
@@ -125,17 +129,25 @@ def poll_until_complete(
             outage_began = None
             if hooks.on_outage is not None:
                 hooks.on_outage(False)
-        if hooks.on_progress is not None:
-            hooks.on_progress(status)
-        if is_done(status):
-            return status
-        if recover_fn is not None:
-            _recover(recover_fn, hooks)
-        if timeout_s is not None and time.monotonic() - began > timeout_s:
+        if _after_poll(status, is_done, recover_fn, hooks) or (
+            timeout_s is not None and time.monotonic() - began > timeout_s
+        ):
             return status
         if hooks.check is not None:
             hooks.check(status)
-        time.sleep(next(pauses))
+        pause(next(pauses))
+
+
+def _after_poll(status: Status, is_done: Callable[[Status], bool],
+                recover_fn: Callable[[], list[str]] | None, hooks: WaitHooks) -> bool:
+    """Report progress; True if the wait is over, else run one recovery pass."""
+    if hooks.on_progress is not None:
+        hooks.on_progress(status)
+    if is_done(status):
+        return True
+    if recover_fn is not None:
+        _recover(recover_fn, hooks)
+    return False
 
 
 def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks) -> None:

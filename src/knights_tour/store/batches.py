@@ -116,9 +116,13 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[4])
   redis.call('EXPIRE', KEYS[2], ARGV[4])
 end
+if redis.call('HLEN', KEYS[2]) >= redis.call('HLEN', KEYS[3]) then
+  redis.call('PUBLISH', ARGV[5], 'complete')
+end
 return 1
 """
-# KEYS: records, status; ARGV: job_key, encoded record, status|mismatch flag, ttl_s
+# KEYS: records, status, jobs; ARGV: job_key, encoded record, status|mismatch flag, ttl_s,
+# events channel (told when the batch has as many results as jobs)
 
 
 def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> bool:
@@ -147,9 +151,10 @@ def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> boo
         raise KnightsTourError("a record needs a job_key to be stored")
     flag = "1" if record.get("mismatch") else "0"
     save = r.register_script(_SAVE_LUA)
-    stored = save(keys=[keys.batch_records(batch_id), keys.batch_status(batch_id)],
+    stored = save(keys=[keys.batch_records(batch_id), keys.batch_status(batch_id),
+                        keys.batch_jobs(batch_id)],
                   args=[job_key, encode_record(record), f"{record.get('status')}|{flag}",
-                        max(_ttl(), 0)])
+                        max(_ttl(), 0), keys.batch_events(batch_id)])
     return bool(stored)
 
 
@@ -338,6 +343,7 @@ def set_batch_state(r: redis.Redis, batch_id: str, state: str | None) -> None:
         r.hdel(keys.batch(batch_id), "state")
     else:
         r.hset(keys.batch(batch_id), "state", state)
+        r.publish(keys.batch_events(batch_id), state)  # wake its waiting clients
 
 
 def batch_state(r: redis.Redis, batch_id: str) -> str | None:

@@ -71,6 +71,12 @@ def batch_records(batch_id: str) -> str:
     return f"{PREFIX}batch:{batch_id}:records"
 
 
+def batch_events(batch_id: str) -> str:
+    """Pub/sub channel (not a key): ``"complete"`` when the batch has a result for every job,
+    ``"cancelled"`` when it is cancelled (:mod:`knights_tour.store.events`)."""
+    return f"{PREFIX}batch:{batch_id}:events"
+
+
 def batch_status(batch_id: str) -> str:
     """Hash job_key -> ``"status|0"`` or ``"status|1"`` (mismatch flag), for cheap polling."""
     return f"{PREFIX}batch:{batch_id}:status"

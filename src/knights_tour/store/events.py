@@ -1,0 +1,80 @@
+"""Wake-ups over Redis pub/sub: a waiting client blocks on its batch's channel between polls,
+so it sees the batch end as soon as the last record is stored instead of at its next poll.
+
+Workers publish from the script that stores a record (:func:`knights_tour.store.batches.save_record`)
+once the batch has as many results as jobs; a cancel publishes too. A message is only a hint
+to poll now: the poll decides, and a message missed (sent before the subscription, or during a
+Redis outage) costs at most one poll interval. redis-py only.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+import redis
+
+from knights_tour.store.connection import REDIS_ERRORS
+
+
+class Wakeup:
+    """A subscription to one channel; :meth:`wait` sleeps until a message or the timeout.
+
+    Use as a context manager (the subscription's connection is closed on exit). Redis errors
+    never escape: :meth:`wait` then sleeps the whole timeout, and the next call resubscribes.
+
+    Parameters
+    ----------
+    r : redis.Redis
+        The client to subscribe with (the subscription takes a connection of its own).
+    channel : str
+        The channel name (e.g. :func:`knights_tour.store.keys.batch_events`).
+    """
+
+    def __init__(self, r: redis.Redis, channel: str) -> None:
+        self.channel = channel
+        self._pubsub = r.pubsub(ignore_subscribe_messages=True)
+        self._subscribed = False
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        try:
+            self._pubsub.subscribe(self.channel)
+            self._subscribed = True
+        except REDIS_ERRORS:
+            self._subscribed = False
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block for up to ``timeout_s`` seconds; True if a message came (poll now)."""
+        deadline = time.monotonic() + timeout_s
+        if not self._subscribed:
+            self._subscribe()
+        while self._subscribed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                # None also after a subscribe confirmation; wait out the rest of the time.
+                if self._pubsub.get_message(timeout=left) is not None:
+                    return True
+            except REDIS_ERRORS:
+                self._subscribed = False
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        return False
+
+    def close(self) -> None:
+        """Drop the subscription and its connection (errors ignored)."""
+        try:
+            self._pubsub.close()
+        except REDIS_ERRORS:
+            pass
+
+    def __enter__(self) -> Wakeup:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+__all__ = ["Wakeup"]
