@@ -1,5 +1,5 @@
 """``python -m knights_tour`` runs the ``ktour`` command line."""
 
-from knights_tour.cli import main
+from knights_tour.cli import run
 
-raise SystemExit(main())
+run()
