@@ -22,8 +22,10 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
   (:mod:`knights_tour.store.batches`), so Celery's own result keys would be unused extra writes
   (and measurably slower: ``benchmarks/README.md``).
 
-The numba engine is warmed up in every pool process (``worker_process_init``) if the engine
-exposes ``warm_up()``, so the first job does not pay the compile/cache-load cost.
+The numba engine is warmed up once per process before it runs jobs, so the first job does not
+pay the compile/cache-load cost: in the worker main process before its pool forks when the
+worker is started by :mod:`knights_tour.service.celery_worker_main` (as ``ktour run`` does),
+else in each pool process (``worker_process_init``).
 
 Every task name is spelled here (``TASK_*``); the task bodies are in :mod:`knights_tour.tasks`,
 which the app loads by name (``include``), so nothing imports it.
@@ -235,13 +237,28 @@ class RecoveryTimer(bootsteps.StartStopStep):
 app.steps["worker"].add(RecoveryTimer)
 
 
-@worker_process_init.connect
-def _warm_up_engine(**_: object) -> None:
-    """Load/compile the engine's numba kernels once per pool process."""
+def warm_up_engine_in_this_process() -> None:
+    """Load/compile the engine's numba kernels in this process, once (a worker main process
+    calls it before its pool forks; pool processes then start warm). A failure is logged,
+    not raised: a missing engine must not keep the worker from serving other solvers."""
+    global _engine_warm
+    if _engine_warm:
+        return
     try:
         solvers.warm_up_engine()
+        _engine_warm = True
     except Exception as exc:  # noqa: BLE001 - a missing engine must not kill the pool
         log.warning("engine warm-up failed at worker start: %s", exc)
+
+
+_engine_warm = False
+
+
+@worker_process_init.connect
+def _warm_up_engine(**_: object) -> None:
+    """Load/compile the engine's numba kernels once per pool process (nothing to do if its
+    parent warmed them before the fork)."""
+    warm_up_engine_in_this_process()
 
 
 @worker_process_shutdown.connect

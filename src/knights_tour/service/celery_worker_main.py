@@ -36,7 +36,12 @@ def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
     int
         The worker's exit code (0 after a warm shutdown).
     """
-    worker = celery_worker().app.Worker(
+    app_module = celery_worker()
+    # The engine is loaded before the pool forks, so the pool process can run a job the
+    # moment this worker takes its first message. Warmed after the fork instead, a worker
+    # that comes up late holds a message through its warm-up while an earlier one idles.
+    app_module.warm_up_engine_in_this_process()
+    worker = app_module.app.Worker(
         hostname=node, pool_cls="prefork", concurrency=concurrency, queues=[queue],
         loglevel=loglevel.upper(), without_gossip=True, without_mingle=True,
         without_heartbeat=True,
