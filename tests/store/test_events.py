@@ -53,3 +53,25 @@ def test_a_wakeup_without_redis_sleeps_out_its_timeout():
                          retry=Retry(NoBackoff(), 0))
     with Wakeup(client, "kt:batch:none:events") as wakeup:
         assert wakeup.wait(0.2) is False
+
+
+def test_the_last_partial_count_wakes_the_waiter(redis_client):
+    from knights_tour.board import Board
+    from knights_tour.core.counting import plan_count
+    from knights_tour.store import counts as count_store
+
+    plan = plan_count(Board(3, 4), depth=1)
+    cid = count_store.count_id_for(plan)
+    count_store.register_count(redis_client, cid, plan)
+    *first, last = plan.subjobs
+    assert first, "a plan of one sub-job would test nothing"
+    with Wakeup(redis_client, keys.count_events(cid)) as wakeup:
+        for sj in first:
+            count, nodes = sj.run()
+            count_store.save_partial(redis_client, cid, sj.key, count, nodes)
+        assert wakeup.wait(0.3) is False
+        count, nodes = last.run()
+        count_store.save_partial(redis_client, cid, last.key, count, nodes)
+        assert wakeup.wait(LONG_S) is True
+    status = count_store.count_status(redis_client, cid)
+    assert status["complete"] and status["errors"] == 0

@@ -24,8 +24,9 @@ from knights_tour.core.counting import SubJob
 from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.store import counts as count_store
-from knights_tour.store import leases
+from knights_tour.store import keys, leases
 from knights_tour.store.connection import connect
+from knights_tour.store.events import Wakeup
 
 
 def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> int:
@@ -99,11 +100,13 @@ def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = N
     if recover_url is not None:
         url = recover_url
         recover_fn = lambda: recover_lost_subjobs(r, url, count_id)  # noqa: E731
-    return poll_until_complete(
-        lambda: count_store.count_status(r, count_id), timeout_s=timeout_s, hooks=hooks,
-        recover_fn=recover_fn,
-        poll_s=poll_s, outage_s=outage_s, is_done=_count_done,
-    )
+    # Subscribed before the first poll, so the announcement of the end cannot fall between.
+    with Wakeup(r, keys.count_events(count_id)) as wakeup:
+        return poll_until_complete(
+            lambda: count_store.count_status(r, count_id), timeout_s=timeout_s, hooks=hooks,
+            recover_fn=recover_fn, poll_s=poll_s, outage_s=outage_s, is_done=_count_done,
+            pause=wakeup.wait,
+        )
 
 
 __all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs"]

@@ -99,7 +99,19 @@ def save_partial(
     }
     if error is not None:
         entry["error"] = error
-    r.hset(keys.count_partials(count_id), subjob_key, registry.dumps(entry))
+    r.eval(_SAVE_PARTIAL_LUA, 2, keys.count_partials(count_id), keys.count_subjobs(count_id),
+           subjob_key, registry.dumps(entry), keys.count_events(count_id))
+
+
+_SAVE_PARTIAL_LUA = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('HLEN', KEYS[1]) >= redis.call('HLEN', KEYS[2]) then
+  redis.call('PUBLISH', ARGV[3], 'complete')
+end
+return 1
+"""
+# KEYS: partials, subjobs; ARGV: sub-job key, entry JSON, events channel (told when the count
+# has an entry for every sub-job)
 
 
 def has_partial(r: redis.Redis, count_id: str, subjob_key: str) -> bool:

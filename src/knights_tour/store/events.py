@@ -1,9 +1,11 @@
-"""Wake-ups over Redis pub/sub: a waiting client blocks on its batch's channel between polls,
-so it sees the batch end as soon as the last record is stored instead of at its next poll.
+"""Wake-ups over Redis pub/sub: a waiting client blocks on its batch's (count's) channel
+between polls, so it sees the end as soon as the last result is stored instead of at its next
+poll.
 
-Workers publish from the script that stores a record (:func:`knights_tour.store.batches.save_record`)
-once the batch has as many results as jobs; a cancel publishes too. A message is only a hint
-to poll now: the poll decides, and a message missed (sent before the subscription, or during a
+Workers publish from the script that stores a result
+(:func:`knights_tour.store.batches.save_record`, :func:`knights_tour.store.counts.save_partial`)
+once there are as many results as jobs; a cancel publishes too. A message is only a hint to
+poll now: the poll decides, and a message missed (sent before the subscription, or during a
 Redis outage) costs at most one poll interval. redis-py only.
 """
 

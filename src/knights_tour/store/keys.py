@@ -14,6 +14,7 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:attempts       hash         job_key -> claims since the last record
                                               (worker deaths; capped by KT_MAX_ATTEMPTS)
     kt:batch:{id}:requeued       hash         job_key -> unix time recovery last re-sent it
+    kt:batch:{id}:events         channel      pub/sub, not a key: "complete" / "cancelled"
     kt:collect:lock              string       redis-py Lock held by the running collection
     kt:collect:done              hash         batch_id -> collection marker JSON (claimed/written)
     kt:collect:last              string       JSON of the last collection (time, batches written)
@@ -28,6 +29,7 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:started        hash         sub-job key -> unix time of the last claim
     kt:count:{id}:attempts       hash         sub-job key -> claims since its partial count
     kt:count:{id}:requeued       hash         sub-job key -> unix time recovery last re-sent it
+    kt:count:{id}:events         channel      pub/sub, not a key: "complete"
     kt:active:batches            set          batch ids the workers' recovery timer watches
     kt:active:counts             set          count ids the workers' recovery timer watches
     kt:resume:{digest}           string       id of the latest unfinished batch asked for with
@@ -144,6 +146,12 @@ def counts() -> str:
 def count(count_id: str) -> str:
     """Hash with the count's ``meta`` JSON, ``total`` (sub-jobs) and final ``report`` JSON."""
     return f"{PREFIX}count:{count_id}"
+
+
+def count_events(count_id: str) -> str:
+    """Pub/sub channel (not a key): ``"complete"`` when the count has an entry for every
+    sub-job (:mod:`knights_tour.store.events`)."""
+    return f"{PREFIX}count:{count_id}:events"
 
 
 def count_subjobs(count_id: str) -> str:
