@@ -25,6 +25,7 @@ from knights_tour.service.batches import wait_for_batch
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.store.batches import (
     batch_jobs,
+    batch_progress,
     batch_status,
     collect,
     create_batch,
@@ -108,6 +109,25 @@ def test_the_first_record_stored_for_a_job_is_kept(redis_client, records_5x5):
     # Re-registering the same jobs in the same batch adds nothing.
     assert create_batch(redis_client, jobs[:3], {}, batch_id=batch_id) == batch_id
     assert batch_status(redis_client, batch_id)["total"] == 3
+
+
+def test_progress_from_the_tally_matches_the_full_status(redis_client, records_5x5):
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs, {"sizes": "5"})
+    shown = ("total", "done", "counts", "mismatches", "missing", "complete", "params")
+    for i, rec in enumerate(records):
+        if i in (0, 7, len(records) - 1):
+            full, quick = batch_status(redis_client, batch_id), batch_progress(redis_client, batch_id)
+            assert {k: quick[k] for k in shown} == {k: full[k] for k in shown}
+        save_record(redis_client, batch_id, rec)
+        save_record(redis_client, batch_id, dict(rec, status="error"))  # kept out: not counted
+    quick = batch_progress(redis_client, batch_id)
+    assert quick["complete"] and quick["counts"] == batch_status(redis_client, batch_id)["counts"]
+    # 25 starts of 5x5: 13 of the majority colour have tours, 12 are ruled out by colour parity.
+    assert quick["counts"] == {"found": 13, "no_tour": 12}
+    # A result the tally does not know (stored by older code): progress cannot tell.
+    redis_client.hset(keys.batch_status(batch_id), "legacy", "found|0")
+    assert batch_progress(redis_client, batch_id) is None
 
 
 def test_batches_are_separate_and_listed_in_order(redis_client, records_5x5):

@@ -246,7 +246,12 @@ def wait_for_batch(
         recover_fn = lambda: recover_lost_jobs(r, url, batch_id)  # noqa: E731
 
     def status_fn() -> dict[str, Any]:
-        return {**store.batch_status(r, batch_id), "state": store.batch_state(r, batch_id)}
+        # Polls read the batch's tally, not every job; every job is looked at only when the
+        # tally says the batch is complete (or when it cannot tell).
+        status = store.batch_progress(r, batch_id)
+        if status is None or status["complete"]:
+            status = store.batch_status(r, batch_id)
+        return {**status, "state": store.batch_state(r, batch_id)}
 
     # Subscribed before the first poll, so the announcement of the end cannot fall between.
     with Wakeup(r, keys.batch_events(batch_id)) as wakeup:

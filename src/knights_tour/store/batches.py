@@ -111,18 +111,21 @@ if old then
   return 0
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. '|' .. ARGV[6])
+redis.call('HINCRBY', KEYS[4], ARGV[3], 1)
+if ARGV[6] == '1' then redis.call('HINCRBY', KEYS[4], 'mismatch', 1) end
 if tonumber(ARGV[4]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[4])
   redis.call('EXPIRE', KEYS[2], ARGV[4])
+  redis.call('EXPIRE', KEYS[4], ARGV[4])
 end
 if redis.call('HLEN', KEYS[2]) >= redis.call('HLEN', KEYS[3]) then
   redis.call('PUBLISH', ARGV[5], 'complete')
 end
 return 1
 """
-# KEYS: records, status, jobs; ARGV: job_key, encoded record, status|mismatch flag, ttl_s,
-# events channel (told when the batch has as many results as jobs)
+# KEYS: records, status, jobs, tally; ARGV: job_key, encoded record, status, ttl_s, events
+# channel (told when the batch has as many results as jobs), mismatch flag ('0' / '1')
 
 
 def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> bool:
@@ -152,9 +155,9 @@ def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> boo
     flag = "1" if record.get("mismatch") else "0"
     save = r.register_script(_SAVE_LUA)
     stored = save(keys=[keys.batch_records(batch_id), keys.batch_status(batch_id),
-                        keys.batch_jobs(batch_id)],
-                  args=[job_key, encode_record(record), f"{record.get('status')}|{flag}",
-                        max(_ttl(), 0), keys.batch_events(batch_id)])
+                        keys.batch_jobs(batch_id), keys.batch_tally(batch_id)],
+                  args=[job_key, encode_record(record), str(record.get("status")),
+                        max(_ttl(), 0), keys.batch_events(batch_id), flag])
     return bool(stored)
 
 
@@ -219,6 +222,49 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
         "mismatches": mismatches,
         "missing": len(missing),
         "missing_keys": missing[:max_missing],
+        "complete": done == total,
+        "created": meta.get("created"),
+        "params": meta.get("params", {}),
+    }
+
+
+def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
+    """Progress of a batch without reading every job: the shape of :func:`batch_status`, from
+    the batch's tally (:func:`knights_tour.store.keys.batch_tally`) and the sizes of its hashes;
+    ``missing_keys`` is empty. For polling a batch of any size.
+
+    ``complete`` is only a hint here (a record stored under a key that is not a job of the
+    batch, e.g. an invalid message's, counts as done): confirm it with :func:`batch_status`.
+
+    Returns
+    -------
+    dict or None
+        None when the tally does not account for every stored result (records stored by
+        older code): use :func:`batch_status`.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    meta = get_batch_meta(r, batch_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.hlen(keys.batch_jobs(batch_id))
+    pipe.hlen(keys.batch_status(batch_id))
+    pipe.hgetall(keys.batch_tally(batch_id))
+    total, stored, tally = pipe.execute()
+    counts = {k: int(v) for k, v in tally.items() if k != "mismatch"}
+    if sum(counts.values()) != stored:
+        return None
+    done = min(stored, total)
+    return {
+        "batch_id": batch_id,
+        "total": total,
+        "done": done,
+        "counts": dict(sorted(counts.items())),
+        "mismatches": int(tally.get("mismatch", 0)),
+        "missing": total - done,
+        "missing_keys": [],
         "complete": done == total,
         "created": meta.get("created"),
         "params": meta.get("params", {}),
@@ -376,6 +422,6 @@ def records_by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[st
 
 __all__ = [
     "CANCELLED", "set_batch_state", "batch_state", "resumable_batch", "remember_batch",
-    "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs",
+    "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs", "batch_progress",
     "batch_status", "record_keys", "iter_records", "collect", "COLLECT_CHUNK", "list_batches", "delete_batch", "records_by_key",
 ]

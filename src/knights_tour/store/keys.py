@@ -8,6 +8,7 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:jobs           hash         job_key -> job JSON (the job as submitted)
     kt:batch:{id}:records        hash         job_key -> record (the first one stored)
     kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
+    kt:batch:{id}:tally          hash         status -> jobs recorded with it, "mismatch" -> n
     kt:batch:{id}:lease:{job}    string (TTL) token of the task running the job; its heartbeat
                                               renews it, so it vanishes soon after a worker dies
     kt:batch:{id}:started        hash         job_key -> unix time of the last claim
@@ -104,9 +105,17 @@ def latest_summary() -> str:
     return f"{PREFIX}summary:latest"
 
 
+def batch_tally(batch_id: str) -> str:
+    """Hash status -> number of jobs with a record of that status, and ``"mismatch"`` -> number
+    of records with mismatch true: counted as each job's first record is stored, so progress is
+    read without reading every job."""
+    return f"{PREFIX}batch:{batch_id}:tally"
+
+
 def batch_keys(batch_id: str) -> list[str]:
     """Every key belonging to one batch (for expiry and deletion)."""
-    return [batch(batch_id), batch_jobs(batch_id), batch_records(batch_id), batch_status(batch_id)]
+    return [batch(batch_id), batch_jobs(batch_id), batch_records(batch_id), batch_status(batch_id),
+            batch_tally(batch_id)]
 
 
 def batch_lease(batch_id: str, job_key: str) -> str:
@@ -213,6 +222,7 @@ def count_keys(count_id: str) -> list[str]:
 
 __all__ = [
     "PREFIX", "QUEUE", "batches", "batch", "batch_jobs", "batch_records", "batch_status",
+    "batch_tally", "batch_events",
     "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
     "collect_lock", "collected", "last_collection", "latest_summary",
     "batch_lease", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
