@@ -107,12 +107,25 @@ class WorkerPool:
         self.strays: list = []  # psutil.Process of pool children whose parent a test killed
 
     def start(self, name: str, env: dict[str, str] | None = None) -> LocalWorkers:
-        w = LocalWorkers(
-            self.url, count=1, concurrency=1, node_prefix=name, env={**self.env, **(env or {})},
-            ready_timeout_s=120, log_dir=self.log_dir, loglevel="INFO",
-        )
-        self.started.append(w)
-        return w.start()
+        """Start one worker and wait until it answers a ping."""
+        return self.start_all(name, env=env)[0]
+
+    def start_all(self, *names: str, env: dict[str, str] | None = None) -> list[LocalWorkers]:
+        """Start one worker per name, all at once, and wait until every one answers."""
+        workers = [
+            LocalWorkers(
+                self.url, count=1, concurrency=1, node_prefix=name,
+                env={**self.env, **(env or {})}, ready_timeout_s=120, log_dir=self.log_dir,
+                loglevel="INFO",
+            )
+            for name in names
+        ]
+        self.started.extend(workers)
+        for w in workers:
+            w.spawn()
+        for w in workers:
+            w.wait_ready()
+        return workers
 
     def family(self, w: LocalWorkers) -> list:
         """psutil.Process of the worker's main process and its pool children."""

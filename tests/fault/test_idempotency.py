@@ -19,8 +19,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 def test_duplicate_deliveries_run_each_job_once(fault_redis, worker_pool, capsys, monkeypatch,
                                                 tmp_path):
     url = fault_redis.url
-    worker_pool.start("idem-a")
-    worker_pool.start("idem-b")
+    worker_pool.start_all("idem-a", "idem-b")
     r = connect(url)
     jobs = make_batch_jobs([6], solver="cpsat")  # 36 jobs of a few tenths of a second
     batch_id = create_batch(r, jobs, {"test": "duplicates"})

@@ -75,8 +75,7 @@ def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(
     taken_keys = {Job.from_dict(d).key for d in taken}
     assert taken_batch == batch_id and len(taken_keys) == 4
     assert r.hlen("unacked") == 1  # kombu holds it until the visibility timeout
-    worker_pool.start("lostmsg-a")
-    worker_pool.start("lostmsg-b")
+    worker_pool.start_all("lostmsg-a", "lostmsg-b")
     d = drive(r, url, batch_id, timeout_s=RECOVERED_WITHIN_S + 90, recover=False)
     assert d.status.get("complete"), d.status
     records = audit(r, batch_id, jobs)

@@ -23,7 +23,7 @@ DOWN_S = 3.0
 
 def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     url = fault_redis.url
-    workers = [worker_pool.start("rrestart-a"), worker_pool.start("rrestart-b")]
+    workers = worker_pool.start_all("rrestart-a", "rrestart-b")
     pids = [w.pids[0] for w in workers]
     r = connect(url)
     # A CP-SAT job on these boards takes milliseconds: enough of them that the batch is still

@@ -69,7 +69,7 @@ def _gone(procs, timeout_s: float = 30.0) -> bool:
 
 def test_batch_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_pool):
     url = fault_redis.url
-    workers = [worker_pool.start("heal-a"), worker_pool.start("heal-b")]
+    workers = worker_pool.start_all("heal-a", "heal-b")
     r = connect(url)
     jobs = make_batch_jobs([20], solver="cpsat")[:8]
     # Two tasks of four jobs: each worker takes one, and the queue is empty at once.
@@ -110,7 +110,7 @@ def _count_leased_by(r, count_id: str, pids: set[int]) -> set[str]:
 
 def test_count_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_pool):
     url = fault_redis.url
-    workers = [worker_pool.start("healc-a"), worker_pool.start("healc-b")]
+    workers = worker_pool.start_all("healc-a", "healc-b")
     r = connect(url)
     plan = plan_count(Board(6, 6), depth=1)
     cid = count_store.count_id_for(plan)

@@ -46,7 +46,7 @@ def _dropped(log_path) -> str:
 
 def test_a_worker_stalled_past_its_lease_changes_no_stored_record(fault_redis, worker_pool):
     url = fault_redis.url
-    workers = [worker_pool.start("stall-a"), worker_pool.start("stall-b")]
+    workers = worker_pool.start_all("stall-a", "stall-b")
     r = connect(url)
     jobs = make_batch_jobs([20], solver="cpsat")[:40]  # open tours exist from every start
     batch_id = submit_batch(url, jobs, {"test": "stall"}, chunk_size=2)

@@ -78,7 +78,7 @@ def _recovery_times(r, batch_id, log):
 
 def test_pool_child_killed_three_times(fault_redis, worker_pool):
     url = fault_redis.url
-    workers = [worker_pool.start("childkill-a"), worker_pool.start("childkill-b")]
+    workers = worker_pool.start_all("childkill-a", "childkill-b")
     r = connect(url)
     jobs = _jobs(80)
     batch_id = submit_batch(url, jobs, {"test": "pool child kill"}, chunk_size=2)
@@ -105,7 +105,7 @@ def test_pool_child_killed_three_times(fault_redis, worker_pool):
 
 def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worker_pool):
     url = fault_redis.url
-    workers = [worker_pool.start("mainkill-a"), worker_pool.start("mainkill-b")]
+    workers = worker_pool.start_all("mainkill-a", "mainkill-b")
     r = connect(url)
     jobs = _jobs(120)  # room for three kills, each after a restart
     batch_id = submit_batch(url, jobs, {"test": "main process kill"}, chunk_size=2)
