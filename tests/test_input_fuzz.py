@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from knights_tour.board import Board, parse_board, parse_board_list
 from knights_tour.cli import main
 from knights_tour.errors import KnightsTourError
-from knights_tour.core.records import decode_record
+from knights_tour.core.records import decode_stored
 from knights_tour.core.jobs import Job, error_record, record_sort_key
+from knights_tour.result import json_bytes, record_from_json
 from knights_tour.settings import get_settings
 from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, record_to_tour
 
@@ -189,7 +190,7 @@ def test_job_from_dict_validates_every_field(data):
     except KnightsTourError as exc:
         assert str(exc)
         record = error_record(data, exc, "b", job_key="invalid:x")
-        json.dumps(record, allow_nan=True)  # a record of it can always be stored
+        assert record_from_json(json_bytes(record)) == record  # it can always be stored
         record_sort_key(record)  # ... and sorted with the others by collect
         return
     assert 0 <= job.start[0] < job.rows and 0 <= job.start[1] < job.cols
@@ -216,10 +217,11 @@ def test_any_message_body_becomes_records_not_a_crash(task_env):
         summary = run_jobs.run(batch_id, body)
         n = len(body) if isinstance(body, list) else 1
         assert summary["jobs"] == n
-        stored = [decode_record(v) for v in r.hvals(f"kt:batch:{batch_id}:records")]
-        assert len(stored) == len({rec["job_key"] for rec in stored})
-        assert stored and all(rec["status"] == "error" for rec in stored), stored
-        assert all(rec["error_type"] == "InvalidJobError" and rec["reason"] for rec in stored)
+        raw = r.execute_command("HVALS", f"kt:batch:{batch_id}:records", NEVER_DECODE=True)
+        stored = [decode_stored(v) for v in raw]
+        assert len(stored) == len({rec.job_key for rec in stored})
+        assert stored and all(rec.status == "error" for rec in stored), stored
+        assert all(rec.error_type == "InvalidJobError" and rec.reason for rec in stored)
 
 
 # -- the command line ----------------------------------------------------------------------------

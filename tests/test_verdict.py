@@ -10,12 +10,15 @@ from __future__ import annotations
 import pytest
 
 from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.service.verdict import (is_clean, mismatches, problems, record_dicts,
-                                          summary_rows, summary_total)
+import msgspec
+
+from knights_tour.result import Checks, Record, Status
+from knights_tour.service.verdict import (is_clean, mismatches, problems, summary_rows,
+                                          summary_total)
 
 
 @pytest.fixture(scope="module")
-def records() -> list[dict]:
+def records() -> list[Record]:
     """The records of the 5x5 and 4x4 open batches, as the workers write them."""
     return [run_job(job, batch_id="verdict") for job in make_batch_jobs([5, 4])]
 
@@ -34,11 +37,12 @@ def test_a_decided_batch_is_clean_and_summarised_per_board(records):
 
 
 def test_each_kind_of_problem_is_named(records):
-    bad = [dict(r) for r in records[:-1]]  # one job without a record
-    bad[0].update(status="unknown", tour=None)
-    bad[1].update(status="error")
-    bad[2].update(mismatch=True, checks={"verifier": True, "cpsat": False})
-    bad[3].update(checks={"verifier": True, "cpsat": False})
+    bad = [msgspec.structs.replace(r) for r in records[:-1]]  # one job without a record
+    bad[0] = msgspec.structs.replace(bad[0], status=Status.UNKNOWN, tour=None)
+    bad[1] = msgspec.structs.replace(bad[1], status=Status.ERROR)
+    bad[2] = msgspec.structs.replace(bad[2], mismatch=True,
+                                     checks=Checks(verifier=True, cpsat=False))
+    bad[3] = msgspec.structs.replace(bad[3], checks=Checks(verifier=True, cpsat=False))
     assert problems(bad, total=41) == [
         "1 of 41 jobs have no record",
         "1 jobs undecided (unknown)",
@@ -52,17 +56,6 @@ def test_each_kind_of_problem_is_named(records):
 
 
 def test_a_failed_verifier_check_is_not_clean(records):
-    rec = dict(records[0], checks={"verifier": False})
+    rec = msgspec.structs.replace(records[0], checks=Checks(verifier=False))
+    assert records[0].status == Status.FOUND and is_clean(records[0])
     assert not is_clean(rec)
-
-
-def test_record_objects_become_the_same_dicts(records):
-    class Rec:  # anything with to_dict(), as a typed record has
-        def __init__(self, d: dict) -> None:
-            self.d = d
-
-        def to_dict(self) -> dict:
-            return dict(self.d)
-
-    assert record_dicts([Rec(r) for r in records[:3]]) == records[:3]
-    assert record_dicts(records[:3]) == records[:3]

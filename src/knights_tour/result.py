@@ -1,45 +1,54 @@
-"""The result model: one :class:`TourResult` per job, serialised as one JSON object.
+"""The record: one :class:`Record` per job, the single type of a job's outcome end to end.
 
-The JSON record (``TourResult.to_dict()``) is what crosses the wire and what is stored in Redis
-and written to JSON Lines files. Its fields:
+A solver backend returns a :class:`Record` (its claim), :func:`knights_tour.solvers.api.solve`
+verifies it, :func:`knights_tour.core.jobs.run_job` adds what running it as a job adds (batch,
+worker, the CP-SAT cross-check), the worker stores it (:mod:`knights_tour.core.records` gives
+its compact stored form), and the collector and every output format read it back as a
+:class:`Record`. It is a :class:`msgspec.Struct`: typed, validated when decoded, and encoded to
+JSON or MessagePack in C.
 
-==============  =============================================================================
-``rows, cols``  board size
-``start``       ``[row, col]``, row 0 at the top
-``start_square`` algebraic name of the start (rank 1 at the bottom)
-``solver``      backend name (see :mod:`knights_tour.solvers`)
-``closed``      whether a closed (re-entrant) tour was asked for
-``status``      ``found`` | ``no_tour`` | ``unknown`` | ``error``
-``proof``       for ``no_tour``: ``parity`` | ``exhaustive`` | ``cpsat`` | ``theorem``; else null
-``proof_detail`` words and source of the proof (e.g. the theorem cited), or null
-``reason``      for ``unknown``/``error``: why (``node_limit``, ``time_limit``, a message)
-``tour``        list of ``[row, col]`` of length rows*cols, or null
-``checks``      ``{"verifier": bool or null, "cpsat": bool or null}``
-``nodes``       search nodes the solver expanded (0 when not applicable)
-``elapsed_s``   wall seconds the solver took
-``batch_id``    the batch the job ran in, when it ran in one
-==============  =============================================================================
+Its JSON form (one object per line of a JSON Lines file; :func:`knights_tour.core.records.jsonl_line`)
+holds every field below, in this order, ``null`` where a field does not apply. Each field is
+named and explained once, in its docstring here.
 
-Extra fields are allowed (``extra``) and are merged into the record.
+The tour is a numpy integer array of shape ``(rows*cols, 2)``: ``tour[i] = (row, col)`` of the
+i-th square visited, row 0 at the top. In JSON it is the list ``[[row, col], ...]``.
+
+This module imports neither Celery nor Redis.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+import functools
 from enum import Enum
 from typing import Any
 
-from knights_tour.board import Board, Square
+import msgspec
+import numpy as np
+
+from knights_tour.board import Board
+
+Tour = np.ndarray
+"""A tour in memory: ``int32`` array of shape ``(rows*cols, 2)``, ``(row, col)`` per step."""
 
 
 class Status(str, Enum):
-    """Outcome of a job."""
+    """Outcome of a job: ``found`` (a verified tour), ``no_tour`` (with a proof), ``unknown``
+    (undecided within the budget; ``reason`` says why) or ``error`` (``reason`` says what)."""
 
     FOUND = "found"
     NO_TOUR = "no_tour"
     UNKNOWN = "unknown"
     ERROR = "error"
+
+    @property
+    def decided(self) -> bool:
+        """True for ``found`` and ``no_tour``: the job's question is answered."""
+        return self in (Status.FOUND, Status.NO_TOUR)
+
+
+DECIDED = (Status.FOUND, Status.NO_TOUR)
+"""Statuses that answer the job's question (a tour, or a proof that there is none)."""
 
 
 class Proof(str, Enum):
@@ -59,102 +68,291 @@ class Proof(str, Enum):
     THEOREM = "theorem"
 
 
-def _tour_json(tour: Any) -> list[list[int]] | None:
-    """The tour as JSON lists ``[[row, col], ...]``; accepts a list of pairs or (for huge boards,
-    see the ``warnsdorff`` backend) a numpy integer array of shape (N, 2)."""
+class Checks(msgspec.Struct, kw_only=True):
+    """The independent checks of a job's answer."""
+
+    verifier: bool | None = None
+    """The verifier's verdict on the tour (:func:`knights_tour.verify.verify_tour`); None when
+    there is no tour to check."""
+    cpsat: bool | None = None
+    """The CP-SAT cross-check: True agrees, False disagrees or failed, None not run or not
+    decidable (``cpsat_note`` says why)."""
+
+
+def as_tour(tour: Any) -> Tour | None:
+    """``tour`` (a sequence of ``(row, col)`` pairs, or an array) as a :data:`Tour` array of
+    shape ``(N, 2)``, or None. A value that is not such a sequence is returned as an array of
+    whatever shape it has, for the verifier to reject."""
     if tour is None:
         return None
-    if hasattr(tour, "tolist"):
-        return tour.tolist()
-    return [[int(r), int(c)] for r, c in tour]
+    arr = np.asarray(tour)
+    if arr.dtype != np.int32 and arr.dtype.kind in "iu":
+        arr = arr.astype(np.int32)
+    if arr.ndim == 1 and arr.size == 0:
+        arr = arr.reshape(0, 2)
+    return arr
 
 
-@dataclass
-class TourResult:
-    """The answer to one job. See the module docstring for the JSON record it serialises to."""
+class Record(msgspec.Struct, kw_only=True):
+    """The outcome of one job. Fields in JSON order; ``None`` is ``null``."""
 
     rows: int
+    """Board height (number of ranks)."""
     cols: int
-    start: Square
+    """Board width (number of files)."""
+    start: tuple[int, int]
+    """Start square ``(row, col)``, zero-based, row 0 at the top."""
+    start_square: str | None = None
+    """Algebraic name of the start square (file ``a`` on the left, rank 1 at the bottom), e.g.
+    ``"a8"``; None only for a job message that could not be validated."""
     solver: str
+    """Registered backend name that ran the job (:data:`knights_tour.solvers.SOLVERS`)."""
     closed: bool = False
+    """Whether a closed (re-entrant) tour was asked for."""
     status: Status = Status.UNKNOWN
+    """The answer (:class:`Status`)."""
     proof: Proof | None = None
+    """For ``no_tour``: why (:class:`Proof`); else None."""
     proof_detail: str | None = None
+    """Words and source of the proof (e.g. the theorem cited), or None."""
     reason: str | None = None
-    tour: list[Square] | None = None  # or a numpy (N, 2) int array for huge boards
-    checks: dict[str, bool | None] = field(
-        default_factory=lambda: {"verifier": None, "cpsat": None}
-    )
+    """For ``unknown``/``error``: why (``node_limit``, ``time_limit``, a message); else None."""
+    tour: Tour | None = None
+    """The tour (:data:`Tour`, length rows*cols), or None."""
+    checks: Checks = msgspec.field(default_factory=Checks)
+    """The verifier's and the CP-SAT cross-check's verdicts (:class:`Checks`)."""
     nodes: int = 0
+    """Search nodes the solver expanded (CP-SAT: branches); 0 when not applicable."""
     elapsed_s: float = 0.0
+    """Wall seconds the solver took."""
     batch_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    """The batch the job ran in, or None."""
+    restarts: int | None = None
+    """Engine only: runs of the compiled search (each with its own tie-break and budget) made
+    for this job; None for other backends and for answers that needed no search."""
+    via: str | None = None
+    """How a tour not found by search was made (a construction, a rotated closed tour), or
+    None."""
+    cpsat_model_status: str | None = None
+    """The CP-SAT solver's own status name (``OPTIMAL``, ``FEASIBLE``, ``INFEASIBLE``,
+    ``UNKNOWN``, ``MODEL_INVALID``) of the CP-SAT run behind this record: the job's own solve
+    with ``solver="cpsat"``, or the cross-check with ``verify="cpsat"``; else None."""
+    cpsat_status: Status | None = None
+    """With ``verify="cpsat"``: the cross-check's answer, in :class:`Status` terms; else None."""
+    cpsat_proof: Proof | None = None
+    """With ``verify="cpsat"``: the cross-check's proof, if it proved ``no_tour``."""
+    cpsat_reason: str | None = None
+    """With ``verify="cpsat"``: why the cross-check did not decide, or None."""
+    cpsat_elapsed_s: float | None = None
+    """With ``verify="cpsat"``: wall seconds of the cross-check (model solve and tour check)."""
+    cpsat_nodes: int | None = None
+    """With ``verify="cpsat"``: CP-SAT search branches of the cross-check."""
+    cpsat_tour_accepted: bool | None = None
+    """With ``verify="cpsat"``: whether the CP-SAT model accepts the solver's tour (None: no
+    tour)."""
+    mismatch: bool = False
+    """True if the solver and the CP-SAT cross-check disagree (never hidden)."""
+    cpsat_note: str | None = None
+    """With ``verify="cpsat"``: why ``checks.cpsat`` is None or False, in words."""
+    job_key: str | None = None
+    """Stable key of the job in its batch, e.g. ``"8x8:0,0:warnsdorff:open"``
+    (:attr:`knights_tour.core.jobs.Job.key`)."""
+    verify: str | None = None
+    """The cross-check asked for: None or ``"cpsat"``."""
+    error_type: str | None = None
+    """For ``error`` records: the exception class name (e.g. ``WorkerLost``)."""
+    worker: str | None = None
+    """Node name of the worker (or host) that ran the job, e.g. ``w1@host``."""
+    job_elapsed_s: float | None = None
+    """Wall seconds of the whole job, cross-check included."""
+    finished_at: float | None = None
+    """Unix seconds when the job finished."""
+    attempts: int | None = None
+    """In a batch: how many times a worker started this job (1, or more after worker deaths)."""
 
+    def __post_init__(self) -> None:
+        if self.start_square is None and 0 < self.rows and 0 < self.cols:
+            r, c = self.start
+            if 0 <= r < self.rows and 0 <= c < self.cols:
+                self.start_square = f"{Board.file_name(c)}{self.rows - r}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        for name in Record.__struct_fields__:
+            a, b = getattr(self, name), getattr(other, name)
+            if name == "tour":
+                if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, and equal records must hash equal
+
+    # -- derived --------------------------------------------------------------------------
     @property
     def board(self) -> Board:
+        """The board, ``Board(rows, cols)``."""
         return Board(self.rows, self.cols)
 
     @property
-    def start_square(self) -> str:
-        """Algebraic name of the start square."""
-        return self.board.algebraic(self.start)
+    def board_label(self) -> str:
+        """``"RxC"``, e.g. ``"8x8"``."""
+        return f"{self.rows}x{self.cols}"
 
+    @property
+    def is_decided(self) -> bool:
+        """True for ``found`` and ``no_tour``."""
+        return self.status in DECIDED
+
+    @property
+    def cpsat_failed(self) -> bool:
+        """True if the CP-SAT cross-check failed (a mismatch or a failed check)."""
+        return self.mismatch or self.checks.cpsat is False
+
+    @property
+    def seconds(self) -> float:
+        """Wall seconds of the job: ``job_elapsed_s``, else ``elapsed_s``."""
+        return float(self.job_elapsed_s or self.elapsed_s or 0.0)
+
+    # -- plain forms ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready record (plain dicts, lists, str, int, float, bool, None)."""
-        record: dict[str, Any] = {
-            "rows": self.rows,
-            "cols": self.cols,
-            "start": [self.start[0], self.start[1]],
-            "start_square": self.start_square,
-            "solver": self.solver,
-            "closed": self.closed,
-            "status": Status(self.status).value,
-            "proof": Proof(self.proof).value if self.proof is not None else None,
-            "proof_detail": self.proof_detail,
-            "reason": self.reason,
-            "tour": _tour_json(self.tour),
-            "checks": dict(self.checks),
-            "nodes": int(self.nodes),
-            "elapsed_s": round(float(self.elapsed_s), 6),
-            "batch_id": self.batch_id,
-        }
-        for key, value in self.extra.items():
-            record.setdefault(key, value)
-        return record
+        """The JSON object as plain Python values (the tour as a list of ``[row, col]``)."""
+        data = msgspec.to_builtins(self, enc_hook=_tour_to_list)
+        data["start"] = list(data["start"])
+        return data
 
     def to_json(self) -> str:
-        """The record as one line of JSON."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
+        """The record as one line of JSON (no newline)."""
+        return json_bytes(self).decode()
 
     @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> TourResult:
-        """Rebuild a result from its record (the inverse of :meth:`to_dict`).
+    def from_dict(cls, data: Any) -> Record:
+        """The record of a JSON object (as :meth:`to_dict` gives it), validated.
 
         Raises
         ------
-        KeyError, ValueError
-            If a required field is missing or has an invalid value.
+        msgspec.ValidationError
+            (a ``ValueError``) naming the first field of the wrong type, or a missing ``rows``,
+            ``cols``, ``start`` or ``solver``.
         """
-        known = {
-            "rows", "cols", "start", "start_square", "solver", "closed", "status", "proof",
-            "proof_detail", "reason", "tour", "checks", "nodes", "elapsed_s", "batch_id",
-        }
-        tour = record.get("tour")
-        return cls(
-            rows=int(record["rows"]),
-            cols=int(record["cols"]),
-            start=(int(record["start"][0]), int(record["start"][1])),
-            solver=str(record["solver"]),
-            closed=bool(record.get("closed", False)),
-            status=Status(record["status"]),
-            proof=Proof(record["proof"]) if record.get("proof") else None,
-            proof_detail=record.get("proof_detail"),
-            reason=record.get("reason"),
-            tour=[(int(r), int(c)) for r, c in tour] if tour is not None else None,
-            checks=dict(record.get("checks") or {"verifier": None, "cpsat": None}),
-            nodes=int(record.get("nodes") or 0),
-            elapsed_s=float(record.get("elapsed_s") or 0.0),
-            batch_id=record.get("batch_id"),
-            extra={k: v for k, v in record.items() if k not in known},
-        )
+        return msgspec.convert(data, Record, dec_hook=_tour_from_json)
+
+
+# -- the JSON form ----------------------------------------------------------------------------
+
+def _digits(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """ASCII digits of non-negative ``values``, right-aligned in ``width`` columns, and the mask
+    of the columns that belong to each number (no leading zeros)."""
+    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
+    v = values.astype(np.int64)[:, None]
+    text = (v // powers % 10 + ord("0")).astype(np.uint8)
+    keep = (v >= powers) | (powers == 1)
+    return text, keep
+
+
+_SMALL_SIDE = 64
+
+
+@functools.lru_cache(maxsize=_SMALL_SIDE)
+def _square_texts(side: int) -> np.ndarray:
+    """``b"[r,c]"`` for every square of a ``side`` x ``side`` board, row-major."""
+    return np.array([b"[%d,%d]" % (r, c) for r in range(side) for c in range(side)],
+                    dtype=object)
+
+
+def tour_json(tour: Tour) -> bytes:
+    """The JSON text ``[[r,c],[r,c],...]`` of a tour (the bytes
+    ``json.dumps(tour.tolist(), separators=(",", ":"))`` gives), built with numpy: digits of
+    every coordinate at once, padding masked out, no Python loop per square.
+
+    Raises
+    ------
+    ValueError
+        If a coordinate of ``tour`` is negative.
+    """
+    if len(tour) == 0:
+        return b"[]"
+    if int(tour.min()) < 0:
+        raise ValueError("a square of the tour has a negative coordinate")
+    top = int(tour.max())
+    if top < _SMALL_SIDE:  # a table of the squares' texts, one join
+        return b"[" + b",".join(_square_texts(top + 1)[tour[:, 0] * (top + 1) + tour[:, 1]]) + b"]"
+    width = len(str(top))
+    r_text, r_keep = _digits(tour[:, 0], width)
+    c_text, c_keep = _digits(tour[:, 1], width)
+    n = len(tour)
+    punct = np.full((n, 1), ord("["), dtype=np.uint8)
+    comma = np.full((n, 1), ord(","), dtype=np.uint8)
+    close = np.full((n, 1), ord("]"), dtype=np.uint8)
+    text = np.hstack([punct, r_text, comma, c_text, close, comma])
+    true = np.ones((n, 1), dtype=bool)
+    keep = np.hstack([true, r_keep, true, c_keep, true, true])
+    return b"[" + text[keep].tobytes()[:-1] + b"]"
+
+
+def _tour_to_json(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.ndim == 2 and obj.shape[1] == 2 and obj.dtype.kind in "iu":
+            return msgspec.Raw(tour_json(obj))
+        return obj.tolist()
+    if isinstance(obj, np.integer):
+        return int(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def _tour_to_list(obj: Any) -> Any:
+    if isinstance(obj, (np.ndarray, np.integer)):
+        return obj.tolist()
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def _tour_from_json(kind: type, obj: Any) -> Any:
+    if kind is Tour:
+        return tour_from_list(obj)
+    raise NotImplementedError(f"cannot decode {kind}")
+
+
+def tour_from_list(obj: Any) -> Tour:
+    """A :data:`Tour` from decoded JSON: a list of ``[row, col]`` integer pairs (or an array).
+
+    Raises
+    ------
+    ValueError
+        If ``obj`` is not such a list.
+    """
+    arr = np.asarray(obj) if isinstance(obj, (list, np.ndarray)) else None
+    if arr is not None and arr.size == 0:
+        return np.empty((0, 2), dtype=np.int32)
+    if arr is None or arr.ndim != 2 or arr.shape[1] != 2 or arr.dtype.kind not in "iu":
+        raise ValueError("a tour must be a list of [row, col] integer pairs")
+    return arr.astype(np.int32)
+
+
+_JSON_ENCODER = msgspec.json.Encoder(enc_hook=_tour_to_json)
+_JSON_DECODER = msgspec.json.Decoder(Record, dec_hook=_tour_from_json)
+
+
+def json_bytes(record: Record) -> bytes:
+    """The record's JSON object, compact (no spaces), as UTF-8 bytes without a newline."""
+    return _JSON_ENCODER.encode(record)
+
+
+def record_from_json(text: bytes | str) -> Record:
+    """The record of one JSON object (a line of a JSON Lines file), validated.
+
+    Raises
+    ------
+    msgspec.DecodeError
+        (a ``ValueError``) if ``text`` is not JSON, or not a record: the message names the
+        first bad field, e.g. ``Expected `int`, got `str` - at `$.rows```.
+    """
+    return _JSON_DECODER.decode(text)
+
+
+TourResult = Record
+"""The name the solver backends use for what they return: the same type as :class:`Record`."""
+
+__all__ = ["Record", "TourResult", "Status", "Proof", "Checks", "Tour", "DECIDED", "as_tour",
+           "json_bytes", "record_from_json", "tour_json", "tour_from_list"]

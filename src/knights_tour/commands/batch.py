@@ -113,9 +113,9 @@ def _report_mismatches(tally: Tally) -> None:
     con.print(f"[bold red]CP-SAT CROSS-CHECK FAILED for {tally.failed_count} job(s):[/]")
     for r in bad[:50]:
         con.print(
-            f"[red]  {r.get('rows')}x{r.get('cols')} from {r.get('start_square')}: "
-            f"{r.get('solver')} says {r.get('status')}, CP-SAT says {r.get('cpsat_status')}"
-            f" - {r.get('cpsat_note') or ''}[/]"
+            f"[red]  {r.rows}x{r.cols} from {r.start_square}: {r.solver} says "
+            f"{r.status.value}, CP-SAT says {r.cpsat_status.value if r.cpsat_status else None}"
+            f" - {r.cpsat_note or ''}[/]"
         )
     if tally.failed_count > 50:
         con.print(f"[red]  ... and {tally.failed_count - 50} more (see the records)[/]")
@@ -129,9 +129,7 @@ def _write_records(client: redis.Redis, batch_id: str, out: str | None,
     tally = Tally()
 
     def counted():
-        # JSON Lines takes each tour as JSON text, never built as a list of lists.
-        for rec in stream_records(client, batch_id, tour_as_json=out is not None
-                                  and fmt == "jsonl"):
+        for rec in stream_records(client, batch_id):
             tally.add(rec)
             yield rec
 

@@ -24,7 +24,6 @@ from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import read_jsonl, read_tour_file
 from knights_tour.service.batches import collect as collect_records
 from knights_tour.service.local import open_store
-from knights_tour.service.verdict import record_dicts
 from knights_tour.verify import is_closed, verify_tour
 
 
@@ -171,7 +170,7 @@ def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
         default_title = f"Knight's tours: {Path(from_jsonl).name if from_jsonl != '-' else 'stdin'}"
     else:
         with open_store(redis_url) as backend:
-            records = record_dicts(collect_records(backend.client, batch_id))
+            records = collect_records(backend.client, batch_id)
         default_title = f"Knight's tours: batch {batch_id}"
     if not records:
         raise click.ClickException(

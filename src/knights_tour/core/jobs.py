@@ -20,7 +20,7 @@ from typing import Any
 
 from knights_tour.board import MAX_SIDE, Board, parse_board
 from knights_tour.errors import InvalidJobError, KnightsTourError
-from knights_tour.result import Status, TourResult
+from knights_tour.result import Record, Status
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name, get_checker, get_solver, solver_names
 from knights_tour.solvers.api import check_result, solve
@@ -275,14 +275,13 @@ def make_batch_jobs(
 
 
 # -- running ----------------------------------------------------------------------------------
-def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
-    """Decide ``job`` again with the CP-SAT model and compare with ``result``.
-
-    Returns the fields to merge into the record: ``checks.cpsat`` (True: CP-SAT agrees and, if
-    the engine found a tour, the model accepts it; False: a disagreement; None: CP-SAT could not
-    decide, or the engine did not), ``cpsat_status``, ``cpsat_proof``, ``cpsat_elapsed_s``,
-    ``cpsat_tour_accepted`` (model check of the engine's tour, or None), ``mismatch`` and
-    ``cpsat_note`` (why checks.cpsat is None or False).
+def _cross_check_cpsat(job: Job, result: Record) -> None:
+    """Decide ``job`` again with the CP-SAT model and compare with ``result``, filling in its
+    cross-check fields: ``checks.cpsat`` (True: CP-SAT agrees and, if the solver found a tour,
+    the model accepts it; False: a disagreement; None: CP-SAT could not decide, or the solver
+    did not), ``cpsat_status``, ``cpsat_proof``, ``cpsat_reason``, ``cpsat_model_status``,
+    ``cpsat_elapsed_s``, ``cpsat_nodes``, ``cpsat_tour_accepted`` (model check of the solver's
+    tour, or None), ``mismatch`` and ``cpsat_note`` (why ``checks.cpsat`` is None or False).
     """
     board = job.board
     began = time.perf_counter()
@@ -298,7 +297,6 @@ def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
         accepted = bool(get_checker("cpsat")(board, result.tour, job.start, closed=job.closed))
         cp_elapsed += time.perf_counter() - t0
 
-    decided = (Status.FOUND, Status.NO_TOUR)
     note: str | None = None
     mismatch = False
     ok: bool | None
@@ -308,10 +306,10 @@ def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
     elif cp.status == Status.ERROR:
         ok = False
         note = f"CP-SAT answer failed verification: {cp.reason}"
-    elif cp.status not in decided:
+    elif not cp.is_decided:
         ok = None
         note = f"CP-SAT did not decide ({cp.status.value}: {cp.reason}); no existence cross-check"
-    elif result.status not in decided:
+    elif not result.is_decided:
         ok = None
         note = f"the {job.solver} solver did not decide ({result.status.value}); CP-SAT answer recorded"
     elif (result.status == Status.FOUND) != (cp.status == Status.FOUND):
@@ -322,17 +320,20 @@ def _cross_check_cpsat(job: Job, result: TourResult) -> dict[str, Any]:
         )
     else:
         ok = True
-    return {
-        "checks_cpsat": ok,
-        "cpsat_status": cp.status.value,
-        "cpsat_proof": cp.proof.value if cp.proof is not None else None,
-        "cpsat_reason": cp.reason,
-        "cpsat_elapsed_s": round(cp_elapsed, 6),
-        "cpsat_nodes": int(cp.nodes),
-        "cpsat_tour_accepted": accepted,
-        "mismatch": mismatch,
-        "cpsat_note": note,
-    }
+    result.checks.cpsat = ok
+    result.cpsat_status = cp.status
+    result.cpsat_proof = cp.proof
+    result.cpsat_reason = cp.reason
+    result.cpsat_model_status = cp.cpsat_model_status
+    result.cpsat_elapsed_s = round(cp_elapsed, 6)
+    result.cpsat_nodes = int(cp.nodes)
+    result.cpsat_tour_accepted = accepted
+    result.mismatch = mismatch
+    result.cpsat_note = note
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
 
 def error_record(
@@ -340,50 +341,39 @@ def error_record(
     exc: BaseException | str,
     batch_id: str | None = None,
     job_key: str | None = None,
-) -> dict[str, Any]:
-    """An ``error`` record for a job that failed (or a job dict that could not be validated).
+) -> Record:
+    """An ``error`` record for a job that failed (or a job message that could not be validated).
 
     The message goes in ``reason``; the exception class name in ``error_type``; no traceback.
+    For a message that is not a valid job, the fields it held that fit the record are kept
+    (``rows``/``cols`` 0 and ``start`` ``(0, 0)`` where they do not), and ``job_key`` is the
+    caller's key for the message.
     """
     if isinstance(exc, BaseException):
         message, error_type = (str(exc) or type(exc).__name__), type(exc).__name__
     else:
         message, error_type = str(exc), "Error"
     if isinstance(job, Job):
-        record = TourResult(
+        return Record(
             rows=job.rows, cols=job.cols, start=job.start, solver=job.solver, closed=job.closed,
             status=Status.ERROR, reason=message, batch_id=batch_id,
-        ).to_dict()
-        record["job_key"] = job_key or job.key
-        record["verify"] = job.verify
-    else:
-        raw = dict(job) if isinstance(job, Mapping) else {}
-
-        def plain(v: Any) -> Any:
-            return v if isinstance(v, (str, int, float, bool, type(None), list)) else repr(v)
-
-        record = {
-            "rows": plain(raw.get("rows")),
-            "cols": plain(raw.get("cols")),
-            "start": plain(raw.get("start")),
-            "start_square": None,
-            "solver": plain(raw.get("solver")),
-            "closed": plain(raw.get("closed", False)),
-            "status": Status.ERROR.value,
-            "proof": None,
-            "proof_detail": None,
-            "reason": message,
-            "tour": None,
-            "checks": {"verifier": None, "cpsat": None},
-            "nodes": 0,
-            "elapsed_s": 0.0,
-            "batch_id": batch_id,
-            "job_key": job_key,
-            "verify": plain(raw.get("verify")),
-        }
-    record["error_type"] = error_type
-    record["mismatch"] = False
-    return record
+            job_key=job_key or job.key, verify=job.verify, error_type=error_type,
+        )
+    raw = dict(job) if isinstance(job, Mapping) else {}
+    rows, cols, start = raw.get("rows"), raw.get("cols"), raw.get("start")
+    if not (isinstance(start, (list, tuple)) and len(start) == 2
+            and all(_is_int(v) for v in start)):
+        start = (0, 0)
+    verify = raw.get("verify")
+    return Record(
+        rows=rows if _is_int(rows) else 0,
+        cols=cols if _is_int(cols) else 0,
+        start=(start[0], start[1]),
+        solver=str(_plain(raw.get("solver"))),
+        closed=raw.get("closed") is True,
+        status=Status.ERROR, reason=message, batch_id=batch_id, job_key=job_key,
+        verify=verify if isinstance(verify, str) else None, error_type=error_type,
+    )
 
 
 TIME_LIMIT_EXCEPTIONS = frozenset({"SoftTimeLimitExceeded"})
@@ -411,15 +401,15 @@ def unwrap_interruption(exc: Exception) -> BaseException:
     return exc
 
 
-def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> dict[str, Any]:
-    """Run one job in this process and return its JSON record. Raises no ordinary exception.
+def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> Record:
+    """Run one job in this process and return its record. Raises no ordinary exception.
 
     Solves with :func:`knights_tour.solvers.api.solve` (which runs the verifier: a tour failing it is
     reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
-    backend (its tour, if any, checked by the verifier too), the engine's tour is checked
+    backend (its tour, if any, checked by the verifier too), the solver's tour is checked
     against the CP-SAT model (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
     answers must agree on whether a tour exists; see :func:`_cross_check_cpsat` for the fields.
-    A disagreement is recorded as ``mismatch: true`` (never hidden).
+    A disagreement is recorded as ``mismatch`` True (never hidden).
 
     Parameters
     ----------
@@ -431,12 +421,12 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
 
     Returns
     -------
-    dict
-        The record of :meth:`TourResult.to_dict` plus ``job_key``, ``verify``, ``mismatch``,
-        ``worker``, ``job_elapsed_s`` (wall seconds for the whole job incl. cross-check),
-        ``finished_at`` (unix seconds) and, with verify, the ``cpsat_*`` fields. On any
-        exception: status ``error``, the message in ``reason``, the class in ``error_type``
-        (of the interruption inside it, if any: :func:`unwrap_interruption`).
+    Record
+        The solver's record plus ``job_key``, ``verify``, ``worker``, ``job_elapsed_s`` (wall
+        seconds for the whole job incl. cross-check), ``finished_at`` (unix seconds) and, with
+        verify, the ``cpsat_*`` fields. On any exception: status ``error``, the message in
+        ``reason``, the class in ``error_type`` (of the interruption inside it, if any:
+        :func:`unwrap_interruption`).
 
     Raises ``SystemExit``/``KeyboardInterrupt`` found wrapped in an ordinary exception (the
     process is being stopped: the job must be redelivered, not recorded).
@@ -446,7 +436,7 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         time_limit_s = job.time_limit_s
         if time_limit_s is None:
             time_limit_s = get_settings().job_time_limit_s
-        result = solve(
+        record = solve(
             job.board,  # validated with the job: solve() takes a Board as it is
             job.start,
             solver=job.solver,
@@ -455,45 +445,44 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
             exhaustive=job.exhaustive,
             node_limit=job.node_limit,
         )
-        result.batch_id = batch_id
-        cross: dict[str, Any] = {"mismatch": False}
+        record.batch_id = batch_id
         if job.verify == "cpsat":
-            cross = _cross_check_cpsat(job, result)
-            result.checks["cpsat"] = cross.pop("checks_cpsat")
-        record = result.to_dict()
-        record.update(cross)
-        record["job_key"] = job.key
-        record["verify"] = job.verify
+            _cross_check_cpsat(job, record)
+        record.job_key = job.key
+        record.verify = job.verify
     except Exception as exc:  # noqa: BLE001 - a job must never crash its worker
         cause = unwrap_interruption(exc)
         if not isinstance(cause, Exception):
             raise cause from exc
         record = error_record(job, cause, batch_id)
-    record["worker"] = worker or socket.gethostname()
-    record["job_elapsed_s"] = round(time.perf_counter() - began, 6)
-    record["finished_at"] = round(time.time(), 3)
+    record.worker = worker or socket.gethostname()
+    record.job_elapsed_s = round(time.perf_counter() - began, 6)
+    record.finished_at = round(time.time(), 3)
     return record
 
 
-def record_sort_key(record: Mapping[str, Any]) -> tuple:
-    """Deterministic order of records: (rows, cols, start, solver, closed), robust to the odd
-    values an invalid-job error record may carry."""
+def order_key(rows: Any, cols: Any, start: Any, solver: Any, closed: Any,
+              job_key: Any) -> tuple:
+    """Deterministic order of records and jobs: (rows, cols, start, solver, closed, job key),
+    robust to the odd values an invalid-job error record may carry."""
 
     def num(v: Any) -> tuple[int, Any]:
         return (0, v) if _is_int(v) else (1, str(v))
 
-    start = record.get("start")
     if isinstance(start, (list, tuple)) and len(start) == 2:
         s = (num(start[0]), num(start[1]))
     else:
         s = ((1, str(start)), (1, ""))
-    return (
-        num(record.get("rows")), num(record.get("cols")), s,
-        str(record.get("solver")), bool(record.get("closed")), str(record.get("job_key")),
-    )
+    return (num(rows), num(cols), s, str(solver), bool(closed), str(job_key))
+
+
+def record_sort_key(record: Record) -> tuple:
+    """:func:`order_key` of a record: (rows, cols, start, solver, closed, job key)."""
+    return order_key(record.rows, record.cols, record.start, record.solver, record.closed,
+                     record.job_key)
 
 
 __all__ = [
     "Job", "VERIFY_NAMES", "MAX_SQUARES", "make_batch_jobs", "run_job", "error_record",
-    "record_sort_key", "solver_names", "unwrap_interruption", "TIME_LIMIT_EXCEPTIONS",
+    "record_sort_key", "order_key", "solver_names", "unwrap_interruption", "TIME_LIMIT_EXCEPTIONS",
 ]

@@ -17,19 +17,20 @@ from typing import Any
 
 from knights_tour.board import Board
 from knights_tour.errors import KnightsTourError, TourFormatError
-from knights_tour.result import TourResult
+from knights_tour.core.records import from_legacy
+from knights_tour.result import Record
 
 STATUS_RANK = {"found": 0, "no_tour": 1, "unknown": 2, "error": 3}
 PROOFS = ("parity", "exhaustive", "cpsat", "theorem")
 PROOF_LETTER = {"parity": "P", "exhaustive": "E", "cpsat": "C", "theorem": "T"}
 
 
-def _as_record(obj: TourResult | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(obj, TourResult):
-        return obj.to_dict()
+def _as_record(obj: Record | Mapping[str, Any]) -> Record:
+    if isinstance(obj, Record):
+        return obj
     if isinstance(obj, Mapping):
-        return dict(obj)
-    raise TourFormatError(f"expected a record dict or TourResult, got {type(obj).__name__}")
+        return from_legacy(obj)
+    raise TourFormatError(f"expected a record, got {type(obj).__name__}")
 
 
 def fmt_seconds(x: float | None) -> str:
@@ -54,7 +55,7 @@ class Cell:
     row: int
     col: int
     name: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -66,7 +67,8 @@ class Cell:
         """The proof of the first ``no_tour`` record, when the best outcome is ``no_tour``."""
         if self.status != "no_tour":
             return None
-        return next((r.get("proof") for r in self.records if _status(r) == "no_tour"), None)
+        return next((r.proof.value if r.proof else None
+                     for r in self.records if _status(r) == "no_tour"), None)
 
     @property
     def conflict(self) -> bool:
@@ -75,10 +77,10 @@ class Cell:
         return "found" in statuses and "no_tour" in statuses
 
     @property
-    def tour_record(self) -> dict[str, Any] | None:
+    def tour_record(self) -> Record | None:
         """The first record here with a found tour that can be drawn."""
         for r in self.records:
-            if _status(r) == "found" and r.get("tour"):
+            if _status(r) == "found" and r.tour is not None and len(r.tour):
                 return r
         return None
 
@@ -88,38 +90,30 @@ class Cell:
         for r in self.records:
             st = _status(r).replace("_", " ")
             extra = ""
-            if r.get("proof"):
-                extra = f" by {r['proof']}"
-                detail = " ".join(str(r.get("proof_detail") or "").split())
+            if r.proof:
+                extra = f" by {r.proof.value}"
+                detail = " ".join(str(r.proof_detail or "").split())
                 if detail:
                     extra += f" ({detail[:240]}{'…' if len(detail) > 240 else ''})"
-            elif r.get("reason"):
-                extra = f" ({r['reason']})"
-            cp = (r.get("checks") or {}).get("cpsat")
+            elif r.reason:
+                extra = f" ({r.reason})"
+            cp = r.checks.cpsat
             cps = "" if cp is None else (", CP-SAT agrees" if cp else ", CP-SAT DISAGREES")
-            if r.get("cpsat_elapsed_s") is not None:
-                cps += f" (CP-SAT {fmt_seconds(_elapsed(r, 'cpsat_elapsed_s'))})"
+            if r.cpsat_elapsed_s is not None:
+                cps += f" (CP-SAT {fmt_seconds(r.cpsat_elapsed_s)})"
             lines.append(
-                f"{r.get('solver', '?')}: {st}{extra}, {fmt_seconds(_elapsed(r))}, "
-                f"{int(r.get('nodes') or 0)} nodes{cps}"
+                f"{r.solver or '?'}: {st}{extra}, {fmt_seconds(r.elapsed_s)}, "
+                f"{r.nodes} nodes{cps}"
             )
-            if r.get("cpsat_note"):
-                lines.append(f"  {r['cpsat_note']}")
+            if r.cpsat_note:
+                lines.append(f"  {r.cpsat_note}")
         if self.conflict:
             lines.append("CONFLICT: a tour was found and also claimed impossible")
         return "\n".join(lines)
 
 
-def _status(record: Mapping[str, Any]) -> str:
-    s = str(record.get("status") or "error")
-    return s if s in STATUS_RANK else "error"
-
-
-def _elapsed(record: Mapping[str, Any], key: str = "elapsed_s") -> float:
-    try:
-        return float(record.get(key) or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
+def _status(record: Record) -> str:
+    return record.status.value
 
 
 @dataclass
@@ -130,7 +124,7 @@ class BoardGroup:
     cols: int
     closed: bool
     cells: dict[tuple[int, int], Cell] = field(default_factory=dict)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
     @property
     def board(self) -> Board:
@@ -159,9 +153,9 @@ class BoardGroup:
             if c.status == "no_tour":
                 p = c.proof or "unstated"
                 by_proof[p] = by_proof.get(p, 0) + 1
-        cps = [(r.get("checks") or {}).get("cpsat") for r in self.records]
-        ver = [(r.get("checks") or {}).get("verifier") for r in self.records]
-        times = [_elapsed(r) for r in self.records]
+        cps = [r.checks.cpsat for r in self.records]
+        ver = [r.checks.verifier for r in self.records]
+        times = [r.elapsed_s for r in self.records]
         return {
             "starts": len(self.cells),
             "jobs": len(self.records),
@@ -173,21 +167,21 @@ class BoardGroup:
             "conflicts": sum(c.conflict for c in self.cells.values()),
             "cpsat_checked": sum(v is not None for v in cps),
             "cpsat_agree": sum(v is True for v in cps),
-            "mismatches": sum(bool(r.get("mismatch")) for r in self.records),
+            "mismatches": sum(r.mismatch for r in self.records),
             "cpsat_time_s": (
-                sum(_elapsed(r, "cpsat_elapsed_s") for r in self.records)
-                if any(r.get("cpsat_elapsed_s") is not None for r in self.records) else None
+                sum(r.cpsat_elapsed_s or 0.0 for r in self.records)
+                if any(r.cpsat_elapsed_s is not None for r in self.records) else None
             ),
             "verifier_fail": sum(v is False for v in ver),
             "time_total_s": sum(times),
             "time_median_s": statistics.median(times) if times else None,
             "time_max_s": max(times) if times else None,
-            "solvers": sorted({str(r.get("solver") or "?") for r in self.records}),
+            "solvers": sorted({r.solver or "?" for r in self.records}),
         }
 
 
 def group_records(
-    records: Iterable[TourResult | Mapping[str, Any]],
+    records: Iterable[Record | Mapping[str, Any]],
 ) -> tuple[list[BoardGroup], int]:
     """Group records by ``(rows, cols, closed)``, sorted by board size then open before closed.
 
@@ -201,12 +195,12 @@ def group_records(
     for obj in records:
         try:
             rec = _as_record(obj)
-            board = Board(int(rec["rows"]), int(rec["cols"]))
-            start = board.check_square(tuple(int(v) for v in rec["start"]))
+            board = Board(rec.rows, rec.cols)
+            start = board.check_square(rec.start)
         except (KeyError, TypeError, ValueError, IndexError, KnightsTourError):
             skipped += 1
             continue
-        closed = bool(rec.get("closed", False))
+        closed = rec.closed
         g = groups.setdefault(
             (board.rows, board.cols, closed), BoardGroup(board.rows, board.cols, closed)
         )

@@ -1,61 +1,53 @@
 """Record files: the records of a batch as JSON Lines (the documented output of ``ktour run``
 and ``ktour collect``), one JSON array, or CSV, produced a line at a time so that a batch of any
-size is written in bounded memory (with :func:`knights_tour.output.tourfile.atomic_write_lines`).
+size is written in bounded memory (with :func:`knights_tour.output.tourfile.atomic_write_lines`);
+and Parquet (:mod:`knights_tour.output.parquet`), written a page at a time.
 
-JSON is written with the stdlib ``json`` module: compact separators for JSON Lines, keys in the
-record's order, non-ASCII escaped, floats as ``repr`` writes them.
+Every format carries every field of :class:`~knights_tour.result.Record`, in its order. JSON is
+written by :mod:`msgspec` (compact, UTF-8, floats as ``repr`` writes them), the tour through
+:func:`knights_tour.result.tour_json` (numpy, no Python loop per square).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
-import textwrap
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from knights_tour.core.records import TourJSON
+import msgspec
+
+from knights_tour.result import Checks, Record, as_tour, json_bytes, tour_json
+
+FORMATS = ("jsonl", "json", "csv", "parquet")
+"""Record file formats, as ``--format`` names them."""
 
 
-def jsonl_line(record: dict[str, Any]) -> str:
-    """One record as a JSON Lines line: compact JSON (stdlib ``json``, ASCII-escaped, keys in
-    the record's order) and a newline. A ``tour`` that is a
-    :class:`~knights_tour.core.records.TourJSON` is written as the JSON text it holds (the same
-    bytes as the list would give)."""
-    tour = record.get("tour")
-    if not isinstance(tour, TourJSON):
-        return json.dumps(record, separators=(",", ":")) + "\n"
-    items = list(record.items())
-    at = next(i for i, (key, _) in enumerate(items) if key == "tour")
-    parts = [json.dumps(dict(part), separators=(",", ":"))[1:-1]
-             for part in (items[:at], items[at + 1:]) if part]
-    parts.insert(1 if at else 0, '"tour":' + tour)
-    return "{" + ",".join(parts) + "}\n"
+def jsonl_line(record: Record) -> str:
+    """One record as a JSON Lines line: its compact JSON object and a newline."""
+    return json_bytes(record).decode() + "\n"
 
 
-def records_to_jsonl(records: Iterable[dict[str, Any]]) -> str:
+def records_to_jsonl(records: Iterable[Record]) -> str:
     """JSON Lines text: one compact JSON object per line, each line ending in a newline."""
     return "".join(map(jsonl_line, records))
 
 
-def record_lines(records: Iterable[dict[str, Any]], fmt: str = "jsonl") -> Iterator[str]:
+def record_lines(records: Iterable[Record], fmt: str = "jsonl") -> Iterator[str]:
     """The text of ``records`` in ``fmt``, a line (or a record's lines) at a time, consuming
     ``records`` lazily.
 
     Parameters
     ----------
-    records : iterable of dict
-        JSON record dicts.
+    records : iterable of Record
     fmt : {"jsonl", "json", "csv"}
-        JSON Lines (:func:`records_to_jsonl`); one JSON array indented by 2, as
-        ``json.dumps(list, indent=2)`` writes it, plus a newline; or CSV
-        (:func:`records_to_csv`).
+        JSON Lines (:func:`records_to_jsonl`); one JSON array with one compact record per line;
+        or CSV (:func:`records_to_csv`).
 
     Raises
     ------
     ValueError
-        For another ``fmt``.
+        For another ``fmt`` (Parquet is binary: :func:`knights_tour.output.parquet.write`).
     """
     if fmt == "jsonl":
         return map(jsonl_line, records)
@@ -66,46 +58,106 @@ def record_lines(records: Iterable[dict[str, Any]], fmt: str = "jsonl") -> Itera
     raise ValueError(f"unknown record format {fmt!r}")
 
 
-def _json_array_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
+def _json_array_lines(records: Iterable[Record]) -> Iterator[str]:
     sep = "[\n"
     for rec in records:
-        yield sep + textwrap.indent(json.dumps(rec, indent=2), "  ")
+        yield sep + json_bytes(rec).decode()
         sep = ",\n"
     yield "[]\n" if sep == "[\n" else "\n]\n"
 
 
-CSV_FIELDS = (
-    "rows", "cols", "start_square", "start", "solver", "closed", "status", "proof",
-    "reason", "checks_verifier", "checks_cpsat", "nodes", "elapsed_s", "batch_id", "tour",
-)
-"""Columns of :func:`records_to_csv` (``start`` and ``tour`` as compact JSON)."""
+def _csv_columns() -> tuple[str, ...]:
+    cols: list[str] = []
+    for name in Record.__struct_fields__:
+        if name == "checks":
+            cols.extend(f"checks_{c}" for c in Checks.__struct_fields__)
+        else:
+            cols.append(name)
+    return tuple(cols)
 
 
-def records_to_csv(records: Iterable[dict[str, Any]]) -> str:
+CSV_FIELDS = _csv_columns()
+"""Columns of :func:`records_to_csv`: every field of :class:`Record` in order, ``checks``
+as ``checks_verifier`` and ``checks_cpsat``."""
+
+
+def _csv_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, tuple):
+        return f"[{value[0]},{value[1]}]"
+    if hasattr(value, "ndim"):  # a tour
+        return tour_json(value).decode()
+    if hasattr(value, "value"):  # an enum
+        return str(value.value)
+    return str(value)
+
+
+def csv_row(record: Record) -> list[str]:
+    """The CSV cells of one record, in :data:`CSV_FIELDS` order: ``true``/``false`` for
+    booleans, empty for None, compact JSON for ``start`` and ``tour``."""
+    row = []
+    for name in Record.__struct_fields__:
+        value = getattr(record, name)
+        if name == "checks":
+            row.extend(_csv_value(getattr(value, c)) for c in Checks.__struct_fields__)
+        else:
+            row.append(_csv_value(value))
+    return row
+
+
+def record_from_csv_row(row: dict[str, str]) -> Record:
+    """The record of one CSV row (a :class:`csv.DictReader` row of :func:`records_to_csv`'s
+    text): the inverse of :func:`csv_row`.
+
+    Raises
+    ------
+    ValueError
+        If a cell does not parse as its field's type.
+    """
+    types = {f.name: f.type for f in msgspec.structs.fields(Record)}
+    data: dict[str, Any] = {}
+    for name, cell in row.items():
+        if name.startswith("checks_"):
+            data.setdefault("checks", {})[name[len("checks_"):]] = _parse_cell(cell, "bool")
+        elif name in types:
+            data[name] = _parse_cell(cell, types[name])
+    data["tour"] = as_tour(data.get("tour"))
+    return Record.from_dict(data)
+
+
+def _parse_cell(cell: str, kind: Any) -> Any:
+    if cell == "":
+        return None
+    text = str(kind)
+    if "tuple" in text or "ndarray" in text:
+        return msgspec.json.decode(cell)
+    if "bool" in text:
+        if cell not in ("true", "false"):
+            raise ValueError(f"not a boolean: {cell!r}")
+        return cell == "true"
+    if "int" in text:
+        return int(cell)
+    if "float" in text:
+        return float(cell)
+    return cell
+
+
+def records_to_csv(records: Iterable[Record]) -> str:
     """CSV text with a header row (:data:`CSV_FIELDS`), one row per record."""
     return "".join(_csv_lines(records))
 
 
-def _csv_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
+def _csv_lines(records: Iterable[Record]) -> Iterator[str]:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
     for rec in records:
-        checks = rec.get("checks") or {}
-        row = []
-        for f in CSV_FIELDS:
-            if f == "checks_verifier":
-                v = checks.get("verifier")
-            elif f == "checks_cpsat":
-                v = checks.get("cpsat")
-            else:
-                v = rec.get(f)
-            if isinstance(v, (list, dict)):
-                v = json.dumps(v, separators=(",", ":"))
-            elif v is None:
-                v = ""
-            row.append(v)
-        writer.writerow(row)
+        writer.writerow(csv_row(rec))
         yield buf.getvalue()
         buf.seek(0)
         buf.truncate()
@@ -113,4 +165,5 @@ def _csv_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
         yield buf.getvalue()
 
 
-__all__ = ["jsonl_line", "records_to_jsonl", "record_lines", "records_to_csv", "CSV_FIELDS"]
+__all__ = ["FORMATS", "jsonl_line", "records_to_jsonl", "record_lines", "records_to_csv",
+           "CSV_FIELDS", "csv_row", "record_from_csv_row"]

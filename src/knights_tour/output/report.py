@@ -1,7 +1,7 @@
 """Batch reports: one self-contained HTML file to browse, and Markdown to paste.
 
-Input is a list of JSON records (``TourResult.to_dict()``, as stored by the pipeline and
-written by ``ktour run --out``) or :class:`~knights_tour.result.TourResult` objects.
+Input is :class:`~knights_tour.result.Record` objects (or JSON record dicts, as ``ktour run
+--out`` writes them, which are validated into records).
 
 Records are grouped by board and tour kind: ``(rows, cols, closed)``. For each group the
 report gives
@@ -282,7 +282,7 @@ def html_report(
         else:
             first_svg.append("")
             first_cap.append("No tour found on this board.")
-    batch_ids = sorted({str(r["batch_id"]) for g in groups for r in g.records if r.get("batch_id")})
+    batch_ids = sorted({r.batch_id for g in groups for r in g.records if r.batch_id})
     return _template().render(
         title=title,
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -24,7 +24,7 @@ import redis
 from knights_tour import worker
 from knights_tour.board import Board, parse_board_list
 from knights_tour.core.jobs import Job, make_batch_jobs
-from knights_tour.core.records import Record
+from knights_tour.result import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.service import recovery
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
@@ -362,31 +362,28 @@ def cancel_batch(r: redis.Redis, batch_id: str) -> int:
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:
-    """All records of a batch as :class:`~knights_tour.core.records.Record`, one per job, sorted
-    by (rows, cols, start, solver, closed).
+    """All records of a batch, one per job, sorted by (rows, cols, start, solver, closed).
 
     Raises
     ------
     KnightsTourError
         For an unknown batch.
     """
-    return [Record.from_dict(d) for d in store.collect(r, batch_id)]
+    return store.collect(r, batch_id)
 
 
-def stream_records(r: redis.Redis, batch_id: str, *,
-                   tour_as_json: bool = False) -> Iterator[dict[str, Any]]:
-    """The records of a batch as JSON dicts, one per job, sorted by (rows, cols, start,
-    solver, closed), read from Redis in pipelined chunks as they are consumed
+def stream_records(r: redis.Redis, batch_id: str) -> Iterator[Record]:
+    """The records of a batch, one per job, sorted by (rows, cols, start, solver, closed), read
+    from Redis a page at a time as they are consumed
     (:func:`knights_tour.store.batches.iter_records`): a batch of any size is collected in
-    bounded memory. ``tour_as_json``: each tour as its JSON text, for JSON Lines output
-    (:func:`knights_tour.core.records.decode_record`).
+    bounded memory.
 
     Raises
     ------
     KnightsTourError
-        For an unknown batch (when the first record is asked for).
+        For an unknown batch.
     """
-    return store.iter_records(r, batch_id, tour_as_json=tour_as_json)
+    return store.iter_records(r, batch_id)
 
 
 __all__ = [

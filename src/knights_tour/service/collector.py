@@ -45,6 +45,7 @@ import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
 from knights_tour.errors import KnightsTourError
+from knights_tour.output.recordfile import records_to_jsonl
 from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.registry import utc_iso
@@ -74,7 +75,7 @@ def summarize(
     batch_id : str
     meta : mapping
         The batch meta (:func:`knights_tour.store.batches.get_batch_meta`): created, params, total.
-    records : sequence of dict
+    records : sequence of Record
         The batch's records (:func:`knights_tour.store.batches.collect`).
     collected_at : float, optional
         Unix seconds; default now.
@@ -97,16 +98,15 @@ def summarize(
     finished: list[float] = []
     solver_s = 0.0
     for rec in records:
-        status = str(rec.get("status"))
+        status = rec.status.value
         counts[status] += 1
-        key = (rec.get("rows"), rec.get("cols"))
+        key = (rec.rows, rec.cols)
         boards.setdefault(key, Counter())[status] += 1
-        workers[str(rec.get("worker") or "?")] += 1
-        mismatches += bool(rec.get("mismatch"))
-        if isinstance(rec.get("finished_at"), (int, float)):
-            finished.append(float(rec["finished_at"]))
-        if isinstance(rec.get("elapsed_s"), (int, float)):
-            solver_s += float(rec["elapsed_s"])
+        workers[rec.worker or "?"] += 1
+        mismatches += rec.mismatch
+        if rec.finished_at is not None:
+            finished.append(rec.finished_at)
+        solver_s += rec.elapsed_s
     params = dict(meta.get("params") or {})
     created = meta.get("created")
     total = int(meta.get("total") or len(records))
@@ -316,7 +316,7 @@ def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> b
     reports.mkdir(parents=True, exist_ok=True)
     fresh = not summary_path.exists()
     if fresh:
-        lines = "".join(json.dumps(rec, separators=(",", ":")) + "\n" for rec in records)
+        lines = records_to_jsonl(records)
         _write_new(jsonl_path, lines)
         # the summary goes last: its presence means the report is complete
         fresh = _write_new(summary_path, json.dumps(summary, indent=2) + "\n")

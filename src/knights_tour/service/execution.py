@@ -23,6 +23,7 @@ import redis
 
 from knights_tour.core.counting import SubJob
 from knights_tour.core.jobs import Job, error_record, run_job
+from knights_tour.result import Record
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
 from knights_tour.store import keys, leases
@@ -56,7 +57,7 @@ def redis_client() -> redis.Redis:
     return _redis_client
 
 
-def _save(batch_id: str, record: Mapping[str, Any]) -> bool:
+def _save(batch_id: str, record: Record) -> bool:
     """save_record, retrying for up to :data:`SAVE_RETRY_S` while Redis is unreachable;
     False if the job already had a different record (kept: this run's is dropped)."""
     deadline = time.monotonic() + SAVE_RETRY_S
@@ -99,12 +100,12 @@ class _Chunk:
                 valid.append(Job.from_dict(raw))
             except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
                 record = error_record(raw, exc, self.batch_id, job_key=invalid_key(raw))
-                record["worker"] = self.worker
+                record.worker = self.worker
                 _save(self.batch_id, record)
-                self.counts[record["status"]] += 1
+                self.counts[record.status.value] += 1
         return valid
 
-    def run_one(self, job: Job) -> dict[str, Any] | None:
+    def run_one(self, job: Job) -> Record | None:
         """Run a claimed job (or give it up after too many worker deaths) and store it;
         None if its lease lapsed before it started and another task has the job now."""
         attempts = self.keeper.begin(self.r, self.batch_id, job.key)
@@ -118,16 +119,16 @@ class _Chunk:
                 job, f"worker lost {attempts - 1} times while running this job; given up",
                 self.batch_id,
             )
-            record["error_type"] = "WorkerLost"
-            record["worker"] = self.worker
+            record.error_type = "WorkerLost"
+            record.worker = self.worker
         else:
             record = run_job(job, batch_id=self.batch_id, worker=self.worker)
-        record["attempts"] = attempts
+        record.attempts = attempts
         if not _save(self.batch_id, record):
             log.warning("job %s of batch %s ran a second time (its lease lapsed while it "
                         "ran); the record stored first is kept", job.key, self.batch_id)
         self.keeper.release(self.r, self.batch_id, job.key, finished=True)
-        self.counts[record["status"]] += 1
+        self.counts[record.status.value] += 1
         return record
 
     def hand_off(self, rest: list[Job], send: Send) -> None:
@@ -140,7 +141,7 @@ class _Chunk:
         """Run our claimed jobs, then the ones another task held once they are freed."""
         for i, job in enumerate(mine):
             record = self.run_one(job)
-            if record is not None and record.get("error_type") == "SoftTimeLimitExceeded":
+            if record is not None and record.error_type == "SoftTimeLimitExceeded":
                 for j in mine[i + 1:]:
                     self.keeper.release(self.r, self.batch_id, j.key, finished=False)
                 self.hand_off(mine[i + 1:] + list(held.values()), send)

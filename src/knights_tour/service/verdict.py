@@ -5,45 +5,33 @@ A batch is clean when every job has a record, every record is decided (``found``
 disagrees. These rules decide the exit code of ``ktour run`` and ``ktour collect``; the
 commands only render what this module returns.
 
-Records are the JSON record dicts (see :mod:`knights_tour.result`); objects with a
-``to_dict()`` giving that dict are accepted too.
+Records are :class:`~knights_tour.result.Record` objects.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-DECIDED = ("found", "no_tour")
-"""Statuses that answer the job's question."""
+from knights_tour.result import Record, Status
 
-
-def record_dicts(records: Iterable[Any]) -> list[dict[str, Any]]:
-    """The records as JSON dicts (a record object is turned into one with ``to_dict()``)."""
-    return [dict(r) if isinstance(r, Mapping) else r.to_dict() for r in records]
-
-
-def _checks(rec: Mapping[str, Any]) -> Mapping[str, Any]:
-    return rec.get("checks") or {}
-
-
-def cpsat_failed(rec: Mapping[str, Any]) -> bool:
+def cpsat_failed(rec: Record) -> bool:
     """True if the record disagrees with CP-SAT (``mismatch``) or failed the CP-SAT check."""
-    return bool(rec.get("mismatch")) or _checks(rec).get("cpsat") is False
+    return rec.cpsat_failed
 
 
-def is_clean(rec: Mapping[str, Any]) -> bool:
+def is_clean(rec: Record) -> bool:
     """True if the record is decided and no check (verifier, CP-SAT) failed."""
     return (
-        rec.get("status") in DECIDED
-        and not rec.get("mismatch")
-        and _checks(rec).get("verifier") is not False
-        and _checks(rec).get("cpsat") is not False
+        rec.is_decided
+        and not rec.mismatch
+        and rec.checks.verifier is not False
+        and rec.checks.cpsat is not False
     )
 
 
-def mismatches(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def mismatches(records: Iterable[Record]) -> list[Record]:
     """The records that disagree with CP-SAT or failed its check, in order."""
     return [r for r in records if cpsat_failed(r)]
 
@@ -72,21 +60,21 @@ class Tally:
         self.statuses: Counter[Any] = Counter()
         self.mismatch = 0
         self.bad_cpsat = 0
-        self.failed: list[Mapping[str, Any]] = []
+        self.failed: list[Record] = []
         self.failed_count = 0
         self._rows: dict[tuple[Any, Any], dict[str, Any]] = {}
 
-    def add(self, rec: Mapping[str, Any]) -> None:
-        """Count one record (a JSON record dict)."""
+    def add(self, rec: Record) -> None:
+        """Count one record."""
         self.records += 1
-        self.statuses[rec.get("status")] += 1
-        self.mismatch += bool(rec.get("mismatch"))
-        self.bad_cpsat += _checks(rec).get("cpsat") is False and not rec.get("mismatch")
-        if cpsat_failed(rec):
+        self.statuses[rec.status.value] += 1
+        self.mismatch += rec.mismatch
+        self.bad_cpsat += rec.checks.cpsat is False and not rec.mismatch
+        if rec.cpsat_failed:
             self.failed_count += 1
             if len(self.failed) < self.keep_failed:
                 self.failed.append(rec)
-        key = (rec.get("rows"), rec.get("cols"))
+        key = (rec.rows, rec.cols)
         row = self._rows.get(key)
         if row is None:
             row = self._rows[key] = _new_row(key)
@@ -113,7 +101,7 @@ class Tally:
         return out
 
 
-def tally(records: Iterable[Mapping[str, Any]]) -> Tally:
+def tally(records: Iterable[Record]) -> Tally:
     """A :class:`Tally` of ``records``."""
     t = Tally()
     for rec in records:
@@ -121,7 +109,7 @@ def tally(records: Iterable[Mapping[str, Any]]) -> Tally:
     return t
 
 
-def problems(records: list[Mapping[str, Any]], total: int) -> list[str]:
+def problems(records: list[Record], total: int) -> list[str]:
     """Why a batch of ``total`` jobs with these ``records`` is not a clean success.
 
     Returns
@@ -141,26 +129,26 @@ def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
     }
 
 
-def _count_row(row: dict[str, Any], rec: Mapping[str, Any]) -> None:
+def _count_row(row: dict[str, Any], rec: Record) -> None:
     row["starts"] += 1
-    status = rec.get("status")
-    if status == "found":
+    status = rec.status
+    if status == Status.FOUND:
         row["found"] += 1
-    elif status == "no_tour":
-        row["no_tour"][rec.get("proof") or "?"] += 1
-    elif status == "unknown":
+    elif status == Status.NO_TOUR:
+        row["no_tour"][rec.proof.value if rec.proof is not None else "?"] += 1
+    elif status == Status.UNKNOWN:
         row["unknown"] += 1
     else:
         row["error"] += 1
-    row["mismatch"] += bool(rec.get("mismatch"))
-    cp = _checks(rec).get("cpsat")
+    row["mismatch"] += rec.mismatch
+    cp = rec.checks.cpsat
     if cp is not None:
         row["cpsat_checked"] += 1
         row["cpsat_agree"] += cp is True
-    row["seconds"] += float(rec.get("job_elapsed_s") or rec.get("elapsed_s") or 0.0)
+    row["seconds"] += rec.seconds
 
 
-def summary_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
     """Per-board summary of records, boards in record order.
 
     Returns
@@ -189,6 +177,6 @@ def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 __all__ = [
-    "DECIDED", "record_dicts", "cpsat_failed", "is_clean", "mismatches", "problems",
+    "cpsat_failed", "is_clean", "mismatches", "problems",
     "summary_rows", "summary_total", "Tally", "tally",
 ]

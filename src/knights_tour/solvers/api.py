@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 
 from knights_tour.board import Board, Square, parse_board
-from knights_tour.result import Status, TourResult
+from knights_tour.result import Status, TourResult, as_tour
 from knights_tour.solvers import DEFAULT_SOLVER, get_solver
 from knights_tour.verify import verify_tour
 
@@ -47,7 +47,7 @@ def solve(size: int | str | Sequence[int] | Board, start: Square | str,
     Examples
     --------
     >>> r = solve(5, "a5")
-    >>> r.status.value, len(r.tour), r.checks["verifier"]
+    >>> r.status.value, len(r.tour), r.checks.verifier
     ('found', 25, True)
     >>> solve(5, (0, 1)).proof.value   # (0, 1) is on the minority colour of 5x5
     'parity'
@@ -66,26 +66,29 @@ def solve(size: int | str | Sequence[int] | Board, start: Square | str,
     )
     if not result.elapsed_s:
         result.elapsed_s = time.perf_counter() - began
+    result.elapsed_s = round(float(result.elapsed_s), 6)
     return check_result(result)
 
 
 def check_result(result: TourResult) -> TourResult:
     """Run the verifier on a result's tour; a ``found`` claim that fails becomes ``error``.
 
-    Sets ``result.checks["verifier"]`` (True/False, or None when there is no tour).
+    Sets ``result.checks.verifier`` (True/False, or None when there is no tour) and makes the
+    tour a :data:`~knights_tour.result.Tour` array.
     """
+    result.tour = as_tour(result.tour)
     if result.tour is not None:
         verdict = verify_tour(
             (result.rows, result.cols), result.tour, start=result.start, closed=result.closed
         )
-        result.checks["verifier"] = verdict.ok
+        result.checks.verifier = verdict.ok
         if not verdict.ok:
             result.status = Status.ERROR
             result.proof = None
             result.reason = f"verifier rejected the {result.solver} tour: {verdict.reason}"
     elif result.status == Status.FOUND:
         result.status = Status.ERROR
-        result.checks["verifier"] = False
+        result.checks.verifier = False
         result.reason = f"{result.solver} claimed a tour but returned none"
     return result
 

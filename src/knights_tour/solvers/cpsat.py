@@ -222,7 +222,7 @@ def solve(
     solver = _make_solver(time_limit_s, SOLVER_PARAMETERS)
     status = solver.solve(tm.model)
     result = TourResult(
-        rows=board.rows, cols=board.cols, start=start, solver=SOLVER_NAME, closed=closed
+        rows=board.rows, cols=board.cols, start=tuple(start), solver=SOLVER_NAME, closed=closed
     )
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         result.status = Status.FOUND
@@ -242,7 +242,7 @@ def solve(
         result.reason = f"CP-SAT returned {solver.status_name(status)}"
     result.nodes = int(solver.num_branches)
     result.elapsed_s = time.perf_counter() - began
-    result.extra["cpsat_status"] = solver.status_name(status)
+    result.cpsat_model_status = solver.status_name(status)
     return result
 
 

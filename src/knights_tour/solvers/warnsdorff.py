@@ -19,7 +19,7 @@ How a job is answered
    every board with a closed tour, odd × odd boards with sides >= 5, 3 × n with n odd), once
    the attempts have spent :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes without a
    tour, the tour is built by :mod:`knights_tour.solvers.construct` in time linear in the
-   squares (counted as ``rows*cols`` nodes; ``extra["via"]`` says so). If the construction
+   squares (counted as ``rows*cols`` nodes; the record's ``via`` says so). If the construction
    does not apply to the start (rare, e.g. the middle of 3 × 17) the attempts go on.
 4. Every attempt is a *complete* search (all moves are candidates; pruning only cuts branches
    no tour can complete, see the kernel docstring), so an attempt that runs out of branches
@@ -31,7 +31,7 @@ Closed (re-entrant) tours: a closed tour through all squares can start anywhere,
 searches mostly from central squares (far more successful than corners) and rotates the cycle
 to begin at ``start``. For *open* jobs on boards that have closed tours, every second attempt
 looks for a closed tour the same way (a rotated closed tour is an open tour from any square;
-``extra["via"]`` says so). On 3 × n boards, closed-tour attempts start on the middle square of
+the record's ``via`` says so). On 3 × n boards, closed-tour attempts start on the middle square of
 an end line and cycle through the 16 fixed move orders, where central starts fail.
 
 Known limits: 4 × n boards have no construction here (no closed blocks exist to build from);
@@ -263,7 +263,7 @@ def solve(
         it). ``tour`` is a numpy ``int32`` array of shape ``(rows*cols, 2)``, rows of
         ``(row, col)``. ``nodes`` counts squares placed on the path over all attempts (start
         squares included; a construction counts ``rows*cols``); ``elapsed_s`` is wall time.
-        ``extra["attempts"]`` is the number of attempts made, ``extra["via"]`` how a tour not
+        ``restarts`` is the number of attempts made, ``via`` how a tour not
         searched from ``start`` was made.
 
     Raises
@@ -275,7 +275,8 @@ def solve(
     start = board.check_square(start)
     proof = no_tour_proof(board, start, closed)
     if proof is not None:
-        result = TourResult(board.rows, board.cols, start, NAME, closed=closed)
+        result = TourResult(rows=board.rows, cols=board.cols, start=start, solver=NAME,
+                            closed=closed)
         result.status, result.proof, result.proof_detail = Status.NO_TOUR, proof[0], proof[1]
         result.elapsed_s = time.perf_counter() - began
         return result
@@ -399,7 +400,8 @@ def _search(
 ) -> TourResult:
     """The attempts of one job (module docstring); ``fallback`` is the construction, called
     once after :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes if the budget allows."""
-    result = TourResult(board.rows, board.cols, start, NAME, closed=closed)
+    result = TourResult(rows=board.rows, cols=board.cols, start=start, solver=NAME,
+                            closed=closed)
 
     def finish(status: Status, **kw: object) -> TourResult:
         result.status = status
@@ -431,8 +433,8 @@ def _search(
             made = fallback() if affordable else None
             fallback = None
             if made is not None:
-                extra = {"attempts": attempts, "via": made[1]}
-                return finish(Status.FOUND, tour=made[0], nodes=nodes + n_sq, extra=extra)
+                return finish(Status.FOUND, tour=made[0], nodes=nodes + n_sq,
+                              restarts=attempts, via=made[1])
         attempts += 1
         from_sq, att_closed, tie, order, budget = plan.attempt(
             attempts, tie, order, budget if left is None else min(budget, left), left
@@ -442,7 +444,7 @@ def _search(
         nodes += int(engine.st[K.ST_NODES])
         if status == -1:
             return finish(
-                Status.UNKNOWN, reason="time_limit", nodes=nodes, extra={"attempts": attempts}
+                Status.UNKNOWN, reason="time_limit", nodes=nodes, restarts=attempts
             )
         if status == K.FOUND:
             return finish(Status.FOUND, nodes=nodes,
@@ -459,23 +461,24 @@ def _search(
                     f"{board.algebraic(start)} either"
                 )
             return finish(Status.NO_TOUR, proof=Proof.EXHAUSTIVE, proof_detail=detail,
-                          nodes=nodes, extra={"attempts": attempts})
-    return finish(Status.UNKNOWN, reason="node_limit", nodes=nodes, extra={"attempts": attempts})
+                          nodes=nodes, restarts=attempts)
+    return finish(Status.UNKNOWN, reason="node_limit", nodes=nodes, restarts=attempts)
 
 
 def _found(
     engine: _Search, board: Board, start: Square, from_sq: Square, closed: bool, attempts: int
 ) -> dict[str, object]:
-    """``tour`` and ``extra`` of a found tour; a closed tour searched from another square is
-    rotated to begin on ``start``."""
+    """``tour``, ``restarts`` and ``via`` of a found tour; a closed tour searched from another
+    square is rotated to begin on ``start``."""
     tour = engine.tour_array()
-    extra: dict[str, object] = {"attempts": attempts}
+    found: dict[str, object] = {"restarts": attempts}
     if from_sq != start:
         at = int(np.flatnonzero((tour[:, 0] == start[0]) & (tour[:, 1] == start[1]))[0])
         tour = np.roll(tour, -at, axis=0)
         if not closed:
-            extra["via"] = "closed tour rotated to the start"
-    return {"tour": tour, "extra": extra}
+            found["via"] = "closed tour rotated to the start"
+    found["tour"] = tour
+    return found
 
 
 def warm_up() -> float:

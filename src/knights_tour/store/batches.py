@@ -21,7 +21,6 @@ code still read.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -30,11 +29,12 @@ from typing import Any
 
 import redis
 
-from knights_tour.core.jobs import Job, record_sort_key
-from knights_tour.core.records import decode_record, encode_record
+from knights_tour.core.jobs import Job, order_key
+from knights_tour.core.records import encode_record
+from knights_tour.result import Record
 from knights_tour.errors import KnightsTourError
 from knights_tour.settings import get_settings
-from knights_tour.store import keys, registry
+from knights_tour.store import keys, records, registry
 
 def _ttl() -> int:
     return int(get_settings().result_ttl_s)
@@ -128,7 +128,7 @@ return 1
 # channel (told when the batch has as many results as jobs), mismatch flag ('0' / '1')
 
 
-def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> bool:
+def save_record(r: redis.Redis, batch_id: str, record: Record | Mapping[str, Any]) -> bool:
     """Store one job's record in its batch, unless the job already has one: the first record
     stored for a job is kept, so a record once read never changes.
 
@@ -149,14 +149,16 @@ def save_record(r: redis.Redis, batch_id: str, record: Mapping[str, Any]) -> boo
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable (the task layer retries).
     """
-    job_key = record.get("job_key")
+    if not isinstance(record, Record):
+        record = Record.from_dict(record)
+    job_key = record.job_key
     if not job_key:
         raise KnightsTourError("a record needs a job_key to be stored")
-    flag = "1" if record.get("mismatch") else "0"
+    flag = "1" if record.mismatch else "0"
     save = r.register_script(_SAVE_LUA)
     stored = save(keys=[keys.batch_records(batch_id), keys.batch_status(batch_id),
                         keys.batch_jobs(batch_id), keys.batch_tally(batch_id)],
-                  args=[job_key, encode_record(record), str(record.get("status")),
+                  args=[job_key, encode_record(record), record.status.value,
                         max(_ttl(), 0), keys.batch_events(batch_id), flag])
     return bool(stored)
 
@@ -183,7 +185,8 @@ def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
     """
     get_batch_meta(r, batch_id)
     jobs = [Job.from_dict(json.loads(v)) for v in r.hvals(keys.batch_jobs(batch_id))]
-    return sorted(jobs, key=lambda j: record_sort_key(j.to_dict() | {"job_key": j.key}))
+    return sorted(jobs, key=lambda j: order_key(j.rows, j.cols, j.start, j.solver, j.closed,
+                                                j.key))
 
 
 def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[str, Any]:
@@ -271,27 +274,10 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
     }
 
 
-COLLECT_CHUNK = 500
-"""Records fetched per HMGET while streaming a batch's records."""
-
-_JOB_KEY = re.compile(r"(\d+)x(\d+):(\d+),(\d+):([^:]+):(open|closed)")
-
-
-def _key_order(job_key: str) -> tuple | None:
-    """:func:`record_sort_key` of the record stored under a job key of the form of
-    :attr:`Job.key` (whose fields are the record's), or None for another key."""
-    m = _JOB_KEY.fullmatch(job_key)
-    if m is None:
-        return None
-    rows, cols, row, col, solver, kind = m.groups()
-    return record_sort_key({"rows": int(rows), "cols": int(cols), "start": [int(row), int(col)],
-                            "solver": solver, "closed": kind == "closed", "job_key": job_key})
-
-
-def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
-    """The job keys that have a record in the batch, in record order (rows, cols, start,
-    solver, closed), without reading the records (except those stored under a key not of
-    the :attr:`Job.key` form, such as the error record of an invalid job message).
+def iter_records(r: redis.Redis, batch_id: str, chunk: int = records.PAGE
+                 ) -> Iterator[Record]:
+    """The records of a batch, one per job, in record order, read a page at a time
+    (:func:`knights_tour.store.records.iter_records`).
 
     Raises
     ------
@@ -299,37 +285,12 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
         For an unknown batch.
     """
     get_batch_meta(r, batch_id)
-    names = r.hkeys(keys.batch_records(batch_id))
-    order = {k: _key_order(k) for k in names}
-    odd = [k for k, v in order.items() if v is None]
-    for i in range(0, len(odd), COLLECT_CHUNK):
-        part = odd[i:i + COLLECT_CHUNK]
-        for k, raw in zip(part, r.hmget(keys.batch_records(batch_id), part)):
-            order[k] = record_sort_key(decode_record(raw)) if raw else (record_sort_key({}),)
-    return sorted(names, key=order.__getitem__)
+    return records.iter_records(r, batch_id, chunk)
 
 
-def iter_records(r: redis.Redis, batch_id: str, chunk: int = COLLECT_CHUNK, *,
-                 tour_as_json: bool = False) -> Iterator[dict[str, Any]]:
-    """The records of a batch, one dict per job, in record order, fetched ``chunk`` at a time
-    (one HMGET each) and decoded as they are yielded: memory stays bounded by one chunk, not
-    the batch. ``tour_as_json``: see :func:`knights_tour.core.records.decode_record`.
-
-    Raises
-    ------
-    KnightsTourError
-        For an unknown batch.
-    """
-    names = record_keys(r, batch_id)
-    for i in range(0, len(names), chunk):
-        for raw in r.hmget(keys.batch_records(batch_id), names[i:i + chunk]):
-            if raw is not None:  # deleted since the keys were read
-                yield decode_record(raw, tour_as_json=tour_as_json)
-
-
-def collect(r: redis.Redis, batch_id: str) -> list[dict[str, Any]]:
+def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     """All records of a batch, one per job, sorted by (rows, cols, start, solver, closed)
-    (the whole batch in memory: for a large batch stream :func:`iter_records`).
+    (the whole batch in memory: for a large batch use :func:`iter_records`).
 
     Raises
     ------
@@ -415,13 +376,13 @@ def remember_batch(r: redis.Redis, digest: str, batch_id: str | None) -> None:
         r.set(keys.batch_resume(digest), batch_id)
 
 
-def records_by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def records_by_key(records: Iterable[Record]) -> dict[str, Record]:
     """Index records by ``job_key``."""
-    return {str(rec.get("job_key")): rec for rec in records}
+    return {str(rec.job_key): rec for rec in records}
 
 
 __all__ = [
     "CANCELLED", "set_batch_state", "batch_state", "resumable_batch", "remember_batch",
     "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs", "batch_progress",
-    "batch_status", "record_keys", "iter_records", "collect", "COLLECT_CHUNK", "list_batches", "delete_batch", "records_by_key",
+    "batch_status", "iter_records", "collect", "list_batches", "delete_batch", "records_by_key",
 ]

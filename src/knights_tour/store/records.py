@@ -1,0 +1,90 @@
+"""Reading a batch's records in bulk: pages of stored values fetched with one HMGET each,
+decoded page by page into :class:`~knights_tour.result.Record` objects, in record order.
+
+The client holds the batch's record keys (tens of bytes each) and one page of records at a
+time, so its memory does not grow with the records' size; decoding is
+:func:`knights_tour.core.records.decode_many` (MessagePack in C, tours as numpy arrays).
+Records are written by the workers (:mod:`knights_tour.store.batches`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import redis
+from redis.client import NEVER_DECODE
+
+from knights_tour.core.jobs import order_key, record_sort_key
+from knights_tour.core.records import decode_many, decode_stored
+from knights_tour.result import Record
+from knights_tour.store import keys
+
+PAGE = 500
+"""Records fetched per HMGET while reading a batch's records."""
+
+_JOB_KEY = re.compile(r"(\d+)x(\d+):(\d+),(\d+):([^:]+):(open|closed)")
+
+
+def _key_order(job_key: str) -> tuple | None:
+    """The record order of the record stored under a job key of the form of
+    :attr:`~knights_tour.core.jobs.Job.key` (whose fields are the record's), or None for
+    another key."""
+    m = _JOB_KEY.fullmatch(job_key)
+    if m is None:
+        return None
+    rows, cols, row, col, solver, kind = m.groups()
+    return order_key(int(rows), int(cols), (int(row), int(col)), solver, kind == "closed",
+                     job_key)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def fetch(r: redis.Redis, batch_id: str, job_keys: list[str]) -> list[bytes | None]:
+    """The stored values of ``job_keys`` in the batch, undecoded bytes (None: no record), in
+    one HMGET."""
+    if not job_keys:
+        return []
+    return r.execute_command("HMGET", keys.batch_records(batch_id), *job_keys,
+                             **{NEVER_DECODE: True})
+
+
+def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
+    """The job keys that have a record in the batch, in record order (rows, cols, start,
+    solver, closed), without reading the records (except those stored under a key not of the
+    :attr:`~knights_tour.core.jobs.Job.key` form, such as the error record of an invalid job
+    message)."""
+    names = [_text(k) for k in r.hkeys(keys.batch_records(batch_id))]
+    order = {k: _key_order(k) for k in names}
+    odd = [k for k, v in order.items() if v is None]
+    for i in range(0, len(odd), PAGE):
+        part = odd[i:i + PAGE]
+        for k, raw in zip(part, fetch(r, batch_id, part)):
+            order[k] = (record_sort_key(decode_stored(raw)) if raw is not None
+                        else order_key(None, None, None, None, False, k))
+    return sorted(names, key=order.__getitem__)
+
+
+def iter_pages(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[list[Record]]:
+    """The records of a batch in record order, ``page`` at a time (one HMGET and one bulk
+    decode per page)."""
+    names = record_keys(r, batch_id)
+    for i in range(0, len(names), page):
+        yield decode_many(fetch(r, batch_id, names[i:i + page]))
+
+
+def iter_records(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[Record]:
+    """The records of a batch, one per job, in record order (:func:`iter_pages`, flattened)."""
+    for records in iter_pages(r, batch_id, page):
+        yield from records
+
+
+def collect(r: redis.Redis, batch_id: str) -> list[Record]:
+    """All records of a batch, in record order (the whole batch in memory: for a large batch
+    use :func:`iter_pages`)."""
+    return list(iter_records(r, batch_id))
+
+
+__all__ = ["PAGE", "fetch", "record_keys", "iter_pages", "iter_records", "collect"]
