@@ -27,6 +27,7 @@ from knights_tour.commands._shared import (ExitCode, check_out_path, note, progr
                                            redis_option, require_positive, require_workers,
                                            solver_option, stdout_console, workers_option)
 from knights_tour.errors import KnightsTourError, OutputPathError
+from knights_tour.output import parquet
 from knights_tour.output.tourfile import atomic_write_lines, record_lines
 from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, cancel_batch, make_jobs,
                                           start_or_resume, stream_records, submit_batch,
@@ -123,9 +124,9 @@ def _report_mismatches(tally: Tally) -> None:
 
 def _write_records(client: redis.Redis, batch_id: str, out: str | None,
                    fmt: str = "jsonl") -> Tally:
-    """Stream the records of the batch as JSON Lines, JSON or CSV to ``out`` (``-`` =
-    stdout; a file is written atomically; None = nowhere), counting them as they pass;
-    returns the counts."""
+    """Stream the records of the batch as JSON Lines, JSON, CSV or Parquet to ``out`` (``-`` =
+    stdout, not for Parquet; a file is written atomically; None = nowhere), counting them as
+    they pass; returns the counts."""
     tally = Tally()
 
     def counted():
@@ -136,6 +137,8 @@ def _write_records(client: redis.Redis, batch_id: str, out: str | None,
     if out is None:
         for _ in counted():
             pass
+    elif fmt == "parquet":
+        parquet.write(out, counted())
     elif out == "-":
         for line in record_lines(counted(), fmt):
             click.echo(line, nl=False)
@@ -167,8 +170,8 @@ def _wait(client, batch_id: str, total: int, timeout: float | None, recover_url:
 @job_options
 @workers_option
 @click.option("--out", "out", default=None, metavar="FILE",
-              help="JSON Lines file for all records (default results-<batch>.jsonl; '-' = "
-              "stdout).")
+              help="File for all records: JSON Lines, or Parquet if FILE ends in .parquet "
+              "(default results-<batch>.jsonl; '-' = stdout).")
 @redis_option
 @click.option("--timeout", "timeout", type=float, default=None, metavar="S",
               help="Stop waiting after S seconds (records so far are written; exit 1).")
@@ -215,7 +218,8 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
                                    f"{status['total']} jobs done)")
         out_path = out or f"results-{batch_id}.jsonl"
         try:
-            tally = _write_records(backend.client, batch_id, out_path)
+            tally = _write_records(backend.client, batch_id, out_path,
+                                   "parquet" if out_path.endswith(".parquet") else "jsonl")
         except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
             raise OutputPathError(f"{exc}; the records of batch {batch_id} are kept: ktour "
                                   f"collect {batch_id} --out FILE", exc.errno) from None
@@ -294,11 +298,13 @@ def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, ch
 
 @click.command()
 @click.argument("batch_id", metavar="BATCH")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl", "csv"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["table", "json", "jsonl", "csv", "parquet"]),
               default="table", show_default=True,
-              help="table = per-board summary; json/jsonl/csv = every record.")
+              help="table = per-board summary; json/jsonl/csv/parquet = every record.")
 @click.option("--out", "out", default=None, metavar="FILE",
-              help="Write the records (json/jsonl/csv) to FILE atomically instead of stdout.")
+              help="Write the records to FILE atomically instead of stdout (needed for "
+              "parquet).")
 @click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
 @click.option("--timeout", "timeout", type=float, default=None, metavar="S",
               help="With --wait: give up after S seconds.")
@@ -313,7 +319,9 @@ def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float
     """
     check_out_path(out)
     if out is not None and fmt == "table":
-        fmt = "jsonl"
+        fmt = "parquet" if out.endswith(".parquet") else "jsonl"
+    if fmt == "parquet" and out in (None, "-"):
+        raise click.UsageError("--format parquet writes a file: give --out FILE")
     with open_store(redis_url) as backend:
         st = batch_status(backend.client, batch_id)
         if wait and not st["complete"]:
