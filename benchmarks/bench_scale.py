@@ -25,7 +25,12 @@ For every run it prints, as a table and a JSON file (``--json``, default
 * ``records_hash_bytes_per_record``: ``MEMORY USAGE`` of the batch's records hash over its
   records, and ``redis_used_bytes_per_record``: ``used_memory`` (after the run, the data dir
   reloaded) over the records;
-* ``out_mb``: size of the JSON Lines file.
+* ``out_mb``: size of the JSON Lines file;
+* ``floor_s``: the in-process floor, measured in the same run: the same jobs solved with no
+  Celery and no Redis, by K processes of a ``multiprocessing`` pool (each with the engine
+  loaded first, as a worker is), each record serialised to its JSON line and written to a
+  file (interpreter start included, as in ``wall_s``); ``wall_over_floor`` = wall_s / floor_s:
+  what the plumbing costs around the solving.
 
 ``--check`` also runs ``ktour collect BATCH --format jsonl`` in a new process and compares its
 bytes with the ``--out`` file, and ``ktour verify FILE --all``. Figures depend on the machine
@@ -165,6 +170,47 @@ def _check(data_dir: Path, batch_id: str, out: Path, env: dict[str, str]) -> dic
     return {"collect_identical": identical, "verify_all_ok": ver.returncode == 0}
 
 
+_FLOOR = r"""
+import json, multiprocessing as mp, sys, time
+from knights_tour.service.batches import make_jobs
+from knights_tour.core.jobs import run_job
+
+def warm():
+    from knights_tour.solvers.warnsdorff import warm_up
+    warm_up()
+
+def line(job):
+    rec = run_job(job)
+    return rec.to_json() if hasattr(rec, "to_json") else json.dumps(rec, separators=(",", ":"))
+
+if __name__ == "__main__":
+    args, k, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    verify = args.get("verify", "none")
+    _, jobs, _ = make_jobs(args["sizes"], "warnsdorff", verify, False, False, None, None)
+    jobs.sort(key=lambda j: j.rows * j.cols, reverse=True)
+    with mp.get_context("fork").Pool(k, initializer=warm) as pool, open(out, "w") as fh:
+        for text in pool.imap_unordered(line, jobs, chunksize=16):
+            fh.write(text + "\n")
+    print(len(jobs))
+"""
+
+
+def in_process_floor(workload: str, k: int, src: Path | None) -> float:
+    """Wall seconds of the in-process floor of ``workload`` on ``k`` processes (see the module
+    docstring), launch to exit."""
+    argv = WORKLOADS[workload]
+    args = {"sizes": [argv[argv.index("--sizes") + 1]]}
+    if "--verify" in argv:
+        args["verify"] = argv[argv.index("--verify") + 1]
+    with tempfile.TemporaryDirectory(prefix="kt-floor-") as tmp:
+        env = _env(Path(tmp) / "data", src)
+        t0 = time.time()
+        subprocess.run([sys.executable, "-c", _FLOOR, json.dumps(args), str(k),
+                        str(Path(tmp) / "floor.jsonl")], env=env, check=True,
+                       capture_output=True, text=True)
+        return time.time() - t0
+
+
 def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, Any]:
     """One ``ktour run`` of ``workload`` with ``k`` local workers; its figures."""
     with tempfile.TemporaryDirectory(prefix="kt-scale-") as tmp:
@@ -199,12 +245,14 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
             "out_mb": round(out.stat().st_size / 2**20, 1),
         }
         row.update(_stored_per_record(data_dir, batch_id, env))
+        row["floor_s"] = round(in_process_floor(workload, k, src), 2)
+        row["wall_over_floor"] = round(row["wall_s"] / row["floor_s"], 2)
         if check:
             row.update(_check(data_dir, batch_id, out, env))
         return row
 
 
-COLUMNS = ("workload", "workers", "jobs", "wall_s", "batch_s", "before_first_s",
+COLUMNS = ("workload", "workers", "jobs", "wall_s", "floor_s", "wall_over_floor", "batch_s", "before_first_s",
            "after_last_s", "client_rss_mb", "redis_peak_mb", "redis_rss_peak_mb",
            "records_hash_bytes_per_record", "redis_used_bytes_per_record", "out_mb")
 

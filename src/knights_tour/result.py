@@ -20,7 +20,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import functools
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import msgspec
@@ -32,7 +32,7 @@ Tour = np.ndarray
 """A tour in memory: ``int32`` array of shape ``(rows*cols, 2)``, ``(row, col)`` per step."""
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """Outcome of a job: ``found`` (a verified tour), ``no_tour`` (with a proof), ``unknown``
     (undecided within the budget; ``reason`` says why) or ``error`` (``reason`` says what)."""
 
@@ -51,7 +51,7 @@ DECIDED = (Status.FOUND, Status.NO_TOUR)
 """Statuses that answer the job's question (a tour, or a proof that there is none)."""
 
 
-class Proof(str, Enum):
+class Proof(StrEnum):
     """Why a ``no_tour`` answer is true.
 
     * ``parity`` – colour parity: a tour alternates colours, so on a board with an odd number of

@@ -18,11 +18,11 @@ from typing import Any
 from knights_tour.board import Board
 from knights_tour.errors import KnightsTourError, TourFormatError
 from knights_tour.core.records import from_legacy
-from knights_tour.result import Record
+from knights_tour.result import Proof, Record, Status
 
-STATUS_RANK = {"found": 0, "no_tour": 1, "unknown": 2, "error": 3}
-PROOFS = ("parity", "exhaustive", "cpsat", "theorem")
-PROOF_LETTER = {"parity": "P", "exhaustive": "E", "cpsat": "C", "theorem": "T"}
+STATUS_RANK = {Status.FOUND: 0, Status.NO_TOUR: 1, Status.UNKNOWN: 2, Status.ERROR: 3}
+PROOFS = tuple(p.value for p in Proof)
+PROOF_LETTER = {Proof.PARITY: "P", Proof.EXHAUSTIVE: "E", Proof.CPSAT: "C", Proof.THEOREM: "T"}
 
 
 def _as_record(obj: Record | Mapping[str, Any]) -> Record:
@@ -58,29 +58,29 @@ class Cell:
     records: list[Record] = field(default_factory=list)
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """Best outcome among the records (found > no_tour > unknown > error)."""
-        return min((_status(r) for r in self.records), key=lambda s: STATUS_RANK[s])
+        return min((r.status for r in self.records), key=STATUS_RANK.__getitem__)
 
     @property
     def proof(self) -> str | None:
         """The proof of the first ``no_tour`` record, when the best outcome is ``no_tour``."""
-        if self.status != "no_tour":
+        if self.status != Status.NO_TOUR:
             return None
         return next((r.proof.value if r.proof else None
-                     for r in self.records if _status(r) == "no_tour"), None)
+                     for r in self.records if r.status == Status.NO_TOUR), None)
 
     @property
     def conflict(self) -> bool:
         """True if one record found a tour here and another claimed there is none."""
-        statuses = {_status(r) for r in self.records}
-        return "found" in statuses and "no_tour" in statuses
+        statuses = {r.status for r in self.records}
+        return Status.FOUND in statuses and Status.NO_TOUR in statuses
 
     @property
     def tour_record(self) -> Record | None:
         """The first record here with a found tour that can be drawn."""
         for r in self.records:
-            if _status(r) == "found" and r.tour is not None and len(r.tour):
+            if r.status == Status.FOUND and r.tour is not None and len(r.tour):
                 return r
         return None
 
@@ -88,7 +88,7 @@ class Cell:
         """Hover text: the square, then one line per record."""
         lines = [self.name]
         for r in self.records:
-            st = _status(r).replace("_", " ")
+            st = r.status.value.replace("_", " ")
             extra = ""
             if r.proof:
                 extra = f" by {r.proof.value}"
@@ -111,9 +111,6 @@ class Cell:
             lines.append("CONFLICT: a tour was found and also claimed impossible")
         return "\n".join(lines)
 
-
-def _status(record: Record) -> str:
-    return record.status.value
 
 
 @dataclass
@@ -150,7 +147,7 @@ class BoardGroup:
         statuses = [c.status for c in self.cells.values()]
         by_proof: dict[str, int] = {}
         for c in self.cells.values():
-            if c.status == "no_tour":
+            if c.status == Status.NO_TOUR:
                 p = c.proof or "unstated"
                 by_proof[p] = by_proof.get(p, 0) + 1
         cps = [r.checks.cpsat for r in self.records]
@@ -159,11 +156,11 @@ class BoardGroup:
         return {
             "starts": len(self.cells),
             "jobs": len(self.records),
-            "found": statuses.count("found"),
-            "no_tour": statuses.count("no_tour"),
+            "found": statuses.count(Status.FOUND),
+            "no_tour": statuses.count(Status.NO_TOUR),
             "by_proof": dict(sorted(by_proof.items())),
-            "unknown": statuses.count("unknown"),
-            "error": statuses.count("error"),
+            "unknown": statuses.count(Status.UNKNOWN),
+            "error": statuses.count(Status.ERROR),
             "conflicts": sum(c.conflict for c in self.cells.values()),
             "cpsat_checked": sum(v is not None for v in cps),
             "cpsat_agree": sum(v is True for v in cps),
