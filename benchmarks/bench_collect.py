@@ -10,10 +10,9 @@ every batch), then times: the first collection (writes every report), a second o
 nothing new), and a collection with one batch unfinished. Figures depend on the machine;
 nothing here is asserted.
 
-``--split`` instead measures collecting one batch into a JSON Lines file, stage by stage: the
-whole-batch path (``HVALS`` of plain JSON, parse, sort, one text, write) against the streamed
-one (sorted keys, ``HMGET`` chunks of compact records, decode, write line by line), with the
-Redis memory of the records hash in each form::
+``--split`` instead measures collecting one batch into a JSON Lines file, stage by stage
+(sorted keys, one ``HMGET`` per page of stored records, bulk decode, JSON, write), with the
+Redis memory of the records hash::
 
     python benchmarks/bench_collect.py --split --sizes 5-20
 """
@@ -29,51 +28,55 @@ from pathlib import Path
 from knights_tour.board import parse_board_list
 from knights_tour.service.collector import collect_finished
 from knights_tour.service.embedded_redis import EmbeddedRedis
+import msgspec
+
 from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.core.jobs import record_sort_key
-from knights_tour.core.records import Record
-from knights_tour.output.tourfile import (atomic_write_lines, atomic_write_text, jsonl_line,
-                                          records_to_jsonl)
-from knights_tour.service.verdict import record_dicts
+from knights_tour.core.records import decode_many
+from knights_tour.output.recordfile import jsonl_line
+from knights_tour.output.tourfile import atomic_write_lines
 from knights_tour.store import keys
-from knights_tour.store.batches import create_batch, iter_records, record_keys, save_record
+from knights_tour.store.batches import create_batch, iter_records, save_record
+from knights_tour.store.records import PAGE, fetch, record_keys
 from knights_tour.store.connection import connect
 
 
 def split(sizes: str) -> dict:
-    """Stage times (seconds) of the whole-batch and the streamed collection of one batch."""
+    """Stage times (seconds) of collecting one batch into a JSON Lines file: sorted keys, one
+    HMGET per page, bulk decode, JSON, write; and the Redis memory of its records hash."""
     jobs = make_batch_jobs(parse_board_list(sizes))
     records = [run_job(j, worker="bench@local") for j in jobs]
     with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(Path(tmp) / "redis") as server:
         r = connect(server.url)
-        old, new = create_batch(r, jobs), create_batch(r, jobs)
+        bid = create_batch(r, jobs)
         for rec in records:
-            r.hset(keys.batch_records(old), rec["job_key"], json.dumps(rec, separators=(",", ":")))
-            save_record(r, new, rec)
+            save_record(r, bid, rec)
         out: dict = {"jobs": len(jobs),
-                     "hash_bytes_plain": r.memory_usage(keys.batch_records(old), samples=0),
-                     "hash_bytes_compact": r.memory_usage(keys.batch_records(new), samples=0)}
+                     "hash_bytes_per_record": r.memory_usage(keys.batch_records(bid),
+                                                             samples=0) // len(jobs)}
         t = time.perf_counter()
-        raw = r.hvals(keys.batch_records(old))
-        out["whole_read_s"] = time.perf_counter() - t
+        names = record_keys(r, bid)
+        out["keys_sort_s"] = time.perf_counter() - t
+        fetch_s = decode_s = format_s = 0.0
+        lines: list[str] = []
+        for i in range(0, len(names), PAGE):
+            t = time.perf_counter()
+            raw = fetch(r, bid, names[i:i + PAGE])
+            t1 = time.perf_counter()
+            page = decode_many(raw)
+            t2 = time.perf_counter()
+            lines.extend(map(jsonl_line, page))
+            t3 = time.perf_counter()
+            fetch_s, decode_s, format_s = fetch_s + t1 - t, decode_s + t2 - t1, format_s + t3 - t2
+        out.update(fetch_s=fetch_s, decode_s=decode_s, format_s=format_s)
         t = time.perf_counter()
-        recs = sorted((json.loads(v) for v in raw), key=record_sort_key)
-        out["whole_parse_sort_s"] = time.perf_counter() - t
+        atomic_write_lines(Path(tmp) / "stream.jsonl", lines)
+        out["write_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        text = records_to_jsonl(record_dicts(Record.from_dict(d) for d in recs))
-        out["whole_format_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        atomic_write_text(Path(tmp) / "whole.jsonl", text)
-        out["whole_write_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        names = record_keys(r, new)
-        out["stream_keys_sort_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        atomic_write_lines(Path(tmp) / "stream.jsonl", map(jsonl_line, iter_records(r, new)))
-        out["stream_read_decode_write_s"] = time.perf_counter() - t
-        out["identical"] = ((Path(tmp) / "whole.jsonl").read_bytes()
-                            == (Path(tmp) / "stream.jsonl").read_bytes())
-        out["keys"] = len(names)
+        atomic_write_lines(Path(tmp) / "again.jsonl", map(jsonl_line, iter_records(r, bid)))
+        out["streamed_total_s"] = time.perf_counter() - t
+        out["identical"] = ((Path(tmp) / "stream.jsonl").read_bytes()
+                            == (Path(tmp) / "again.jsonl").read_bytes())
+        out["bytes_per_line"] = (Path(tmp) / "again.jsonl").stat().st_size // len(jobs)
         r.close()
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
@@ -99,7 +102,7 @@ def main() -> None:
         t0 = time.perf_counter()
         for _ in range(args.batches):
             bid = create_batch(r, jobs, params={"sizes": args.sizes, "bench": True})
-            pipe_records = [dict(rec, batch_id=bid) for rec in records]
+            pipe_records = [msgspec.structs.replace(rec, batch_id=bid) for rec in records]
             for rec in pipe_records:
                 save_record(r, bid, rec)
             ids.append(bid)
@@ -112,7 +115,7 @@ def main() -> None:
         second = collect_finished(r, reports)
         t_second = time.perf_counter() - t0
         extra = create_batch(r, jobs, params={"sizes": args.sizes, "bench": True})
-        save_record(r, extra, dict(records[0], batch_id=extra))
+        save_record(r, extra, msgspec.structs.replace(records[0], batch_id=extra))
         t0 = time.perf_counter()
         third = collect_finished(r, reports)
         t_third = time.perf_counter() - t0

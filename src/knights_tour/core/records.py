@@ -101,8 +101,8 @@ def _enc_hook(obj: Any) -> Any:
 
 
 def _ext_hook(code: int, data: memoryview) -> Any:
-    if code == _EXT_MOVES:
-        return decode_moves(bytes(data))
+    if code == _EXT_MOVES:  # decoded with the rest of its page (_decode_pending)
+        return np.frombuffer(data, dtype=np.uint8).copy()
     if code == _EXT_SQUARES:
         return np.frombuffer(data, dtype="<i4").reshape(-1, 2).astype(np.int32)
     raise ValueError(f"unknown stored extension {code}")
@@ -110,12 +110,11 @@ def _ext_hook(code: int, data: memoryview) -> Any:
 
 def _dec_hook(kind: type, obj: Any) -> Any:
     if kind is Tour:
-        return as_tour(obj)
+        return obj if isinstance(obj, np.ndarray) else as_tour(obj)
     raise NotImplementedError(f"cannot decode {kind}")
 
 
 _ENCODER = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
-_DECODER = msgspec.msgpack.Decoder(Record, ext_hook=_ext_hook, dec_hook=_dec_hook)
 _ARRAY_RECORD = msgspec.defstruct("ArrayRecord", [], bases=(Record,), array_like=True, kw_only=True)
 
 
@@ -131,6 +130,50 @@ def _as_array_record(record: Record) -> Any:
 _ARRAY_DECODER = msgspec.msgpack.Decoder(_ARRAY_RECORD, ext_hook=_ext_hook, dec_hook=_dec_hook)
 
 
+def _pending(record: Any) -> bool:
+    tour = record.tour
+    return tour is not None and tour.ndim == 1 and tour.dtype == np.uint8
+
+
+def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
+    """The tours of several :func:`encode_moves` payloads at once: one unpackbits, one gather
+    of the three-bit codes and one cumulative sum over all of them, then a view per tour.
+
+    Raises
+    ------
+    ValueError
+        If a payload is shorter than its head says.
+    """
+    heads = np.frombuffer(b"".join(p[:_HEAD.itemsize].tobytes() for p in payloads),
+                          dtype=_HEAD)
+    n = heads["moves"].astype(np.int64)
+    bodies = [p[_HEAD.itemsize:] for p in payloads]
+    body_len = np.array([len(b) for b in bodies], dtype=np.int64)
+    if np.any(body_len * 8 < 3 * n):
+        raise ValueError("a stored tour is cut short")
+    bits = np.unpackbits(np.concatenate(bodies))
+    bit_start = np.zeros(len(bodies), dtype=np.int64)
+    np.cumsum(body_len[:-1] * 8, out=bit_start[1:])
+    code_start = np.zeros(len(bodies), dtype=np.int64)
+    np.cumsum(n[:-1], out=code_start[1:])
+    pos = np.repeat(bit_start - 3 * code_start, n) + 3 * np.arange(int(n.sum()), dtype=np.int64)
+    codes = (bits[pos] << 2) | (bits[pos + 1] << 1) | bits[pos + 2]
+    squares = n + 1
+    row0 = np.zeros(len(payloads), dtype=np.int64)
+    np.cumsum(squares[:-1], out=row0[1:])
+    steps = np.empty((int(squares.sum()), 2), dtype=np.int64)
+    moves = np.ones(len(steps), dtype=bool)
+    moves[row0] = False
+    steps[moves] = _MOVES[codes]
+    steps[row0, 0] = heads["row"]
+    steps[row0, 1] = heads["col"]
+    total = np.cumsum(steps, axis=0)
+    before = np.zeros((len(payloads), 2), dtype=np.int64)
+    before[1:] = total[row0[1:] - 1]
+    total -= np.repeat(before, squares, axis=0)
+    return np.split(total.astype(np.int32), row0[1:])
+
+
 def decode_stored(stored: bytes | str) -> Record:
     """The record of a stored value: this module's form, or a form earlier versions stored
     (the ``z1:`` zlib form, a plain JSON object).
@@ -140,11 +183,34 @@ def decode_stored(stored: bytes | str) -> Record:
     ValueError
         If ``stored`` is none of these (``msgspec.DecodeError`` is a ValueError).
     """
-    if isinstance(stored, (bytes, bytearray, memoryview)) and bytes(stored[:2]) == STORED_PREFIX:
-        arr = _ARRAY_DECODER.decode(memoryview(stored)[2:])
-        return Record(**{f: getattr(arr, f) for f in Record.__struct_fields__})
-    text = stored.decode("utf-8") if isinstance(stored, (bytes, bytearray, memoryview)) else stored
-    return from_legacy(_legacy_dict(text))
+    return decode_many([stored])[0]
+
+
+def decode_many(values: Iterable[bytes | str | None]) -> list[Record]:
+    """:func:`decode_stored` of each value that is not None (a key deleted meanwhile), the
+    tours of them all decoded together (:func:`_decode_pending`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`decode_stored`.
+    """
+    out: list[Record] = []
+    for stored in values:
+        if stored is None:
+            continue
+        if isinstance(stored, (bytes, bytearray, memoryview)) and bytes(stored[:2]) == STORED_PREFIX:
+            arr = _ARRAY_DECODER.decode(memoryview(stored)[2:])
+            out.append(Record(**{f: getattr(arr, f) for f in _FIELDS}))
+        else:
+            text = (stored.decode("utf-8") if isinstance(stored, (bytes, bytearray, memoryview))
+                    else stored)
+            out.append(from_legacy(_legacy_dict(text)))
+    pending = [r for r in out if _pending(r)]
+    if pending:
+        for rec, tour in zip(pending, _decode_pending([r.tour for r in pending])):
+            rec.tour = tour
+    return out
 
 
 def encode_record(record: Record | Mapping[str, Any]) -> bytes:
@@ -152,9 +218,7 @@ def encode_record(record: Record | Mapping[str, Any]) -> bytes:
     return encode_stored(record if isinstance(record, Record) else from_legacy(record))
 
 
-def decode_many(values: Iterable[bytes | str | None]) -> list[Record]:
-    """:func:`decode_stored` of each value that is not None (a key deleted meanwhile)."""
-    return [decode_stored(v) for v in values if v is not None]
+_FIELDS = Record.__struct_fields__
 
 
 # -- what earlier versions stored ---------------------------------------------------------------
