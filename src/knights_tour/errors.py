@@ -45,6 +45,12 @@ class BackendUnavailableError(KnightsTourError, RuntimeError):
     """A service the command needs (e.g. the Redis server at a given URL) cannot be reached."""
 
 
+class RedisRefusedError(BackendUnavailableError):
+    """A Redis server that answers but must not be used as it is: a wrong password or user,
+    a user without the permissions the project needs, or a ``maxmemory-policy`` that may evict
+    keys. Unlike an unreachable server, waiting does not help; the message names the fix."""
+
+
 class InvalidRedisUrlError(BackendUnavailableError, ValueError):
     """A Redis URL that is malformed: unknown scheme, no host, a port that is not a number in
     1..65535, or a database that is not a non-negative integer."""

@@ -25,6 +25,24 @@ variable                       meaning                                          
                                re-sent by recovery (heartbeat every third of it)
 ``KT_MAX_ATTEMPTS``            worker deaths on one job before it gets an error record   3
 =============================  ========================================================  =========
+
+Redis connections (every one the project opens: the broker's, the store's, the client's; why
+each default is what it is: ``docs/deploy.md``, Network settings):
+
+==============================  ======================================================  =======
+variable                        meaning                                                 default
+==============================  ======================================================  =======
+``KT_REDIS_SOCKET_TIMEOUT_S``   longest wait for one reply; then the connection is      10
+                                dropped and the command retried
+``KT_REDIS_CONNECT_TIMEOUT_S``  longest wait to open a connection, seconds              5
+``KT_REDIS_KEEPALIVE_S``        TCP keepalive: first probe after this many idle         10
+                                seconds, then every third of it; 3 unanswered = dead
+``KT_REDIS_HEALTH_CHECK_S``     PING a connection idle this long before using it; also  5
+                                kombu's check of its BRPOP and pub/sub connections
+``KT_REDIS_RECONNECT_MAX_S``    longest pause between a worker's reconnect attempts     2
+``KT_ALLOW_EVICTING_REDIS``     accept a Redis whose ``maxmemory-policy`` may evict     false
+                                keys (records and queued jobs can then vanish)
+==============================  ======================================================  =======
 """
 
 from __future__ import annotations
@@ -63,6 +81,12 @@ class Settings(BaseSettings):
     collect_lock_timeout_s: float = Field(300.0, gt=0)
     lease_s: float = Field(10.0, ge=1.0)
     max_attempts: int = Field(3, ge=1)
+    redis_socket_timeout_s: float = Field(10.0, gt=0)
+    redis_connect_timeout_s: float = Field(5.0, gt=0)
+    redis_keepalive_s: int = Field(10, ge=1)
+    redis_health_check_s: int = Field(5, ge=1)
+    redis_reconnect_max_s: float = Field(2.0, gt=0)
+    allow_evicting_redis: bool = False
 
     @property
     def reports_path(self) -> Path:

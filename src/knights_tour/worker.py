@@ -36,21 +36,28 @@ which the app loads by name (``include``), so nothing imports it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import redis
 from celery import Celery, bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown
+from celery.worker.consumer import Consumer
 from kombu import pools
+from kombu.exceptions import OperationalError
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from knights_tour import solvers
+from knights_tour.errors import BackendUnavailableError, RedisRefusedError
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store import keys
+from knights_tour.store.connection import connect, tcp_keepalive_options
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 """Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
@@ -94,7 +101,20 @@ def celery_config(settings: Settings) -> dict:
     """The Celery configuration for ``settings`` (a plain dict, for inspection and tests)."""
     url = settings.redis_url or DEFAULT_REDIS_URL
     visibility = int(settings.visibility_timeout_s)
-    transport = {"visibility_timeout": visibility}
+    # Every broker connection (kombu) gets the store's socket options (store.connection):
+    # a dead peer is noticed in seconds, not when the kernel gives up on it. kombu also uses
+    # health_check_interval for its own checks of the BRPOP and pub/sub connections, which
+    # wait in the event loop where no socket timeout applies (kombu >= 5.7). retry_on_timeout
+    # stays off: a write whose reply timed out may have been applied, and kombu then stops
+    # batching publishes; the consumer reconnects instead.
+    transport = {
+        "visibility_timeout": visibility,
+        "socket_timeout": settings.redis_socket_timeout_s,
+        "socket_connect_timeout": settings.redis_connect_timeout_s,
+        "socket_keepalive": True,
+        "socket_keepalive_options": tcp_keepalive_options(settings.redis_keepalive_s),
+        "health_check_interval": settings.redis_health_check_s,
+    }
     return {
         "broker_url": url,
         "result_backend": url,
@@ -110,6 +130,19 @@ def celery_config(settings: Settings) -> dict:
         "broker_transport_options": dict(transport),
         "result_backend_transport_options": dict(transport),
         "broker_connection_retry_on_startup": True,
+        # Reconnect for ever (Celery's default gives up after 100 attempts and the worker
+        # exits), with pauses of at most KT_REDIS_RECONNECT_MAX_S (ReconnectingConsumer).
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": None,
+        "broker_connection_timeout": settings.redis_connect_timeout_s,
+        "broker_channel_error_retry": True,
+        "worker_consumer": "knights_tour.worker:ReconnectingConsumer",
+        # The result backend's own connections (unused by the tasks, which ignore results;
+        # set so that nothing in this app opens a Redis connection without them).
+        "redis_socket_timeout": settings.redis_socket_timeout_s,
+        "redis_socket_connect_timeout": settings.redis_connect_timeout_s,
+        "redis_socket_keepalive": True,
+        "redis_backend_health_check_interval": settings.redis_health_check_s,
         "task_ignore_result": True,
         "task_default_queue": keys.QUEUE,
         "task_routes": {TASK_RUN_JOBS: {"queue": keys.QUEUE}},
@@ -237,6 +270,119 @@ class RecoveryTimer(bootsteps.StartStopStep):
 app.steps["worker"].add(RecoveryTimer)
 
 
+# -- network faults: reconnect quickly, refuse an unusable Redis, keep the log readable -------
+
+class ReconnectingConsumer(Consumer):
+    """Celery's consumer, reconnecting to the broker with pauses of 0, 1, 2, ... seconds up to
+    ``KT_REDIS_RECONNECT_MAX_S`` instead of kombu's 2, 4, 6, ... up to 30 s: after a long
+    outage the fixed schedule leaves a healed worker idle for up to 30 s (plus one attempt's
+    time-out) before its next try. Attempts never stop (``broker_connection_max_retries``
+    is None)."""
+
+    def ensure_connected(self, conn: Any) -> Any:
+        conn.ensure_connection = functools.partial(
+            type(conn).ensure_connection, conn, interval_start=0, interval_step=1,
+            interval_max=get_settings().redis_reconnect_max_s)
+        return super().ensure_connected(conn)
+
+
+EX_CONFIG = 78
+"""Exit status of a worker that refuses its Redis (sysexits.h ``EX_CONFIG``)."""
+
+
+class RedisPreflight(bootsteps.StartStopStep):
+    """Worker bootstep: before consuming, connect to ``KT_REDIS_URL`` as the store does
+    (:func:`knights_tour.store.connection.connect`). A wrong password or user, or an evicting
+    ``maxmemory-policy``, is logged as one line and the worker exits with :data:`EX_CONFIG`;
+    an unreachable Redis is only noted (the consumer keeps trying to connect)."""
+
+    label = "kt-redis-preflight"
+
+    def start(self, parent: Any) -> None:
+        url = get_settings().redis_url or DEFAULT_REDIS_URL
+        try:
+            connect(url).close()
+        except RedisRefusedError as exc:
+            log.critical("worker not started: %s", exc)
+            raise SystemExit(EX_CONFIG) from None
+        except BackendUnavailableError as exc:
+            log.warning("%s; the worker keeps trying to connect", exc)
+
+
+app.steps["worker"].add(RedisPreflight)
+
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError, redis.TimeoutError, OperationalError, ConnectionError, TimeoutError)
+"""Exceptions that mean the network or Redis failed: logged as one line, no traceback."""
+
+REPEATED_CONDITIONS = (
+    "consumer: Cannot connect to", "consumer: Connection to broker lost",
+    "Redis BRPOP got no reply", "Redis pub/sub connection missed", "lease heartbeat ran",
+    "recovery tick failed", "cannot reach Redis",
+)
+"""Warnings that repeat for as long as a fault lasts: each is shown at most once a minute."""
+
+QUIET_LOGGERS = (
+    "celery.worker.consumer.consumer", "celery.worker.consumer.connection", "celery.app.trace",
+    "celery.worker.request", "celery.worker.pidbox", "kombu.transport.redis",
+    "kombu.connection", "knights_tour.worker", "knights_tour.store.leases", "knights_tour.tasks",
+    "knights_tour.service.execution",
+)
+"""Loggers :class:`NetworkFaultLogFilter` is attached to."""
+
+
+class NetworkFaultLogFilter(logging.Filter):
+    """Keep a worker's log readable through a network fault: a record caused by one of
+    :data:`NETWORK_ERRORS` loses its traceback (its message keeps the error's one line),
+    multi-line connection messages become one line, and each of
+    :data:`REPEATED_CONDITIONS` is let through at most once per ``every_s`` seconds (the next
+    one says how many were held back)."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, NETWORK_ERRORS):
+            text = record.getMessage()
+            cause = f"{type(exc).__name__}: {exc}"
+            if str(exc) not in text:
+                text = f"{text} ({cause})"
+            record.msg, record.args = text, ()
+            record.exc_info = record.exc_text = None
+        if record.levelno < logging.WARNING:
+            return True
+        text = record.getMessage()
+        if "\n" in text and record.name.startswith(("celery.", "kombu.")):
+            text = " ".join(part.strip() for part in text.splitlines() if part.strip())
+            record.msg, record.args = text, ()
+        cond = next((c for c in REPEATED_CONDITIONS if c in text[:120]), None)
+        if cond is None:
+            return True
+        key = f"{record.name}:{cond}"
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.every_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return False
+            self._last[key] = now
+            held = self._held.pop(key, 0)
+        if held:
+            record.msg = f"{text} [{held} more like this in the last {self.every_s:g} s]"
+            record.args = ()
+        return True
+
+
+_NETWORK_LOG_FILTER = NetworkFaultLogFilter()
+for _name in QUIET_LOGGERS:
+    logging.getLogger(_name).addFilter(_NETWORK_LOG_FILTER)
+
+
 def warm_up_engine_in_this_process() -> None:
     """Load/compile the engine's numba kernels in this process, once (a worker main process
     calls it before its pool forks; pool processes then start warm). A failure is logged,
@@ -277,5 +423,6 @@ __all__ = [
     "app", "use_redis", "celery_config", "send", "queue_lists", "DEFAULT_REDIS_URL",
     "TASK_RUN_JOBS", "TASK_COUNT_SUBJOBS", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
     "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY", "UNACKED_KEY", "RecoveryTimer",
-    "on_recovery_tick",
+    "on_recovery_tick", "ReconnectingConsumer", "RedisPreflight", "NetworkFaultLogFilter",
+    "EX_CONFIG",
 ]

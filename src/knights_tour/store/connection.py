@@ -1,17 +1,31 @@
-"""The Redis connection: :func:`connect`, :func:`check_redis_url`, :func:`mask_url` and
-:data:`REDIS_ERRORS`, defined once.
+"""The Redis connection: :func:`connect`, :func:`check_redis_url`, :func:`mask_url`,
+:func:`redis_options` and :data:`REDIS_ERRORS`, defined once.
 
 redis-py only. Every other module that talks to Redis gets its client from :func:`connect` and
-retries on :data:`REDIS_ERRORS` where it rides out an outage.
+retries on :data:`REDIS_ERRORS` where it rides out an outage. The broker's connections (kombu)
+get the same socket options through :func:`knights_tour.worker.celery_config`, from
+:func:`tcp_keepalive_options` and the same settings.
+
+Why every connection has timeouts: a peer that vanishes without closing the connection (a
+pulled cable, a firewall or NAT entry that drops packets, a paused VM) sends no RST, so
+without a socket timeout a read waits for ever and without TCP keepalive an idle connection
+is never found dead (Linux gives up on unacknowledged data only after ~15 minutes,
+``tcp_retries2``). The settings and their defaults are explained in ``docs/deploy.md``.
 """
 
 from __future__ import annotations
 
+import socket
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
-from knights_tour.errors import BackendUnavailableError, InvalidRedisUrlError
+from knights_tour.errors import BackendUnavailableError, InvalidRedisUrlError, RedisRefusedError
+from knights_tour.settings import Settings, get_settings
+from knights_tour.store.memory import check_memory
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 """URL schemes redis-py (and kombu's Redis transport) accept."""
@@ -128,15 +142,69 @@ def check_redis_url(url: str) -> str:
     return url
 
 
-def connect(url: str, timeout_s: float = 5.0) -> redis.Redis:
-    """A redis-py client for ``url`` (``decode_responses=True``), checked with PING.
+def tcp_keepalive_options(idle_s: int) -> dict[int, int]:
+    """TCP keepalive socket options (Linux ``TCP_KEEPIDLE``/``TCP_KEEPINTVL``/``TCP_KEEPCNT``)
+    for redis-py's ``socket_keepalive_options`` and kombu's transport option of that name:
+    the first probe after ``idle_s`` idle seconds, then one every ``idle_s / 3`` (at least 1 s);
+    after 3 unanswered probes the kernel declares the peer dead and the socket fails, so a
+    dead peer on an idle connection is found in about ``2 * idle_s`` seconds instead of never.
+    Options this platform lacks are left out.
+    """
+    wanted = {"TCP_KEEPIDLE": idle_s, "TCP_KEEPINTVL": max(1, idle_s // 3), "TCP_KEEPCNT": 3}
+    return {getattr(socket, name): value for name, value in wanted.items()
+            if hasattr(socket, name)}
+
+
+def redis_options(settings: Settings | None = None) -> dict[str, Any]:
+    """The redis-py connection options every client of the project uses (``KT_REDIS_*``).
+
+    * ``socket_timeout`` (``KT_REDIS_SOCKET_TIMEOUT_S``): a reply not received within it
+      fails the command with a TimeoutError and drops the connection;
+    * ``socket_connect_timeout`` (``KT_REDIS_CONNECT_TIMEOUT_S``);
+    * ``socket_keepalive`` with :func:`tcp_keepalive_options` (``KT_REDIS_KEEPALIVE_S``);
+    * ``health_check_interval`` (``KT_REDIS_HEALTH_CHECK_S``): a connection idle that long is
+      checked with PING before it is used, so a command is not sent into a dead connection;
+    * ``retry``: one retry on a fresh connection after a connection error or timeout (a
+      pooled connection the server closed, e.g. after a restart), never more: a command
+      waits at most about ``2 * socket_timeout``; longer outages are ridden out by the
+      callers' own loops, which log them.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for ``redis.Redis.from_url`` (plus ``decode_responses``).
+    """
+    s = settings if settings is not None else get_settings()
+    return {
+        "socket_timeout": s.redis_socket_timeout_s,
+        "socket_connect_timeout": s.redis_connect_timeout_s,
+        "socket_keepalive": True,
+        "socket_keepalive_options": tcp_keepalive_options(s.redis_keepalive_s),
+        "health_check_interval": s.redis_health_check_s,
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.1), 1),
+    }
+
+
+_REFUSED = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password", "invalid password",
+            "Authentication required", "HELLO must be called with the client already "
+            "authenticated")
+"""Words of the replies that mean "reachable, but these credentials are wrong"."""
+
+
+def connect(url: str, timeout_s: float | None = None, *,
+            check_policy: bool = True) -> redis.Redis:
+    """A redis-py client for ``url`` (``decode_responses=True``, :func:`redis_options`),
+    checked with PING and, unless ``check_policy`` is False, refused if the server may evict
+    keys (:func:`knights_tour.store.memory.check_memory`, ``KT_ALLOW_EVICTING_REDIS``).
 
     Parameters
     ----------
     url : str
-        ``redis://[:password@]host:port/db`` (or ``rediss://``, ``unix://``).
-    timeout_s : float
-        Connect timeout in seconds (the socket timeout is at least 30 s).
+        ``redis://[[user]:password@]host:port/db`` (or ``rediss://``, ``unix://``).
+    timeout_s : float, optional
+        Connect timeout in seconds; default ``KT_REDIS_CONNECT_TIMEOUT_S``.
+    check_policy : bool
+        Read ``maxmemory-policy`` and memory use (one ``INFO memory``).
 
     Returns
     -------
@@ -147,22 +215,37 @@ def connect(url: str, timeout_s: float = 5.0) -> redis.Redis:
     ------
     InvalidRedisUrlError
         If the URL is malformed (:func:`check_redis_url`).
+    RedisRefusedError
+        ``Redis at redis://:***@host:port/0 refused the credentials: <reply>`` for a wrong
+        password, unknown user or missing permission, or an evicting ``maxmemory-policy``.
     BackendUnavailableError
         ``cannot reach Redis at redis://:***@host:port/0: <reason>`` (password masked) if the
-        server is unreachable, authentication fails or the database does not exist there.
+        server is unreachable or the database does not exist there.
     """
     check_redis_url(url)
+    settings = get_settings()
+    options = redis_options(settings)
+    if timeout_s is not None:
+        options["socket_connect_timeout"] = timeout_s
     try:
-        client = redis.Redis.from_url(
-            url,
-            socket_connect_timeout=timeout_s,
-            socket_timeout=max(timeout_s, 30.0),
-            decode_responses=True,
-            health_check_interval=30,
-        )
+        client = redis.Redis.from_url(url, decode_responses=True, **options)
         client.ping()
+        if check_policy:
+            check_memory(client, mask_url(url), settings.allow_evicting_redis)
+    except RedisRefusedError:
+        client.close()
+        raise
     except (redis.RedisError, ValueError, OSError) as exc:
         reason = str(exc).replace(url, mask_url(url)) or type(exc).__name__
+        refused = isinstance(exc, (redis.AuthenticationError, redis.exceptions.NoPermissionError))
+        if (refused or any(w in reason for w in _REFUSED)) and urlsplit(url).password is None:
+            raise RedisRefusedError(
+                f"Redis at {mask_url(url)} requires a password, and the URL has none "
+                f"(redis://[user]:PASSWORD@host:port/db)") from None
+        if refused or any(w in reason for w in _REFUSED):
+            raise RedisRefusedError(
+                f"Redis at {mask_url(url)} refused the credentials: {reason} (check the "
+                f"user and password in the URL)") from None
         if reason.startswith("MISCONF"):  # it cannot persist (e.g. a full disk)
             raise BackendUnavailableError(
                 f"Redis at {mask_url(url)} refuses writes: {reason[7:].strip()}") from None
@@ -174,4 +257,5 @@ def connect(url: str, timeout_s: float = 5.0) -> redis.Redis:
     return client
 
 
-__all__ = ["REDIS_ERRORS", "REDIS_SCHEMES", "mask_url", "check_redis_url", "connect"]
+__all__ = ["REDIS_ERRORS", "REDIS_SCHEMES", "mask_url", "check_redis_url", "connect",
+           "redis_options", "tcp_keepalive_options"]

@@ -1,0 +1,130 @@
+"""Is this Redis safe to keep records and queued jobs in? Its ``maxmemory-policy`` and how
+full it is, read once per connection (:func:`check_memory`, called by
+:func:`knights_tour.store.connection.connect`).
+
+A Redis that reaches ``maxmemory`` under any policy but ``noeviction`` deletes keys to make
+room - records, leases and the broker's queued messages alike - and nothing tells the client:
+a batch would wait for jobs that no longer exist, or lose records it had. Under
+``noeviction`` a full Redis refuses writes with an error instead, which the project reports.
+Managed Redis services often default to ``volatile-lru`` or ``allkeys-lru`` (Redis
+documentation, "Key eviction"). redis-py only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import redis
+
+from knights_tour.errors import RedisRefusedError
+
+log = logging.getLogger(__name__)
+
+SAFE_POLICY = "noeviction"
+"""The only ``maxmemory-policy`` under which Redis never deletes a key to make room."""
+
+FULL_FRACTION = 0.8
+"""Warn once when ``used_memory`` passes this fraction of ``maxmemory``."""
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key: str, message: str, *args: Any) -> bool:
+    """Log ``message`` at WARNING the first time ``key`` is seen in this process."""
+    with _warned_lock:
+        if key in _warned:
+            return False
+        _warned.add(key)
+    log.warning(message, *args)
+    return True
+
+
+def memory_info(r: redis.Redis) -> dict[str, Any]:
+    """``maxmemory_policy``, ``maxmemory`` and ``used_memory`` (bytes) of the server.
+
+    Reads ``INFO memory`` (allowed on managed services that disable ``CONFIG``); falls back to
+    ``CONFIG GET maxmemory-policy`` for a server whose INFO lacks the policy. A value that
+    cannot be read is None.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    out: dict[str, Any] = {"maxmemory_policy": None, "maxmemory": None, "used_memory": None}
+    try:
+        info = r.info("memory")
+    except redis.ResponseError:  # NOPERM for this user, or INFO renamed away
+        info = {}
+    for k in out:
+        if k in info:
+            out[k] = info[k]
+    if out["maxmemory_policy"] is None:
+        try:
+            got = r.config_get("maxmemory-policy")
+            out["maxmemory_policy"] = got.get("maxmemory-policy") if got else None
+        except redis.ResponseError:
+            pass
+    if isinstance(out["maxmemory_policy"], bytes):
+        out["maxmemory_policy"] = out["maxmemory_policy"].decode()
+    return out
+
+
+def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> dict[str, Any]:
+    """Refuse a Redis that may evict keys; warn once per process when it is nearly full.
+
+    Parameters
+    ----------
+    r : redis.Redis
+        A connected client.
+    where : str
+        How to name the server in messages (the URL, password masked).
+    allow_evicting : bool
+        ``KT_ALLOW_EVICTING_REDIS``: accept an evicting policy (one warning instead).
+
+    Returns
+    -------
+    dict
+        :func:`memory_info` of the server.
+
+    Raises
+    ------
+    RedisRefusedError
+        ``Redis at <where> has maxmemory-policy <p>: it may delete records and queued jobs
+        when full; set maxmemory-policy noeviction (or KT_ALLOW_EVICTING_REDIS=1 to accept
+        the risk)``.
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    info = memory_info(r)
+    policy = info["maxmemory_policy"]
+    if policy is None:
+        _warn_once(f"unknown:{where}", "cannot read maxmemory-policy of Redis at %s (no "
+                   "permission for INFO or CONFIG GET): make sure it is noeviction", where)
+    elif policy != SAFE_POLICY:
+        if not allow_evicting:
+            raise RedisRefusedError(
+                f"Redis at {where} has maxmemory-policy {policy}: it may delete records and "
+                f"queued jobs when full; set maxmemory-policy {SAFE_POLICY} (or "
+                f"KT_ALLOW_EVICTING_REDIS=1 to accept the risk)")
+        _warn_once(f"evicting:{where}", "Redis at %s has maxmemory-policy %s (accepted by "
+                   "KT_ALLOW_EVICTING_REDIS): records and queued jobs may be deleted when it "
+                   "is full", where, policy)
+    limit, used = info["maxmemory"], info["used_memory"]
+    if limit and used is not None and used >= FULL_FRACTION * limit:
+        _warn_once(f"full:{where}", "Redis at %s uses %d%% of its maxmemory (%d of %d MiB): "
+                   "raise maxmemory or collect and delete finished batches", where,
+                   round(100 * used / limit), used // 2**20, limit // 2**20)
+    return info
+
+
+def forget_warnings() -> None:
+    """Forget which warnings were given (tests)."""
+    with _warned_lock:
+        _warned.clear()
+
+
+__all__ = ["SAFE_POLICY", "FULL_FRACTION", "memory_info", "check_memory", "forget_warnings"]
