@@ -1,0 +1,251 @@
+"""Planning the frontier DP: vertex orders, board images and the kernel's per-step tables.
+
+The frontier (path-structure) dynamic programme counts Hamiltonian paths of the knight's graph
+without listing them (method and sources in
+:mod:`knights_tour.solvers.engine.frontier_kernel`). This module decides *what* the kernel runs:
+
+* a **step** introduces one vertex and decides a set of edges between it and vertices introduced
+  before (used by the path or not); every edge of the graph is decided by exactly one step of
+  exactly one plan;
+* a **sweep** (:class:`SweepPlan`) is a sequence of steps with the tables the kernel reads;
+* the count of the paths with one end on ``start`` is either one full sweep (every vertex, all
+  its edges to earlier vertices: :func:`full_sweep`) or two **halves** met in the middle
+  (:func:`half_sweeps`): the *upper* half takes the rows above a cut and then, deciding only
+  the edges that cross the cut, the two rows below it (the *interface*); the *lower* half takes
+  the rows below the cut bottom-up, deciding the edges among them. Both end on the interface and
+  :func:`knights_tour.solvers.engine.frontier_join.join` pairs their states (meet in the middle,
+  as in the bidirectional transfer-matrix counts of self-avoiding walks: I. Jensen, 2003).
+
+Symmetry: a board symmetry maps the paths from ``s`` one-to-one onto the paths from its image,
+so a start square is counted on the image that puts it highest (in the upper half, and with the
+narrow side across for rectangles). Pure: no Celery, no Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from knights_tour.board import Board, Square
+from knights_tour.errors import InvalidJobError
+from knights_tour.solvers.engine import frontier_kernel as fk
+
+Edge = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The knight's graph of a board seen through a symmetry: vertex ``i`` is the square at
+    row-major position ``i`` of the *image* board (``rows × cols``), ``square[i]`` the square of
+    the original board it stands for."""
+
+    rows: int
+    cols: int
+    square: tuple[Square, ...]
+    nbrs: tuple[tuple[int, ...], ...]
+    colour: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        return self.rows * self.cols
+
+
+def _images(board: Board) -> list[tuple[int, int, Callable[[int, int], Square]]]:
+    """``(rows, cols, to_original)`` for every symmetry image of ``board`` with the narrow side
+    across (cols <= rows): ``to_original(r, c)`` is the original square shown at ``(r, c)``."""
+    R, C = board.rows, board.cols
+    out: list[tuple[int, int, Callable[[int, int], Square]]] = []
+    for transpose in (False, True):
+        rows, cols = (C, R) if transpose else (R, C)
+        if cols > rows or (transpose and not board.is_square and R >= C):
+            continue
+        for flip_r in (False, True):
+            for flip_c in (False, True):
+                def to_orig(r: int, c: int, t=transpose, fr=flip_r, fc=flip_c,
+                            rr=rows, cc=cols) -> Square:
+                    r2 = rr - 1 - r if fr else r
+                    c2 = cc - 1 - c if fc else c
+                    return (c2, r2) if t else (r2, c2)
+                out.append((rows, cols, to_orig))
+    return out
+
+
+def _graph(board: Board, rows: int, cols: int, to_orig: Callable[[int, int], Square]) -> Graph:
+    square = tuple(to_orig(r, c) for r in range(rows) for c in range(cols))
+    index = {sq: i for i, sq in enumerate(square)}
+    nbrs = tuple(tuple(sorted(index[m] for m in board.knight_moves(sq))) for sq in square)
+    return Graph(rows, cols, square, nbrs, tuple(Board.colour(sq) for sq in square))
+
+
+@lru_cache(maxsize=64)
+def image_graph(board: Board, start: Square | None) -> Graph:
+    """The image of ``board`` a count from ``start`` runs on: narrow side across, ``start`` in
+    the highest row it can reach (then the leftmost column); identity image when no start."""
+    best: tuple[tuple[int, int], Graph] | None = None
+    for rows, cols, to_orig in _images(board):
+        g = _graph(board, rows, cols, to_orig)
+        rank = (0, 0) if start is None else divmod(g.square.index(start), cols)
+        if best is None or rank < best[0]:
+            best = (rank, g)
+        if start is None:
+            break
+    assert best is not None
+    return best[1]
+
+
+@dataclass
+class SweepPlan:
+    """One sweep: steps (vertex introduced, edges decided) and the kernel's tables.
+
+    ``frontier_after[k]`` lists the frontier vertices after step ``k`` in slot order; ``tables``
+    is the tuple of arrays :func:`frontier_kernel.expand` takes after ``k`` (``scal, back, o2n,
+    newcol, newrem1, adj_static, adj_col, adj_fs``)."""
+
+    name: str
+    vertices: list[int]
+    tables: tuple[np.ndarray, ...]
+    frontier_after: list[list[int]]
+    last_is_final: bool
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.vertices)
+
+    @property
+    def max_frontier(self) -> int:
+        return max((len(f) for f in self.frontier_after), default=0)
+
+
+def _need(g: Graph) -> tuple[int, int] | None:
+    """End-point colours of a Hamiltonian path: (black, white) ends, or None if there is none
+    (colour classes differ by more than one)."""
+    t = sum(1 - 2 * c for c in g.colour)
+    return {1: (2, 0), 0: (1, 1), -1: (0, 2)}.get(t)
+
+
+def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
+                start: int | None, final: bool) -> SweepPlan:
+    """The kernel tables of a sweep.
+
+    Parameters
+    ----------
+    g : Graph
+    steps : sequence of (vertex, earlier vertices it is joined to by the edges this step decides)
+    start : vertex index of the fixed path end, or None
+    final : True if the sweep decides every edge (its last step completes the path)
+
+    Raises
+    ------
+    InvalidJobError
+        If a frontier exceeds :data:`frontier_kernel.MAX_SLOTS` slots or a step lists more
+        untaken neighbours of the frontier than the kernel holds.
+    """
+    need = _need(g)
+    assert need is not None
+    n_steps = len(steps)
+    und = [len(g.nbrs[v]) for v in range(g.n)]      # undecided edges per vertex
+    undecided = {(min(a, b), max(a, b)) for a in range(g.n) for b in g.nbrs[a]}
+    taken: list[int] = []
+    taken_set: set[int] = set()
+    scal = np.zeros((n_steps, fk.N_SCALARS), np.int64)
+    back = np.full((n_steps, 8), -1, np.int64)
+    o2n = np.full((n_steps, 16), -1, np.int64)
+    newcol = np.zeros((n_steps, 16), np.int64)
+    newrem1 = np.zeros((n_steps, 16), np.int64)
+    adj_static = np.zeros((n_steps, fk.MAX_ADJ), np.int64)
+    adj_col = np.zeros((n_steps, fk.MAX_ADJ), np.int64)
+    adj_fs = np.zeros((n_steps, fk.MAX_ADJ), np.int64)
+    frontier: list[int] = []
+    frontier_after: list[list[int]] = []
+    bw = 0
+    for k, (v, joins) in enumerate(steps):
+        old = list(frontier)
+        slot_old = {u: i for i, u in enumerate(old)}
+        b = [slot_old[u] for u in joins]
+        back[k, :len(b)] = b
+        for u in joins:
+            undecided.discard((min(u, v), max(u, v)))
+            und[u] -= 1
+            und[v] -= 1
+        taken.append(v)
+        taken_set.add(v)
+        bw += 1 - 2 * g.colour[v]
+        frontier = [u for u in old + [v] if und[u] > 0]
+        if len(frontier) > fk.MAX_SLOTS or len(old) > fk.MAX_SLOTS:
+            raise InvalidJobError(f"{name}: frontier of {len(frontier)} vertices exceeds the "
+                                  f"kernel's {fk.MAX_SLOTS} slots")
+        slot_new = {u: j for j, u in enumerate(frontier)}
+        for u, i in slot_old.items():
+            o2n[k, i] = slot_new.get(u, -1)
+        for u, j in slot_new.items():
+            newcol[k, j] = g.colour[u]
+            newrem1[k, j] = 1 if und[u] == 1 else 0
+        static_b = static_w = 0
+        adj = []
+        for u in range(g.n):
+            if u in taken_set:
+                continue
+            st = sum(1 for w in g.nbrs[u] if w not in taken_set)
+            fs = sum(1 << slot_new[w] for w in g.nbrs[u] if w in taken_set
+                     and (min(u, w), max(u, w)) in undecided)
+            if u == start:
+                static_b, static_w = static_b + (g.colour[u] == 0), static_w + (g.colour[u] == 1)
+            elif fs:
+                adj.append((st, g.colour[u], fs))
+            elif st <= 1:
+                static_b, static_w = static_b + (g.colour[u] == 0), static_w + (g.colour[u] == 1)
+        if len(adj) > fk.MAX_ADJ:
+            raise InvalidJobError(f"{name}: {len(adj)} untaken vertices next to the frontier")
+        for a, (st, cu, fs) in enumerate(adj):
+            adj_static[k, a], adj_col[k, a], adj_fs[k, a] = st, cu, fs
+        scal[k] = [len(old), len(b), fk.DANGLE if v == start else fk.ISO,
+                   slot_new.get(v, -1), len(frontier), len(adj), static_b, static_w, bw,
+                   1 if final and k == n_steps - 1 else 0, need[0], need[1]]
+        frontier_after.append(list(frontier))
+    tables = (scal, back, o2n, newcol, newrem1, adj_static, adj_col, adj_fs)
+    return SweepPlan(name, [v for v, _ in steps], tables, frontier_after, final)
+
+
+def full_sweep(g: Graph, start: int | None) -> SweepPlan:
+    """Every vertex in row-major order of the image, each deciding all its edges to earlier
+    vertices; the last step completes the path."""
+    steps = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(g.n)]
+    return build_sweep(g, "full", steps, start, final=True)
+
+
+def default_cut(g: Graph, start: int | None) -> int | None:
+    """The cut :func:`half_sweeps` uses by default: half the rows, or just below the start's
+    row if that is lower; None when the board is too short for two halves (fewer than two
+    rows would lie below the cut)."""
+    cut = g.rows // 2
+    if start is not None:
+        cut = max(cut, start // g.cols + 1)
+    return cut if 1 <= cut <= g.rows - 2 else None
+
+
+def half_sweeps(g: Graph, start: int | None, cut: int) -> tuple[SweepPlan, SweepPlan]:
+    """The upper and lower halves met at ``cut`` (rows ``0 .. cut-1`` above).
+
+    Upper: rows above the cut in row-major order (edges among them), then the interface (rows
+    ``cut`` and ``cut+1``) deciding only the edges to the rows above. Lower: rows ``cut ..``
+    from the bottom-right backwards, deciding the edges among them. Both end with the interface
+    as their frontier. ``start`` must lie above the cut.
+    """
+    cols = g.cols
+    a_end = cut * cols
+    if start is not None and start >= a_end:
+        raise InvalidJobError("the start square must lie above the cut")
+    upper = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(a_end)]
+    interface = [v for v in range(a_end, g.n) if any(u < a_end for u in g.nbrs[v])]
+    upper += [(v, [u for u in g.nbrs[v] if u < a_end]) for v in interface]
+    lower_order = list(range(g.n - 1, a_end - 1, -1))
+    pos = {v: i for i, v in enumerate(lower_order)}
+    lower = [(v, [u for u in g.nbrs[v] if u in pos and pos[u] < pos[v]]) for v in lower_order]
+    return (build_sweep(g, "upper", upper, start, final=False),
+            build_sweep(g, "lower", lower, None, final=False))
+
+
+__all__ = ["Graph", "SweepPlan", "image_graph", "build_sweep", "full_sweep", "default_cut", "half_sweeps"]

@@ -1,0 +1,100 @@
+"""The frontier DP against facts from outside it: the exhaustive enumeration (square by square),
+OEIS A165134 (directed open tours of n x n: 1728 for 5, 6,637,920 for 6), the board's
+symmetry and colour parity; and its machinery: parts, checkpoints, resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from knights_tour.board import Board
+from knights_tour.core import frontier
+from knights_tour.core.counting import count_tours
+from knights_tour.core.frontier_run import count_paths, run_sweep
+from knights_tour.core.symmetry import symmetries, symmetry_classes
+
+A165134 = {5: 1728, 6: 6_637_920}
+
+
+def _dp_grid(board: Board, halves: bool = False) -> list[list[int]]:
+    grid = [[0] * board.cols for _ in range(board.rows)]
+    for rep, members in symmetry_classes(board).items():
+        value = count_paths(board, rep, halves=halves).paths
+        for r, c in members:
+            grid[r][c] = value
+    return grid
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_5x5_grid_equals_enumeration_and_oeis(halves):
+    board = Board(5, 5)
+    grid = _dp_grid(board, halves)
+    assert grid == count_tours(board).grid
+    assert sum(map(sum, grid)) == A165134[5]
+    assert all(grid[r][c] == 0 for r in range(5) for c in range(5) if (r + c) % 2 == 1)
+
+
+def test_5x5_every_square_directly_is_symmetric():
+    board = Board(5, 5)
+    grid = [[count_paths(board, (r, c)).paths for c in range(5)] for r in range(5)]
+    for g in symmetries(board):
+        for r in range(5):
+            for c in range(5):
+                assert grid[r][c] == grid[g((r, c))[0]][g((r, c))[1]]
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_6x6_grid_equals_enumeration(halves):
+    board = Board(6, 6)
+    grid = _dp_grid(board, halves)
+    assert grid == count_tours(board).grid
+    assert sum(map(sum, grid)) == A165134[6]
+
+
+@pytest.mark.parametrize("n", [5])
+def test_totals_are_half_of_a165134(n):
+    assert 2 * count_paths(Board(n, n)).paths == A165134[n]
+    assert 2 * count_paths(Board(n, n), halves=True).paths == A165134[n]
+
+
+@pytest.mark.parametrize("rows,cols", [(3, 4), (3, 7), (3, 10), (4, 5), (4, 7), (5, 6), (6, 5)])
+def test_rectangles_equal_enumeration(rows, cols):
+    board = Board(rows, cols)
+    ref = count_tours(board).grid
+    assert [[count_paths(board, (r, c)).paths for c in range(cols)] for r in range(rows)] == ref
+
+
+def test_no_paths_without_search():
+    assert count_paths(Board(3, 3), (0, 0)).paths == 0      # the centre is isolated
+    assert count_paths(Board(4, 4), (0, 0)).paths == 0
+    assert count_paths(Board(5, 5), (0, 1)).method == "trivial"   # minority colour
+
+
+def test_parts_and_checkpoints_resume(tmp_path):
+    board = Board(5, 6)
+    g = frontier.image_graph(board, (0, 0))
+    plan = frontier.full_sweep(g, g.square.index((0, 0)))
+    whole = run_sweep(plan)
+    assert max(ls.parts for ls in whole.layers) == 1
+    small = run_sweep(plan, memory_bytes=2**14)            # 1024 slots: several parts
+    assert max(ls.parts for ls in small.layers) > 1
+    assert int(small.counts[0]) == int(whole.counts[0])
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_20(name, stat, n_steps):
+        if stat.step == 20:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_sweep(plan, checkpoint_dir=tmp_path, progress=kill_at_20)
+    again = run_sweep(plan, checkpoint_dir=tmp_path)
+    assert again.resumed_from == 20
+    assert [ls.states for ls in again.layers] == [ls.states for ls in whole.layers]
+    assert int(again.counts[0]) == int(whole.counts[0]) == count_tours(board, (0, 0)).grid[0][0]
+
+
+def test_frontier_too_wide_is_refused():
+    from knights_tour.errors import InvalidJobError
+    with pytest.raises(InvalidJobError):
+        count_paths(Board(9, 9), (0, 0))
