@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from knights_tour.board import Board
 from knights_tour.output.tourfile import parse_step_matrix
+from knights_tour.result import Record
 from knights_tour.verify import verify_tour
 
 # A 5x5 open knight's tour from the corner, as published with the olympiad problem "knight's
@@ -78,16 +79,19 @@ def backtrack_tour(
     return tour
 
 
-def record(rows, cols, start, tour, *, closed=False, status="found", solver="test", **extra):
-    """A JSON record as ``TourResult.to_dict()`` writes it."""
+def record(rows, cols, start, tour, *, closed=False, status="found", solver="test", **fields):
+    """A JSON record as ``Record.to_dict()`` writes it (every field, in order), as read back
+    from a JSON Lines file; ``fields`` sets any other field by its JSON value."""
     board = Board(rows, cols)
-    rec = {
+    plain = {
         "rows": rows, "cols": cols, "start": list(start),
         "start_square": board.algebraic(tuple(start)), "solver": solver, "closed": closed,
-        "status": status, "proof": None, "proof_detail": None, "reason": None,
+        "status": status,
         "tour": [list(sq) for sq in tour] if tour is not None else None,
         "checks": {"verifier": True if tour is not None else None, "cpsat": None},
-        "nodes": 0, "elapsed_s": 0.001, "batch_id": "test-batch",
+        "elapsed_s": 0.001, "batch_id": "test-batch",
     }
-    rec.update(extra)
+    plain.update(fields)
+    rec = Record.from_dict(plain).to_dict()
+    assert set(plain) <= set(rec)
     return rec

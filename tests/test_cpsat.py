@@ -11,11 +11,14 @@ smallest rectangles, an exhaustive depth-first search written here, independent 
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from knights_tour.solvers.api import solve
 from knights_tour.board import Board
-from knights_tour.result import Proof, Status
+from knights_tour.result import Proof, Record, Status
 from knights_tour.solvers import get_solver
 from knights_tour.solvers.cpsat import SOLVER_PARAMETERS, check_tour
 from knights_tour.solvers.cpsat import solve as cpsat_solve
@@ -31,8 +34,8 @@ LIMIT = 30.0
 def test_finds_verified_open_tour(size: str, start: tuple[int, int]) -> None:
     result = solve(size, start, solver="cpsat", time_limit_s=LIMIT)
     assert result.status == Status.FOUND, result.reason
-    assert result.checks["verifier"] is True
-    assert result.tour[0] == start
+    assert result.checks.verifier is True
+    assert tuple(int(v) for v in result.tour[0]) == start
     assert verify_tour(size, result.tour, start=start).ok
 
 
@@ -102,7 +105,7 @@ def test_no_closed_tour_on_odd_board() -> None:
 def test_one_square_board() -> None:
     result = solve(1, (0, 0), solver="cpsat", time_limit_s=LIMIT)
     assert result.status == Status.FOUND
-    assert result.tour == [(0, 0)]
+    assert result.tour.tolist() == [[0, 0]]
     # A one-square tour has no closing knight move, so the closed model is infeasible,
     # in agreement with the verifier (which rejects it as closed).
     closed = solve(1, (0, 0), solver="cpsat", closed=True, time_limit_s=LIMIT)
@@ -202,7 +205,8 @@ def test_one_search_worker_per_job() -> None:
 def test_check_tour_accepts_verified_tour_and_rejects_broken_ones() -> None:
     board = Board(5, 5)
     result = solve(board, (0, 0), solver="cpsat", time_limit_s=LIMIT)
-    tour = result.tour
+    assert check_tour(board, result.tour, (0, 0)) is True  # the array a solver returns
+    tour = [tuple(int(v) for v in sq) for sq in result.tour]
     assert verify_tour(board, tour, start=(0, 0)).ok
     assert check_tour(board, tour, (0, 0)) is True
     # swap two squares in the middle: non-knight steps
@@ -230,8 +234,9 @@ def test_check_tour_closed() -> None:
     assert check_tour(board, result.tour, (0, 0), closed=True) is True
     assert check_tour(board, result.tour, (0, 0), closed=False) is True  # a closed tour is open too
     # rotating a closed tour keeps it closed but changes the start square
-    rotated = result.tour[1:] + result.tour[:1]
-    assert check_tour(board, rotated, rotated[0], closed=True) is True
+    rotated = np.roll(result.tour, -1, axis=0)
+    assert rotated.tolist() == result.tour.tolist()[1:] + result.tour.tolist()[:1]
+    assert check_tour(board, rotated, tuple(int(v) for v in rotated[0]), closed=True) is True
     assert check_tour(board, rotated, (0, 0), closed=True) is False
 
 
@@ -246,4 +251,6 @@ def test_record_round_trips() -> None:
     result = solve(5, (0, 1), solver="cpsat", time_limit_s=LIMIT)
     record = result.to_dict()
     assert record["status"] == "no_tour" and record["proof"] == "cpsat"
-    assert record["solver"] == "cpsat"
+    assert record["solver"] == "cpsat" and record["cpsat_model_status"] == "INFEASIBLE"
+    assert record["cpsat_status"] is None  # no cross-check was asked for
+    assert Record.from_dict(json.loads(json.dumps(record))) == result

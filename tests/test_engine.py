@@ -68,7 +68,7 @@ def test_every_start_square_of_5_to_12_is_decided(n):
             assert r.status == Status.NO_TOUR and r.proof == Proof.PARITY, sq
             decided["parity"] += 1
         else:
-            assert r.status == Status.FOUND and r.checks["verifier"] is True, sq
+            assert r.status == Status.FOUND and r.checks.verifier is True, sq
             assert tuple(r.tour[0]) == sq and len(r.tour) == n * n
             assert n * n <= r.nodes <= 10 * n * n, (sq, r.nodes)
             decided["found"] += 1
@@ -118,7 +118,7 @@ def test_exhaustive_answers_match_brute_force(rows, cols, closed):
 def test_open_tours_on_rectangular_boards(rows, cols):
     board = Board(rows, cols)
     r = api.solve(board, (0, 0))
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True
 
 
 @pytest.mark.parametrize("n", [6, 8])
@@ -126,7 +126,7 @@ def test_closed_tours_found_from_every_start_and_verified_closed(n):
     board = Board(n, n)
     for sq in board.squares():
         r = api.solve(board, sq, closed=True)
-        assert r.status == Status.FOUND and r.checks["verifier"] is True
+        assert r.status == Status.FOUND and r.checks.verifier is True
         assert tuple(r.tour[0]) == sq
         assert verify_tour(board, r.tour, start=sq, closed=True).ok
 
@@ -134,7 +134,7 @@ def test_closed_tours_found_from_every_start_and_verified_closed(n):
 @pytest.mark.parametrize("rows, cols", [(3, 10), (5, 6), (6, 5), (3, 12), (10, 10), (12, 7)])
 def test_closed_tours_on_rectangular_boards(rows, cols):
     r = api.solve(Board(rows, cols), (0, 0), closed=True)
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True
 
 
 @pytest.mark.parametrize("rows, cols", [(4, 5), (4, 8), (3, 6), (3, 8), (2, 8), (1, 4), (8, 4)])
@@ -153,12 +153,12 @@ def test_closed_3x6_proved_by_exhaustive_search():
 
 def test_one_square_board():
     r = api.solve(1, (0, 0))
-    assert r.status == Status.FOUND and r.tour.tolist() == [[0, 0]] and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.tour.tolist() == [[0, 0]] and r.checks.verifier is True
 
 
 def test_1000x1000_corner_verified():
     r = api.solve(1000, (0, 0))
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True
     assert isinstance(r.tour, np.ndarray) and r.tour.shape == (1_000_000, 2)
     assert tuple(r.tour[0]) == (0, 0)
     assert r.nodes >= 1_000_000
@@ -166,7 +166,7 @@ def test_1000x1000_corner_verified():
 
 def test_large_closed_tour_and_record():
     r = api.solve(Board(250, 260), (0, 0), closed=True)
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True
     record = json.loads(r.to_json())
     assert len(record["tour"]) == 250 * 260 and record["tour"][0] == [0, 0]
 
@@ -193,9 +193,10 @@ def test_time_limit_is_honoured():
 def test_result_fields():
     r = api.solve(Board(6, 7), "a1")
     assert r.solver == "warnsdorff" and r.start == (5, 0) and r.start_square == "a1"
-    assert r.status == Status.FOUND and r.elapsed_s > 0 and r.extra["attempts"] >= 1
+    assert r.status == Status.FOUND and r.elapsed_s > 0 and r.restarts >= 1
     record = r.to_dict()
-    assert record["nodes"] == r.nodes and record["attempts"] == r.extra["attempts"]
+    assert record["nodes"] == r.nodes and record["restarts"] == r.restarts
+    assert record["attempts"] is None  # worker starts: only a batch counts them
 
 
 @pytest.mark.parametrize(
@@ -207,7 +208,7 @@ def test_thin_boards(rows, cols, start, closed):
     """Long thin boards, where plain Warnsdorff tie-breaks struggle (closed tours on 3 x n exist
     for even n >= 10, Schwenk 1991; a rotated closed tour is an open tour from any square)."""
     r = api.solve(Board(rows, cols), start, closed=closed)
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True
     assert tuple(r.tour[0]) == start
 
 
@@ -215,7 +216,7 @@ def test_middle_rows_of_4xn_answer_by_theorem():
     r = api.solve(Board(4, 50), (1, 20))
     assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM and "Posa" in r.proof_detail
     r = api.solve(Board(4, 50), (0, 0))
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True
 
 
 @pytest.mark.parametrize("rows", [5, 7])
@@ -233,7 +234,7 @@ def test_closed_tours_on_5xn_and_7xn_from_every_asked_start(rows):
             if n % 2:
                 assert r.status == Status.NO_TOUR and r.proof == Proof.PARITY
                 continue
-            assert r.status == Status.FOUND and r.checks["verifier"] is True, (n, sq)
+            assert r.status == Status.FOUND and r.checks.verifier is True, (n, sq)
             assert tuple(r.tour[0]) == sq
             assert r.nodes <= (HEURISTIC_NODES_PER_SQUARE + 1) * board.n_squares + 64, (n, sq)
 
@@ -257,7 +258,7 @@ def test_colour_rule_and_open_tours_on_long_boards(rows, cols, squares):
         elif rows == 4 and sq[0] in (1, 2):
             assert r.status == Status.NO_TOUR and r.proof == Proof.THEOREM, sq
         else:
-            assert r.status == Status.FOUND and r.checks["verifier"] is True, sq
+            assert r.status == Status.FOUND and r.checks.verifier is True, sq
             assert tuple(r.tour[0]) == sq
 
 
@@ -277,4 +278,4 @@ def test_construction_respects_the_node_limit():
     assert r.status == Status.UNKNOWN and r.reason == "node_limit" and r.tour is None
     assert r.nodes < board.n_squares
     r = api.solve(board, (2, 48), closed=True)
-    assert r.status == Status.FOUND and r.checks["verifier"] is True
+    assert r.status == Status.FOUND and r.checks.verifier is True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 
+import numpy as np
 import pytest
 from _picture_tours import backtrack_tour, lit_5x5, record
 
@@ -84,8 +85,9 @@ def test_no_tour_record_marks_start_and_says_why():
 
 def test_tourresult_and_record_render_the_same():
     tour = lit_5x5()
-    res = TourResult(rows=5, cols=5, start=(0, 0), solver="test", status=Status.FOUND, tour=tour)
-    assert board_text(res) == board_text(res.to_dict())
+    res = TourResult(rows=5, cols=5, start=(0, 0), solver="test", status=Status.FOUND,
+                     tour=np.array(tour, dtype=np.int32))
+    assert board_text(res) == board_text(res.to_dict()) == board_text(record(5, 5, (0, 0), tour))
     assert tour_view(res).end == (4, 0)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,7 @@ from knights_tour.output.tourfile import (
     records_to_csv,
     records_to_jsonl,
 )
+from knights_tour.result import Proof, Record, Status
 from knights_tour.verify import verify_tour
 
 DATA = Path(__file__).parent / "data"
@@ -101,22 +103,23 @@ def test_malformed_matrices_raise_tour_format_error(text, fragment):
 
 def test_read_tour_file_json_record_and_jsonl(tmp_path):
     board, tour = parse_step_matrix(EULER)
-    record = {"rows": 8, "cols": 8, "start": [4, 0], "closed": True, "status": "found",
-              "tour": [list(sq) for sq in tour]}
+    record = Record(rows=8, cols=8, start=(4, 0), solver="warnsdorff", closed=True,
+                    status=Status.FOUND, tour=np.array(tour, dtype=np.int32))
     single = tmp_path / "one.json"
-    single.write_text(json.dumps(record, indent=2))
+    single.write_text(json.dumps(record.to_dict(), indent=2))
     b, t, meta = read_tour_file(single)
     assert (b, t) == (board, tour) and meta["closed"] is True and meta["start"] == (4, 0)
 
     many = tmp_path / "many.jsonl"
-    no_tour = dict(record, status="no_tour", tour=None)
+    no_tour = Record(rows=8, cols=8, start=(4, 0), solver="warnsdorff", closed=True,
+                     status=Status.NO_TOUR, proof=Proof.EXHAUSTIVE)
     many.write_text(records_to_jsonl([no_tour, record]))
     with pytest.raises(TourFormatError, match="holds 2 JSON records"):
         read_tour_file(many)
     with pytest.raises(TourFormatError, match="holds no tour .status no_tour"):
         read_tour_file(many, record=1)
     assert read_tour_file(many, record=2)[1] == tour
-    assert read_jsonl(many) == [no_tour, record]
+    assert read_jsonl(many) == [no_tour.to_dict(), record.to_dict()]
 
 
 @pytest.mark.parametrize(
@@ -155,17 +158,25 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
 
 
 def test_csv_has_header_and_one_row_per_record():
-    recs = [{"rows": 5, "cols": 5, "start": [0, 0], "start_square": "a5", "status": "found",
-             "checks": {"verifier": True, "cpsat": None}, "tour": [[0, 0]]},
-            {"rows": 5, "cols": 5, "start": [0, 1], "start_square": "b5", "status": "no_tour",
-             "proof": "parity", "checks": {"verifier": None, "cpsat": True}, "tour": None}]
     import csv
     import io
 
-    rows = list(csv.DictReader(io.StringIO(records_to_csv(recs))))
+    from knights_tour.output.recordfile import CSV_FIELDS, record_from_csv_row
+    from knights_tour.result import Checks
+
+    recs = [Record(rows=5, cols=5, start=(0, 0), solver="warnsdorff", status=Status.FOUND,
+                   checks=Checks(verifier=True), tour=np.array([[0, 0], [2, 1]], np.int32)),
+            Record(rows=5, cols=5, start=(0, 1), solver="warnsdorff", status=Status.NO_TOUR,
+                   proof=Proof.PARITY, checks=Checks(cpsat=True), elapsed_s=0.25)]
+    text = records_to_csv(recs)
+    assert text.splitlines()[0] == ",".join(CSV_FIELDS)
+    rows = list(csv.DictReader(io.StringIO(text)))
     assert [r["start_square"] for r in rows] == ["a5", "b5"]
-    assert rows[0]["checks_verifier"] == "True" and rows[1]["proof"] == "parity"
-    assert rows[1]["tour"] == ""
+    assert rows[0]["checks_verifier"] == "true" and rows[1]["proof"] == "parity"
+    assert rows[0]["checks_cpsat"] == "" and rows[1]["checks_cpsat"] == "true"
+    assert rows[0]["closed"] == "false" and rows[1]["start"] == "[0,1]"
+    assert rows[0]["tour"] == "[[0,0],[2,1]]" and rows[1]["tour"] == ""
+    assert [record_from_csv_row(r) for r in rows] == recs
 
 
 @st.composite
@@ -190,13 +201,18 @@ def test_any_visiting_order_round_trips_through_the_matrix(case, labels, base):
 def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     import json as _json
 
-    from knights_tour.core.jobs import make_batch_jobs, run_job
+    from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
     from knights_tour.output.tourfile import atomic_write_lines, record_lines, records_to_csv
 
-    recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [{"a": "é\n", "b": [], "c": {}}]
+    odd = error_record(Job(5, 5, (0, 0)), "é\n\"quoted\"", "b1")  # not ASCII, not one line
+    recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [odd]
     for rs in (recs, [], recs[:1]):
-        assert "".join(record_lines(iter(rs), "json")) == _json.dumps(rs, indent=2) + "\n"
-        assert "".join(record_lines(iter(rs), "jsonl")) == records_to_jsonl(rs)
+        array = "".join(record_lines(iter(rs), "json"))
+        assert _json.loads(array) == [r.to_dict() for r in rs]
+        assert len(array.splitlines()) == (len(rs) + 2 if rs else 1)  # one record a line
+        jsonl = "".join(record_lines(iter(rs), "jsonl"))
+        assert jsonl == records_to_jsonl(rs)
+        assert [_json.loads(line) for line in jsonl.splitlines()] == [r.to_dict() for r in rs]
         assert "".join(record_lines(iter(rs), "csv")) == records_to_csv(rs)
     target = tmp_path / "out.jsonl"
     atomic_write_lines(target, record_lines(iter(recs), "jsonl"))

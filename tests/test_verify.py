@@ -152,7 +152,11 @@ def test_bad_board_or_start_raise():
 
 def test_result_record_accepts_numpy_tour():
     tour = np.array(euler_tour(), dtype=np.int32)
-    r = TourResult(8, 8, (4, 0), "warnsdorff", closed=True, status=Status.FOUND, tour=tour)
+    r = TourResult(rows=8, cols=8, start=(4, 0), solver="warnsdorff", closed=True,
+                   status=Status.FOUND, tour=tour)
     record = json.loads(r.to_json())
     assert record["tour"] == [list(sq) for sq in euler_tour()]
-    assert TourResult.from_dict(record).tour == euler_tour()
+    back = TourResult.from_dict(record)
+    assert isinstance(back.tour, np.ndarray) and back.tour.shape == (64, 2)
+    assert back.tour.tolist() == [list(sq) for sq in euler_tour()] and back == r
+    assert verify_tour(8, back.tour, start=(4, 0), closed=True).ok

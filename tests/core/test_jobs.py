@@ -14,6 +14,7 @@ import pytest
 from knights_tour.board import Board
 from knights_tour.errors import InvalidJobError
 from knights_tour.core.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
+from knights_tour.result import Proof, Record, Status
 from knights_tour.verify import verify_tour
 
 GOOD = {"rows": 6, "cols": 8, "start": [2, 3], "solver": "warnsdorff"}
@@ -107,38 +108,41 @@ def test_make_batch_jobs_validates_options():
 
 def test_run_job_found_tour_passes_the_verifier():
     rec = run_job(Job(5, 5, (0, 0)), batch_id="b1", worker="w1@here")
-    assert rec["status"] == "found"
-    assert verify_tour(5, rec["tour"], start=(0, 0)).ok
-    assert (rec["batch_id"], rec["job_key"], rec["worker"]) == ("b1", "5x5:0,0:warnsdorff:open", "w1@here")
-    assert rec["mismatch"] is False and rec["checks"]["cpsat"] is None
-    assert rec["job_elapsed_s"] >= rec["elapsed_s"] >= 0
-    json.dumps(rec)  # JSON all the way
+    assert isinstance(rec, Record) and rec.status == Status.FOUND
+    assert verify_tour(5, rec.tour, start=(0, 0)).ok
+    assert (rec.batch_id, rec.job_key, rec.worker) == ("b1", "5x5:0,0:warnsdorff:open", "w1@here")
+    assert rec.mismatch is False and rec.checks.cpsat is None and rec.checks.verifier is True
+    assert rec.job_elapsed_s >= rec.elapsed_s >= 0
+    again = json.loads(json.dumps(rec.to_dict()))  # JSON all the way
+    assert again["status"] == "found" and again["tour"] == rec.tour.tolist()
+    assert Record.from_dict(again) == rec
 
 
 def test_run_job_parity_start_is_no_tour():
     # (0, 1) has colour 1, the minority colour of 5x5 (12 of 25 squares).
     assert Board.colour((0, 1)) == 1
     rec = run_job(Job(5, 5, (0, 1)))
-    assert (rec["status"], rec["proof"], rec["tour"]) == ("no_tour", "parity", None)
+    assert (rec.status, rec.proof, rec.tour) == (Status.NO_TOUR, Proof.PARITY, None)
 
 
 def test_cpsat_cross_check_agrees_on_found_and_no_tour():
     found = run_job(Job(6, 6, (0, 0), verify="cpsat"))
-    assert found["status"] == "found" and verify_tour(6, found["tour"], start=(0, 0)).ok
-    assert found["checks"] == {"verifier": True, "cpsat": True}
-    assert (found["cpsat_status"], found["cpsat_tour_accepted"], found["mismatch"]) == ("found", True, False)
+    assert found.status == Status.FOUND and verify_tour(6, found.tour, start=(0, 0)).ok
+    assert (found.checks.verifier, found.checks.cpsat) == (True, True)
+    assert (found.cpsat_status, found.cpsat_tour_accepted, found.mismatch) == (Status.FOUND, True, False)
+    assert found.cpsat_model_status in ("OPTIMAL", "FEASIBLE")
     none = run_job(Job(4, 4, (0, 0), verify="cpsat"))  # no open tour on 4x4
-    assert none["status"] == "no_tour" and none["cpsat_status"] == "no_tour"
-    assert none["checks"]["cpsat"] is True and none["mismatch"] is False
-    assert none["cpsat_elapsed_s"] >= 0
+    assert none.status == Status.NO_TOUR and none.cpsat_status == Status.NO_TOUR
+    assert none.checks.cpsat is True and none.mismatch is False
+    assert none.cpsat_model_status == "INFEASIBLE"
+    assert none.cpsat_elapsed_s >= 0
 
 
 def _fake_cpsat(status, proof=None, reason=None):
-    from knights_tour.result import Proof, Status, TourResult
-
     def fake(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
-        return TourResult(board.rows, board.cols, start, "cpsat", closed, status=Status(status),
-                          proof=Proof(proof) if proof else None, reason=reason)
+        return Record(rows=board.rows, cols=board.cols, start=start, solver="cpsat",
+                      closed=closed, status=Status(status),
+                      proof=Proof(proof) if proof else None, reason=reason)
     return fake
 
 
@@ -147,9 +151,10 @@ def test_disagreement_is_recorded_as_mismatch(monkeypatch):
 
     monkeypatch.setattr(cpsat, "solve", _fake_cpsat("no_tour", "cpsat"))  # a wrong answer
     rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
-    assert rec["status"] == "found"  # the engine's verified answer is kept...
-    assert rec["mismatch"] is True and rec["checks"]["cpsat"] is False  # ...and the clash shown
-    assert "disagreement" in rec["cpsat_note"]
+    assert rec.status == Status.FOUND  # the engine's verified answer is kept...
+    assert rec.mismatch is True and rec.checks.cpsat is False  # ...and the clash shown
+    assert rec.cpsat_status == Status.NO_TOUR and rec.cpsat_proof == Proof.CPSAT
+    assert "disagreement" in rec.cpsat_note
 
 
 def test_cpsat_unknown_is_not_a_mismatch_but_says_so(monkeypatch):
@@ -157,9 +162,10 @@ def test_cpsat_unknown_is_not_a_mismatch_but_says_so(monkeypatch):
 
     monkeypatch.setattr(cpsat, "solve", _fake_cpsat("unknown", reason="time_limit"))
     rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
-    assert rec["mismatch"] is False and rec["checks"]["cpsat"] is None
-    assert rec["cpsat_status"] == "unknown" and "did not decide" in rec["cpsat_note"]
-    assert rec["cpsat_tour_accepted"] is True  # the model still accepted the engine's tour
+    assert rec.mismatch is False and rec.checks.cpsat is None
+    assert rec.cpsat_status == Status.UNKNOWN and "did not decide" in rec.cpsat_note
+    assert rec.cpsat_reason == "time_limit"
+    assert rec.cpsat_tour_accepted is True  # the model still accepted the engine's tour
 
 
 def test_model_rejecting_a_verified_tour_is_a_mismatch(monkeypatch):
@@ -167,7 +173,7 @@ def test_model_rejecting_a_verified_tour_is_a_mismatch(monkeypatch):
 
     monkeypatch.setattr(cpsat, "check_tour", lambda *a, **k: False)
     rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
-    assert rec["mismatch"] is True and rec["checks"]["cpsat"] is False
+    assert rec.mismatch is True and rec.checks.cpsat is False
 
 
 def test_an_exception_in_a_job_becomes_an_error_record(monkeypatch):
@@ -178,10 +184,11 @@ def test_an_exception_in_a_job_becomes_an_error_record(monkeypatch):
 
     monkeypatch.setattr(engine, "solve", explode)
     rec = run_job(Job(6, 6, (1, 1)), batch_id="b9")
-    assert rec["status"] == "error"
-    assert rec["reason"] == "engine exploded" and rec["error_type"] == "RuntimeError"
-    assert "Traceback" not in json.dumps(rec)
-    assert (rec["job_key"], rec["batch_id"], rec["start"]) == ("6x6:1,1:warnsdorff:open", "b9", [1, 1])
+    assert rec.status == Status.ERROR
+    assert rec.reason == "engine exploded" and rec.error_type == "RuntimeError"
+    assert "Traceback" not in rec.to_json()
+    assert (rec.job_key, rec.batch_id, rec.start) == ("6x6:1,1:warnsdorff:open", "b9", (1, 1))
+    assert rec.to_dict()["start"] == [1, 1]
 
 
 def test_error_record_for_an_unparseable_job_dict():
@@ -190,11 +197,15 @@ def test_error_record_for_an_unparseable_job_dict():
         Job.from_dict(bad)
     except InvalidJobError as exc:
         rec = error_record(bad, exc, "b2", job_key="invalid:1")
-    assert rec["status"] == "error" and rec["error_type"] == "InvalidJobError"
-    json.dumps(rec)
-    # Sorting must cope with such records next to normal ones.
+    assert rec.status == Status.ERROR and rec.error_type == "InvalidJobError"
+    assert (rec.job_key, rec.batch_id) == ("invalid:1", "b2") and "missing field" in rec.reason
+    assert json.loads(rec.to_json())["status"] == "error"
+    # Sorting must cope with such records next to normal ones, whatever the input order: the
+    # record of a message without a valid board has rows = cols = 0, so it sorts first.
     normal = run_job(Job(5, 5, (0, 0)))
-    assert sorted([rec, normal], key=record_sort_key)[0] is normal
+    assert (rec.rows, rec.cols) == (0, 0)
+    for pair in ([rec, normal], [normal, rec]):
+        assert [id(r) for r in sorted(pair, key=record_sort_key)] == [id(rec), id(normal)]
 
 
 _INTERRUPTED_IMPORT = r"""
@@ -221,7 +232,7 @@ try:
 except BaseException as exc:
     print(json.dumps({"raised": type(exc).__name__, "args": list(exc.args)}))
 else:
-    print(json.dumps({"record": rec}))
+    print(json.dumps({"record": rec.to_dict()}))
 """
 
 
