@@ -186,7 +186,11 @@ def line(job):
 if __name__ == "__main__":
     args, k, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     verify = args.get("verify", "none")
-    _, jobs, _ = make_jobs(args["sizes"], "warnsdorff", verify, False, False, None, None)
+    try:
+        from knights_tour.core.jobs import JobOptions
+        _, jobs, _ = make_jobs(args["sizes"], JobOptions(verify=None if verify == "none" else verify))
+    except ImportError:  # a tree from before JobOptions
+        _, jobs, _ = make_jobs(args["sizes"], "warnsdorff", verify, False, False, None, None)
     jobs.sort(key=lambda j: j.rows * j.cols, reverse=True)
     with mp.get_context("fork").Pool(k, initializer=warm) as pool, open(out, "w") as fh:
         for text in pool.imap_unordered(line, jobs, chunksize=16):

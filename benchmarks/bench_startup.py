@@ -58,6 +58,7 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()
+    from knights_tour.core.jobs import JobOptions
     from knights_tour.service.batches import (make_jobs, stream_records, submit_batch,
                                               wait_for_batch)
     from knights_tour.service.embedded_redis import EmbeddedRedis
@@ -72,7 +73,7 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
         redis_stop[0] += time.perf_counter() - began
 
     EmbeddedRedis.stop = timed_stop  # type: ignore[method-assign]
-    _, jobs, params = make_jobs(["5"], "warnsdorff", None, False, False, None, None)
+    _, jobs, params = make_jobs(["5"], JobOptions())
     t1 = time.perf_counter()
     with open_backend(None, workers, notify=lambda m: None) as backend:
         t2 = time.perf_counter()

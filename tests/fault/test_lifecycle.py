@@ -16,6 +16,7 @@ import pytest
 
 from knights_tour import worker
 from knights_tour.cli import main
+from knights_tour.core.jobs import JobOptions
 from knights_tour.service.batches import (batch_digest, cancel_batch, make_jobs,
                                           recover_lost_jobs, start_or_resume, submit_batch,
                                           wait_for_batch)
@@ -34,8 +35,8 @@ def _queued(r) -> int:
 def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_pool, capsys):
     url = fault_redis.url
     r = connect(url)
-    _, jobs8, params8 = make_jobs(["8"], "cpsat", None, False, False, None, None)
-    _, jobs5, params5 = make_jobs(["5"], "warnsdorff", None, False, True, None, None)
+    _, jobs8, params8 = make_jobs(["8"], JobOptions(solver="cpsat"))
+    _, jobs5, params5 = make_jobs(["5"], JobOptions(exhaustive=True))
     abandoned = submit_batch(url, jobs8, params8, chunk_size=4)  # 16 tasks, no worker yet
     other = submit_batch(url, jobs5, params5, chunk_size=5)  # 5 tasks
     assert _queued(r) == 16 + 5
@@ -72,7 +73,7 @@ def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_
 def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, worker_pool):
     url = fault_redis.url
     r = connect(url)
-    _, jobs, params = make_jobs(["5"], "warnsdorff", None, False, True, None, None)
+    _, jobs, params = make_jobs(["5"], JobOptions(exhaustive=True))
     first, reused = start_or_resume(url, jobs, params, chunk_size=5)
     assert reused == 0 and _queued(r) == 5
     cancel_batch(r, first)
@@ -98,7 +99,7 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
 def test_cancel_command(fault_redis, capsys):
     url = fault_redis.url
     r = connect(url)
-    _, jobs, params = make_jobs(["6"], "warnsdorff", None, False, False, None, None)
+    _, jobs, params = make_jobs(["6"], JobOptions())
     batch_id = submit_batch(url, jobs, params, chunk_size=4)
     assert main(["cancel", batch_id, "--redis", url]) == 0
     assert f"batch {batch_id} cancelled: 0/36 jobs done, 9 queued task(s) dropped" in (

@@ -55,8 +55,9 @@ def _check_example(config):
     assert names == ["nightly-5-12", "closed-rectangles"]
     nightly, rect = config.sweeps
     assert nightly.sizes == ",".join(f"{n}x{n}" for n in range(5, 13))
-    assert nightly.verify == "cpsat" and nightly.timing.cron == "0 2 * * *"
-    assert rect.closed and rect.timing.every_s == 6 * 3600 and rect.time_limit_s == 30
+    assert nightly.options.verify == "cpsat" and nightly.timing.cron == "0 2 * * *"
+    assert (rect.options.closed and rect.timing.every_s == 6 * 3600
+            and rect.options.time_limit_s == 30)
     assert config.collect == Timing(every_s=300)
     sched = beat_schedule(config)
     assert set(sched) == {COLLECT_ENTRY, "sweep:nightly-5-12", "sweep:closed-rectangles"}

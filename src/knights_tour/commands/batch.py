@@ -26,6 +26,7 @@ from rich.text import Text
 from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
                                            redis_option, require_positive, require_workers,
                                            solver_option, stdout_console, workers_option)
+from knights_tour.core.jobs import JobOptions
 from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output import parquet
 from knights_tour.output.tourfile import atomic_write_lines, record_lines
@@ -68,8 +69,10 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size):
     """``(boards, jobs, params, chunk)`` from the job options; usage errors for bad limits."""
     require_positive(time_limit, "--time-limit")
-    boards, jobs, params = make_jobs(sizes, solver, verify, closed, exhaustive, time_limit,
-                                     node_limit)
+    options = JobOptions(solver=solver, closed=closed,
+                         verify=None if verify == "none" else verify,
+                         time_limit_s=time_limit, exhaustive=exhaustive, node_limit=node_limit)
+    boards, jobs, params = make_jobs(sizes, options)
     if chunk_size is not None and chunk_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
     return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE

@@ -62,8 +62,9 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
         sweep = sweeps.get(name)
         what = "collect finished batches into " + str(settings.reports_path)
         if sweep is not None:
-            what = (f"sizes {sweep.sizes}, solver {sweep.solver}, "
-                    f"verify {sweep.verify or 'none'}" + (", closed" if sweep.closed else ""))
+            opts = sweep.options
+            what = (f"sizes {sweep.sizes}, solver {opts.solver}, "
+                    f"verify {opts.verify or 'none'}" + (", closed" if opts.closed else ""))
         rows.append({
             "entry": name, "task": task, "when": timing.describe(), "cron": timing.cron,
             "every_s": timing.every_s, "what": what,

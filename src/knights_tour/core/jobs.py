@@ -15,15 +15,17 @@ import math
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from knights_tour.board import MAX_SIDE, Board, parse_board
+from knights_tour.core.crosscheck import cross_check_cpsat
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.result import Record, Status
 from knights_tour.settings import get_settings
-from knights_tour.solvers import check_solver_name, get_checker, get_solver, solver_names
-from knights_tour.solvers.api import check_result, solve
+from knights_tour.solvers import DEFAULT_SOLVER, check_solver_name, solver_names
+from knights_tour.solvers.api import solve
 
 VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
 """Accepted values of ``Job.verify`` besides ``None``."""
@@ -59,8 +61,30 @@ def _max_squares(solver: str) -> int:
     return MAX_SQUARES.get(solver, DEFAULT_MAX_SQUARES)
 
 
-@dataclass(frozen=True)
-class Job:
+class JobOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """How every job of a batch is to be run: the options a user gives once for all its start
+    squares (``ktour run``'s job options), the same fields as on :class:`Job`."""
+
+    solver: str = DEFAULT_SOLVER
+    """Registered backend name (:data:`knights_tour.solvers.SOLVERS`)."""
+    closed: bool = False
+    """Ask for a closed (re-entrant) tour."""
+    verify: str | None = None
+    """``"cpsat"``: also decide each job with the CP-SAT model and cross-check; None: no
+    cross-check."""
+    time_limit_s: float | None = None
+    """Solver wall-clock limit per job, in seconds (None: ``KT_JOB_TIME_LIMIT_S``)."""
+    exhaustive: bool = False
+    """Complete search without a node budget (engine only)."""
+    node_limit: int | None = None
+    """Override of the engine's node budget per job."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as a JSON-ready dict (stored in a batch's params)."""
+        return msgspec.structs.asdict(self)
+
+
+class Job(msgspec.Struct, frozen=True):
     """One job: decide whether a knight's tour exists from ``start`` on a ``rows × cols`` board.
 
     Attributes
@@ -69,28 +93,17 @@ class Job:
         Board size.
     start : (row, col)
         Start square, zero-based, row 0 at the top.
-    solver : str
-        Registered backend name (:data:`knights_tour.solvers.SOLVERS`).
-    closed : bool
-        Ask for a closed (re-entrant) tour.
-    verify : None or "cpsat"
-        ``"cpsat"``: also decide the job with the CP-SAT model and cross-check (see
-        :func:`run_job`).
-    time_limit_s : float or None
-        Solver wall-clock limit in seconds (None: ``KT_JOB_TIME_LIMIT_S``, default 60).
-    exhaustive : bool
-        Complete search without a node budget (engine only).
-    node_limit : int or None
-        Override of the engine's node budget.
+    solver, closed, verify, time_limit_s, exhaustive, node_limit
+        As in :class:`JobOptions` (:attr:`options` gives them as one).
 
-    Build jobs with the constructor (trusted code) or :meth:`from_dict` (untrusted input);
-    both validate.
+    Build jobs with the constructor (trusted code), :meth:`of` (a board, a square and
+    options) or :meth:`from_dict` (untrusted input); all validate.
     """
 
     rows: int
     cols: int
     start: tuple[int, int]
-    solver: str = "warnsdorff"
+    solver: str = DEFAULT_SOLVER
     closed: bool = False
     verify: str | None = None
     time_limit_s: float | None = None
@@ -99,10 +112,28 @@ class Job:
 
     def __post_init__(self) -> None:
         if isinstance(self.start, list):
-            object.__setattr__(self, "start", tuple(self.start))
+            msgspec.structs.force_setattr(self, "start", tuple(self.start))
         if _is_int(self.time_limit_s):
-            object.__setattr__(self, "time_limit_s", float(self.time_limit_s))
+            msgspec.structs.force_setattr(self, "time_limit_s", float(self.time_limit_s))
         _validate(self)
+
+    @classmethod
+    def of(cls, board: Board, start: tuple[int, int], options: JobOptions) -> Job:
+        """The job of ``start`` on ``board`` with ``options``.
+
+        Raises
+        ------
+        InvalidJobError
+            As the constructor.
+        """
+        return cls(board.rows, board.cols, start, **msgspec.structs.asdict(options))
+
+    @property
+    def options(self) -> JobOptions:
+        """The job's :class:`JobOptions`."""
+        return JobOptions(solver=self.solver, closed=self.closed, verify=self.verify,
+                          time_limit_s=self.time_limit_s, exhaustive=self.exhaustive,
+                          node_limit=self.node_limit)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -122,17 +153,9 @@ class Job:
     # -- JSON -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The job as a JSON-ready dict (the broker message body)."""
-        return {
-            "rows": self.rows,
-            "cols": self.cols,
-            "start": [self.start[0], self.start[1]],
-            "solver": self.solver,
-            "closed": self.closed,
-            "verify": self.verify,
-            "time_limit_s": self.time_limit_s,
-            "exhaustive": self.exhaustive,
-            "node_limit": self.node_limit,
-        }
+        data = msgspec.structs.asdict(self)
+        data["start"] = [self.start[0], self.start[1]]
+        return data
 
     @classmethod
     def from_dict(cls, data: object) -> Job:
@@ -235,17 +258,15 @@ def _validate(job: Job) -> None:
 
 def make_batch_jobs(
     boards: Iterable[Board | int | str | Sequence[int]],
-    solver: str = "warnsdorff",
-    closed: bool = False,
-    verify: str | None = None,
-    time_limit_s: float | None = None,
-    exhaustive: bool = False,
-    node_limit: int | None = None,
+    options: JobOptions | None = None,
+    **fields: Any,
 ) -> list[Job]:
     """One job per start square of every board, boards in the given order, squares row-major.
 
     ``boards`` items are anything :func:`knights_tour.board.parse_board` reads (``8``,
     ``"6x8"``, ``(6, 8)``, a :class:`Board`). For n = 5..12 this gives the classic 620 jobs.
+    The jobs' options are ``options``, or :class:`JobOptions` built from the keyword
+    ``fields`` (``make_batch_jobs([8], solver="cpsat")``).
 
     Raises
     ------
@@ -253,85 +274,21 @@ def make_batch_jobs(
         For a malformed board.
     InvalidJobError
         For a bad solver, verify name, limit, or a board too large for the solver.
+    TypeError
+        For a keyword that is not a field of :class:`JobOptions`.
     """
+    if options is None:
+        options = JobOptions(**fields)
+    elif fields:
+        raise TypeError("give either options or option fields, not both")
     jobs: list[Job] = []
     for spec in boards:
         board = parse_board(spec)
-        for sq in board.squares():
-            jobs.append(
-                Job(
-                    rows=board.rows,
-                    cols=board.cols,
-                    start=sq,
-                    solver=solver,
-                    closed=closed,
-                    verify=verify,
-                    time_limit_s=time_limit_s,
-                    exhaustive=exhaustive,
-                    node_limit=node_limit,
-                )
-            )
+        jobs.extend(Job.of(board, sq, options) for sq in board.squares())
     return jobs
 
 
 # -- running ----------------------------------------------------------------------------------
-def _cross_check_cpsat(job: Job, result: Record) -> None:
-    """Decide ``job`` again with the CP-SAT model and compare with ``result``, filling in its
-    cross-check fields: ``checks.cpsat`` (True: CP-SAT agrees and, if the solver found a tour,
-    the model accepts it; False: a disagreement; None: CP-SAT could not decide, or the solver
-    did not), ``cpsat_status``, ``cpsat_proof``, ``cpsat_reason``, ``cpsat_model_status``,
-    ``cpsat_elapsed_s``, ``cpsat_nodes``, ``cpsat_tour_accepted`` (model check of the solver's
-    tour, or None), ``mismatch`` and ``cpsat_note`` (why ``checks.cpsat`` is None or False).
-    """
-    board = job.board
-    began = time.perf_counter()
-    cp = get_solver("cpsat")(
-        board, job.start, closed=job.closed, time_limit_s=get_settings().cpsat_time_limit_s
-    )
-    cp = check_result(cp)
-    cp_elapsed = cp.elapsed_s or (time.perf_counter() - began)
-
-    accepted: bool | None = None
-    if result.status == Status.FOUND and result.tour is not None:
-        t0 = time.perf_counter()
-        accepted = bool(get_checker("cpsat")(board, result.tour, job.start, closed=job.closed))
-        cp_elapsed += time.perf_counter() - t0
-
-    note: str | None = None
-    mismatch = False
-    ok: bool | None
-    if accepted is False:
-        ok, mismatch = False, True
-        note = "the CP-SAT model rejected the engine's tour (which the verifier accepted)"
-    elif cp.status == Status.ERROR:
-        ok = False
-        note = f"CP-SAT answer failed verification: {cp.reason}"
-    elif not cp.is_decided:
-        ok = None
-        note = f"CP-SAT did not decide ({cp.status.value}: {cp.reason}); no existence cross-check"
-    elif not result.is_decided:
-        ok = None
-        note = f"the {job.solver} solver did not decide ({result.status.value}); CP-SAT answer recorded"
-    elif (result.status == Status.FOUND) != (cp.status == Status.FOUND):
-        ok, mismatch = False, True
-        note = (
-            f"disagreement: {job.solver} says {result.status.value}, "
-            f"CP-SAT says {cp.status.value}"
-        )
-    else:
-        ok = True
-    result.checks.cpsat = ok
-    result.cpsat_status = cp.status
-    result.cpsat_proof = cp.proof
-    result.cpsat_reason = cp.reason
-    result.cpsat_model_status = cp.cpsat_model_status
-    result.cpsat_elapsed_s = round(cp_elapsed, 6)
-    result.cpsat_nodes = int(cp.nodes)
-    result.cpsat_tour_accepted = accepted
-    result.mismatch = mismatch
-    result.cpsat_note = note
-
-
 def _plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
@@ -408,7 +365,8 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
     reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
     backend (its tour, if any, checked by the verifier too), the solver's tour is checked
     against the CP-SAT model (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
-    answers must agree on whether a tour exists; see :func:`_cross_check_cpsat` for the fields.
+    answers must agree on whether a tour exists; see
+    :func:`knights_tour.core.crosscheck.cross_check_cpsat` for the fields.
     A disagreement is recorded as ``mismatch`` True (never hidden).
 
     Parameters
@@ -447,7 +405,7 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
         )
         record.batch_id = batch_id
         if job.verify == "cpsat":
-            _cross_check_cpsat(job, record)
+            cross_check_cpsat(record)
         record.job_key = job.key
         record.verify = job.verify
     except Exception as exc:  # noqa: BLE001 - a job must never crash its worker
@@ -483,6 +441,6 @@ def record_sort_key(record: Record) -> tuple:
 
 
 __all__ = [
-    "Job", "VERIFY_NAMES", "MAX_SQUARES", "make_batch_jobs", "run_job", "error_record",
+    "Job", "JobOptions", "VERIFY_NAMES", "MAX_SQUARES", "make_batch_jobs", "run_job", "error_record",
     "record_sort_key", "order_key", "solver_names", "unwrap_interruption", "TIME_LIMIT_EXCEPTIONS",
 ]

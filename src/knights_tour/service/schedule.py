@@ -49,7 +49,8 @@ from celery.beat import PersistentScheduler
 from celery.schedules import crontab, schedule
 
 from knights_tour.board import parse_board_list
-from knights_tour.core.jobs import Job
+from knights_tour.core.jobs import Job, JobOptions
+from knights_tour.solvers import DEFAULT_SOLVER
 from knights_tour.errors import KnightsTourError
 from knights_tour.service.batches import DEFAULT_CHUNK_SIZE, make_jobs, submit_batch
 from knights_tour.settings import Settings, get_settings
@@ -208,22 +209,13 @@ class Sweep:
     name: str
     sizes: str
     timing: Timing
-    solver: str = "warnsdorff"
-    verify: str | None = None
-    closed: bool = False
-    exhaustive: bool = False
-    time_limit_s: float | None = None
-    node_limit: int | None = None
+    options: JobOptions = JobOptions()
     chunk_size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The sweep as the JSON argument of the ``submit_sweep`` task (no timing)."""
-        return {
-            "name": self.name, "sizes": self.sizes, "solver": self.solver,
-            "verify": self.verify, "closed": self.closed, "exhaustive": self.exhaustive,
-            "time_limit_s": self.time_limit_s, "node_limit": self.node_limit,
-            "chunk_size": self.chunk_size,
-        }
+        return {"name": self.name, "sizes": self.sizes, **self.options.to_dict(),
+                "chunk_size": self.chunk_size}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "sweep") -> Sweep:
@@ -253,23 +245,19 @@ class Sweep:
         tl = data.get("time_limit_s")
         if isinstance(tl, int) and not isinstance(tl, bool):
             tl = float(tl)
+        options = JobOptions(
+            solver=data.get("solver", DEFAULT_SOLVER), closed=data.get("closed", False),
+            verify=verify, time_limit_s=tl, exhaustive=data.get("exhaustive", False),
+            node_limit=data.get("node_limit"),
+        )
         try:
             boards = parse_board_list(sizes)
             for board in boards:  # validates solver, verify, limits, flags and board size
-                Job(
-                    rows=board.rows, cols=board.cols, start=(0, 0),
-                    solver=data.get("solver", "warnsdorff"), closed=data.get("closed", False),
-                    verify=verify, time_limit_s=tl,
-                    exhaustive=data.get("exhaustive", False), node_limit=data.get("node_limit"),
-                )
+                Job.of(board, (0, 0), options)
         except KnightsTourError as exc:
             raise InvalidScheduleError(f"{where}: {exc}") from None
-        return cls(
-            name=name, sizes=",".join(b.label for b in boards), timing=timing,
-            solver=data.get("solver", "warnsdorff"), verify=verify,
-            closed=data.get("closed", False), exhaustive=data.get("exhaustive", False),
-            time_limit_s=tl, node_limit=data.get("node_limit"), chunk_size=chunk,
-        )
+        return cls(name=name, sizes=",".join(b.label for b in boards), timing=timing,
+                   options=options, chunk_size=chunk)
 
 
 @dataclass(frozen=True)
@@ -433,10 +421,7 @@ def run_sweep(redis_url: str, sweep: Mapping[str, Any], batch_id: str | None = N
         If Redis cannot be reached.
     """
     sw = Sweep.from_dict(sweep)
-    _boards, jobs, params = make_jobs(
-        [sw.sizes], sw.solver, sw.verify, sw.closed, sw.exhaustive, sw.time_limit_s,
-        sw.node_limit,
-    )
+    _boards, jobs, params = make_jobs([sw.sizes], sw.options)
     params["schedule"] = sw.name
     return submit_batch(
         redis_url, jobs, params=params, chunk_size=sw.chunk_size or DEFAULT_CHUNK_SIZE,
