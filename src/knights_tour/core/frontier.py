@@ -183,20 +183,7 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
         for u, j in slot_new.items():
             newcol[k, j] = g.colour[u]
             newrem1[k, j] = 1 if und[u] == 1 else 0
-        static_b = static_w = 0
-        adj = []
-        for u in range(g.n):
-            if u in taken_set:
-                continue
-            st = sum(1 for w in g.nbrs[u] if w not in taken_set)
-            fs = sum(1 << slot_new[w] for w in g.nbrs[u] if w in taken_set
-                     and (min(u, w), max(u, w)) in undecided)
-            if u == start:
-                static_b, static_w = static_b + (g.colour[u] == 0), static_w + (g.colour[u] == 1)
-            elif fs:
-                adj.append((st, g.colour[u], fs))
-            elif st <= 1:
-                static_b, static_w = static_b + (g.colour[u] == 0), static_w + (g.colour[u] == 1)
+        (static_b, static_w), adj = _untaken(g, taken_set, undecided, slot_new, start)
         if len(adj) > fk.MAX_ADJ:
             raise InvalidJobError(f"{name}: {len(adj)} untaken vertices next to the frontier")
         for a, (st, cu, fs) in enumerate(adj):
@@ -207,6 +194,29 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
         frontier_after.append(list(frontier))
     tables = (scal, back, o2n, newcol, newrem1, adj_static, adj_col, adj_fs)
     return SweepPlan(name, [v for v, _ in steps], tables, frontier_after, final)
+
+
+def _untaken(g: Graph, taken: set[int], undecided: set[Edge], slot_new: dict[int, int],
+             start: int | None) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
+    """The untaken vertices as the kernel's pruning sees them: ``(black, white)`` end points
+    forced whatever the state (the untaken start; a vertex with at most one untaken neighbour
+    and no frontier neighbour), and per untaken vertex next to the frontier ``(untaken
+    neighbours, colour, bit mask of frontier slots joined to it by an undecided edge)``."""
+    forced = [0, 0]
+    adj = []
+    for u in range(g.n):
+        if u in taken:
+            continue
+        st = sum(1 for w in g.nbrs[u] if w not in taken)
+        fs = sum(1 << slot_new[w] for w in g.nbrs[u]
+                 if w in taken and (min(u, w), max(u, w)) in undecided)
+        if u == start:
+            forced[g.colour[u]] += 1
+        elif fs:
+            adj.append((st, g.colour[u], fs))
+        elif st <= 1:
+            forced[g.colour[u]] += 1
+    return (forced[0], forced[1]), adj
 
 
 def full_sweep(g: Graph, start: int | None) -> SweepPlan:
