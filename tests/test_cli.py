@@ -411,19 +411,23 @@ def test_run_embedded_then_collect_from_a_new_start(capsys, tmp_path, monkeypatc
 
 def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_client, redis_db_url):
     """A stored record that disagrees with CP-SAT must never pass quietly."""
+    import msgspec
+
     from knights_tour.store import batches as store
     from knights_tour.core.jobs import Job, run_job
+    from knights_tour.result import Checks, Status
 
     jobs = [Job(5, 5, (0, 0), verify="cpsat"), Job(5, 5, (0, 1), verify="cpsat")]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5x5"})
     good = run_job(jobs[0], batch_id=batch_id)
-    assert good["status"] == "found" and good["checks"]["cpsat"] is True
+    assert good.status == Status.FOUND and good.checks.cpsat is True
     bad = run_job(jobs[1], batch_id=batch_id)
-    assert bad["status"] == "no_tour"
+    assert bad.status == Status.NO_TOUR and bad.cpsat_status == Status.NO_TOUR
     # simulate a backend claiming the opposite of what CP-SAT found
-    bad.update(status="found", mismatch=True, cpsat_status="no_tour",
-               cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour")
-    bad["checks"]["cpsat"] = False
+    bad = msgspec.structs.replace(
+        bad, status=Status.FOUND, mismatch=True, cpsat_status=Status.NO_TOUR,
+        cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour",
+        checks=Checks(verifier=bad.checks.verifier, cpsat=False))
     store.save_record(redis_client, batch_id, good)
     store.save_record(redis_client, batch_id, bad)
 

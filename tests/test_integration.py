@@ -19,6 +19,7 @@ import pytest
 from knights_tour.store import keys
 from knights_tour.board import Board
 from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.result import Checks, Proof, Status
 from knights_tour.service.batches import wait_for_batch
 from knights_tour.store.batches import collect
 from knights_tour.store.connection import connect
@@ -48,9 +49,9 @@ def test_the_620_job_sweep(module_redis_url, r, local_workers):
     batch_id, status = _run(module_redis_url, r, jobs)
     records = collect(r, batch_id)
     assert len(records) == 620
-    assert len({rec["job_key"] for rec in records}) == 620
+    assert len({rec.job_key for rec in records}) == 620
     assert status["counts"] == {"found": 484, "no_tour": 136} and status["mismatches"] == 0
-    order = [(rec["rows"], rec["cols"], tuple(rec["start"])) for rec in records]
+    order = [(rec.rows, rec.cols, rec.start) for rec in records]
     assert order == sorted(order)
     parity = set()
     for n in range(5, 13):
@@ -58,15 +59,15 @@ def test_the_620_job_sweep(module_redis_url, r, local_workers):
             parity |= {(n, sq) for sq in Board(n, n).squares() if Board.colour(sq) == 1}
     assert len(parity) == 136
     for rec in records:
-        n, start = rec["rows"], tuple(rec["start"])
-        assert rec["batch_id"] == batch_id
+        n, start = rec.rows, rec.start
+        assert rec.batch_id == batch_id
         if (n, start) in parity:
-            assert (rec["status"], rec["proof"]) == ("no_tour", "parity")
+            assert (rec.status, rec.proof) == (Status.NO_TOUR, Proof.PARITY)
         else:
-            assert rec["status"] == "found"
-            assert verify_tour(n, rec["tour"], start=start).ok
+            assert rec.status == Status.FOUND
+            assert verify_tour(n, rec.tour, start=start).ok
     # Both workers took part, and each record names the node that ran it.
-    assert {rec["worker"] for rec in records} == set(local_workers.node_names)
+    assert {rec.worker for rec in records} == set(local_workers.node_names)
 
 
 def test_8x8_with_cpsat_cross_check(module_redis_url, r):
@@ -75,16 +76,16 @@ def test_8x8_with_cpsat_cross_check(module_redis_url, r):
     records = collect(r, batch_id)
     assert len(records) == 64 and status["counts"] == {"found": 64}
     for rec in records:
-        assert verify_tour(8, rec["tour"], start=rec["start"]).ok
-        assert rec["checks"] == {"verifier": True, "cpsat": True}
-        assert rec["cpsat_status"] == "found" and rec["cpsat_tour_accepted"] is True
-        assert rec["mismatch"] is False and rec["cpsat_elapsed_s"] > 0
+        assert verify_tour(8, rec.tour, start=rec.start).ok
+        assert rec.checks == Checks(verifier=True, cpsat=True)
+        assert rec.cpsat_status == Status.FOUND and rec.cpsat_tour_accepted is True
+        assert rec.mismatch is False and rec.cpsat_elapsed_s > 0
 
 
 def test_resubmitting_the_same_jobs_does_not_duplicate(module_redis_url, r):
     jobs = make_batch_jobs([5, 6])
     batch_id, _ = _run(module_redis_url, r, jobs, chunk_size=1)  # one job per task
-    first = {rec["job_key"]: rec for rec in collect(r, batch_id)}
+    first = {rec.job_key: rec for rec in collect(r, batch_id)}
     assert len(first) == 61
     # Send the same 61 jobs into the same batch again, plus one new job last, all in ONE task:
     # when the new job's record appears, the task has handled every re-sent job before it.
@@ -95,11 +96,11 @@ def test_resubmitting_the_same_jobs_does_not_duplicate(module_redis_url, r):
     status = wait_for_batch(r, batch_id, timeout_s=120)
     assert status["complete"] and status["total"] == 62
     records = collect(r, batch_id)
-    assert len(records) == 62 == len({rec["job_key"] for rec in records})
+    assert len(records) == 62 == len({rec.job_key for rec in records})
     for rec in records:
-        if rec["job_key"] != sentinel.key:  # overwritten in place or left as it was
-            assert rec["finished_at"] >= first[rec["job_key"]]["finished_at"]
-            assert rec["status"] == first[rec["job_key"]]["status"]
+        if rec.job_key != sentinel.key:  # overwritten in place or left as it was
+            assert rec.finished_at >= first[rec.job_key].finished_at
+            assert rec.status == first[rec.job_key].status
     # only_missing sends nothing for a complete batch.
     assert submit_batch(module_redis_url, jobs, {}, batch_id=batch_id, only_missing=True) == batch_id
 
@@ -113,13 +114,13 @@ def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
                   ignore_result=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        errors = [rec for rec in collect(r, batch_id) if rec["status"] == "error"]
+        errors = [rec for rec in collect(r, batch_id) if rec.status == Status.ERROR]
         if errors:
             break
         time.sleep(0.1)
     assert len(errors) == 1
-    assert errors[0]["error_type"] == "InvalidJobError" and "off the 3x4 board" in errors[0]["reason"]
-    assert errors[0]["job_key"].startswith("invalid:")
+    assert errors[0].error_type == "InvalidJobError" and "off the 3x4 board" in errors[0].reason
+    assert errors[0].job_key.startswith("invalid:")
     # The worker survived: the batch's real jobs are still all there and it keeps working.
     _run(module_redis_url, r, make_batch_jobs([5]))
 

@@ -26,6 +26,7 @@ from knights_tour.store import batches as store
 from knights_tour.store.connection import connect
 from knights_tour.cli import main
 from knights_tour.settings import get_settings
+from knights_tour.result import Status
 from knights_tour.verify import verify_tour
 
 pytestmark = pytest.mark.integration
@@ -121,7 +122,7 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     records = store.collect(r, batch_id)
     r.close()
     assert len(records) == 256
-    assert {rec["worker"] for rec in records} == set(two_workers)  # both did work
+    assert {rec.worker for rec in records} == set(two_workers)  # both did work
     for rec in records:
-        assert rec["status"] == "found" and rec["checks"]["cpsat"] is True
-        assert verify_tour((16, 16), rec["tour"], start=tuple(rec["start"])).ok
+        assert rec.status == Status.FOUND and rec.checks.cpsat is True
+        assert verify_tour((16, 16), rec.tour, start=rec.start).ok

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import jsonschema
+import msgspec
 import pytest
 import yaml
 
@@ -20,6 +21,7 @@ from knights_tour.store import batches as store
 from knights_tour.cli import main
 from knights_tour.service.collector import collect_finished
 from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.result import Status
 from knights_tour.settings import get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,8 +146,8 @@ def test_status_counts_queued_and_done_and_batches_show_the_state(capsys, redis_
     assert "collected" in out and "running" in out
 
     # an error record counts as failed
-    rec = run_job(jobs[-1], batch_id=half, worker="t@here") | {"status": "error",
-                                                               "reason": "injected"}
+    rec = msgspec.structs.replace(run_job(jobs[-1], batch_id=half, worker="t@here"),
+                                  status=Status.ERROR, reason="injected")
     store.save_record(redis_client, half, rec)
     p = json.loads(run_cli(capsys, "status", half, "--json", "--redis", url)[1])
     assert (p["done"], p["failed"], p["queued"]) == (7, 1, 5)
