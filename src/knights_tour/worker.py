@@ -345,9 +345,23 @@ class NetworkFaultLogFilter(logging.Filter):
         self._held: dict[str, int] = {}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def network_cause(exc: BaseException | None) -> BaseException | None:
+        """The network error ``exc`` is, wraps (a task's Reject or Retry) or was raised while
+        handling; None if there is none."""
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen and len(seen) < 20:
+            if isinstance(exc, NETWORK_ERRORS):
+                return exc
+            seen.add(id(exc))
+            inner = getattr(exc, "exc", None) or getattr(exc, "reason", None)
+            exc = inner if isinstance(inner, BaseException) else (
+                exc.__cause__ or exc.__context__)
+        return None
+
     def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, NETWORK_ERRORS):
+        exc = self.network_cause(record.exc_info[1] if record.exc_info else None)
+        if exc is not None:
             text = record.getMessage()
             cause = f"{type(exc).__name__}: {exc}"
             if str(exc) not in text:

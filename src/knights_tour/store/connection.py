@@ -164,10 +164,10 @@ def redis_options(settings: Settings | None = None) -> dict[str, Any]:
     * ``socket_keepalive`` with :func:`tcp_keepalive_options` (``KT_REDIS_KEEPALIVE_S``);
     * ``health_check_interval`` (``KT_REDIS_HEALTH_CHECK_S``): a connection idle that long is
       checked with PING before it is used, so a command is not sent into a dead connection;
-    * ``retry``: one retry on a fresh connection after a connection error or timeout (a
-      pooled connection the server closed, e.g. after a restart), never more: a command
-      waits at most about ``2 * socket_timeout``; longer outages are ridden out by the
-      callers' own loops, which log them.
+    * ``retry``: one retry on a fresh connection after a connection error (a pooled
+      connection the server closed, e.g. after a restart). A timeout is not retried: the
+      command may have been applied, and a command then waits at most ``socket_timeout``;
+      longer outages are ridden out by the callers' own loops, which log them.
 
     Returns
     -------
@@ -181,7 +181,8 @@ def redis_options(settings: Settings | None = None) -> dict[str, Any]:
         "socket_keepalive": True,
         "socket_keepalive_options": tcp_keepalive_options(s.redis_keepalive_s),
         "health_check_interval": s.redis_health_check_s,
-        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.1), 1),
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.1), 1,
+                       supported_errors=(redis.ConnectionError,)),
     }
 
 

