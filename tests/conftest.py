@@ -160,3 +160,37 @@ def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
     use_redis(redis_db_url)
     yield redis_db_url
     get_settings.cache_clear()
+
+
+# -- tiers: every test gets exactly one of unit / redis / process (README "Run the tests") -------
+
+PROCESS_PATHS = (
+    "fault/", "deploy/", "test_integration.py", "test_multiworker.py",
+    "test_count_distributed.py", "service/test_beat.py", "service/test_orphans.py",
+    "service/test_local_stop.py", "commands/test_failures.py", "test_cli.py", "test_ops_cli.py",
+    "test_security.py", "test_benchmarks.py", "store/test_redis_policy.py",
+)
+"""Test modules (or folders, relative to tests/) that start processes: Redis servers of their
+own, Celery workers, ``ktour`` processes or the CLI's embedded backend."""
+
+REDIS_FIXTURES = frozenset({"redis_server", "redis_url", "redis_db_url", "redis_client",
+                            "module_redis_url", "local_workers", "task_env"})
+"""Fixtures that give a test the session's real Redis server."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test ``process`` (it starts processes: see :data:`PROCESS_PATHS`, or it is
+    marked ``integration``/``fault``), else ``redis`` (it uses a fixture of
+    :data:`REDIS_FIXTURES`), else, unless it is marked ``slow``, ``unit``: ``pytest -m unit``
+    is the fast loop."""
+    root = os.path.dirname(__file__)
+    for item in items:
+        rel = os.path.relpath(str(item.path), root).replace(os.sep, "/")
+        names = set(getattr(item, "fixturenames", ()))
+        if (rel.startswith(PROCESS_PATHS) or item.get_closest_marker("integration")
+                or item.get_closest_marker("fault")):
+            item.add_marker(pytest.mark.process)
+        elif names & REDIS_FIXTURES:
+            item.add_marker(pytest.mark.redis)
+        elif not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.unit)
