@@ -163,3 +163,41 @@ def test_a_worker_refuses_with_one_line_and_exits(server, tmp_path, case):
     assert ("noeviction" in refused[0]) if case == "evicting" else ("password" in refused[0])
     assert "Traceback" not in out and "wrong-horse" not in out
     assert "ready." not in out  # it never started consuming
+
+
+ACL_RULES = ["on", "~*", "&*", "+@all", "-@admin", "-@dangerous", "+info"]
+"""The ACL user of docs/deploy.md ("Redis"): every key and channel, no admin or dangerous
+commands (CONFIG, SHUTDOWN, FLUSHALL, KEYS, ...) except INFO, read for the policy check."""
+
+
+@pytest.mark.integration
+def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recipe(server,
+                                                                                   tmp_path):
+    from knights_tour.service.local_workers import LocalWorkers
+
+    admin = redis.Redis.from_url(server.url)
+    admin.execute_command("ACL", "SETUSER", "kt", ">kt-secret-staple", *ACL_RULES)
+    admin.close()
+    url = f"redis://kt:kt-secret-staple@127.0.0.1:{server.port}/0"
+    env = _kt_env(KT_DATA_DIR=str(tmp_path / "kt"))
+    with LocalWorkers(url, count=1, concurrency=1, node_prefix="acl", ready_timeout_s=120,
+                      log_dir=tmp_path / "logs", loglevel="INFO"):
+        sub = subprocess.run(
+            [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis", url],
+            env=env, capture_output=True, text=True, timeout=120)
+        assert sub.returncode == 0, sub.stderr
+        batch_id = sub.stdout.strip().splitlines()[-1]
+        got = subprocess.run(
+            [sys.executable, "-m", "knights_tour", "collect", batch_id, "--wait", "--timeout",
+             "120", "--format", "jsonl", "--redis", url],
+            env=env, capture_output=True, text=True, timeout=180)
+    assert got.returncode == 0, got.stderr
+    assert len(got.stdout.splitlines()) == 25  # one record per start square of 5x5
+    log = (tmp_path / "logs" / "acl1.log").read_text(errors="replace")
+    assert "NOPERM" not in log and "Traceback" not in log
+    # the same user with a wrong password: one line, and no worker started
+    wrong = subprocess.run(
+        [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis",
+         url.replace("kt-secret-staple", "wrong-staple")],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and len(_stderr_lines(wrong)) == 1, wrong.stderr
