@@ -57,7 +57,8 @@ from knights_tour import solvers
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store import keys
-from knights_tour.store.connection import connect, tcp_keepalive_options
+from knights_tour.store.connection import connect, mask_url, tcp_keepalive_options
+from knights_tour.store.memory import check_memory
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 """Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
@@ -310,6 +311,32 @@ class RedisPreflight(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(RedisPreflight)
+
+MEMORY_CHECK_S = 60.0
+"""How often a worker re-reads Redis's memory use and policy (warnings once per process)."""
+
+_memory_watch_state: dict[str, Any] = {"client": None, "last": 0.0}
+
+
+@on_recovery_tick
+def _memory_watch() -> None:
+    """Every :data:`MEMORY_CHECK_S`, read Redis's memory use and policy again, so a Redis
+    that fills up (or is switched to an evicting policy) while workers run is warned about
+    once (:func:`knights_tour.store.memory.check_memory`). Errors wait for the next tick."""
+    now = time.monotonic()
+    if now - _memory_watch_state["last"] < MEMORY_CHECK_S:
+        return
+    _memory_watch_state["last"] = now
+    url = get_settings().redis_url or DEFAULT_REDIS_URL
+    if _memory_watch_state["client"] is None:
+        _memory_watch_state["client"] = connect(url, check_policy=False)
+    try:
+        check_memory(_memory_watch_state["client"], mask_url(url),
+                     get_settings().allow_evicting_redis)
+    except RedisRefusedError as exc:  # switched to an evicting policy while we run
+        if not _memory_watch_state.get("refused"):
+            _memory_watch_state["refused"] = True
+            log.error("%s", exc)
 
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError, redis.TimeoutError, OperationalError, ConnectionError, TimeoutError)

@@ -100,6 +100,12 @@ def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> di
         If Redis is unreachable.
     """
     info = memory_info(r)
+    limit, used = info["maxmemory"], info["used_memory"]
+    if limit and used is not None and used >= FULL_FRACTION * limit:
+        _warn_once(f"full:{where}", "Redis at %s uses %d%% of its maxmemory (%.1f of %.1f "
+                   "MiB); when full it refuses writes: raise maxmemory (or set "
+                   "KT_RESULT_TTL_S so that stored records expire)", where,
+                   round(100 * used / limit), used / 2**20, limit / 2**20)
     policy = info["maxmemory_policy"]
     if policy is None:
         _warn_once(f"unknown:{where}", "cannot read maxmemory-policy of Redis at %s (no "
@@ -113,11 +119,6 @@ def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> di
         _warn_once(f"evicting:{where}", "Redis at %s has maxmemory-policy %s (accepted by "
                    "KT_ALLOW_EVICTING_REDIS): records and queued jobs may be deleted when it "
                    "is full", where, policy)
-    limit, used = info["maxmemory"], info["used_memory"]
-    if limit and used is not None and used >= FULL_FRACTION * limit:
-        _warn_once(f"full:{where}", "Redis at %s uses %d%% of its maxmemory (%d of %d MiB): "
-                   "raise maxmemory or collect and delete finished batches", where,
-                   round(100 * used / limit), used // 2**20, limit // 2**20)
     return info
 
 
