@@ -81,10 +81,10 @@ def test_example_file_parses_and_builds_a_beat_schedule():
     _check_example(load_schedule(EXAMPLE))
 
 
-def test_readme_schedule_example_is_the_example_file_and_works_as_written(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- schedule-example -->\s*```toml\n(.+?)```", readme, re.S)
-    assert m, "README.md must show the schedule example after <!-- schedule-example -->"
+def test_documented_schedule_example_is_the_example_file_and_works_as_written(tmp_path):
+    doc = (ROOT / "docs" / "schedule.md").read_text()
+    m = re.search(r"<!-- schedule-example -->\s*```toml\n(.+?)```", doc, re.S)
+    assert m, "docs/schedule.md must show the schedule example after <!-- schedule-example -->"
     path = tmp_path / "schedule.toml"
     path.write_text(m.group(1))
     _check_example(load_schedule(path))
