@@ -15,6 +15,11 @@ nothing here is asserted.
 Redis memory of the records hash::
 
     python benchmarks/bench_collect.py --split --sizes 5-20
+
+``--formats`` writes one batch's records as JSON Lines, CSV and Parquet and prints each file's
+bytes and write time (no Redis)::
+
+    python benchmarks/bench_collect.py --formats --sizes 5-40
 """
 
 from __future__ import annotations
@@ -81,13 +86,39 @@ def split(sizes: str) -> dict:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
+def formats(sizes: str) -> dict:
+    """Bytes and write seconds of one batch's records in each file format (no Redis)."""
+    from knights_tour.output import parquet
+    from knights_tour.output.recordfile import record_lines
+
+    records = [run_job(j, worker="bench@local") for j in make_batch_jobs(parse_board_list(sizes))]
+    out: dict = {"jobs": len(records)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in ("jsonl", "csv", "parquet"):
+            path = Path(tmp) / f"records.{fmt}"
+            t = time.perf_counter()
+            if fmt == "parquet":
+                parquet.write(path, records)
+            else:
+                atomic_write_lines(path, record_lines(records, fmt))
+            out[f"{fmt}_write_s"] = round(time.perf_counter() - t, 3)
+            out[f"{fmt}_bytes"] = path.stat().st_size
+    out["parquet_over_jsonl"] = round(out["parquet_bytes"] / out["jsonl_bytes"], 3)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--sizes", default="5-12")
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--split", action="store_true", help="stage times of one collection")
+    ap.add_argument("--formats", action="store_true",
+                    help="bytes and write time of the records in each file format")
     args = ap.parse_args()
+    if args.formats:
+        print(json.dumps(formats(args.sizes), indent=2))
+        return
     if args.split:
         print(json.dumps(split(args.sizes), indent=2))
         return
