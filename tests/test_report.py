@@ -402,6 +402,7 @@ def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path
     from knights_tour.store import batches as store
     from knights_tour.cli import main
     from knights_tour.core.jobs import Job
+    from knights_tour.result import Record
 
     # stored as a warnsdorff batch (jobs need a registered solver); the d4 conflict stays two
     # jobs: warnsdorff and cpsat
@@ -411,7 +412,7 @@ def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path
                 closed=r["closed"]) for r in batch]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5,6"})
     for job, rec in zip(jobs, batch, strict=True):
-        store.save_record(redis_client, batch_id, {**rec, "job_key": job.key})
+        store.save_record(redis_client, batch_id, Record.from_dict({**rec, "job_key": job.key}))
     html = tmp_path / "b.html"
     assert main(["report", batch_id, "--redis", redis_db_url, "--html", str(html)]) == 0
     text = html.read_text()
