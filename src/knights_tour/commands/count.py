@@ -19,6 +19,8 @@ from knights_tour.board import Board, Square, parse_board
 from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
                                            redis_option, require_non_negative, require_workers,
                                            require_positive, workers_option)
+from knights_tour.commands.count_dp import run_dp_count
+from knights_tour.core.count_method import METHODS, choose_method
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import submit_count, wait_for_count
@@ -105,11 +107,17 @@ def _print_report(report: CountReport, record: dict[str, Any], board: Board, pla
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead.")
 @click.option("--out", "out", default=None, metavar="FILE",
               help="Also write the report as JSON to FILE.")
+@click.option("--method", "method", type=click.Choice(METHODS), default="auto",
+              show_default=True, help="Enumeration (every tour searched) or the frontier "
+              "DP (counts without listing tours); auto: enumeration up to 6x6, the DP beyond.")
+@click.option("--memory-gb", "memory_gb", type=float, default=8.0, show_default=True,
+              metavar="G", help="DP only: bound on one layer's table (GiB); a layer "
+              "that needs more is built in parts.")
 @redis_option
 @click.option("--timeout", "timeout", type=float, default=None, metavar="S",
               help="Stop waiting after S seconds (partial counts stay stored; exit 1).")
 def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out, redis_url,
-          timeout) -> ExitCode:
+          timeout, method="auto", memory_gb=8.0) -> ExitCode:
     """Count the knight's tours from every start square of SIZE (exhaustively), in parallel.
 
     Directed open tours are counted (an open tour is counted once from each end; the grid of
@@ -126,6 +134,12 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     require_workers(workers, redis_url)
     require_positive(timeout, "--timeout")
     check_out_path(out)
+    require_positive(memory_gb, "--memory-gb")
+    choice = choose_method(board, closed=closed, method=method)
+    if choice.method == "dp":
+        return run_dp_count(board, start_sq, choice, memory_gb=memory_gb, as_json=as_json,
+                            out=out)
+    note(f"method: {choice.reason}")
     plan = plan_count(board, start_sq, closed=closed, depth=depth,
                       use_symmetry=not no_symmetry)
     count_id = count_store.count_id_for(plan, start_sq)

@@ -81,17 +81,19 @@ def _graph(board: Board, rows: int, cols: int, to_orig: Callable[[int, int], Squ
 
 
 @lru_cache(maxsize=64)
-def image_graph(board: Board, start: Square | None) -> Graph:
+def image_graph(board: Board, start: Square | None, late: bool = False) -> Graph:
     """The image of ``board`` a count from ``start`` runs on: narrow side across, ``start`` in
-    the highest row it can reach (then the leftmost column); identity image when no start."""
-    best: tuple[tuple[int, int], Graph] | None = None
+    the highest row it can reach (then the leftmost column), or with ``late`` as late in the
+    row-major order as it can be (a full sweep that meets the fixed end last keeps fewer states
+    on most squares); the identity image when there is no start."""
+    best: tuple[int, Graph] | None = None
     for rows, cols, to_orig in _images(board):
         g = _graph(board, rows, cols, to_orig)
-        rank = (0, 0) if start is None else divmod(g.square.index(start), cols)
+        if start is None:
+            return g
+        rank = -g.square.index(start) if late else g.square.index(start)
         if best is None or rank < best[0]:
             best = (rank, g)
-        if start is None:
-            break
     assert best is not None
     return best[1]
 
@@ -226,6 +228,13 @@ def full_sweep(g: Graph, start: int | None) -> SweepPlan:
     return build_sweep(g, "full", steps, start, final=True)
 
 
+def full_sweep_width(g: Graph) -> int:
+    """Widest frontier of :func:`full_sweep` on ``g`` (the slots its keys need), without
+    building its tables."""
+    last = [max(g.nbrs[v], default=-1) for v in range(g.n)]   # last neighbour in the order
+    return max((sum(1 for u in range(k + 1) if last[u] > k) for k in range(g.n)), default=0)
+
+
 def default_cut(g: Graph, start: int | None) -> int | None:
     """The cut :func:`half_sweeps` uses by default: half the rows, or just below the start's
     row if that is lower; None when the board is too short for two halves (fewer than two
@@ -236,26 +245,44 @@ def default_cut(g: Graph, start: int | None) -> int | None:
     return cut if 1 <= cut <= g.rows - 2 else None
 
 
-def half_sweeps(g: Graph, start: int | None, cut: int) -> tuple[SweepPlan, SweepPlan]:
+def half_sweeps(g: Graph, start: int | None, cut: int,
+                partial_upper: bool = False) -> tuple[SweepPlan, SweepPlan]:
     """The upper and lower halves met at ``cut`` (rows ``0 .. cut-1`` above).
 
-    Upper: rows above the cut in row-major order (edges among them), then the interface (rows
-    ``cut`` and ``cut+1``) deciding only the edges to the rows above. Lower: rows ``cut ..``
-    from the bottom-right backwards, deciding the edges among them. Both end with the interface
-    as their frontier. ``start`` must lie above the cut.
+    The upper half takes the rows above the cut in row-major order, the lower half the rows
+    below it from the bottom-right backwards, each deciding the edges among its rows. The edges
+    across the cut are decided by one of them, which also takes the other's frontier
+    vertices next to the cut (the *interface*), deciding only the crossing edges: the lower half
+    by default (it does not depend on the start, so one lower half serves every start square),
+    the upper half with ``partial_upper``. Both end with the interface as their frontier.
+    ``start`` must lie above the cut.
+
+    Raises
+    ------
+    InvalidJobError
+        If ``start`` lies below the cut.
     """
-    cols = g.cols
-    a_end = cut * cols
+    a_end = cut * g.cols
     if start is not None and start >= a_end:
         raise InvalidJobError("the start square must lie above the cut")
-    upper = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(a_end)]
-    interface = [v for v in range(a_end, g.n) if any(u < a_end for u in g.nbrs[v])]
-    upper += [(v, [u for u in g.nbrs[v] if u < a_end]) for v in interface]
-    lower_order = list(range(g.n - 1, a_end - 1, -1))
-    pos = {v: i for i, v in enumerate(lower_order)}
-    lower = [(v, [u for u in g.nbrs[v] if u in pos and pos[u] < pos[v]]) for v in lower_order]
+    above = list(range(a_end))
+    below = list(range(g.n - 1, a_end - 1, -1))
+
+    def sweep(order: list[int], other: set[int]) -> list[tuple[int, list[int]]]:
+        pos = {v: i for i, v in enumerate(order)}
+        return [(v, [u for u in g.nbrs[v] if u in pos and pos[u] < pos[v]]) for v in order]
+
+    upper = sweep(above, set(below))
+    lower = sweep(below, set(above))
+    if partial_upper:
+        interface = [v for v in below[::-1] if any(u < a_end for u in g.nbrs[v])]
+        upper += [(v, [u for u in g.nbrs[v] if u < a_end]) for v in interface]
+    else:
+        interface = [v for v in above[::-1] if any(u >= a_end for u in g.nbrs[v])]
+        lower += [(v, [u for u in g.nbrs[v] if u >= a_end]) for v in interface]
     return (build_sweep(g, "upper", upper, start, final=False),
             build_sweep(g, "lower", lower, None, final=False))
 
 
-__all__ = ["Graph", "SweepPlan", "image_graph", "build_sweep", "full_sweep", "default_cut", "half_sweeps"]
+__all__ = ["Graph", "SweepPlan", "image_graph", "build_sweep", "full_sweep", "full_sweep_width", "default_cut",
+           "half_sweeps"]

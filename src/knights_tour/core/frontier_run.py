@@ -85,7 +85,8 @@ Progress = Callable[[str, LayerStat, int], None]
 """``progress(sweep_name, layer_stat, n_steps)`` after every step."""
 
 
-def _plan_digest(plan: frontier.SweepPlan) -> str:
+def plan_digest(plan: frontier.SweepPlan) -> str:
+    """A short hash of a sweep's name and tables: equal digests, equal sweeps."""
     h = hashlib.sha256(plan.name.encode())
     for arr in plan.tables:
         h.update(np.ascontiguousarray(arr).tobytes())
@@ -96,7 +97,7 @@ class _Checkpoints:
     """Layers of one sweep on disk: ``layer-K.part-J.npy`` files and ``manifest.json``."""
 
     def __init__(self, root: Path, plan: frontier.SweepPlan) -> None:
-        self.dir = root / f"{plan.name}-{_plan_digest(plan)}"
+        self.dir = root / f"{plan.name}-{plan_digest(plan)}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.manifest = self.dir / "manifest.json"
 
@@ -328,7 +329,7 @@ def count_paths(board: Board, start: Square | None = None, *, halves: bool = Fal
     began = time.perf_counter()
     if start is not None:
         start = board.check_square(start)
-    g = frontier.image_graph(board, start)
+    g = frontier.image_graph(board, start, late=not halves)
     s = None if start is None else g.square.index(start)
     trivial = _trivial(board, g, s)
     if trivial is not None:
@@ -366,4 +367,4 @@ def _trivial(board: Board, g: frontier.Graph, s: int | None) -> int | None:
 
 
 __all__ = ["DEFAULT_MEMORY_BYTES", "LayerStat", "SweepResult", "DPCount", "run_sweep",
-           "join_halves", "count_paths"]
+           "join_halves", "count_paths", "plan_digest"]

@@ -1,0 +1,222 @@
+"""Choosing how ``ktour count`` counts, and counting by the frontier DP.
+
+Two exact methods count the open tours from a square:
+
+* **enumeration** (:mod:`knights_tour.core.counting`): depth-first search over every tour,
+  split into sub-jobs for the workers. Its work grows with the number of tours (about 10^12
+  search nodes for 7×7), so it is used where it is fastest: boards of up to
+  :data:`ENUMERATION_MAX_SQUARES` squares, and every closed count.
+* **frontier DP** (:mod:`knights_tour.core.frontier_run`): work grows with the number of
+  frontier states, not tours; used for open counts on larger boards whose frontier fits a key.
+  Every start class is counted by an upper half of its own met with one lower half shared by
+  all classes (:func:`knights_tour.core.frontier.half_sweeps`).
+
+:func:`choose_method` says which and why; :func:`dp_count` runs the DP over the symmetry classes
+and returns the same :class:`~knights_tour.core.counting.CountReport` as an enumeration.
+Pure: no Celery, no Redis.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from knights_tour.board import Board, Square
+from knights_tour.core import frontier
+from knights_tour.core.counting import CountReport
+from knights_tour.core.frontier_run import (DEFAULT_MEMORY_BYTES, Progress, SweepResult,
+                                            count_paths, join_halves, plan_digest, run_sweep)
+from knights_tour.core.symmetry import representative, symmetry_classes
+from knights_tour.errors import InvalidJobError
+from knights_tour.solvers.engine.frontier_kernel import MAX_SLOTS
+
+ENUMERATION_MAX_SQUARES = 36
+"""Largest board counted by enumeration when the method is ``auto`` (6×6 counts in about a
+second on two processes; the DP needs tens of seconds there, see docs/counts)."""
+
+METHODS = ("auto", "enumerate", "dp")
+
+HALVES_MAX_SQUARES = 36
+"""Largest board :func:`dp_count` meets in the middle by default."""
+
+
+@dataclass(frozen=True)
+class MethodChoice:
+    """The method a count uses (``"enumerate"`` or ``"dp"``) and the reason, in words."""
+
+    method: str
+    reason: str
+
+
+def dp_width(board: Board) -> int:
+    """Widest frontier of the DP's full sweep on ``board`` (narrow side across): the number of
+    4-bit slots a key needs."""
+    return frontier.full_sweep_width(frontier.image_graph(board, None))
+
+
+def choose_method(board: Board, *, closed: bool = False, method: str = "auto") -> MethodChoice:
+    """Pick the counting method.
+
+    Parameters
+    ----------
+    board : Board
+    closed : bool
+        Closed tours are counted by enumeration only.
+    method : {"auto", "enumerate", "dp"}
+        ``auto`` picks; the others force a method (refused where it cannot run).
+
+    Raises
+    ------
+    InvalidJobError
+        An unknown method, the DP for closed tours, or the DP on a board whose frontier is wider
+        than a key holds.
+    """
+    if method not in METHODS:
+        raise InvalidJobError(f"unknown count method {method!r}; valid: {', '.join(METHODS)}")
+    if method == "enumerate":
+        return MethodChoice("enumerate", "enumeration (asked for with --method enumerate)")
+    if closed:
+        if method == "dp":
+            raise InvalidJobError("the frontier DP counts open tours only; closed tours are "
+                                  "counted by enumeration")
+        return MethodChoice("enumerate", "enumeration: the frontier DP counts open tours only")
+    width = dp_width(board)
+    if width > MAX_SLOTS:
+        if method == "dp":
+            raise InvalidJobError(f"the frontier DP on {board.label} needs {width} frontier "
+                                  f"slots; its keys hold {MAX_SLOTS}")
+        return MethodChoice("enumerate", f"enumeration: the DP's frontier ({width} squares) "
+                            f"is wider than its keys hold ({MAX_SLOTS})")
+    if method == "dp":
+        return MethodChoice("dp", f"frontier DP (asked for with --method dp; frontier {width})")
+    if board.n_squares <= ENUMERATION_MAX_SQUARES:
+        return MethodChoice("enumerate", f"enumeration: faster than the DP up to "
+                            f"{ENUMERATION_MAX_SQUARES} squares")
+    return MethodChoice("dp", f"frontier DP: enumeration grows with the number of tours, "
+                        f"the DP with its frontier ({width} squares) on {board.label}")
+
+
+ClassDone = Callable[[Square, int, float], None]
+"""``class_done(representative, count, seconds)`` after each start class."""
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process and its waited-for children (bytes; Linux reports
+    kilobytes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) * 1024
+
+
+def dp_count(board: Board, start: Square | None = None, *,
+             memory_bytes: int = DEFAULT_MEMORY_BYTES, checkpoint_dir: str | Path | None = None,
+             progress: Progress | None = None, class_done: ClassDone | None = None,
+             halves: bool = True) -> CountReport:
+    """Count the directed open tours from every square (or ``start``'s class) by the DP.
+
+    One square per symmetry class of the majority colour is counted (squares of the minority
+    colour of an odd board start no open tour: a tour alternates colours, so both its ends are
+    of the majority colour). With ``halves`` (default: on boards of up to
+    :data:`HALVES_MAX_SQUARES` squares) one lower half is run and met with each class's upper
+    half; otherwise each class is one full sweep (on 7×7 the lower half outgrows the full
+    sweeps: docs/counts).
+
+    Returns
+    -------
+    CountReport
+        ``nodes`` holds the DP's transitions; ``extra`` the method, per-class figures
+        (``dp_classes``), ``wall_s`` and ``peak_rss_bytes``.
+
+    Raises
+    ------
+    InvalidJobError, ArithmeticError, MemoryError
+        As in :func:`knights_tour.core.frontier_run.count_paths`.
+    """
+    began = time.perf_counter()
+    all_classes = symmetry_classes(board)
+    if start is not None:
+        rep = representative(board, board.check_square(start))
+        classes = {rep: all_classes[rep]}
+    else:
+        classes = all_classes
+    class_counts: dict[Square, int] = {}
+    figures: list[dict[str, object]] = []
+    lowers: dict[str, SweepResult] = {}
+    transitions = 0
+    if halves is None:
+        halves = board.n_squares <= HALVES_MAX_SQUARES
+    cut = _common_cut(board, list(classes)) if halves else None
+    for rep in classes:
+        t0 = time.perf_counter()
+        g = frontier.image_graph(board, rep)
+        s = g.square.index(rep)
+        if cut is None or count_paths_trivial(board, rep):
+            res = count_paths(board, rep, memory_bytes=memory_bytes,
+                              checkpoint_dir=checkpoint_dir, progress=progress)
+            class_counts[rep] = res.paths
+            transitions += res.transitions
+            figures.append({"representative": list(rep), "count": res.paths,
+                            "method": res.method, "seconds": round(res.elapsed_s, 3)})
+        else:
+            up_plan, low_plan = frontier.half_sweeps(g, s, cut)
+            digest = plan_digest(low_plan)
+            if digest not in lowers:
+                lowers[digest] = run_sweep(low_plan, memory_bytes=memory_bytes,
+                                           checkpoint_dir=checkpoint_dir, progress=progress)
+                transitions += lowers[digest].transitions
+            lower = lowers[digest]
+            up = run_sweep(up_plan, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir,
+                           progress=progress)
+            class_counts[rep], pairs = join_halves(g, up_plan, low_plan, up, lower)
+            transitions += up.transitions
+            figures.append({"representative": list(rep), "count": class_counts[rep],
+                            "method": f"two halves met below row {cut} of the image",
+                            "upper_peak_states": up.peak_states, "pairs": pairs,
+                            "seconds": round(time.perf_counter() - t0, 3)})
+        if class_done is not None:
+            class_done(rep, class_counts[rep], time.perf_counter() - t0)
+    grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]
+    for rep, members in classes.items():
+        for r, c in members:
+            grid[r][c] = class_counts[rep]
+    wall = time.perf_counter() - began
+    note = (f"symmetry: counted {len(classes)} representative square(s) by the frontier DP, "
+            f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes")
+    extra = {"method": "frontier DP", "dp_classes": figures, "wall_s": round(wall, 3),
+             "peak_rss_bytes": peak_rss_bytes(),
+             "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()]}
+    return CountReport(board.rows, board.cols, False, grid, class_counts, dict(classes),
+                       subjobs=len(classes), depth=0, nodes=transitions, elapsed_s=wall,
+                       symmetry_note=note, extra=extra)
+
+
+def _common_cut(board: Board, reps: list[Square]) -> int | None:
+    """One cut for every class (so one lower half serves them all): the lowest default cut
+    that has every start above it; None if the board is too short for halves."""
+    cuts = []
+    for rep in reps:
+        g = frontier.image_graph(board, rep)
+        cut = frontier.default_cut(g, g.square.index(rep))
+        if cut is None:
+            return None
+        cuts.append(cut)
+    best = max(cuts, default=None)
+    if best is None or best > frontier.image_graph(board, reps[0]).rows - 2:
+        return None
+    return best
+
+
+def count_paths_trivial(board: Board, square: Square) -> bool:
+    """True if ``square`` starts no open tour for a reason found without search (minority
+    colour, isolated square)."""
+    g = frontier.image_graph(board, square)
+    need = frontier._need(g)
+    s = g.square.index(square)
+    return need is None or need[g.colour[s]] == 0 or any(len(nb) == 0 for nb in g.nbrs)
+
+
+__all__ = ["ENUMERATION_MAX_SQUARES", "METHODS", "MethodChoice", "choose_method", "dp_width",
+           "dp_count", "peak_rss_bytes", "count_paths_trivial"]

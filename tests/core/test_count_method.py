@@ -1,0 +1,49 @@
+"""Choosing the count method, and the DP count that ``ktour count`` runs, against the
+enumeration and OEIS A165134."""
+
+from __future__ import annotations
+
+import pytest
+
+from knights_tour.board import Board
+from knights_tour.core.count_method import choose_method, dp_count
+from knights_tour.core.counting import count_tours
+from knights_tour.errors import InvalidJobError
+
+
+def test_auto_enumerates_up_to_6x6_and_uses_the_dp_beyond():
+    assert choose_method(Board(5, 5)).method == "enumerate"
+    assert choose_method(Board(6, 6)).method == "enumerate"
+    big = choose_method(Board(7, 7))
+    assert big.method == "dp" and "frontier" in big.reason
+    assert choose_method(Board(7, 7), closed=True).method == "enumerate"
+    assert choose_method(Board(9, 9)).method == "enumerate"        # frontier too wide
+
+
+def test_forced_methods_and_refusals():
+    assert choose_method(Board(5, 5), method="dp").method == "dp"
+    assert choose_method(Board(7, 7), method="enumerate").method == "enumerate"
+    with pytest.raises(InvalidJobError):
+        choose_method(Board(5, 5), closed=True, method="dp")
+    with pytest.raises(InvalidJobError):
+        choose_method(Board(9, 9), method="dp")
+    with pytest.raises(InvalidJobError):
+        choose_method(Board(5, 5), method="guess")
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_dp_count_grid_equals_enumeration(halves, tmp_path):
+    board = Board(5, 5)
+    report = dp_count(board, checkpoint_dir=tmp_path, halves=halves)
+    assert report.grid == count_tours(board).grid
+    assert report.total == 1728                                     # OEIS A165134(5)
+    assert report.extra["peak_rss_bytes"] > 0
+    again = dp_count(board, checkpoint_dir=tmp_path, halves=halves)   # from the checkpoints
+    assert again.grid == report.grid
+
+
+def test_dp_count_one_class():
+    report = dp_count(Board(5, 6), (4, 5))
+    ref = count_tours(Board(5, 6), (4, 5))
+    assert report.grid == ref.grid
+    assert report.total is None
