@@ -159,7 +159,9 @@ def dp_count(board: Board, start: Square | None = None, *,
             class_counts[rep] = res.paths
             transitions += res.transitions
             figures.append({"representative": list(rep), "count": res.paths,
-                            "method": res.method, "seconds": round(res.elapsed_s, 3)})
+                            "method": res.method, "seconds": round(res.elapsed_s, 3),
+                            "peak_states": res.peak_states,
+                            "layers": res.to_dict()["sweeps"]})
         else:
             up_plan, low_plan = frontier.half_sweeps(g, s, cut)
             digest = plan_digest(low_plan)

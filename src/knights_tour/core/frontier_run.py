@@ -278,7 +278,7 @@ class DPCount:
 
     @property
     def peak_states(self) -> int:
-        return max(s.peak_states for s in self.sweeps)
+        return max((s.peak_states for s in self.sweeps), default=0)
 
     @property
     def transitions(self) -> int:
