@@ -306,6 +306,14 @@ def parse_board_list(spec: str) -> list[Board]:
                 raise InvalidBoardError(f"size range {part!r} is too long")
             boards.extend(Board(n, n) for n in range(lo, hi + 1))
         else:
-            boards.append(parse_board(part))
+            try:
+                boards.append(parse_board(part))
+            except InvalidBoardError as exc:
+                if not str(exc).startswith("cannot read board size"):
+                    raise
+                raise InvalidBoardError(
+                    f"cannot read board size {part!r} in {spec!r}: use n (e.g. 8), RxC (e.g. "
+                    "6x8), a range of n x n boards a-b (e.g. 5-12), or a comma list of them "
+                    "(e.g. 5-8,10,6x8)") from None
     seen: set[Board] = set()
     return [b for b in boards if not (b in seen or seen.add(b))]

@@ -11,6 +11,7 @@ The exit codes are documented on :class:`~knights_tour.commands._shared.ExitCode
 
 from __future__ import annotations
 
+import difflib
 import errno
 import gc
 import importlib
@@ -28,15 +29,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "solve": ("knights_tour.commands.solve:solve", "Solve one job in-process: a knight's tour "
               "of SIZE (8 or 6x8) from START (a1 or r,c)."),
     "verify": ("knights_tour.commands.solve:verify", "Check the tour in FILE ('-' = stdin)."),
-    "run": ("knights_tour.commands.batch:run", "Run a batch: one job per start square of every "
-            "board, in parallel, and collect it."),
-    "submit": ("knights_tour.commands.batch:submit", "Submit a batch to the workers listening "
-               "on a Redis server and return at once."),
+    "run": ("knights_tour.commands.lifecycle:run", "Run a batch: one job per start square of "
+            "every board, in parallel, and collect it."),
+    "resume": ("knights_tour.commands.lifecycle:resume", "Resume BATCH: send again only its "
+               "jobs with no record, wait, and collect it."),
+    "submit": ("knights_tour.commands.lifecycle:submit", "Submit a batch to the workers "
+               "listening on a Redis server and return at once."),
     "collect": ("knights_tour.commands.batch:collect", "Records of BATCH, one per job, sorted "
                 "by board and start square."),
     "batches": ("knights_tour.commands.batch:batches", "List known batches, oldest first."),
-    "cancel": ("knights_tour.commands.batch:cancel", "Cancel BATCH: drop its queued tasks; "
-               "workers skip its jobs and nothing re-sends them."),
+    "cancel": ("knights_tour.commands.lifecycle:cancel", "Cancel BATCH: drop its queued "
+               "tasks; workers skip its jobs and nothing re-sends them."),
+    "forget": ("knights_tour.commands.cleanup:forget", "Forget BATCH: delete every Redis key "
+               "of it (jobs, records, leases, ...) and its collection reports, and say what "
+               "was freed."),
+    "prune": ("knights_tour.commands.cleanup:prune", "Forget every batch and count created "
+              "longer than AGE ago (their Redis keys, records and collection reports) and "
+              "delete worker logs last written before then; say what was freed."),
     "count": ("knights_tour.commands.count:count", "Count the knight's tours from every start "
               "square of SIZE (exhaustively), in parallel."),
     "draw": ("knights_tour.commands.pictures:draw", "Draw one tour: a JSON record, a JSON Lines "
@@ -70,6 +79,21 @@ class LazyGroup(click.Group):
             return None
         module, _, attr = COMMANDS[cmd_name][0].partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but a mistyped command name gets a suggestion: ``No such command
+        'stauts'. Did you mean 'status'?`` (closest names by :mod:`difflib`)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            name = click.utils.make_str(args[0]) if args else ""
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if not close or name in COMMANDS:
+                raise
+            choices = " or ".join(f"'{c}'" for c in close)
+            raise click.UsageError(f"No such command '{name}'. Did you mean {choices}?",
+                                   ctx) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)

@@ -24,6 +24,15 @@ variable                       meaning                                          
 ``KT_LEASE_S``                 job lease: a job whose worker is silent this long is      10
                                re-sent by recovery (heartbeat every third of it)
 ``KT_MAX_ATTEMPTS``            worker deaths on one job before it gets an error record   3
+``KT_CONFIRM_JOBS``            ask (or ``--yes``) before submitting more jobs than this  50000
+``KT_CONFIRM_OUTPUT_MB``       ask before a batch whose records would exceed this, MB    200
+``KT_CONFIRM_HOURS``           ask before a batch or count estimated to take longer on   1
+                               this machine's workers (``KT_WORKERS``), hours
+``KT_PROGRESS_S``              seconds between progress lines when stderr is not a       10
+                               terminal (a live bar when it is)
+``KT_LOG_KEEP``                worker log files kept in ``{KT_DATA_DIR}/logs`` (the      40
+                               oldest are deleted when local workers start)
+``KT_LOG_MAX_MB``              and at most this many MB of them                          50
 =============================  ========================================================  =========
 
 Redis connections (every one the project opens: the broker's, the store's, the client's; why
@@ -81,6 +90,12 @@ class Settings(BaseSettings):
     collect_lock_timeout_s: float = Field(300.0, gt=0)
     lease_s: float = Field(10.0, ge=1.0)
     max_attempts: int = Field(3, ge=1)
+    confirm_jobs: int = Field(50_000, ge=1)
+    confirm_output_mb: float = Field(200.0, gt=0)
+    confirm_hours: float = Field(1.0, gt=0)
+    progress_s: float = Field(10.0, gt=0)
+    log_keep: int = Field(40, ge=1)
+    log_max_mb: float = Field(50.0, gt=0)
     redis_socket_timeout_s: float = Field(10.0, gt=0)
     redis_connect_timeout_s: float = Field(5.0, gt=0)
     redis_keepalive_s: int = Field(10, ge=1)

@@ -16,7 +16,7 @@ from celery.signals import worker_process_init
 from knights_tour import worker
 from knights_tour.service import collector, execution, recovery, schedule
 from knights_tour.settings import get_settings
-from knights_tour.store import leases
+from knights_tour.service import lease_keeper
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.worker import app
 
@@ -94,7 +94,7 @@ def collect_reports() -> dict[str, Any]:
 @worker_process_init.connect
 def _pool_child_exits_with_parent(**_: object) -> None:
     """A pool process exits when its worker main process dies while it holds leases."""
-    leases.exit_with_parent()
+    lease_keeper.exit_with_parent()
 
 
 _recovery_redis: list[Any] = []

@@ -22,7 +22,9 @@ from knights_tour.service.batches import (batch_digest, cancel_batch, make_jobs,
                                           wait_for_batch)
 from knights_tour.service.recovery import sweep
 from knights_tour.store import batches as store
-from knights_tour.store import keys, leases
+from knights_tour.service.lease_keeper import LeaseKeeper
+from knights_tour.store import keys
+from knights_tour.store.ledger import Ledger
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
@@ -52,7 +54,8 @@ def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_
     sweep(r, lambda *a: sent.append(a), lambda *a: sent.append(a))
     assert all(a[0] != abandoned for a in sent)
     # A worker that still gets one of its messages skips the job at claim time.
-    assert leases.keeper().claim(r, abandoned, jobs8[1].key) == leases.CANCELLED
+    _, got = LeaseKeeper(lease_s=5).claim(r, Ledger.for_batch(abandoned), [jobs8[1].key])
+    assert got.cancelled and got.claimed() == []
     # A waiting client stops at once instead of waiting for ever.
     st = wait_for_batch(r, abandoned, timeout_s=30, recover_url=url)
     assert st["state"] == store.CANCELLED and not st["complete"]

@@ -19,7 +19,7 @@ import time
 
 import psutil
 import pytest
-from _faultkit import audit, drive, leased_by
+from _faultkit import audit, drive, held_by, leased_by
 
 from knights_tour import worker
 from knights_tour.board import Board
@@ -99,13 +99,7 @@ def _swept(r, batch_id: str, timeout_s: float = 30.0) -> bool:
 
 
 def _count_leased_by(r, count_id: str, pids: set[int]) -> set[str]:
-    led = leases.Ledger.for_count(count_id)
-    out = set()
-    for k in leases.running(r, led):
-        parts = str(r.get(led.lease(k)) or "").split(":")
-        if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) in pids:
-            out.add(k)
-    return out
+    return held_by(r, leases.Ledger.for_count(count_id), pids)
 
 
 def test_count_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_pool):

@@ -5,12 +5,19 @@ Exit codes (all commands), :class:`ExitCode`:
 * ``0`` – success (``solve``: the job was decided, ``found`` or ``no_tour``; ``verify``: valid;
   ``run``/``collect --wait``: every job decided, no error, no mismatch).
 * ``1`` – the command ran but the answer is not a clean success: ``solve`` ended ``unknown``
-  (limit reached) or ``error``; ``verify`` found the tour invalid; ``run`` had undecided jobs,
-  errors or a CP-SAT disagreement.
+  (limit reached) or ``error``; ``verify`` found the tour invalid; ``run``/``resume`` had
+  undecided jobs, errors or a CP-SAT disagreement, or stopped unfinished - ``--timeout`` or a
+  ``ktour cancel`` from another shell (the batch is cancelled, its records kept, ``ktour
+  resume BATCH`` continues it); ``count`` timed out or a sub-job failed; a confirmation
+  (``run``, ``submit``, ``count`` above the ``KT_CONFIRM_*`` thresholds) was answered no;
+  ``forget``/``prune`` left a batch whose job is running.
 * ``2`` – bad input or unusable environment (unknown solver, off-board start square, malformed
-  size, unreadable tour file, unreachable Redis, usage error): one line ``ktour: error: ...`` on
-  stderr, nothing written.
-* ``130`` – interrupted (Ctrl-C); everything the command started is shut down first.
+  size, unreadable tour file, unreachable Redis, usage error; a batch or count above the
+  ``KT_CONFIRM_*`` thresholds without ``--yes`` and without a terminal to ask on): one line
+  ``ktour: error: ...`` on stderr, nothing written, nothing submitted.
+* ``130`` – interrupted (Ctrl-C, SIGTERM); everything the command started is shut down first
+  (``run``/``resume``/``count``: the batch or count is stopped, only its own queued tasks
+  dropped, its results kept; one line says how to continue).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import errno
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from enum import IntEnum
 from pathlib import Path
@@ -30,7 +38,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
-from knights_tour.errors import OutputPathError
+from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.settings import get_settings
 from knights_tour.solvers import DEFAULT_SOLVER, solver_names
@@ -92,12 +100,73 @@ redis_option = click.option(
 )
 """``--redis URL``."""
 
+url_redis_option = click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    metavar="URL",
+    help="Redis URL the workers listen on (redis://:PASSWORD@host:6379/0); default "
+    "KT_REDIS_URL. Required: no worker listens on the embedded Redis between runs.",
+)
+"""``--redis URL`` of the commands that need workers' Redis (``submit``, ``workers``)."""
+
 workers_option = click.option(
     "--workers", "workers", type=int, default=None, metavar="K",
     help="Local worker processes to start (default KT_WORKERS = cores; with --redis "
     "none: the workers already listening there are used).",
 )
 """``--workers K`` of ``run`` and ``count``."""
+
+
+yes_option = click.option(
+    "--yes", "-y", "yes", is_flag=True,
+    help="Submit without asking even if the estimate is above KT_CONFIRM_JOBS, "
+    "KT_CONFIRM_OUTPUT_MB or KT_CONFIRM_HOURS.",
+)
+"""``--yes`` of ``run``, ``submit`` and ``count``."""
+
+
+class Declined(click.ClickException):
+    """The user answered no to :func:`confirm_big`: nothing was submitted (exit 1)."""
+
+    exit_code = 1
+
+
+def stdin_is_terminal() -> bool:
+    """True if stdin is a terminal someone can answer a question on."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, AttributeError):  # closed or replaced
+        return False
+
+
+def confirm_big(what: str, concerns: list[str], yes: bool) -> None:
+    """Go on if ``concerns`` is empty (the estimate is below every threshold) or ``yes``;
+    else ask on a terminal, and refuse without one.
+
+    Parameters
+    ----------
+    what : str
+        The estimate in words (``"1,000,000 jobs on 1 board(s), records ~ 10 TB, ..."``).
+    concerns : list of str
+        The thresholds it passes (:func:`knights_tour.service.estimate.batch_concerns`).
+    yes : bool
+        ``--yes`` was given.
+
+    Raises
+    ------
+    KnightsTourError
+        Without a terminal on stdin: one line naming ``--yes`` (exit 2).
+    Declined
+        The user answered no (exit 1).
+    """
+    if not concerns or yes:
+        return
+    why = "; ".join(concerns)
+    if not stdin_is_terminal():
+        raise KnightsTourError(f"not submitted: {what} ({why}); add --yes to submit it anyway")
+    if not click.confirm(f"ktour: {what} ({why}). Submit it?", default=False, err=True):
+        raise Declined("nothing submitted")
 
 
 def require_positive(value: float | None, hint: str) -> None:
@@ -181,7 +250,8 @@ def refused_write(exc: BaseException, redis_given: bool) -> str | None:
 def write_output(path: str, text: str, what: str) -> None:
     """Write ``text`` to ``path`` (``-`` = stdout) atomically, and say so on stderr.
 
-    A file gets the umask's permissions (the temporary file is 0600; a report is for sharing).
+    A new file gets the umask's permissions, an existing one keeps its own (as every file
+    ``ktour`` writes: :func:`knights_tour.output.tourfile.new_file_mode`).
     ``what`` names the option for a usage error (``path`` is a directory).
     """
     if path == "-":
@@ -191,22 +261,71 @@ def write_output(path: str, text: str, what: str) -> None:
     if target.is_dir():
         raise click.BadParameter(f"{path} is a directory", param_hint=what)
     atomic_write_text(target, text)
-    mask = os.umask(0)
-    os.umask(mask)
-    target.chmod(0o666 & ~mask)
     click.echo(f"wrote {path} ({len(text.encode('utf-8'))} bytes)", err=True)
+
+
+class ProgressLines:
+    """Progress as one ``ktour:`` line every ``every_s`` seconds, for a stderr that is not a
+    terminal (cron, CI logs, beat): ``batch B: 120/620 jobs done, 12.0/s, ETA 41s``. The
+    rate is measured since the first status seen, so jobs recorded before (a resumed batch)
+    do not inflate it."""
+
+    def __init__(self, what: str, label: str, every_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.what, self.label, self.every_s, self.clock = what, label, every_s, clock
+        self.first: tuple[float, int] | None = None
+        self.last_line: float | None = None
+
+    def line(self, done: int, total: int) -> str:
+        """The progress line for ``done`` of ``total`` now (no ``ktour:`` prefix)."""
+        now = self.clock()
+        if self.first is None:
+            self.first = (now, done)
+        t0, d0 = self.first
+        rate = (done - d0) / (now - t0) if now > t0 and done > d0 else None
+        eta = (total - done) / rate if rate else None
+        head = f"{self.what}: " if self.what else ""
+        return (f"{head}{done}/{total} {self.label} done, "
+                + (f"{rate:,.1f}/s" if rate is not None else "rate -")
+                + f", ETA {_eta(eta)}")
+
+    def __call__(self, done: int, total: int) -> None:
+        """Note the line if ``every_s`` passed since the last one (the first poll starts the
+        clock without a line)."""
+        now = self.clock()
+        if self.last_line is None:
+            self.last_line = now
+            self.line(done, total)
+            return
+        if now - self.last_line >= self.every_s:
+            self.last_line = now
+            note(self.line(done, total))
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 @contextlib.contextmanager
 def progress_hooks(
     label: str, total: int, info: Callable[[dict[str, Any]], str],
-    check: Callable[[dict[str, Any]], None] | None = None,
+    check: Callable[[dict[str, Any]], None] | None = None, what: str = "",
 ) -> Iterator[dict[str, Callable[..., None] | None]]:
     """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.service.waiting`), as keyword
     arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
-    ``info(status)``) on stderr when it is a terminal, Redis outages and re-sent jobs reported
+    ``info(status)``) on stderr when it is a terminal, else one :class:`ProgressLines` line
+    about ``what`` every ``KT_PROGRESS_S`` seconds; Redis outages and re-sent jobs reported
     as ``ktour:`` lines, and ``check``. The bar ends with the block."""
     console = Console(stderr=True)
+    lines = None if console.is_terminal else ProgressLines(what, label,
+                                                           get_settings().progress_s)
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -215,6 +334,9 @@ def progress_hooks(
         task = progress.add_task(label, total=total, info="")
 
         def on_progress(status: dict[str, Any]) -> None:
+            if lines is not None:
+                lines(int(status["done"]), int(status["total"]))
+                return
             progress.update(task, completed=status["done"], total=status["total"],
                             info=info(status))
 
@@ -229,7 +351,9 @@ def progress_hooks(
 
 __all__ = [
     "ExitCode", "err", "note", "stdout_console", "solver_option", "redis_option",
+    "url_redis_option",
     "workers_option", "require_positive", "require_non_negative", "require_workers",
     "check_out_path",
-    "refused_write", "write_output", "progress_hooks",
+    "refused_write", "write_output", "progress_hooks", "ProgressLines", "yes_option",
+    "Declined", "confirm_big", "stdin_is_terminal",
 ]

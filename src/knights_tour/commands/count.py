@@ -9,6 +9,7 @@ and waiting :mod:`knights_tour.service.counts`, the backend
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Any
@@ -16,16 +17,19 @@ from typing import Any
 import click
 
 from knights_tour.board import Board, Square, parse_board
-from knights_tour.commands._shared import (ExitCode, check_out_path, note, progress_hooks,
-                                           redis_option, require_non_negative, require_workers,
-                                           require_positive, workers_option)
+from knights_tour.commands._shared import (ExitCode, check_out_path, confirm_big, note,
+                                           progress_hooks, redis_option, require_non_negative,
+                                           require_positive, require_workers, workers_option,
+                                           yes_option)
 from knights_tour.commands.count_dp import run_dp_count
 from knights_tour.core.count_method import METHODS, choose_method
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
-from knights_tour.service.counts import submit_count, wait_for_count
+from knights_tour.service.counts import stop_count, submit_count, wait_for_count
+from knights_tour.service.estimate import count_concerns, count_cpu_s, format_hours
 from knights_tour.service.local import Backend, open_backend
 from knights_tour.service.waiting import WaitHooks
+from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
 
 
@@ -60,16 +64,33 @@ def _send_and_wait(backend: Backend, count_id: str, plan: CountPlan,
                  "summing the stored partial counts")
         return count_store.count_status(client, count_id), reused
     backend.start_workers()
+    backend.abandon_on_error(f"count {count_id}", lambda r: stop_count(r, count_id))
     submit_count(backend.url, count_id, missing)
-    backend.abandon_on_error(f"count {count_id}")
     note(f"count {count_id}: {len(missing)} of {len(plan.subjobs)} sub-jobs submitted to "
          f"{backend.where}" + (f" ({reused} already counted)" if reused else ""))
     check = backend.check_workers(f"count {count_id}", "sub-jobs")
     with progress_hooks("sub-jobs", len(plan.subjobs), lambda st: f"nodes {st['nodes']:,}",
-                        check) as callbacks:
+                        check, what=f"count {count_id}") as callbacks:
         status = wait_for_count(client, count_id, timeout_s=timeout,
                                 hooks=WaitHooks(**callbacks))
+    if status["complete"]:
+        backend.finished()
     return status, reused
+
+
+def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] | None) -> None:
+    """Stop the count (its own queued sub-jobs dropped) and say so in one line: how far it
+    got, what is kept, how to resume."""
+    dropped = backend.stop_work()
+    if status is None:
+        with contextlib.suppress(Exception):  # best effort: Redis may be going away
+            status = count_store.count_status(backend.client, count_id)
+    got = f"{status['done']}/{status['total']} sub-jobs counted (kept)" if status else (
+        "sub-jobs counted so far kept")
+    drop = (f"{dropped} queued task(s) of this count dropped" if dropped is not None
+            else "its queued tasks could not be dropped (Redis unreachable)")
+    note(f"count {count_id} stopped {why}: {got}; {drop}, other work untouched; "
+         "the same command resumes it")
 
 
 def _print_report(report: CountReport, record: dict[str, Any], board: Board, plan: CountPlan,
@@ -115,9 +136,11 @@ def _print_report(report: CountReport, record: dict[str, Any], board: Board, pla
               "that needs more is built in parts.")
 @redis_option
 @click.option("--timeout", "timeout", type=float, default=None, metavar="S",
-              help="Stop waiting after S seconds (partial counts stay stored; exit 1).")
+              help="Stop after S seconds: its queued sub-jobs are dropped, partial counts "
+              "stay stored (the same command resumes); exit 1.")
+@yes_option
 def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out, redis_url,
-          timeout, method="auto", memory_gb=8.0) -> ExitCode:
+          timeout, yes=False, method="auto", memory_gb=8.0) -> ExitCode:
     """Count the knight's tours from every start square of SIZE (exhaustively), in parallel.
 
     Directed open tours are counted (an open tour is counted once from each end; the grid of
@@ -125,8 +148,11 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     counted and copied to its class. Each count is split into sub-jobs (first moves fixed) that
     run as Celery tasks; partial counts are stored in Redis per sub-job, so running the same
     command again resumes: finished sub-jobs are not counted twice. Without --redis an embedded
-    Redis and K local workers are started, as for 'ktour run'. Exit 0 when the count is
-    complete, 1 if not (timeout, failed sub-jobs).
+    Redis and K local workers are started, as for 'ktour run'. A count estimated to take longer
+    than KT_CONFIRM_HOURS on K workers asks first (--yes does not ask; without a terminal it
+    is refused). Exit 0 when the count is complete, 1 if not (timeout, failed sub-jobs, the
+    question answered no), 2 on bad input, 130 on Ctrl-C (its queued sub-jobs dropped, partial
+    counts kept).
     """
     board = parse_board(size)
     start_sq = board.parse_square(start) if start is not None else None
@@ -143,26 +169,37 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     plan = plan_count(board, start_sq, closed=closed, depth=depth,
                       use_symmetry=not no_symmetry)
     count_id = count_store.count_id_for(plan, start_sq)
-    if board.n_squares > 36:
-        note(f"warning: an exhaustive count on {board.label} may take CPU-days or more; each "
-             "sub-job must finish within the task hard time limit (KT_HARD_TIME_LIMIT_S), so "
-             "split finer with --depth")
+    local = workers or get_settings().workers  # a count with --workers 0 runs elsewhere
+    full = plan if start_sq is None and not no_symmetry else plan_count(board, closed=closed,
+                                                                         depth=plan.depth)
+    cpu_s = count_cpu_s(board, len(plan.classes), len(full.classes)) if plan.subjobs else 0.0
+    confirm_big(f"an exhaustive count on {board.label} takes ~ "
+                f"{format_hours(cpu_s / 3600)} of CPU, ~ {format_hours(cpu_s / local / 3600)} "
+                f"on {local} worker(s)", count_concerns(cpu_s, local), yes)
     params = {"size": board.label, "start": None if start_sq is None else list(start_sq),
               "closed": closed, "depth": plan.depth, "symmetry": not no_symmetry}
     began = time.monotonic()
     report = None
     with open_backend(redis_url, workers, start_workers=False, notify=note) as backend:
-        if fresh:
-            count_store.delete_count(backend.client, count_id)
-        count_store.register_count(backend.client, count_id, plan, params)
-        status, reused = _send_and_wait(backend, count_id, plan, timeout)
+        try:
+            if fresh:
+                count_store.delete_count(backend.client, count_id)
+            count_store.register_count(backend.client, count_id, plan, params)
+            status, reused = _send_and_wait(backend, count_id, plan, timeout)
+        except KeyboardInterrupt:
+            _stopped(backend, count_id, "by Ctrl-C", None)
+            return ExitCode.INTERRUPTED
         if status["complete"]:
             report = count_store.assemble_count(backend.client, count_id, plan,
                                                 elapsed_s=time.monotonic() - began)
+        elif status.get("errors"):
+            backend.stop_work()
+            note(f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
+                 f"{status['done']}/{status['total']} sub-jobs done; run the same command "
+                 "again to resume")
+        else:
+            _stopped(backend, count_id, f"by --timeout after {timeout:g} s", status)
     if report is None:
-        why = f"{status['errors']} sub-job(s) failed" if status.get("errors") else "timed out"
-        note(f"count {count_id} incomplete ({why}): {status['done']}/{status['total']} "
-             "sub-jobs done; run the same command again to resume")
         return ExitCode.NOT_OK
     record = report.to_dict()
     record["reused_subjobs"] = reused

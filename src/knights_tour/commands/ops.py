@@ -14,7 +14,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from knights_tour.commands._shared import ExitCode, redis_option, stdout_console
+from knights_tour.commands._shared import ExitCode, stdout_console, url_redis_option
 from knights_tour.errors import KnightsTourError
 from knights_tour.service import collector
 from knights_tour.service.local import configured_redis_url
@@ -161,7 +161,7 @@ def _require_url(redis_url: str | None, what: str) -> str:
 
 
 @click.command("workers")
-@redis_option
+@url_redis_option
 @click.option("--timeout", "timeout", type=float, default=1.0, show_default=True, metavar="S",
               help="Seconds to wait for the workers' replies.")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")

@@ -59,7 +59,12 @@ def load_drawable(
         Unreadable file, no record matching, or several matching without ``--index``.
     """
     if start is None:
-        board, tour, meta = read_tour_file(source, record=index)
+        try:
+            board, tour, meta = read_tour_file(source, record=index)
+        except TourFormatError as exc:  # the reader's hint names verify's options
+            text = str(exc).replace("choose one with --record N (or check every record with "
+                                    "--all)", "choose one with --index N or --start SQ")
+            raise TourFormatError(text) from None
         if meta.get("format") == "json":
             return dict(meta["record"])
         return {"rows": board.rows, "cols": board.cols, "start": list(tour[0]),

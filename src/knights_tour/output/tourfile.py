@@ -378,6 +378,28 @@ def read_tour_file(
 # -- writing --------------------------------------------------------------------------------
 
 
+def current_umask() -> int:
+    """This process's umask (read from ``/proc/self/status`` where there is one, so no
+    other thread sees it changed; else set and restored)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode(target: str | os.PathLike[str]) -> int:
+    """The permissions a file written at ``target`` gets, as ``open(target, "w")`` would give
+    it: an existing file's own, else ``0o666`` less the umask (a temporary file is created
+    ``0600``, so it is set explicitly before the rename)."""
+    with contextlib.suppress(OSError):
+        return os.stat(target).st_mode & 0o7777
+    return 0o666 & ~current_umask()
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a
     rename, so a reader never sees a half-written file and an interrupted or failed write
@@ -420,6 +442,7 @@ def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> Pa
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        os.fchmod(fd, new_file_mode(target))
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.writelines(lines)
             fh.flush()
@@ -465,6 +488,7 @@ def read_jsonl(path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_B
 __all__ = [
     "MAX_TOUR_FILE_BYTES", "parse_step_matrix", "format_step_matrix", "read_tour_file",
     "record_to_tour", "atomic_write_text", "atomic_write_lines", "jsonl_line", "record_lines",
+    "new_file_mode", "current_umask",
     "records_to_jsonl", "read_jsonl", "records_to_csv",
     "CSV_FIELDS",
 ]

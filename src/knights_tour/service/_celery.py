@@ -45,4 +45,11 @@ def messages_held(client: Any) -> int:
     return int(client.hlen(celery_worker().UNACKED_KEY))
 
 
-__all__ = ["celery_worker", "queue_lists", "messages_held"]
+def unacked_keys() -> tuple[str, str]:
+    """The Redis keys where kombu's Redis transport keeps delivered, unacknowledged messages:
+    ``(hash tag -> message, sorted set tag -> delivery time)``."""
+    channel = celery_worker().Channel  # kombu's Redis channel, as the app module loaded it
+    return channel.unacked_key, channel.unacked_index_key
+
+
+__all__ = ["celery_worker", "queue_lists", "messages_held", "unacked_keys"]

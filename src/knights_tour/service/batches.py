@@ -4,7 +4,7 @@ collect.
 ``ktour run``/``submit``/``collect --wait`` and the beat sweep all go through these functions;
 the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use::
 
-    boards, jobs, params = make_jobs(["5-8"], "warnsdorff", "none", False, False, None, None)
+    boards, jobs, params = make_jobs(["5-8"], JobOptions())
     batch_id = submit_batch(url, jobs, params)
     status = wait_for_batch(r, batch_id, recover_url=url)
     for record in stream_records(r, batch_id):   # dicts, sorted by board and start
@@ -23,10 +23,11 @@ import redis
 
 from knights_tour import worker
 from knights_tour.board import Board, parse_board_list
-from knights_tour.core.jobs import Job, make_batch_jobs
+from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs
 from knights_tour.result import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.service import recovery
+from knights_tour.service._celery import unacked_keys
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
@@ -39,15 +40,8 @@ DEFAULT_CHUNK_SIZE = 16
 travel in chunks (figures in ``benchmarks/README.md``); each job still gets its own record key."""
 
 
-def make_jobs(
-    sizes: Sequence[str],
-    solver: str,
-    verify: str | None,
-    closed: bool,
-    exhaustive: bool,
-    time_limit_s: float | None,
-    node_limit: int | None,
-) -> tuple[list[Board], list[Job], dict[str, Any]]:
+def make_jobs(sizes: Sequence[str], options: JobOptions
+              ) -> tuple[list[Board], list[Job], dict[str, Any]]:
     """The jobs of a batch: one per start square of every board named in ``sizes``.
 
     Parameters
@@ -55,46 +49,30 @@ def make_jobs(
     sizes : sequence of str
         Board lists as :func:`knights_tour.board.parse_board_list` reads them (``"5-12"``,
         ``"8,10"``, ``"6x8"``); a board named twice is kept once, in first-seen order.
-    solver : str
-        A registered backend name.
-    verify : str or None
-        ``"cpsat"`` for the CP-SAT cross-check; ``None`` or ``"none"`` for none.
-    closed, exhaustive : bool
-        As in :class:`knights_tour.core.jobs.Job`.
-    time_limit_s : float, optional
-        Solver wall-clock limit per job, in seconds.
-    node_limit : int, optional
-        Engine node budget per job.
+    options : JobOptions
+        The options of every job (solver, closed, verify, limits).
 
     Returns
     -------
     (boards, jobs, params)
         The distinct boards, the jobs (boards in order, squares row-major) and the JSON-ready
-        ``params`` stored in the batch meta.
+        ``params`` stored in the batch meta (``sizes`` and the options' fields).
 
     Raises
     ------
     UnknownSolverError, InvalidBoardError, InvalidJobError
         On bad input (``time_limit_s`` <= 0 included).
     """
-    check_solver_name(solver)
+    check_solver_name(options.solver)
     boards: list[Board] = []
     for spec in sizes:
         for b in parse_board_list(spec):
             if b not in boards:
                 boards.append(b)
-    if time_limit_s is not None and time_limit_s <= 0:
-        raise InvalidJobError(f"the time limit must be positive, got {time_limit_s}")
-    verify = None if verify == "none" else verify
-    jobs = make_batch_jobs(
-        boards, solver=solver, closed=closed, verify=verify, time_limit_s=time_limit_s,
-        exhaustive=exhaustive, node_limit=node_limit,
-    )
-    params = {
-        "sizes": ",".join(b.label for b in boards), "solver": solver, "closed": closed,
-        "verify": verify, "time_limit_s": time_limit_s, "exhaustive": exhaustive,
-        "node_limit": node_limit,
-    }
+    if options.time_limit_s is not None and options.time_limit_s <= 0:
+        raise InvalidJobError(f"the time limit must be positive, got {options.time_limit_s}")
+    jobs = make_batch_jobs(boards, options)
+    params = {"sizes": ",".join(b.label for b in boards), **options.to_dict()}
     return boards, jobs, params
 
 
@@ -155,7 +133,11 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
     if chunk_size < 1:
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
+    is_new = batch_id is None or not r.exists(keys.batch(batch_id))
     batch_id = store.create_batch(r, jobs, params, batch_id=batch_id)
+    if is_new and params is not None:
+        # remembered for resume: `ktour run` with the same jobs and params continues it
+        store.remember_batch(r, batch_digest(jobs, params), batch_id)
     leases.activate(r, batch_id)
     to_send = list(jobs)
     if only_missing:
@@ -268,11 +250,18 @@ def _ended(status: Mapping[str, Any]) -> bool:
 
 # -- lifecycle: resume and cancel -----------------------------------------------------------
 
+_NOT_ASKED = frozenset({"schedule"})
+"""Params that say who asked for a batch, not what it computes: left out of its digest, so
+``ktour run`` with a sweep's arguments resumes the sweep's unfinished batch."""
+
+
 def batch_digest(jobs: Sequence[Job], params: Mapping[str, Any]) -> str:
     """A deterministic key for "the same batch asked again": SHA-256 of the sorted job keys
-    and the params (JSON, sorted keys). The Redis target is implicit: the pointer is stored
-    in the Redis the batch runs on."""
-    text = json.dumps({"jobs": sorted(j.key for j in jobs), "params": dict(params)},
+    and the params (JSON, sorted keys; not :data:`_NOT_ASKED`, e.g. the schedule entry's
+    name). The Redis target is implicit: the pointer is stored in the Redis the batch runs
+    on."""
+    asked = {k: v for k, v in params.items() if k not in _NOT_ASKED}
+    text = json.dumps({"jobs": sorted(j.key for j in jobs), "params": asked},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -285,9 +274,10 @@ def start_or_resume(
     fresh: bool = False,
     on_id: Callable[[str], None] | None = None,
 ) -> tuple[str, int]:
-    """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params`` (a
-    cancelled one included: an interrupted ``ktour run``), sending only its jobs without a
-    record; else (or with ``fresh``) submit a new batch (:func:`submit_batch`).
+    """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params``
+    (made by ``ktour run``, ``ktour submit`` or a schedule sweep; cancelled, timed out or
+    abandoned), sending only its jobs without a record (:func:`resume_batch`); else (or with
+    ``fresh``) submit a new batch (:func:`submit_batch`).
 
     on_id : callable, optional
         Called with the batch id as soon as it is known, before any task is sent (so an
@@ -307,17 +297,12 @@ def start_or_resume(
     r = connect(redis_url)
     try:
         old = None if fresh else store.resumable_batch(r, digest)
-        if old is not None:
-            st = store.batch_status(r, old, max_missing=0)
-            if not st["complete"]:
-                if on_id is not None:
-                    on_id(old)
-                store.set_batch_state(r, old, None)
-                submit_batch(redis_url, jobs, params, chunk_size, batch_id=old,
-                             only_missing=True)
-                return old, int(st["done"])
+        if old is not None and not store.batch_status(r, old, max_missing=0)["complete"]:
+            if on_id is not None:
+                on_id(old)
+            reused, _sent = resume_batch(redis_url, old, chunk_size)
+            return old, reused
         batch_id = store.new_batch_id()
-        store.remember_batch(r, digest, batch_id)
         if on_id is not None:
             on_id(batch_id)
         submit_batch(redis_url, jobs, params, chunk_size, batch_id=batch_id)
@@ -326,20 +311,57 @@ def start_or_resume(
         r.close()
 
 
-def _message_of(batch_id: str) -> Callable[[Any], bool]:
+def resume_batch(redis_url: str, batch_id: str,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[int, int]:
+    """Resume ``batch_id``, whoever made it and however it stopped (cancelled, timed out,
+    abandoned by a process that died): its tasks still queued are dropped, its ``cancelled``
+    state cleared, and only its jobs without a record are sent again (from the jobs stored
+    with the batch, so the original arguments are not needed). A complete batch is left as
+    it is.
+
+    Returns
+    -------
+    (reused, sent)
+        Jobs already recorded (kept, not recomputed) and jobs sent.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch, or a ``chunk_size`` < 1.
+    BackendUnavailableError
+        If Redis cannot be reached.
+    """
+    r = connect(redis_url)
+    try:
+        st = store.batch_status(r, batch_id, max_missing=0)  # unknown batch -> error
+        if st["complete"]:
+            return int(st["done"]), 0
+        # Its queued tasks would run next to the re-sent ones: drop them first (a task a
+        # worker holds now is not in the queue; its jobs are then claimed once, by one task).
+        drop_queued(r, batch_id)
+        store.set_batch_state(r, batch_id, None)
+        jobs = store.batch_jobs(r, batch_id)
+        submit_batch(redis_url, jobs, chunk_size=chunk_size, batch_id=batch_id,
+                     only_missing=True)
+        return int(st["done"]), int(st["total"] - st["done"])
+    finally:
+        r.close()
+
+
+def _message_of(unit_id: str, task: str) -> Callable[[Any], bool]:
     """A test for raw kombu messages (Redis transport envelope, JSON body base64-encoded):
-    True for a run-jobs task of ``batch_id``."""
+    True for a ``task`` message whose first argument is ``unit_id`` (a batch or count id)."""
 
     def match(raw: Any) -> bool:
         try:
             envelope = json.loads(raw)
-            if envelope.get("headers", {}).get("task") != worker.TASK_RUN_JOBS:
+            if envelope.get("headers", {}).get("task") != task:
                 return False
             body = envelope["body"]
             if envelope.get("properties", {}).get("body_encoding") == "base64":
                 body = base64.b64decode(body)
             args = json.loads(body)[0]
-            return bool(args) and args[0] == batch_id
+            return bool(args) and args[0] == unit_id
         except (ValueError, KeyError, IndexError, TypeError):
             return False
 
@@ -349,7 +371,8 @@ def _message_of(batch_id: str) -> Callable[[Any], bool]:
 def cancel_batch(r: redis.Redis, batch_id: str) -> int:
     """Cancel ``batch_id``: mark it ``cancelled`` (workers skip its jobs when they claim them;
     recovery never re-sends them), stop watching it, and drop its queued tasks - only its own,
-    other batches' messages stay. Its stored records stay. Returns the tasks dropped.
+    other batches' messages stay - and those workers took without acknowledging
+    (:func:`drop_held`). Its stored records stay. Returns the tasks dropped.
 
     Raises
     ------
@@ -358,7 +381,32 @@ def cancel_batch(r: redis.Redis, batch_id: str) -> int:
     """
     store.set_batch_state(r, batch_id, store.CANCELLED)
     leases.deactivate(r, batch_id)
-    return queue.drop_messages(r, worker.queue_lists(), _message_of(batch_id))
+    return drop_queued(r, batch_id) + drop_held(r, batch_id)
+
+
+def drop_queued(r: redis.Redis, unit_id: str, task: str = worker.TASK_RUN_JOBS) -> int:
+    """Remove from the project queue the ``task`` messages of ``unit_id`` (default: the
+    run-jobs tasks of batch ``unit_id``; ``worker.TASK_COUNT_SUBJOBS`` for a count's
+    sub-jobs) and return how many; every other message stays, whoever sent it (a queue is
+    shared by every batch and count on the Redis). A message a worker holds now is not in
+    the queue and is not touched.
+
+    Raises
+    ------
+    redis.RedisError
+        If Redis cannot be reached.
+    """
+    return queue.drop_messages(r, worker.queue_lists(), _message_of(unit_id, task))
+
+
+def drop_held(r: redis.Redis, unit_id: str, task: str = worker.TASK_RUN_JOBS) -> int:
+    """Remove the ``task`` messages of ``unit_id`` that workers took and did not acknowledge
+    (kombu's unacknowledged hash) - for workers that were just killed, whose messages would
+    otherwise come back after the visibility timeout - and return how many. Only for a
+    stopped batch or count (cancelled, or its count deactivated): a live worker's message
+    for it then only skips its jobs."""
+    hash_key, index_key = unacked_keys()
+    return queue.drop_unacked(r, hash_key, index_key, _message_of(unit_id, task))
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:
@@ -389,5 +437,5 @@ def stream_records(r: redis.Redis, batch_id: str) -> Iterator[Record]:
 __all__ = [
     "DEFAULT_CHUNK_SIZE", "make_jobs", "chunked", "submit_batch", "resend_jobs",
     "recover_lost_jobs", "wait_for_batch", "collect", "batch_digest", "start_or_resume",
-    "cancel_batch", "stream_records",
+    "resume_batch", "cancel_batch", "drop_queued", "drop_held", "stream_records",
 ]

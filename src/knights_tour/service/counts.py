@@ -22,6 +22,7 @@ import redis
 from knights_tour import worker
 from knights_tour.core.counting import SubJob
 from knights_tour.service import recovery
+from knights_tour.service.batches import drop_held, drop_queued
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.store import counts as count_store
 from knights_tour.store import keys, leases
@@ -109,4 +110,21 @@ def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = N
         )
 
 
-__all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs"]
+def stop_count(r: redis.Redis, count_id: str) -> int:
+    """Stop ``count_id`` for now (``ktour count`` interrupted or timed out): drop its queued
+    sub-job tasks and those workers took without acknowledging - only its own, other work on
+    the queue stays - and take it off the
+    workers' recovery watch. Its partial counts stay, so running the same count again
+    resumes it. Returns the tasks dropped.
+
+    Raises
+    ------
+    redis.RedisError
+        If Redis cannot be reached.
+    """
+    leases.deactivate(r, leases.Ledger.for_count(count_id))
+    return (drop_queued(r, count_id, worker.TASK_COUNT_SUBJOBS)
+            + drop_held(r, count_id, worker.TASK_COUNT_SUBJOBS))
+
+
+__all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs", "stop_count"]

@@ -1,12 +1,17 @@
-"""The worker side of batches and counts: run a chunk of jobs (or count sub-jobs) and store
-one record (partial count) per item. The Celery tasks in :mod:`knights_tour.tasks` are thin
+"""The worker side of batches and counts: run a chunk of jobs (or count sub-jobs) and store one
+record (partial count) per item. The Celery tasks in :mod:`knights_tour.tasks` are thin
 wrappers around :func:`run_chunk` and :func:`run_count_chunk`.
 
-Each job is leased first (:mod:`knights_tour.store.leases`): a job already recorded is skipped,
-so a duplicate delivery never runs it again; a job leased by another live task is waited for;
-a job whose workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type``
-``WorkerLost``). Messages are untrusted: an invalid job becomes an ``error`` record, never a
-crash.
+A chunk costs Redis a small constant number of calls, not a number per job: the whole chunk
+is claimed in one script call (:func:`knights_tour.store.leases.claim`; jobs already recorded
+are skipped, so a duplicate delivery never runs them again, and jobs another live worker
+holds are left to it - recovery re-sends them if it dies), the lease is renewed by the
+process's heartbeat (:mod:`knights_tour.service.lease_keeper`), and the records are buffered
+and stored together (:func:`knights_tour.store.saving.save_records`) at the chunk's end or
+every :data:`FLUSH_S` seconds, whichever comes first, so progress stays live. A job on which
+workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type``
+``WorkerLost``) instead of running. Messages are untrusted: an invalid job becomes an
+``error`` record, never a crash.
 """
 
 from __future__ import annotations
@@ -15,29 +20,37 @@ import hashlib
 import json
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import Any, TypeVar
 
 import redis
 
 from knights_tour.core.counting import SubJob
 from knights_tour.core.jobs import Job, error_record, run_job
-from knights_tour.result import Record
+from knights_tour.core.records import encode_record
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
-from knights_tour.store import keys, leases
-from knights_tour.store.batches import save_record
+from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS, connect
+from knights_tour.store.ledger import Ledger
+from knights_tour.store.saving import Row, save_records
+from knights_tour.service.lease_keeper import LeaseKeeper, keeper
 from knights_tour.worker import DEFAULT_REDIS_URL
 
 log = logging.getLogger(__name__)
 
 SAVE_RETRY_S = 30.0
-"""How long a task keeps retrying to store a record while Redis is unreachable, in seconds."""
+"""How long a task keeps retrying to store records while Redis is unreachable, in seconds."""
+
+FLUSH_S = 0.5
+"""Buffered records are stored at the latest when a job ends this many seconds after the last
+store (and always at the chunk's end), so a waiting client sees progress."""
 
 Send = Callable[[list[dict[str, Any]]], None]
 """Puts one task for a list of job dicts of the running batch on the queue, served first."""
+
+T = TypeVar("T")
 
 _redis_client: redis.Redis | None = None
 
@@ -57,14 +70,13 @@ def redis_client() -> redis.Redis:
     return _redis_client
 
 
-def _save(batch_id: str, record: Record) -> bool:
-    """save_record, retrying for up to :data:`SAVE_RETRY_S` while Redis is unreachable;
-    False if the job already had a different record (kept: this run's is dropped)."""
+def _retrying(call: Callable[[], T]) -> T:
+    """``call()``, retried for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
     deadline = time.monotonic() + SAVE_RETRY_S
     delay = 0.2
     while True:
         try:
-            return save_record(redis_client(), batch_id, record)
+            return call()
         except REDIS_ERRORS:
             if time.monotonic() >= deadline:
                 raise
@@ -81,86 +93,183 @@ def invalid_key(job_dict: object) -> str:
     return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-class _Chunk:
-    """One chunk of one batch being run by this process: its leases, its counts."""
+# -- the record's shape: the only lines here that know it ------------------------------------
+def _field(record: Any, name: str) -> Any:
+    return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
 
-    def __init__(self, batch_id: str, worker: str | None) -> None:
-        self.batch_id = batch_id
-        self.worker = worker
-        self.r = redis_client()
-        self.keeper = leases.keeper()
-        self.counts: Counter[str] = Counter()
-        self.max_attempts = get_settings().max_attempts
 
-    def validate(self, job_dicts: list[Any]) -> list[Job]:
-        """The valid jobs; an error record is stored for each invalid one."""
-        valid: list[Job] = []
-        for raw in job_dicts:
+def _stamp(record: Any, **fields: Any) -> None:
+    if isinstance(record, MutableMapping):
+        record.update(fields)
+    else:
+        for name, value in fields.items():
+            setattr(record, name, value)
+
+
+def _status(record: Any) -> str:
+    status = _field(record, "status")
+    return str(getattr(status, "value", status))
+
+
+def _row(record: Any) -> Row:
+    return (str(_field(record, "job_key")), _status(record), bool(_field(record, "mismatch")),
+            encode_record(record))
+
+
+class _Records:
+    """The records of a chunk not yet stored, and storing them (one script call per flush)."""
+
+    def __init__(self, r: redis.Redis, batch_id: str) -> None:
+        self.r, self.batch_id = r, batch_id
+        self.rows: list[Row] = []
+        self.last = time.monotonic()
+
+    def add(self, record: Any) -> None:
+        self.rows.append(_row(record))
+
+    def due(self) -> bool:
+        return bool(self.rows) and time.monotonic() - self.last >= FLUSH_S
+
+    def flush(self) -> None:
+        """Store the buffered records; log those dropped because another was stored first."""
+        if self.rows:
+            rows = self.rows
+            stored = _retrying(lambda: save_records(self.r, self.batch_id, rows))
+            self.rows = []
+            for (job_key, *_), kept in zip(rows, stored):
+                if not kept:
+                    log.warning("job %s of batch %s ran a second time (its lease lapsed while "
+                                "it ran); the record stored first is kept", job_key,
+                                self.batch_id)
+        self.last = time.monotonic()
+
+
+class _Claimed:
+    """What one chunk holds of one ledger: the claim, the lease checks before each item, and
+    the re-claim after a lapse (the same for batch jobs and count sub-jobs)."""
+
+    def __init__(self, r: redis.Redis, led: Ledger, keeper_: LeaseKeeper) -> None:
+        self.r, self.led, self.keeper = r, led, keeper_
+        self.token = ""
+        self.claim_id = ""
+        self.careful = False
+        self.deaths: dict[str, int] = {}
+        self.unfinished: set[str] = set()
+        self.skipped = 0
+
+    def claim(self, items: Sequence[T], key: Callable[[T], str]) -> deque[T]:
+        """Claim ``items``; the ones now ours, in order (others are counted as skipped)."""
+        first: dict[str, T] = {}
+        for item in items:
+            first.setdefault(key(item), item)
+        names = list(first)
+        outcomes: dict[str, str] = {}
+        self.careful = False
+        for i in range(0, len(names), leases.SCRIPT_BATCH):
+            part = names[i:i + leases.SCRIPT_BATCH]
+            self.token, got = _retrying(lambda: self.keeper.claim(self.r, self.led, part))
+            self.careful = self.careful or got.careful
+            self.claim_id = got.claim
+            self.deaths.update(got.deaths)
+            outcomes.update(got.outcomes)
+        mine = [(k, i) for k, i in first.items() if outcomes.get(k) == leases.CLAIMED]
+        self.skipped += len(items) - len(mine)
+        self.unfinished.update(k for k, _ in mine)
+        return deque(i for _, i in mine)
+
+    def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]
+              ) -> deque[T]:
+        """``todo`` if the lease is alive; else (the process was stalled past its lease) what
+        is left of it once claimed again under a new token."""
+        if self.keeper.known_alive():
+            return todo
+        flush()
+        if _retrying(lambda: self.keeper.confirm(self.r)):
+            return todo
+        for item in todo:
+            log.warning("%s %s of %s: the lease lapsed before its job started (this process "
+                        "was stalled longer than %.1f s); claiming it again", self.led.kind,
+                        key(item), self.led.id, self.keeper.lease_s)
+        rest = list(todo)
+        self.unfinished.difference_update(key(i) for i in rest)
+        return self.claim(rest, key)
+
+    def start(self, item_key: str) -> int:
+        """Mark ``item_key`` started (careful mode only); returns the deaths blamed on it."""
+        if self.careful:
+            _retrying(lambda: leases.begin(self.r, self.led, self.token, item_key,
+                                           self.claim_id))
+        return self.deaths.get(item_key, 0)
+
+    def done(self, item_key: str) -> None:
+        self.unfinished.discard(item_key)
+
+    def release(self, item_keys: Sequence[str] | None = None) -> None:
+        """Give up the claims on ``item_keys`` (default: every unfinished one), so another task
+        may run them at once. Redis errors are ignored (recovery re-sends them)."""
+        names = list(self.unfinished if item_keys is None else item_keys)
+        self.unfinished.difference_update(names)
+        if names and self.token:
             try:
-                valid.append(Job.from_dict(raw))
-            except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
-                record = error_record(raw, exc, self.batch_id, job_key=invalid_key(raw))
-                record.worker = self.worker
-                _save(self.batch_id, record)
-                self.counts[record.status.value] += 1
-        return valid
+                leases.release(self.r, self.led, self.token, names)
+            except REDIS_ERRORS:
+                pass
 
-    def run_one(self, job: Job) -> Record | None:
-        """Run a claimed job (or give it up after too many worker deaths) and store it;
-        None if its lease lapsed before it started and another task has the job now."""
-        attempts = self.keeper.begin(self.r, self.batch_id, job.key)
-        if not attempts and self.keeper.claim(self.r, self.batch_id, job.key) == leases.CLAIMED:
-            attempts = self.keeper.begin(self.r, self.batch_id, job.key)  # nobody took it
-        if not attempts:  # recorded or held by another task since our lease lapsed
-            self.counts["skipped"] += 1
-            return None
-        if attempts > self.max_attempts:
-            record = error_record(
-                job, f"worker lost {attempts - 1} times while running this job; given up",
-                self.batch_id,
-            )
-            record.error_type = "WorkerLost"
-            record.worker = self.worker
+
+def _worker_lost(job: Job, deaths: int, batch_id: str) -> Any:
+    record = error_record(job, f"worker lost {deaths} times while running this job; given up",
+                          batch_id)
+    _stamp(record, error_type="WorkerLost")
+    return record
+
+
+def _job_key(job: Job) -> str:
+    return job.key
+
+
+def _validate(job_dicts: Any, batch_id: str, worker: str | None, records: _Records,
+              counts: Counter[str]) -> list[Job]:
+    """The valid jobs of a message; an error record is buffered for each invalid one."""
+    valid: list[Job] = []
+    for raw in job_dicts if isinstance(job_dicts, list) else [job_dicts]:
+        try:
+            valid.append(Job.from_dict(raw))
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
+            record = error_record(raw, exc, batch_id, job_key=invalid_key(raw))
+            _stamp(record, worker=worker)
+            records.add(record)
+            counts[_status(record)] += 1
+    return valid
+
+
+def _run_jobs(held: _Claimed, todo: deque[Job], records: _Records, counts: Counter[str],
+              worker: str | None, send: Send) -> None:
+    """Run the claimed jobs ``todo`` in order, buffering their records; after a job that hit
+    the soft time limit, hand the rest to a fresh task."""
+    batch_id = held.led.id
+    max_attempts = get_settings().max_attempts
+    while todo:
+        todo = held.ready(todo, _job_key, records.flush)
+        if not todo:
+            break
+        job = todo.popleft()
+        deaths = held.start(job.key)
+        if deaths >= max_attempts:
+            record = _worker_lost(job, deaths, batch_id)
         else:
-            record = run_job(job, batch_id=self.batch_id, worker=self.worker)
-        record.attempts = attempts
-        if not _save(self.batch_id, record):
-            log.warning("job %s of batch %s ran a second time (its lease lapsed while it "
-                        "ran); the record stored first is kept", job.key, self.batch_id)
-        self.keeper.release(self.r, self.batch_id, job.key, finished=True)
-        self.counts[record.status.value] += 1
-        return record
-
-    def hand_off(self, rest: list[Job], send: Send) -> None:
-        """Give the jobs this task has no time left for to a fresh task."""
-        if rest:
-            send([j.to_dict() for j in rest])
-            leases.mark_requeued(self.r, self.batch_id, [j.key for j in rest])
-
-    def run_claimed(self, mine: list[Job], held: dict[str, Job], send: Send) -> None:
-        """Run our claimed jobs, then the ones another task held once they are freed."""
-        for i, job in enumerate(mine):
-            record = self.run_one(job)
-            if record is not None and record.error_type == "SoftTimeLimitExceeded":
-                for j in mine[i + 1:]:
-                    self.keeper.release(self.r, self.batch_id, j.key, finished=False)
-                self.hand_off(mine[i + 1:] + list(held.values()), send)
-                return
-        if held:
-            wait_s = 3 * self.keeper.lease_s
-            for key, got in leases.wait_for_claim(self.keeper, self.r, self.batch_id,
-                                                  list(held), wait_s):
-                if got == leases.CLAIMED:
-                    self.run_one(held[key])
-                else:
-                    self.counts["skipped"] += 1
-
-    def release_all(self, valid: list[Job]) -> None:
-        """Free the leases still held (after an exception) so a redelivery can run them."""
-        ours = {keys.batch_lease(self.batch_id, j.key): j.key for j in valid}
-        for lease in self.keeper.held():
-            if lease in ours:
-                self.keeper.release(self.r, self.batch_id, ours[lease], finished=False)
+            record = run_job(job, batch_id=batch_id, worker=worker)
+        _stamp(record, attempts=deaths + 1, worker=worker)
+        records.add(record)
+        held.done(job.key)
+        counts[_status(record)] += 1
+        if held.careful or records.due():
+            records.flush()
+        if _field(record, "error_type") == "SoftTimeLimitExceeded" and todo:
+            rest = [j.key for j in todo]
+            held.release(rest)
+            send([j.to_dict() for j in todo])
+            leases.mark_requeued(held.r, held.led, rest)
+            return
 
 
 def run_chunk(
@@ -177,35 +286,39 @@ def run_chunk(
         Node name of this worker, copied into the records.
     send : callable
         ``send(job_dicts)`` puts a task for more jobs of this batch on the queue at recovery
-        priority (soft-time-limit hand-off, jobs lost with another worker).
+        priority (the soft-time-limit hand-off).
 
     Returns
     -------
     dict
-        A tiny summary: ``batch_id``, ``jobs`` (records written), ``counts`` by status (plus
-        ``skipped``), ``worker`` (node name) and ``elapsed_s``.
+        A tiny summary: ``batch_id``, ``jobs`` (records written and jobs skipped), ``counts``
+        by status (plus ``skipped``: recorded, held by another worker, or cancelled),
+        ``worker`` (node name) and ``elapsed_s``.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis stays unreachable for :data:`SAVE_RETRY_S` (the task layer retries the task).
     """
     began = time.perf_counter()
-    chunk = _Chunk(batch_id, worker)
-    valid = chunk.validate(job_dicts if isinstance(job_dicts, list) else [job_dicts])
-    outcome = leases.claim_all(chunk.keeper, chunk.r, batch_id, [j.key for j in valid])
-    chunk.counts["skipped"] += sum(1 for o in outcome.values()
-                                   if o in (leases.DONE, leases.CANCELLED))
-    mine = [j for j in valid if outcome[j.key] == leases.CLAIMED]
-    held = {j.key: j for j in valid if outcome[j.key] == leases.HELD}
+    r = redis_client()
+    counts: Counter[str] = Counter()
+    records = _Records(r, batch_id)
+    valid = _validate(job_dicts, batch_id, worker, records, counts)
+    held = _Claimed(r, Ledger.for_batch(batch_id), keeper())
     try:
-        chunk.run_claimed(mine, held, send)
+        _run_jobs(held, held.claim(valid, _job_key), records, counts, worker, send)
+        records.flush()
     finally:
-        chunk.release_all(valid)
-    counts = chunk.counts
+        if records.rows:  # stopped by an exception: keep what was finished, if Redis allows
+            try:
+                records.flush()
+            except REDIS_ERRORS:
+                pass
+        held.release()
+    counts["skipped"] += held.skipped
     if not counts["skipped"]:
         del counts["skipped"]
-    # Workers also re-send jobs of this batch lost with another worker, so a batch heals
-    # while any of its tasks still run, with or without a waiting client.
-    try:
-        leases.recover_batch(chunk.r, batch_id, lambda _bid, dicts: send(dicts))
-    except REDIS_ERRORS:
-        pass
     return {
         "batch_id": batch_id,
         "jobs": sum(counts.values()),
@@ -215,71 +328,66 @@ def run_chunk(
     }
 
 
-def _run_subjob(r: redis.Redis, led: leases.Ledger, keeper: leases.LeaseKeeper, sj: SubJob,
-                worker: str | None) -> bool | None:
-    """Run one claimed sub-job (or give it up after too many worker deaths) and store its
-    partial count; True if it was counted, False if given up, None if its lease lapsed
-    before it started (another task has it now)."""
-    attempts = keeper.begin(r, led, sj.key)
-    if not attempts:
-        return None
-    ok = True
-    try:
-        if attempts > get_settings().max_attempts:
-            count_store.save_partial(
-                r, led.id, sj.key, None, 0, worker=worker,
-                error=f"WorkerLost: worker lost {attempts - 1} times on this sub-job; given up")
-            ok = False
-        else:
-            began = time.perf_counter()
-            count, nodes = sj.run()
-            count_store.save_partial(r, led.id, sj.key, count, nodes,
-                                     time.perf_counter() - began, worker)
-    except BaseException:
-        keeper.release(r, led, sj.key, finished=False)
-        raise
-    keeper.release(r, led, sj.key, finished=True)
-    return ok
-
-
 def run_count_chunk(
     count_id: str, subjob_dicts: list[dict[str, Any]], worker: str | None
 ) -> dict[str, Any]:
     """Run count sub-jobs (:class:`knights_tour.core.counting.SubJob` dicts) of ``count_id`` and
-    store each partial count under its sub-job key. Each sub-job is leased first, as batch jobs
+    store each partial count under its sub-job key. The sub-jobs are claimed as batch jobs
     are: one that already has a partial count is skipped (resubmission, re-delivery), one
-    another live task holds is left to it; a malformed one is stored as an error entry.
+    another live worker holds is left to it; a malformed one is stored as an error entry.
+    Sub-jobs are long (seconds), so each partial count is stored as it is counted.
 
     Returns
     -------
     dict
         A tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``worker``.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
     """
     r = redis_client()
-    led = leases.Ledger.for_count(count_id)
-    keeper = leases.keeper()
-    ran = skipped = errors = 0
+    led = Ledger.for_count(count_id)
+    ran = errors = 0
+    valid: list[SubJob] = []
     for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
         try:
-            sj = SubJob.from_dict(raw)
+            valid.append(SubJob.from_dict(raw))
         except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
-            key = raw.get("key") if isinstance(raw, dict) else None
-            count_store.save_partial(r, count_id, str(key or invalid_key(raw)), None, 0,
+            name = raw.get("key") if isinstance(raw, dict) else None
+            count_store.save_partial(r, count_id, str(name or invalid_key(raw)), None, 0,
                                      worker=worker, error=f"{type(exc).__name__}: {exc}")
             errors += 1
-            continue
-        if keeper.claim(r, led, sj.key) != leases.CLAIMED:
-            skipped += 1
-            continue
-        outcome = _run_subjob(r, led, keeper, sj, worker)
-        if outcome is None:
-            skipped += 1
-        elif outcome:
-            ran += 1
-        else:
-            errors += 1
-    return {"count_id": count_id, "ran": ran, "skipped": skipped, "errors": errors,
+    held = _Claimed(r, led, keeper())
+    max_attempts = get_settings().max_attempts
+    key = lambda s: s.key  # noqa: E731
+    try:
+        todo = held.claim(valid, key)
+        while todo:
+            todo = held.ready(todo, key, lambda: None)
+            if not todo:
+                break
+            sj = todo.popleft()
+            deaths = held.start(sj.key)
+            if deaths >= max_attempts:
+                count_store.save_partial(
+                    r, count_id, sj.key, None, 0, worker=worker,
+                    error=f"WorkerLost: worker lost {deaths} times on this sub-job; given up")
+                errors += 1
+            else:
+                began = time.perf_counter()
+                count, nodes = sj.run()
+                count_store.save_partial(r, count_id, sj.key, count, nodes,
+                                         time.perf_counter() - began, worker)
+                ran += 1
+            leases.finish(r, led, [sj.key])
+            held.done(sj.key)
+    finally:
+        held.release()
+    return {"count_id": count_id, "ran": ran, "skipped": held.skipped, "errors": errors,
             "worker": worker}
 
 
-__all__ = ["run_chunk", "run_count_chunk", "redis_client", "invalid_key", "SAVE_RETRY_S"]
+__all__ = ["run_chunk", "run_count_chunk", "redis_client", "invalid_key", "SAVE_RETRY_S",
+           "FLUSH_S"]

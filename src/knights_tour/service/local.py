@@ -5,9 +5,10 @@ for the commands that run work, local Celery workers.
 configured); :func:`open_backend` adds what ``ktour run`` and ``ktour count`` need around it:
 K local workers (:class:`~knights_tour.service.local_workers.LocalWorkers`), SIGTERM handled
 like Ctrl-C, the liveness check of those workers while waiting, and, when the command fails or
-is interrupted on our own embedded server, dropping the queued tasks it abandons. Everything
-started is stopped when the ``with`` block ends, in reverse order. No terminal output here:
-messages go to the ``notify`` callback.
+is interrupted, dropping the queued tasks of the batch or count it abandons - only those:
+other batches' tasks on the same queue stay. Everything started is stopped when the ``with``
+block ends, in reverse order. No terminal output here: messages go to the ``notify``
+callback.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ NO_WORKERS_WARNING = (
     "(celery -A knights_tour.worker worker -Q knights_tour)"
 )
 """What :func:`open_backend` (and ``ktour submit``) say when no worker listens on the Redis."""
+
 
 
 def _to_stderr(message: str) -> None:
@@ -84,6 +86,19 @@ class Backend:
     """What was submitted and not yet awaited to the end (``"batch ID"``), see
     :meth:`abandon_on_error`."""
 
+    stop_pending: Callable[[redis.Redis], int] | None = None
+    """Stops :attr:`pending` on a given client and returns the queued tasks it dropped (only
+    its own), see :meth:`abandon_on_error`."""
+
+    hurry: bool = False
+    """Set when the work was stopped (timeout, Ctrl-C, cancel, error): local workers are then
+    killed at once instead of letting their running task end, and the messages of the
+    stopped work they held are dropped."""
+
+    stop_last: Callable[[redis.Redis], int] | None = None
+    """The ``stop`` of the last work stopped by :meth:`stop_work`, run again once the local
+    workers are gone."""
+
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     def start_workers(self) -> None:
@@ -126,10 +141,28 @@ class Backend:
         local = self.workers
         if local is None:
             return
-        if exc_type is None and self._nothing_in_flight():
+        if exc_type is not None:
+            self.hurry = True
+        if not self.hurry and self._nothing_in_flight():
             local.kill()
+        elif self.hurry:
+            # The work was stopped: its running jobs are not worth waiting for (the batch is
+            # resumable), nor is Celery's shutdown (seconds). The messages the killed workers
+            # held of the stopped work are dropped; one of other work on a shared server
+            # comes back by its lease (or the visibility timeout).
+            local.kill()
+            self._drop_pending_again()
         else:
             local.stop()
+
+    def _drop_pending_again(self) -> None:
+        """After a cold shutdown, the messages of stopped work that the workers held are
+        back on the queue: drop them again (best effort)."""
+        stop = self.stop_pending or self.stop_last
+        if stop is None:
+            return
+        with contextlib.suppress(redis.RedisError, KnightsTourError):
+            stop(self.client)
 
     def _nothing_in_flight(self) -> bool:
         try:
@@ -165,19 +198,48 @@ class Backend:
                 )
         return check
 
-    def abandon_on_error(self, what: str) -> None:
-        """Mark ``what`` (``"batch ID"``) as submitted: if the ``with`` block of
-        :func:`open_backend` then ends by an exception (Ctrl-C included) on our own embedded
-        Redis, its queued tasks are dropped so the next run's workers do not start with it.
-        Its stored records stay."""
+    def abandon_on_error(self, what: str, stop: Callable[[redis.Redis], int]) -> None:
+        """Mark ``what`` (``"batch ID"``) as submitted and not yet finished: if the ``with``
+        block of :func:`open_backend` then ends by an exception (Ctrl-C included), ``stop``
+        is called on a fresh connection - it stops that work and drops its own queued tasks
+        (e.g. :func:`knights_tour.service.batches.cancel_batch`), never another's - so the
+        next run's workers do not start with them. Its stored records stay."""
         self.pending = what
+        self.stop_pending = stop
 
-    def _purge_abandoned(self) -> None:
-        if self.pending is None or self.server is None or not self.server.owned:
+    def finished(self) -> None:
+        """:attr:`pending` ran to its end: nothing to stop or drop any more."""
+        self.pending = self.stop_pending = None
+
+    def stop_work(self) -> int | None:
+        """Stop :attr:`pending` now (the command is leaving it: timeout, Ctrl-C, error) on a
+        fresh connection (an interrupt may have cut a reply on :attr:`client`), and stop the
+        local workers in a hurry when the block ends. Returns the queued tasks dropped, or
+        None if nothing was pending or Redis could not be reached (best effort)."""
+        self.hurry = True
+        stop, self.pending, self.stop_pending = self.stop_pending, None, None
+        if stop is None:
+            return None
+        self.stop_last = stop
+        try:
+            client = connect(self.url)
+            try:
+                return stop(client)
+            finally:
+                client.close()
+        except (redis.RedisError, KnightsTourError):
+            return None
+
+    def _abandon(self) -> None:
+        """The block ended by an exception: stop what is still pending and say so."""
+        what = self.pending
+        if what is None:
+            self.hurry = True
             return
-        dropped = purge_queue(self.url)
-        if dropped:
-            self.notify(f"{self.pending} abandoned; dropped {dropped} queued task(s)")
+        dropped = self.stop_work()
+        if dropped is not None:
+            self.notify(f"{what} abandoned: its {dropped} queued task(s) dropped (other work "
+                        "on this Redis untouched); its results so far are kept")
 
 
 def _local_worker_count(workers: int | None, embedded: bool) -> int:
@@ -285,7 +347,7 @@ def open_backend(
             try:
                 yield backend
             except BaseException:
-                backend._purge_abandoned()
+                backend._abandon()
                 raise
     finally:
         for local in early:  # left running only if the server failed to start: no work
@@ -323,18 +385,7 @@ def no_worker_answers(url: str) -> bool:
     return not replies
 
 
-def purge_queue(url: str) -> int:
-    """Drop every task message queued on ``url``; returns how many (0 if it failed: this runs
-    while shutting down, best effort)."""
-    try:
-        app = celery_worker().app
-        with app.connection_for_write(url) as conn:
-            return int(app.control.purge(connection=conn) or 0)
-    except Exception:  # noqa: BLE001 - best effort while shutting down
-        return 0
-
-
 __all__ = [
     "Backend", "open_store", "open_backend", "configured_redis_url", "embedded_dir",
-    "no_worker_answers", "purge_queue", "NO_WORKERS_WARNING",
+    "no_worker_answers", "NO_WORKERS_WARNING",
 ]

@@ -98,6 +98,31 @@ def _descendants(procs: list[subprocess.Popen[bytes]]) -> list[psutil.Process]:
     return family
 
 
+def rotate_logs(log_dir: Path, keep: int, max_bytes: int) -> list[Path]:
+    """Delete the oldest ``*.log`` files of ``log_dir`` (by last write) until at most ``keep``
+    remain and they hold at most ``max_bytes`` together; returns the files deleted. Each
+    ``ktour run`` writes new files (one per worker, named by its process), so this rotates
+    the logs run by run (``KT_LOG_KEEP``, ``KT_LOG_MAX_MB``). A file another process still
+    writes to may go: its data stays readable to that process, only the name is gone."""
+    files = []
+    for path in log_dir.glob("*.log"):
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            files.append((st.st_mtime, st.st_size, path))
+    files.sort(key=lambda f: (f[0], str(f[2])), reverse=True)  # newest first
+    kept_n = kept_bytes = 0
+    removed = []
+    for _mtime, size, path in files:
+        if kept_n < keep and kept_bytes + size <= max_bytes:
+            kept_n += 1
+            kept_bytes += size
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
 class LocalWorkers:
     """K Celery worker OS processes on this machine, listening on ``redis_url``.
 
@@ -121,7 +146,8 @@ class LocalWorkers:
     ready_timeout_s : float
         How long :meth:`start` waits for every worker to answer a ping.
     log_dir : path, optional
-        If given, each worker logs to ``{log_dir}/{node}.log``; otherwise logs are discarded.
+        If given, each worker logs to ``{log_dir}/{node}.log``, the oldest logs there being
+        deleted first (:func:`rotate_logs`); otherwise logs are discarded.
     loglevel : str, optional
         Celery log level (default ``KT_LOG_LEVEL``).
     death_signal : int
@@ -204,6 +230,10 @@ class LocalWorkers:
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+            settings = get_settings()
+            # room for this start's files within KT_LOG_KEEP
+            rotate_logs(self.log_dir, max(0, settings.log_keep - self.count),
+                        int(settings.log_max_mb * 1e6))
         watch = functools.partial(_pdeathsig, self.death_signal, os.getpid())
         try:
             for i in range(len(self.procs) + 1, self.count + 1):
@@ -319,4 +349,4 @@ class LocalWorkers:
         self.stop()
 
 
-__all__ = ["LocalWorkers"]
+__all__ = ["LocalWorkers", "rotate_logs"]

@@ -30,11 +30,11 @@ from typing import Any
 import redis
 
 from knights_tour.core.jobs import Job, order_key
-from knights_tour.core.records import encode_record
 from knights_tour.result import Record
 from knights_tour.errors import KnightsTourError
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, records, registry
+from knights_tour.store.saving import save_record, save_records
 
 def _ttl() -> int:
     return int(get_settings().result_ttl_s)
@@ -102,65 +102,6 @@ def create_batch(
             pipe.expire(k, ttl)
     pipe.execute()
     return batch_id
-
-
-_SAVE_LUA = """
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if old then
-  if old == ARGV[2] then return 1 end
-  return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3] .. '|' .. ARGV[6])
-redis.call('HINCRBY', KEYS[4], ARGV[3], 1)
-if ARGV[6] == '1' then redis.call('HINCRBY', KEYS[4], 'mismatch', 1) end
-if tonumber(ARGV[4]) > 0 then
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-  redis.call('EXPIRE', KEYS[4], ARGV[4])
-end
-if redis.call('HLEN', KEYS[2]) >= redis.call('HLEN', KEYS[3]) then
-  redis.call('PUBLISH', ARGV[5], 'complete')
-end
-return 1
-"""
-# KEYS: records, status, jobs, tally; ARGV: job_key, encoded record, status, ttl_s, events
-# channel (told when the batch has as many results as jobs), mismatch flag ('0' / '1')
-
-
-def save_record(r: redis.Redis, batch_id: str, record: Record | Mapping[str, Any]) -> bool:
-    """Store one job's record in its batch, unless the job already has one: the first record
-    stored for a job is kept, so a record once read never changes.
-
-    A job runs twice only when its lease lapsed while it ran (a worker stalled or cut off
-    from Redis for longer than ``KT_LEASE_S``); the second run's record is then dropped.
-    The record must carry ``job_key`` (as :func:`knights_tour.core.jobs.run_job` sets it).
-
-    Returns
-    -------
-    bool
-        True if this record is the job's stored record (new, or identical to the stored one:
-        a retried write); False if a different record was stored first and is kept.
-
-    Raises
-    ------
-    KnightsTourError
-        If the record has no ``job_key``.
-    redis.ConnectionError, redis.TimeoutError
-        If Redis is unreachable (the task layer retries).
-    """
-    if not isinstance(record, Record):
-        record = Record.from_dict(record)
-    job_key = record.job_key
-    if not job_key:
-        raise KnightsTourError("a record needs a job_key to be stored")
-    flag = "1" if record.mismatch else "0"
-    save = r.register_script(_SAVE_LUA)
-    stored = save(keys=[keys.batch_records(batch_id), keys.batch_status(batch_id),
-                        keys.batch_jobs(batch_id), keys.batch_tally(batch_id)],
-                  args=[job_key, encode_record(record), record.status.value,
-                        max(_ttl(), 0), keys.batch_events(batch_id), flag])
-    return bool(stored)
 
 
 def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
@@ -383,6 +324,6 @@ def records_by_key(records: Iterable[Record]) -> dict[str, Record]:
 
 __all__ = [
     "CANCELLED", "set_batch_state", "batch_state", "resumable_batch", "remember_batch",
-    "new_batch_id", "create_batch", "save_record", "get_batch_meta", "batch_jobs", "batch_progress",
+    "new_batch_id", "create_batch", "save_record", "save_records", "get_batch_meta", "batch_jobs", "batch_progress",
     "batch_status", "iter_records", "collect", "list_batches", "delete_batch", "records_by_key",
 ]

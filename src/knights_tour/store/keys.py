@@ -9,11 +9,15 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:records        hash         job_key -> record (the first one stored)
     kt:batch:{id}:status         hash         job_key -> "status|mismatch" (small, for polling)
     kt:batch:{id}:tally          hash         status -> jobs recorded with it, "mismatch" -> n
-    kt:batch:{id}:lease:{job}    string (TTL) token of the task running the job; its heartbeat
-                                              renews it, so it vanishes soon after a worker dies
-    kt:batch:{id}:started        hash         job_key -> unix time of the last claim
-    kt:batch:{id}:attempts       hash         job_key -> claims since the last record
-                                              (worker deaths; capped by KT_MAX_ATTEMPTS)
+    kt:lease:{token}             string (TTL) the lease of one worker process (its token); the
+                                              process's heartbeat renews it, so it vanishes
+                                              soon after the process dies or stalls
+    kt:batch:{id}:started        hash         job_key -> "token|mode|claim": the process that
+                                              claimed it; mode p (plain chunk), c (careful
+                                              chunk, not started), r (started by a careful
+                                              chunk); cleared with the record
+    kt:batch:{id}:attempts       hash         job_key -> worker deaths blamed on the job since
+                                              its last record (capped by KT_MAX_ATTEMPTS)
     kt:batch:{id}:requeued       hash         job_key -> unix time recovery last re-sent it
     kt:batch:{id}:events         channel      pub/sub, not a key: "complete" / "cancelled"
     kt:collect:lock              string       redis-py Lock held by the running collection
@@ -26,9 +30,8 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:subjobs        hash         sub-job key -> sub-job JSON (counting.SubJob)
     kt:count:{id}:partials       hash         sub-job key -> partial count JSON (re-delivery
                                               overwrites with the same number)
-    kt:count:{id}:lease:{sub}    string (TTL) the lease of a count sub-job (as for batch jobs)
-    kt:count:{id}:started        hash         sub-job key -> unix time of the last claim
-    kt:count:{id}:attempts       hash         sub-job key -> claims since its partial count
+    kt:count:{id}:started        hash         sub-job key -> token that claimed it (as for jobs)
+    kt:count:{id}:attempts       hash         sub-job key -> worker deaths blamed on it
     kt:count:{id}:requeued       hash         sub-job key -> unix time recovery last re-sent it
     kt:count:{id}:events         channel      pub/sub, not a key: "complete"
     kt:active:batches            set          batch ids the workers' recovery timer watches
@@ -118,22 +121,32 @@ def batch_keys(batch_id: str) -> list[str]:
             batch_tally(batch_id)]
 
 
-def batch_lease(batch_id: str, job_key: str) -> str:
-    """String with a TTL: the lease of the task running ``job_key`` now (value = its token).
+def lease(token: str) -> str:
+    """String with a TTL: the lease of the worker process whose token is ``token`` (one per
+    process, shared by every job it holds in any batch or count).
 
-    Written by :mod:`knights_tour.store.leases`; refreshed by the running task's heartbeat, so it
-    disappears a few seconds after its worker dies.
+    Written by :mod:`knights_tour.store.leases`; renewed by the process's heartbeat
+    (:mod:`knights_tour.service.lease_keeper`), so it disappears within ``KT_LEASE_S`` after the
+    process dies or stalls, and is never written again once it has lapsed.
     """
-    return f"{PREFIX}batch:{batch_id}:lease:{job_key}"
+    return f"{PREFIX}lease:{token}"
+
+
+def lease_prefix() -> str:
+    """The common prefix of every :func:`lease` key (Lua scripts append the token)."""
+    return f"{PREFIX}lease:"
 
 
 def batch_started(batch_id: str) -> str:
-    """Hash job_key -> unix time a task last claimed the job (removed when its record lands)."""
+    """Hash job_key -> ``token|mode|claim``: the token of the process that claimed the job,
+    its mode (``p`` plain chunk, ``c`` careful chunk not started yet, ``r`` started by a
+    careful chunk) and the claim's id (:mod:`knights_tour.store.leases`); removed when the
+    job's record lands or recovery re-sends it."""
     return f"{PREFIX}batch:{batch_id}:started"
 
 
 def batch_attempts(batch_id: str) -> str:
-    """Hash job_key -> claims since the job's last record (counts worker deaths; poison cap)."""
+    """Hash job_key -> worker deaths blamed on the job since its last record (poison cap)."""
     return f"{PREFIX}batch:{batch_id}:attempts"
 
 
@@ -173,18 +186,13 @@ def count_partials(count_id: str) -> str:
     return f"{PREFIX}count:{count_id}:partials"
 
 
-def count_lease(count_id: str, subjob_key: str) -> str:
-    """String with a TTL: the lease of the task running count sub-job ``subjob_key``."""
-    return f"{PREFIX}count:{count_id}:lease:{subjob_key}"
-
-
 def count_started(count_id: str) -> str:
-    """Hash sub-job key -> unix time a task last claimed it."""
+    """Hash sub-job key -> token of the process that claimed it (as :func:`batch_started`)."""
     return f"{PREFIX}count:{count_id}:started"
 
 
 def count_attempts(count_id: str) -> str:
-    """Hash sub-job key -> claims since its partial count (counts worker deaths)."""
+    """Hash sub-job key -> worker deaths blamed on it since its partial count."""
     return f"{PREFIX}count:{count_id}:attempts"
 
 
@@ -225,7 +233,22 @@ __all__ = [
     "batch_tally", "batch_events",
     "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
     "collect_lock", "collected", "last_collection", "latest_summary",
-    "batch_lease", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
-    "embedded_users", "count_lease", "count_started", "count_attempts", "count_requeued",
+    "lease", "lease_prefix", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
+    "embedded_users", "count_started", "count_attempts", "count_requeued",
     "active_batches", "active_counts", "batch_resume",
 ]
+
+
+def batch_pattern(batch_id: str) -> str:
+    """Glob (for ``SCAN MATCH``) of every key under one batch's own prefix (its jobs, records,
+    leases, ...); the batch hash :func:`batch` itself is not matched."""
+    return f"{batch(batch_id)}:*"
+
+
+def count_pattern(count_id: str) -> str:
+    """Glob (for ``SCAN MATCH``) of every key under one count's own prefix; the count hash
+    :func:`count` itself is not matched."""
+    return f"{count(count_id)}:*"
+
+
+__all__ += ["batch_pattern", "count_pattern"]

@@ -1,4 +1,6 @@
-"""Job leases and worker-loss recovery: a batch finishes in seconds after a worker dies.
+"""Leases in Redis: which worker process holds which job, and what was lost with a dead one
+(redis-py only; the worker's side of it - the heartbeat, the token, when to exit - is
+:mod:`knights_tour.service.lease_keeper`).
 
 What Celery with a Redis broker does on its own (tested in ``tests/fault``):
 
@@ -10,295 +12,337 @@ What Celery with a Redis broker does on its own (tested in ``tests/fault``):
   short, because a message not acknowledged within the visibility timeout is handed out again
   even if its task is still running.
 
-So each job also carries a **lease** in Redis (:func:`knights_tour.store.keys.batch_lease`, a string
-with a TTL of ``KT_LEASE_S``) while a task holds it. A heartbeat thread in the pool process
-refreshes the leases it holds every third of the lease. A job that was claimed
-(:func:`knights_tour.store.keys.batch_started`), has no record, and whose lease has expired was lost
-with its worker: :func:`recover_batch` re-sends it. It runs in every waiting ``ktour run`` /
-``collect --wait`` (each poll), at the end of each task, and on a timer in every worker's main
-process over every active batch and count (:mod:`knights_tour.service.recovery`), so work
-heals with or without a waiting client. Count sub-jobs are leased the same way, through their
-:class:`~knights_tour.store.ledger.Ledger`; a cancelled batch's jobs are never claimed or
-re-sent. A waiting
-client also re-sends jobs no task ever claimed once the queue is empty and nothing of the batch
-runs (a message lost as Redis restarted). Claims are atomic (a Lua script), so two deliveries
-of one job never run it at the same time, and a task that finds the job's record already
-stored skips it: a late duplicate delivery costs one Redis round trip. A process stalled past
-its lease (the heartbeat could not run) finds out: it does not start a job whose lease it lost,
-and a job it finished after the lapse keeps the record stored first
-(:func:`knights_tour.store.batches.save_record`). A job whose worker dies
-``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type`` ``WorkerLost``) instead of
-killing workers forever.
+So each worker process holds one **lease** in Redis (:func:`knights_tour.store.keys.lease`, a
+string with a TTL of ``KT_LEASE_S`` named by the process's token) and renews it from a heartbeat
+thread, once per period for the whole process, not per job. A task claims its whole chunk in
+one script call (:func:`claim`): each job not recorded and not held by another live token is
+entered in the unit's ``started`` hash under this process's token. The records of the chunk
+are stored, and their ``started`` entries removed, one script call per flush
+(:func:`knights_tour.store.saving.save_records`). A job is **orphaned** when it has no record
+and the token that claimed it has no lease any more: :func:`find_orphans` groups the ``started``
+entries by token and looks each distinct token up once, and :func:`take_for_resend` marks the
+orphans re-sent atomically (so several recovering processes re-send a job once).
 
-This module uses redis-py only (no Celery); re-sending is a callable given by the caller
-(:func:`knights_tour.service.batches.resend_jobs` on the client, the task's own app in a
-worker).
+A lease that lapsed is never written again (:func:`renew` only extends a live key): a process
+that was stalled past its lease finds out when it renews, takes a new token, and claims what is
+left of its chunk again; what another task has taken or recorded meanwhile it skips.
+
+**Worker deaths.** A death in a plain chunk is blamed on its unrecorded jobs without knowing
+which one was running: when such an orphan is re-sent, its ``attempts`` entry (deaths) goes up
+by one, but never to ``KT_MAX_ATTEMPTS`` this way. A chunk with a job that has an entry is
+claimed in *careful* mode (``started`` mode ``c``): each job is marked started (mode ``r``)
+before it runs and its record is stored right after, and only the started job
+is blamed for a death of a careful chunk. So only a job that really kills its worker reaches
+``KT_MAX_ATTEMPTS`` deaths (and then gets a ``WorkerLost`` error record instead of killing
+workers forever); the others are blamed once at most.
+
+Claims, re-sends and record stores are Lua scripts: atomic, so two deliveries of one job never
+run it at the same time unless a lease lapsed, and a job's first stored record is kept.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import socket
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from knights_tour.settings import get_settings
-from knights_tour.store.ledger import (Ledger, _L, _text, activate, active, cancelled,
-                                       deactivate, missing)
-
-log = logging.getLogger(__name__)
+from knights_tour.store import keys
+from knights_tour.store.ledger import (Ledger, activate, active, cancelled, deactivate,
+                                       finished, missing, text)
 
 CLAIMED, DONE, HELD, CANCELLED = "claimed", "done", "held", "cancelled"
-"""Outcomes of :meth:`LeaseKeeper.claim`: ours now / record already stored / a live lease /
-the batch (count) was cancelled: skip the job."""
+"""Outcomes of a claim, per job: ours now / its record is already stored / another live token
+holds it / the batch (count) was cancelled: skip it."""
 
+SCRIPT_BATCH = 1000
+"""Items per script call when a list of any length is handed to a script (Lua's ``unpack``
+has a limit of a few thousand values)."""
+
+_OUTCOME = {"c": CLAIMED, "d": DONE, "h": HELD}
 
 _CLAIM_LUA = """
-if redis.call('HGET', KEYS[6], 'state') == 'cancelled' then
-  return 'cancelled'
+if redis.call('HGET', KEYS[1], 'state') == 'cancelled' then return {'cancelled'} end
+if redis.call('EXISTS', KEYS[6]) == 0 then return {'lapsed'} end
+local items = {}
+for i = 4, #ARGV do items[#items + 1] = ARGV[i] end
+local done = redis.call('HMGET', KEYS[2], unpack(items))
+local owner = redis.call('HMGET', KEYS[3], unpack(items))
+local deaths = {}
+if redis.call('EXISTS', KEYS[4]) == 1 then deaths = redis.call('HMGET', KEYS[4], unpack(items)) end
+local live, out, taken, tidy = {}, {}, {}, {}
+local careful = false
+for i, item in ipairs(items) do
+  local o = 'c'
+  if done[i] then
+    o = 'd'
+    tidy[#tidy + 1] = item
+  elseif owner[i] then
+    local tok = string.match(owner[i], '^[^|]*')
+    if tok ~= ARGV[1] then
+      if live[tok] == nil then live[tok] = redis.call('EXISTS', ARGV[2] .. tok) == 1 end
+      if live[tok] then o = 'h' end
+    end
+  end
+  if o == 'c' then
+    taken[#taken + 1] = item
+    if deaths[i] then careful = true end
+  end
+  out[i + 1] = o .. (deaths[i] or '0')
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  redis.call('HDEL', KEYS[4], ARGV[1])
-  redis.call('HDEL', KEYS[5], ARGV[1])
-  return 'done'
+if #taken > 0 then
+  local mark = ARGV[1] .. '|p|' .. ARGV[3]
+  if careful then mark = ARGV[1] .. '|c|' .. ARGV[3] end
+  local args = {}
+  for _, item in ipairs(taken) do
+    args[#args + 1] = item
+    args[#args + 1] = mark
+  end
+  redis.call('HSET', KEYS[3], unpack(args))
+  if redis.call('EXISTS', KEYS[5]) == 1 then redis.call('HDEL', KEYS[5], unpack(taken)) end
 end
-if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-  redis.call('HDEL', KEYS[4], ARGV[1])
-  return 'claimed'
+if #tidy > 0 then
+  redis.call('HDEL', KEYS[3], unpack(tidy))
+  redis.call('HDEL', KEYS[4], unpack(tidy))
+  redis.call('HDEL', KEYS[5], unpack(tidy))
 end
-return 'held'
+if careful then out[1] = 'careful' else out[1] = 'plain' end
+return out
 """
-# KEYS: records, lease, started, requeued, attempts, head (state field); ARGV: job_key, token,
-# lease_ms, now
-# (a recorded job: tidy bookkeeping left by a worker killed between saving and releasing)
+# KEYS: head (state field), done, started, attempts, requeued, this token's lease;
+# ARGV: token, lease key prefix, claim (see _started), item keys. Returns 'cancelled', 'lapsed' (this token's lease is
+# gone: take a new token), or the mode followed by one outcome letter + deaths per item.
+# A recorded item's leftover bookkeeping (a worker killed between storing and tidying) is
+# removed on the way.
 
-_RENEW_LUA = """
-local lost = {}
-for i, k in ipairs(KEYS) do
-  if redis.call('GET', k) == ARGV[1] then
-    redis.call('PEXPIRE', k, ARGV[2])
-  else
-    table.insert(lost, k)
+_RELEASE_LUA = """
+local owner = redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
+local mine = {}
+for i = 2, #ARGV do
+  local o = owner[i - 1]
+  if o and string.match(o, '^[^|]*') == ARGV[1] then mine[#mine + 1] = ARGV[i] end
+end
+if #mine > 0 then redis.call('HDEL', KEYS[1], unpack(mine)) end
+return #mine
+"""
+# KEYS: started; ARGV: token, item keys. Drops the entries this token owns.
+
+_RESEND_LUA = """
+local items = {}
+for i = 5, #ARGV do items[#items + 1] = ARGV[i] end
+local done = redis.call('HMGET', KEYS[1], unpack(items))
+local owner = redis.call('HMGET', KEYS[2], unpack(items))
+local requeued = redis.call('HMGET', KEYS[3], unpack(items))
+local deaths = redis.call('HMGET', KEYS[4], unpack(items))
+local now, grace, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+local live, out, marks = {}, {}, {}
+for i, item in ipairs(items) do
+  local lost = not done[i] and (not requeued[i] or now - tonumber(requeued[i]) > grace)
+  local mode = nil
+  if lost and owner[i] then
+    local tok
+    tok, mode = string.match(owner[i], '^([^|]*)|([^|]*)')
+    if live[tok] == nil then live[tok] = redis.call('EXISTS', ARGV[3] .. tok) == 1 end
+    lost = not live[tok]
+  end
+  if lost then
+    out[#out + 1] = item
+    marks[#marks + 1] = item
+    marks[#marks + 1] = ARGV[1]
+    local n = tonumber(deaths[i] or '0')
+    if mode == 'r' then
+      redis.call('HSET', KEYS[4], item, n + 1)
+    elseif mode == 'p' then
+      redis.call('HSET', KEYS[4], item, math.max(n, math.min(n + 1, cap - 1)))
+    end
   end
 end
-return lost
-"""
-# KEYS: lease keys held; ARGV: token, lease_ms. Returns the keys that were no longer ours.
-
-_MARK_LUA = """
-local out = {}
-for i = 3, #KEYS do
-  local job = ARGV[i - 1]
-  if redis.call('HEXISTS', KEYS[1], job) == 0 and redis.call('EXISTS', KEYS[i]) == 0 then
-    redis.call('HSET', KEYS[2], job, ARGV[1])
-    table.insert(out, job)
-  end
+if #out > 0 then
+  redis.call('HDEL', KEYS[2], unpack(out))
+  redis.call('HSET', KEYS[3], unpack(marks))
 end
 return out
 """
-# KEYS: records, requeued, lease of each candidate; ARGV: now, candidate job keys
-
-_BEGIN_LUA = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-"""
-# KEYS: lease, attempts; ARGV: token, job_key
-
-_RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-if ARGV[3] == '1' then
-  redis.call('HDEL', KEYS[2], ARGV[2])
-  redis.call('HDEL', KEYS[3], ARGV[2])
-  redis.call('HDEL', KEYS[4], ARGV[2])
-end
-return 1
-"""
-# KEYS: lease, started, attempts, requeued; ARGV: token, job_key, finished ('1': record stored)
+# KEYS: done, started, requeued, attempts; ARGV: now (unix s), grace (s), lease key prefix,
+# the cap on deaths (KT_MAX_ATTEMPTS), item keys. Marks re-sent (and returns) the items with no
+# result, not re-sent within the grace period, and either unclaimed or claimed by a token whose
+# lease is gone. A death is blamed on the started item of a careful chunk ('r'), and on every
+# item of a plain chunk ('p'), but never up to the cap (an entry, even 0, makes the next claim
+# careful); an item a careful chunk had not started ('c') is not blamed.
 
 
-class LeaseKeeper:
-    """The leases held by this process, and the heartbeat thread that keeps them alive.
+@dataclass
+class Claim:
+    """What :func:`claim` got for a chunk.
 
-    One per process (:func:`keeper`); safe after ``fork`` (a forked child starts empty).
-
-    Parameters
+    Attributes
     ----------
-    lease_s : float, optional
-        Lease lifetime in seconds (default ``KT_LEASE_S``); refreshed every ``lease_s / 3``.
+    lapsed : bool
+        This token's lease is gone (the process was stalled or Redis lost it): nothing was
+        claimed; take a new token and claim again.
+    cancelled : bool
+        The batch (count) was cancelled: nothing was claimed.
+    careful : bool
+        A claimed job has had a worker die on it: run the chunk one job at a time, each marked
+        started (:func:`begin`) and stored before the next.
+    outcomes : dict
+        item key -> :data:`CLAIMED`, :data:`DONE` or :data:`HELD`.
+    deaths : dict
+        item key -> worker deaths blamed on it so far (0 normally).
+    claim : str
+        What identifies this claim in the ``started`` values (:func:`_claim_id`).
     """
 
-    def __init__(self, lease_s: float | None = None) -> None:
-        self.lease_s = float(lease_s if lease_s is not None else get_settings().lease_s)
-        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self._pid = os.getpid()
-        self._ppid = os.getppid()
-        self._held: dict[str, redis.Redis] = {}
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+    lapsed: bool = False
+    cancelled: bool = False
+    careful: bool = False
+    claim: str = ""
+    outcomes: dict[str, str] = field(default_factory=dict)
+    deaths: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def lease_ms(self) -> int:
-        return int(self.lease_s * 1000)
-
-    def held(self) -> list[str]:
-        """Lease keys currently held (for tests and logs)."""
-        with self._lock:
-            return sorted(self._held)
-
-    # -- heartbeat ------------------------------------------------------------------------
-    def _ensure_thread(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._thread = threading.Thread(target=self._beat, name="kt-lease-heartbeat", daemon=True)
-        self._thread.start()
-
-    def _beat(self) -> None:
-        interval = self.lease_s / 3.0
-        last = time.monotonic()
-        while True:
-            time.sleep(interval)
-            if os.getppid() != self._ppid:
-                # Our worker main process died (we are a pool child it left behind): stop
-                # renewing, so the leases lapse and the jobs are re-sent. A pool child also
-                # exits, before its leases lapse, so it never runs a job a re-sent copy runs.
-                if _EXIT_WITH_PARENT:
-                    os._exit(70)  # EX_SOFTWARE; nothing of ours is left to flush
-                return
-            now = time.monotonic()
-            if now - last > 2 * interval:
-                log.warning("lease heartbeat ran %.2f s late (lease %.1f s): this process or "
-                            "Redis was stalled", now - last - interval, self.lease_s)
-            last = now
-            with self._lock:
-                by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
-                for key, client in self._held.items():
-                    by_client.setdefault(id(client), (client, []))[1].append(key)
-            for client, lease_keys in by_client.values():
-                try:
-                    lost = client.eval(_RENEW_LUA, len(lease_keys), *lease_keys, self.token,
-                                       self.lease_ms)
-                except redis.RedisError:
-                    continue  # Redis away: the lease may lapse; recovery then re-sends
-                self._report_lapsed([_text(k) for k in lost or []])
-
-    def _report_lapsed(self, lost: list[str]) -> None:
-        """Log (once) and forget the leases found lapsed while still held (released ones are
-        not lapses): they are no longer ours to renew."""
-        with self._lock:
-            lapsed = [k for k in lost if self._held.pop(k, None) is not None]
-        for key in lapsed:
-            log.warning("lease %s lapsed while its job was still running (no renewal within "
-                        "%.1f s): the job may be run a second time", key, self.lease_s)
-
-    # -- claim / release ------------------------------------------------------------------
-    def claim(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> str:
-        """Try to take the lease of ``job_key`` in ``batch_id``.
-
-        Returns
-        -------
-        str
-            :data:`CLAIMED` (ours; kept alive until :meth:`release`), :data:`DONE` (the job's
-            record is already stored: skip it), :data:`HELD` (another live task holds it) or
-            :data:`CANCELLED` (its batch or count was cancelled: skip it).
-
-        Raises
-        ------
-        redis.ConnectionError, redis.TimeoutError
-            If Redis is unreachable.
-        """
-        led = _L(batch_id)
-        outcome = r.eval(
-            _CLAIM_LUA, 6, led.records, led.lease(job_key), led.started, led.requeued,
-            led.attempts, led.head, job_key, self.token, self.lease_ms, f"{time.time():.3f}",
-        )
-        if isinstance(outcome, bytes):
-            outcome = outcome.decode()
-        if outcome == CLAIMED:
-            with self._lock:
-                self._held[_L(batch_id).lease(job_key)] = r
-            self._ensure_thread()
-        return str(outcome)
-
-    def begin(self, r: redis.Redis, batch_id: str | Ledger, job_key: str) -> int:
-        """Count one more start of ``job_key`` (since its last record) if its lease is still
-        ours; returns the count, or 0 if the lease lapsed since the claim (this process was
-        stalled longer than the lease, and the job may be another task's now: do not run it).
-
-        Raises
-        ------
-        redis.ConnectionError, redis.TimeoutError
-            If Redis is unreachable.
-        """
-        led = _L(batch_id)
-        lease = led.lease(job_key)
-        started = int(r.eval(_BEGIN_LUA, 2, lease, led.attempts, self.token, job_key))
-        if not started:
-            with self._lock:
-                self._held.pop(lease, None)
-            log.warning("lease %s lapsed before its job started (this process was stalled "
-                        "longer than %.1f s)", lease, self.lease_s)
-        return started
-
-    def release(self, r: redis.Redis, batch_id: str | Ledger, job_key: str, finished: bool) -> None:
-        """Give up the lease of ``job_key``. ``finished``: its record is stored (clears the
-        started/attempts bookkeeping); otherwise a redelivery may claim it at once.
-        Redis errors are ignored (the lease then simply expires)."""
-        lease = _L(batch_id).lease(job_key)
-        with self._lock:
-            self._held.pop(lease, None)
-        try:
-            r.eval(
-                _RELEASE_LUA, 4, lease, _L(batch_id).started,
-                _L(batch_id).attempts, _L(batch_id).requeued,
-                self.token, job_key, "1" if finished else "0",
-            )
-        except redis.RedisError:
-            pass
+    def claimed(self) -> list[str]:
+        """The keys that are ours now, in the order given."""
+        return [k for k, o in self.outcomes.items() if o == CLAIMED]
 
 
-_EXIT_WITH_PARENT = False
+def _claim_id() -> str:
+    """A new claim's id in ``started`` values: unix time (ms) and 32 random hex digits. Besides
+    telling claims apart, it keeps every value longer than Redis's compact-hash limit
+    (``hash-max-ziplist-value`` / ``hash-max-listpack-value``, 64 bytes by default), so the
+    ``started`` hash is a real hash table from its first entry: a chunk claims and clears
+    hundreds of fields at once, which in the compact encoding costs a scan of the whole hash
+    per field."""
+    return f"{time.time():.3f}:{uuid.uuid4().hex}"
 
 
-def exit_with_parent() -> None:
-    """Make this process exit when its parent dies while it holds leases (called in each
-    Celery pool process at start: an orphaned pool child must not keep running jobs that
-    recovery has re-sent)."""
-    global _EXIT_WITH_PARENT
-    _EXIT_WITH_PARENT = True
+def open_lease(r: redis.Redis, token: str, lease_ms: int) -> bool:
+    """Create the lease of a new ``token`` (live for ``lease_ms`` milliseconds); False if that
+    key exists already (a token is never reused).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    return bool(r.set(keys.lease(token), "1", nx=True, px=int(lease_ms)))
 
 
-_KEEPER: LeaseKeeper | None = None
-_KEEPER_LOCK = threading.Lock()
+def renew(r: redis.Redis, token: str, lease_ms: int) -> bool:
+    """Extend the lease of ``token`` to ``lease_ms`` from now; False if it has lapsed (a lapsed
+    lease is never brought back: its jobs may have been re-sent). One PEXPIRE.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    return bool(r.pexpire(keys.lease(token), int(lease_ms)))
 
 
-def keeper() -> LeaseKeeper:
-    """This process's :class:`LeaseKeeper` (a fresh one after ``fork``)."""
-    global _KEEPER
-    with _KEEPER_LOCK:
-        if _KEEPER is None or _KEEPER._pid != os.getpid():  # noqa: SLF001
-            _KEEPER = LeaseKeeper()
-        return _KEEPER
+def claim(r: redis.Redis, led: Ledger, token: str, item_keys: Sequence[str]) -> Claim:
+    """Claim the items ``item_keys`` of ``led`` for ``token``, in one script call: an item with
+    a result is :data:`DONE`, one claimed by another token whose lease is live is
+    :data:`HELD`, any other is :data:`CLAIMED` (entered in ``started`` under ``token``).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    if not item_keys:
+        return Claim()
+    if len(item_keys) > SCRIPT_BATCH:
+        raise ValueError(f"at most {SCRIPT_BATCH} items per claim, got {len(item_keys)}")
+    claim_id = _claim_id()
+    reply = [text(x) for x in r.eval(
+        _CLAIM_LUA, 6, led.head, led.done, led.started, led.attempts, led.requeued,
+        keys.lease(token), token, keys.lease_prefix(), claim_id, *item_keys)]
+    if reply[0] == "cancelled":
+        return Claim(cancelled=True)
+    if reply[0] == "lapsed":
+        return Claim(lapsed=True)
+    out = Claim(careful=reply[0] == "careful", claim=claim_id)
+    for k, code in zip(item_keys, reply[1:]):
+        out.outcomes[k] = _OUTCOME[code[0]]
+        out.deaths[k] = int(code[1:])
+    return out
 
 
-# -- recovery (client side) --------------------------------------------------------------------
-def running(r: redis.Redis, batch_id: str | Ledger) -> list[str]:
-    """Job keys of ``batch_id`` with a live lease (a task is on them now), sorted."""
-    started = [_text(k) for k in r.hkeys(_L(batch_id).started)]
-    if not started:
-        return []
+def begin(r: redis.Redis, led: Ledger, token: str, item_key: str, claim_id: str = "") -> None:
+    """Mark ``item_key`` started by ``token`` (careful mode: a death of this process is then
+    blamed on this item only); ``claim_id``: the :attr:`Claim.claim` it was claimed by. One
+    HSET.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    r.hset(led.started, item_key, f"{token}|r|{claim_id or _claim_id()}")
+
+
+def release(r: redis.Redis, led: Ledger, token: str, item_keys: Sequence[str]) -> int:
+    """Give up ``token``'s claims on ``item_keys`` (not run: a hand-off, an error), so another
+    task may claim them at once; returns how many were ours.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    dropped = 0
+    for i in range(0, len(item_keys), SCRIPT_BATCH):
+        part = list(item_keys[i:i + SCRIPT_BATCH])
+        dropped += int(r.eval(_RELEASE_LUA, 1, led.started, token, *part))
+    return dropped
+
+
+def finish(r: redis.Redis, led: Ledger, item_keys: Sequence[str]) -> None:
+    """Clear the lease bookkeeping (started, attempts, requeued) of items whose results are
+    stored by a path that does not clear it itself (count partials).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    if item_keys:
+        pipe = r.pipeline(transaction=False)
+        for name in (led.started, led.attempts, led.requeued):
+            pipe.hdel(name, *item_keys)
+        pipe.execute()
+
+
+def _live(r: redis.Redis, tokens: Iterable[str]) -> dict[str, bool]:
+    """token -> its lease exists (one EXISTS per distinct token, pipelined)."""
+    tokens = sorted(set(tokens))
+    if not tokens:
+        return {}
     pipe = r.pipeline(transaction=False)
-    for k in started:
-        pipe.exists(_L(batch_id).lease(k))
-    return sorted(k for k, live in zip(started, pipe.execute()) if live)
+    for t in tokens:
+        pipe.exists(keys.lease(t))
+    return {t: bool(x) for t, x in zip(tokens, pipe.execute())}
+
+
+def _owners(r: redis.Redis, led: Ledger) -> dict[str, str]:
+    """item key -> the token that claimed it (mode suffix stripped)."""
+    return {text(k): text(v).split("|", 1)[0] for k, v in r.hgetall(led.started).items()}
+
+
+def holders(r: redis.Redis, led: Ledger) -> dict[str, str]:
+    """item key -> token, for the items of ``led`` claimed by a process whose lease is live."""
+    owners = _owners(r, led)
+    live = _live(r, owners.values())
+    return {k: t for k, t in owners.items() if live[t]}
+
+
+def running(r: redis.Redis, led: Ledger) -> list[str]:
+    """Keys of the items of ``led`` held by a live process now, sorted."""
+    return sorted(holders(r, led))
 
 
 def _grace(requeue_grace_s: float | None, now: float | None) -> tuple[float, float]:
@@ -308,172 +352,123 @@ def _grace(requeue_grace_s: float | None, now: float | None) -> tuple[float, flo
     return requeue_grace_s, (time.time() if now is None else now)
 
 
-def find_orphans(
-    r: redis.Redis, batch_id: str | Ledger, requeue_grace_s: float | None = None,
-    now: float | None = None,
-) -> list[str]:
-    """Jobs lost with their worker: claimed, no record, no live lease, not re-sent lately.
+def find_orphans(r: redis.Redis, led: Ledger, requeue_grace_s: float | None = None,
+                 now: float | None = None) -> list[str]:
+    """Items lost with their worker: claimed by a token whose lease is gone, no result.
+
+    The ``started`` entries are grouped by token and each distinct token is looked up once, so
+    the cost follows the items in flight and the processes holding them, not the unit's size.
+    Bookkeeping left by a worker killed between storing a result and tidying is removed.
 
     Parameters
     ----------
     requeue_grace_s : float, optional
-        A job re-sent less than this many seconds ago is left alone (its message may still be
-        waiting in the queue); default ``KT_VISIBILITY_TIMEOUT_S``, after which Celery would
-        redeliver a lost message anyway.
+        An item re-sent less than this many seconds ago is left alone (its message may still
+        be waiting in the queue); default ``KT_VISIBILITY_TIMEOUT_S``.
 
     Returns
     -------
     list of str
-        Sorted job keys.
+        Sorted item keys.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
     """
     grace, now = _grace(requeue_grace_s, now)
-    pipe = r.pipeline(transaction=False)
-    pipe.hkeys(_L(batch_id).started)
-    pipe.hgetall(_L(batch_id).requeued)
-    started, requeued = pipe.execute()
-    started = [_text(s) for s in started]
-    if not started:
+    owners = _owners(r, led)
+    if not owners:
         return []
-    # Only the started jobs' records are looked up (a finished job leaves `started`), so the
-    # cost follows the jobs in flight, not the size of the batch.
-    pipe = r.pipeline(transaction=False)
-    for k in started:
-        pipe.hexists(_L(batch_id).records, k)
-    stale = [k for k, recorded in zip(started, pipe.execute()) if recorded]
-    if stale:  # a worker died between saving a record and releasing its lease: tidy up
-        pipe = r.pipeline(transaction=False)
-        pipe.hdel(_L(batch_id).started, *stale)
-        pipe.hdel(_L(batch_id).attempts, *stale)
-        pipe.execute()
-    requeued_at = {_text(k): float(_text(v)) for k, v in requeued.items()}
-    stale_set = set(stale)
-    candidates = [
-        k for k in started
-        if k not in stale_set and now - requeued_at.get(k, float("-inf")) > grace
-    ]
-    if not candidates:
+    live = _live(r, owners.values())
+    dead = sorted(k for k, t in owners.items() if not live[t])
+    if not dead:
         return []
     pipe = r.pipeline(transaction=False)
-    for k in candidates:
-        pipe.exists(_L(batch_id).lease(k))
-    return sorted(k for k, live in zip(candidates, pipe.execute()) if not live)
+    pipe.hmget(led.done, dead)
+    pipe.hmget(led.requeued, dead)
+    done, requeued = pipe.execute()
+    stale = [k for k, d in zip(dead, done) if d is not None]
+    if stale:
+        finish(r, led, stale)
+    return [k for k, d, q in zip(dead, done, requeued)
+            if d is None and (q is None or now - float(text(q)) > grace)]
 
 
-def recover_batch(
-    r: redis.Redis,
-    batch_id: str | Ledger,
-    send: Callable[[str, list[dict[str, Any]]], None],
-    requeue_grace_s: float | None = None,
-    chunk_size: int = 16,
-) -> list[str]:
-    """Re-send the jobs of ``batch_id`` lost with their worker (see :func:`find_orphans`).
-
-    Parameters
-    ----------
-    send : callable
-        ``send(batch_id, job_dicts)`` puts one task on the queue (e.g.
-        :func:`knights_tour.service.batches.resend_jobs`).
+def take_for_resend(r: redis.Redis, led: Ledger, candidates: Sequence[str],
+                    requeue_grace_s: float | None = None) -> list[tuple[str, Any]]:
+    """Mark for re-sending those of ``candidates`` that still have no result, were not re-sent
+    within the grace period, and are unclaimed or claimed by a token whose lease is gone - atomically
+    (so a job recorded or claimed a moment ago is not re-sent, and several recovering processes
+    re-send it once). A death is blamed on each claimed one (see the module docstring).
 
     Returns
     -------
-    list of str
-        The job keys re-sent (empty if none). Safe to call from several processes at once:
-        duplicates are only extra messages; the claim lets one task run each job.
+    list of (str, str)
+        ``(item key, item JSON)`` of the items marked, for the caller to send.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
     """
-    if cancelled(r, batch_id):
+    grace, now = _grace(requeue_grace_s, None)
+    marked: list[str] = []
+    for i in range(0, len(candidates), SCRIPT_BATCH):
+        part = list(candidates[i:i + SCRIPT_BATCH])
+        marked += [text(k) for k in r.eval(
+            _RESEND_LUA, 4, led.done, led.started, led.requeued, led.attempts,
+            f"{now:.3f}", grace, keys.lease_prefix(), int(get_settings().max_attempts),
+            *part) or []]
+    if not marked:
         return []
-    return resend(r, batch_id, find_orphans(r, batch_id, requeue_grace_s), send, chunk_size)
+    raw = r.hmget(led.items, marked)
+    return [(k, text(v)) for k, v in zip(marked, raw) if v is not None]
 
 
-def resend(
-    r: redis.Redis,
-    batch_id: str | Ledger,
-    candidates: Sequence[str],
-    send: Callable[[str, list[dict[str, Any]]], None],
-    chunk_size: int = 16,
-) -> list[str]:
-    """Re-send those of ``candidates`` that still have neither a record nor a live lease
-    (checked and marked re-sent atomically, so a job recorded a moment ago is not re-sent);
-    returns their keys."""
-    if not candidates:
-        return []
-    marked = r.eval(
-        _MARK_LUA, 2 + len(candidates), _L(batch_id).records,
-        _L(batch_id).requeued, *[_L(batch_id).lease(k) for k in candidates],
-        f"{time.time():.3f}", *candidates,
-    )
-    orphans = [_text(k) for k in marked or []]
-    if not orphans:
-        return []
-    raw = r.hmget(_L(batch_id).jobs, orphans)
-    pairs = [(k, json.loads(_text(v))) for k, v in zip(orphans, raw) if v is not None]
-    for i in range(0, len(pairs), chunk_size):
-        send(_L(batch_id).id, [d for _, d in pairs[i:i + chunk_size]])
-    return [k for k, _ in pairs]
-
-
-def find_unclaimed(
-    r: redis.Redis, batch_id: str | Ledger, requeue_grace_s: float | None = None,
-    now: float | None = None,
-) -> list[str]:
-    """Jobs of ``batch_id`` with no record that no task has claimed (and not re-sent lately).
+def find_unclaimed(r: redis.Redis, led: Ledger, requeue_grace_s: float | None = None,
+                   now: float | None = None) -> list[str]:
+    """Items of ``led`` with no result that no task has claimed (and not re-sent lately).
 
     Normally these are simply still queued. They are lost only if nothing carries them any
     more - e.g. a message taken off the queue by a worker that died (or lost Redis) before
-    its task started; the caller decides that from the queue being empty and the batch having
-    no live lease for a while (see :func:`knights_tour.service.batches.recover_lost_jobs`).
+    its task started; the caller decides that from the queue being empty and no item of the
+    unit being held for a while (:func:`knights_tour.service.recovery.recover`).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
     """
     grace, now = _grace(requeue_grace_s, now)
     pipe = r.pipeline(transaction=False)
-    pipe.hkeys(_L(batch_id).jobs)
-    pipe.hkeys(_L(batch_id).records)
-    pipe.hkeys(_L(batch_id).started)
-    pipe.hgetall(_L(batch_id).requeued)
-    jobs, recorded, started, requeued = pipe.execute()
-    skip = {_text(k) for k in recorded} | {_text(k) for k in started}
-    skip |= {_text(k) for k, v in requeued.items() if now - float(_text(v)) <= grace}
-    return sorted(k for k in (_text(j) for j in jobs) if k not in skip)
+    pipe.hkeys(led.items)
+    pipe.hkeys(led.done)
+    pipe.hkeys(led.started)
+    pipe.hgetall(led.requeued)
+    items, done, started, requeued = pipe.execute()
+    skip = {text(k) for k in done} | {text(k) for k in started}
+    skip |= {text(k) for k, v in requeued.items() if now - float(text(v)) <= grace}
+    return sorted(k for k in (text(j) for j in items) if k not in skip)
 
 
-def mark_requeued(r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str]) -> None:
-    """Note that ``job_keys`` were just put back on the queue (e.g. a soft-time-limit hand-off),
-    so :func:`find_orphans` leaves them alone for the re-send grace period."""
-    if job_keys:
+def mark_requeued(r: redis.Redis, led: Ledger, item_keys: Sequence[str]) -> None:
+    """Note that ``item_keys`` were just put back on the queue (e.g. a soft-time-limit
+    hand-off), so recovery leaves them alone for the re-send grace period.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    if item_keys:
         now = f"{time.time():.3f}"
-        r.hset(_L(batch_id).requeued, mapping={k: now for k in job_keys})
-
-
-def claim_all(
-    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str | Ledger, job_keys: Iterable[str]
-) -> dict[str, str]:
-    """:meth:`LeaseKeeper.claim` for each key; returns key -> outcome."""
-    return {k: keeper_.claim(r, batch_id, k) for k in job_keys}
-
-
-def wait_for_claim(
-    keeper_: LeaseKeeper, r: redis.Redis, batch_id: str | Ledger, job_keys: Sequence[str],
-    timeout_s: float, poll_s: float = 0.25,
-) -> Iterable[tuple[str, str]]:
-    """For jobs whose lease another task holds: yield ``(key, CLAIMED | DONE)`` as each lease
-    is freed or its record appears, polling for up to ``timeout_s`` seconds. Keys still held
-    then are dropped (their holder is alive; if it dies, :func:`recover_batch` re-sends)."""
-    pending = list(job_keys)
-    deadline = time.monotonic() + timeout_s
-    while pending and time.monotonic() < deadline:
-        still = []
-        for k in pending:
-            outcome = keeper_.claim(r, batch_id, k)
-            if outcome == HELD:
-                still.append(k)
-            else:
-                yield k, outcome
-        pending = still
-        if pending:
-            time.sleep(poll_s)
+        r.hset(led.requeued, mapping={k: now for k in item_keys})
 
 
 __all__ = [
-    "Ledger", "exit_with_parent", "activate", "deactivate", "active", "missing", "LeaseKeeper", "keeper", "running", "find_orphans", "recover_batch", "mark_requeued",
-    "resend", "find_unclaimed", "claim_all",
-    "wait_for_claim", "CLAIMED", "DONE", "HELD", "CANCELLED", "cancelled",
+    "CLAIMED", "DONE", "HELD", "CANCELLED", "SCRIPT_BATCH", "Claim", "Ledger", "open_lease",
+    "renew", "claim", "begin", "release", "finish", "holders", "running", "find_orphans",
+    "take_for_resend", "find_unclaimed", "mark_requeued", "activate", "deactivate", "active",
+    "cancelled", "finished", "missing",
 ]

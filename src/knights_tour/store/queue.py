@@ -4,6 +4,7 @@ redis-py only; the list names come from :func:`knights_tour.worker.queue_lists`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 import redis
@@ -30,4 +31,22 @@ def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes],
     return dropped
 
 
-__all__ = ["lists_empty", "drop_messages"]
+def drop_unacked(r: redis.Redis, hash_key: str, index_key: str,
+                 match: Callable[[bytes | str], bool]) -> int:
+    """Remove from kombu's hash of delivered, unacknowledged messages (``hash_key``, entries
+    ``tag -> [message, exchange, routing key]``, and its time index ``index_key``) every
+    message for which ``match(message JSON)`` is true; returns how many. For messages held by
+    workers that were killed: otherwise kept until the visibility timeout, then re-queued."""
+    dropped = 0
+    for tag, value in r.hgetall(hash_key).items():
+        try:
+            message = json.dumps(json.loads(value)[0])
+        except (ValueError, TypeError, IndexError, KeyError):
+            continue
+        if match(message):
+            dropped += int(r.hdel(hash_key, tag))
+            r.zrem(index_key, tag)
+    return dropped
+
+
+__all__ = ["lists_empty", "drop_messages", "drop_unacked"]

@@ -1,0 +1,122 @@
+"""What the batch commands share beyond :mod:`knights_tour.commands._shared`: waiting for a
+batch with a progress display, writing its records to a file, and the per-board summary
+table and mismatch report (``run``, ``resume`` and ``collect``).
+
+Kept apart from ``_shared`` because it loads the batch service (Celery's door included),
+which ``ktour solve`` never needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+import redis
+from rich.console import Console
+from rich.table import Table
+
+from knights_tour.commands._shared import note, progress_hooks
+from knights_tour.output import parquet
+from knights_tour.output.tourfile import atomic_write_lines, record_lines
+from knights_tour.service.batches import stream_records, wait_for_batch
+from knights_tour.service.verdict import Tally, summary_total
+from knights_tour.service.waiting import WaitHooks
+
+
+def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """The per-board summary rows (:meth:`~knights_tour.service.verdict.Tally.rows`) as a
+    table, with a total row when there are several boards."""
+    verify = any(r["cpsat_checked"] for r in rows)
+    table = Table(title=title)
+    for col in ("board", "starts", "found", "no tour (proof)", "unknown", "errors",
+                "mismatches"):
+        table.add_column(col, justify="left" if col in ("board", "no tour (proof)") else "right")
+    if verify:
+        table.add_column("cpsat agrees", justify="right")
+    table.add_column("job s", justify="right")
+
+    def cells(r: dict[str, Any], no_tour: str) -> list[str]:
+        out = [r["board"], str(r["starts"]), str(r["found"]), no_tour, str(r["unknown"]),
+               str(r["error"]), str(r["mismatch"])]
+        if verify:
+            out.append(f"{r['cpsat_agree']}/{r['cpsat_checked']}")
+        return out + [f"{r['seconds']:.2f}"]
+
+    for r in rows:
+        proofs = ", ".join(f"{k} {v}" for k, v in sorted(r["no_tour"].items()))
+        nt = f"{sum(r['no_tour'].values())}" + (f" ({proofs})" if proofs else "")
+        table.add_row(*cells(r, nt))
+    if len(rows) > 1:
+        tot = summary_total(rows)
+        table.add_section()
+        table.add_row(*cells(tot, str(tot["no_tour"])), style="bold")
+    return table
+
+
+def report_mismatches(tally: Tally) -> None:
+    """Loud report of every CP-SAT disagreement / failed check, on stderr."""
+    bad = tally.failed
+    if not bad:
+        return
+    con = Console(stderr=True, highlight=False)
+    con.print(f"[bold red]CP-SAT CROSS-CHECK FAILED for {tally.failed_count} job(s):[/]")
+    for r in bad[:50]:
+        con.print(
+            f"[red]  {r.rows}x{r.cols} from {r.start_square}: {r.solver} says "
+            f"{r.status.value}, CP-SAT says {r.cpsat_status.value if r.cpsat_status else None}"
+            f" - {r.cpsat_note or ''}[/]"
+        )
+    if tally.failed_count > 50:
+        con.print(f"[red]  ... and {tally.failed_count - 50} more (see the records)[/]")
+
+
+def write_records(client: redis.Redis, batch_id: str, out: str | None,
+                   fmt: str = "jsonl") -> Tally:
+    """Stream the records of the batch as JSON Lines, JSON, CSV or Parquet to ``out`` (``-`` =
+    stdout, not for Parquet; a file is written atomically; None = nowhere), counting them as
+    they pass; returns the counts."""
+    tally = Tally()
+
+    def counted():
+        for rec in stream_records(client, batch_id):
+            tally.add(rec)
+            yield rec
+
+    if out is None:
+        for _ in counted():
+            pass
+    elif fmt == "parquet":
+        parquet.write(out, counted())
+    elif out == "-":
+        for line in record_lines(counted(), fmt):
+            click.echo(line, nl=False)
+    else:
+        atomic_write_lines(out, record_lines(counted(), fmt))
+    return tally
+
+
+def batch_info(status: dict[str, Any]) -> str:
+    info = " ".join(f"{k} {v}" for k, v in status.get("counts", {}).items())
+    if status.get("mismatches"):
+        info += f" [red]mismatch {status['mismatches']}[/]"
+    return info
+
+
+def wait_with_progress(client, batch_id: str, total: int, timeout: float | None, recover_url: str,
+          check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Wait for the batch with a progress bar (a line every ``KT_PROGRESS_S`` when stderr is
+    not a terminal); once it is complete, one line saying how long it took."""
+    began = time.monotonic()
+    with progress_hooks("jobs", total, batch_info, check, what=f"batch {batch_id}") as hooks:
+        status = wait_for_batch(client, batch_id, timeout_s=timeout, recover_url=recover_url,
+                                hooks=WaitHooks(**hooks))
+    if status["complete"]:
+        note(f"batch {batch_id}: {status['done']}/{status['total']} jobs done in "
+             f"{time.monotonic() - began:.1f} s")
+    return status
+
+
+__all__ = ["summary_table", "report_mismatches", "write_records", "batch_info",
+           "wait_with_progress"]

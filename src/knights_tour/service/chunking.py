@@ -1,0 +1,85 @@
+"""How a batch's jobs are cut into tasks: chunks sized by the jobs' estimated cost.
+
+What a task costs around its jobs (a message, a claim, a store of its records: a few Redis
+calls each) is paid per chunk, so small jobs travel in large chunks; large jobs (big boards,
+CP-SAT) travel in small ones, so that the last chunks of a batch do not leave workers idle.
+Each chunk holds about :data:`TARGET_CHUNK_S` seconds of estimated work (less for a small
+batch, so that it still spreads over :data:`MIN_CHUNKS` tasks), and at most
+:data:`MAX_CHUNK` jobs. The estimate only sizes chunks; it is rough on purpose (linear in the
+squares of the board per backend), and a wrong estimate costs balance, never correctness.
+Measured costs are in ``benchmarks/README.md`` (``bench_redis_cost.py``, ``bench_scale.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from knights_tour.core.jobs import Job
+
+TARGET_CHUNK_S = 0.25
+"""Estimated seconds of work per chunk."""
+
+MIN_CHUNKS = 16
+"""A batch is cut into at least this many chunks when it has that many jobs (balance across
+workers matters more than per-task cost for a small batch)."""
+
+MAX_CHUNK = 256
+"""Jobs per chunk at most (a chunk's message and its stored records stay small)."""
+
+_FIXED_S = {"warnsdorff": 2e-4, "cpsat": 2e-3}
+_PER_SQUARE_S = {"warnsdorff": 5e-7, "cpsat": 5e-5}
+
+
+def estimated_cost_s(job: Job) -> float:
+    """A rough estimate of ``job``'s run time in seconds, for sizing chunks only: a fixed
+    cost plus a cost per square of the board for its backend, plus the CP-SAT cross-check's
+    with ``verify="cpsat"``. Unknown backends are priced as CP-SAT (slow)."""
+    squares = job.rows * job.cols
+    cost = _FIXED_S.get(job.solver, _FIXED_S["cpsat"]) + squares * _PER_SQUARE_S.get(
+        job.solver, _PER_SQUARE_S["cpsat"])
+    if job.verify == "cpsat":
+        cost += _FIXED_S["cpsat"] + squares * _PER_SQUARE_S["cpsat"]
+    return cost
+
+
+def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list[Job]]:
+    """Cut ``jobs`` (in the order given) into consecutive chunks.
+
+    Parameters
+    ----------
+    jobs : sequence of Job
+    chunk_size : int, optional
+        A fixed number of jobs per chunk; None (default): sized by estimated cost (see the
+        module docstring).
+
+    Returns
+    -------
+    list of list of Job
+        Every job once, in order.
+
+    Raises
+    ------
+    ValueError
+        If ``chunk_size`` < 1.
+    """
+    if chunk_size is not None:
+        if chunk_size < 1:
+            raise ValueError("chunk size must be at least 1")
+        return [list(jobs[i:i + chunk_size]) for i in range(0, len(jobs), chunk_size)]
+    costs = [estimated_cost_s(j) for j in jobs]
+    target = min(TARGET_CHUNK_S, sum(costs) / MIN_CHUNKS)
+    chunks: list[list[Job]] = []
+    current: list[Job] = []
+    load = 0.0
+    for job, cost in zip(jobs, costs):
+        if current and (load + cost > target or len(current) >= MAX_CHUNK):
+            chunks.append(current)
+            current, load = [], 0.0
+        current.append(job)
+        load += cost
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+__all__ = ["TARGET_CHUNK_S", "MIN_CHUNKS", "MAX_CHUNK", "estimated_cost_s", "plan_chunks"]

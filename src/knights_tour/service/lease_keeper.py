@@ -1,0 +1,221 @@
+"""The worker's lease policy: one lease per worker process, its heartbeat thread, and when the
+process must stop (the Redis side of leases is :mod:`knights_tour.store.leases`).
+
+Each process that runs jobs has one :class:`LeaseKeeper` (:func:`keeper`): a token
+(``host:pid:random``), the lease key of that token in Redis, and a daemon thread that renews it
+every third of ``KT_LEASE_S`` - one PEXPIRE per period for the whole process, however many jobs
+it holds. The keeper remembers when its last successful renewal was sent, so before each job it
+knows without asking Redis whether the lease is certainly still alive (less than ``lease_s``
+minus a margin ago); only after a stall (the process was stopped, swapped out, or cut off from
+Redis) does it ask, once, before the next job (:meth:`LeaseKeeper.confirm`). A lease found
+lapsed is never renewed again: the process takes a new token, and what is left of its chunk is
+claimed again (jobs another task has taken or recorded meanwhile are skipped).
+
+A Celery pool process also watches its parent (:func:`exit_with_parent`, set at pool start):
+if the worker main process dies, the pool child exits (``os._exit(70)``) instead of running
+jobs that recovery re-sends once its lease lapses.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+import redis
+
+from knights_tour.settings import get_settings
+from knights_tour.store import leases
+from knights_tour.store.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+EX_SOFTWARE = 70
+"""Exit status of a pool process whose worker main process died (``sysexits.h``)."""
+
+
+class LeaseKeeper:
+    """This process's lease: its token, its heartbeat thread, what it knows of the lease.
+
+    One per process (:func:`keeper`); a forked child gets a fresh one.
+
+    Parameters
+    ----------
+    lease_s : float, optional
+        Lease lifetime in seconds (default ``KT_LEASE_S``); renewed every ``lease_s / 3``.
+    """
+
+    def __init__(self, lease_s: float | None = None) -> None:
+        self.lease_s = float(lease_s if lease_s is not None else get_settings().lease_s)
+        self.margin_s = self.lease_s / 4.0
+        self._pid = os.getpid()
+        self._ppid = os.getppid()
+        self._lock = threading.Lock()
+        self._client: redis.Redis | None = None
+        self._token: str | None = None
+        self._last_ok = float("-inf")  # monotonic time the last successful renewal was sent
+        self._thread: threading.Thread | None = None
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease lifetime in milliseconds."""
+        return int(self.lease_s * 1000)
+
+    @property
+    def token(self) -> str | None:
+        """The current token (None before the first :meth:`ensure`)."""
+        return self._token
+
+    def ensure(self, r: redis.Redis) -> str:
+        """This process's token, with a lease on ``r``: a new token (and lease) the first time,
+        after a lapse, or when ``r`` is another client (another server or database).
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis is unreachable.
+        """
+        with self._lock:
+            if self._token is not None and self._client is r:
+                return self._token
+        token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        sent = time.monotonic()
+        leases.open_lease(r, token, self.lease_ms)
+        with self._lock:
+            self._client, self._token, self._last_ok = r, token, sent
+        self._ensure_thread()
+        return token
+
+    def known_alive(self) -> bool:
+        """True if the lease is certainly alive now: renewed successfully less than
+        ``lease_s - margin_s`` seconds ago (no Redis call)."""
+        with self._lock:
+            return (self._token is not None
+                    and time.monotonic() - self._last_ok < self.lease_s - self.margin_s)
+
+    def confirm(self, r: redis.Redis) -> bool:
+        """True if the lease is alive: known locally, else renewed now (one call). False if it
+        lapsed; the token is then dropped (the next :meth:`ensure` takes a new one).
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis is unreachable.
+        """
+        if self.known_alive():
+            return True
+        with self._lock:
+            token = self._token
+        if token is None:
+            return False
+        sent = time.monotonic()
+        if leases.renew(r, token, self.lease_ms):
+            self._renewed(token, sent)
+            return True
+        self._lapsed(token)
+        return False
+
+    def claim(self, r: redis.Redis, led: Ledger, item_keys: Sequence[str]
+              ) -> tuple[str, leases.Claim]:
+        """Claim ``item_keys`` of ``led`` under this process's token
+        (:func:`knights_tour.store.leases.claim`), taking a new token if the lease lapsed.
+
+        Returns
+        -------
+        (token, Claim)
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis is unreachable.
+        """
+        token = self.ensure(r)
+        got = leases.claim(r, led, token, item_keys)
+        if got.lapsed:  # stalled since the last claim: this token is done for
+            self._lapsed(token)
+            token = self.ensure(r)
+            got = leases.claim(r, led, token, item_keys)
+        return token, got
+
+    def _renewed(self, token: str, sent: float) -> None:
+        with self._lock:
+            if self._token == token:
+                self._last_ok = max(self._last_ok, sent)
+
+    def _lapsed(self, token: str) -> None:
+        with self._lock:
+            if self._token != token:
+                return
+            self._token = None
+            self._last_ok = float("-inf")
+        log.warning("the lease of this process (%s) lapsed (no renewal within %.1f s): the jobs "
+                    "it held may be run by another worker", token, self.lease_s)
+
+    # -- heartbeat ------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(target=self._beat, name="kt-lease-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        interval = self.lease_s / 3.0
+        last = time.monotonic()
+        while True:
+            time.sleep(interval)
+            if os.getppid() != self._ppid:
+                # Our worker main process died (we are a pool child it left behind): stop
+                # renewing, so the lease lapses and our jobs are re-sent. A pool child also
+                # exits, before its lease lapses, so it never runs a job a re-sent copy runs.
+                if _EXIT_WITH_PARENT:
+                    os._exit(EX_SOFTWARE)  # nothing of ours is left to flush
+                return
+            now = time.monotonic()
+            if now - last > 2 * interval:
+                log.warning("lease heartbeat ran %.2f s late (lease %.1f s): this process or "
+                            "Redis was stalled", now - last - interval, self.lease_s)
+            last = now
+            with self._lock:
+                client, token = self._client, self._token
+            if client is None or token is None:
+                continue
+            sent = time.monotonic()
+            try:
+                alive = leases.renew(client, token, self.lease_ms)
+            except redis.RedisError:
+                continue  # Redis away: the lease may lapse; recovery then re-sends
+            if alive:
+                self._renewed(token, sent)
+            else:
+                self._lapsed(token)
+
+
+_EXIT_WITH_PARENT = False
+
+
+def exit_with_parent() -> None:
+    """Make this process exit (status :data:`EX_SOFTWARE`) when its parent dies (called in each
+    Celery pool process at start: an orphaned pool child must not keep running jobs that
+    recovery re-sends)."""
+    global _EXIT_WITH_PARENT
+    _EXIT_WITH_PARENT = True
+
+
+_KEEPER: LeaseKeeper | None = None
+_KEEPER_LOCK = threading.Lock()
+
+
+def keeper() -> LeaseKeeper:
+    """This process's :class:`LeaseKeeper` (a fresh one after ``fork``)."""
+    global _KEEPER
+    with _KEEPER_LOCK:
+        if _KEEPER is None or _KEEPER._pid != os.getpid():  # noqa: SLF001
+            _KEEPER = LeaseKeeper()
+        return _KEEPER
+
+
+__all__ = ["LeaseKeeper", "keeper", "exit_with_parent", "EX_SOFTWARE"]
