@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.store import keys
-from knights_tour.store import leases as recovery
+from knights_tour.store import keys, leases
+from knights_tour.store.ledger import Ledger
 from knights_tour.service.batches import recover_lost_jobs
 from knights_tour.store.batches import batch_status, collect
 from knights_tour.store.connection import REDIS_ERRORS
@@ -66,11 +66,16 @@ def drive(
 
 
 def leased_by(r, batch_id: str, pids: set[int]) -> set[str]:
-    """Job keys of ``batch_id`` whose live lease belongs to one of the processes ``pids``."""
+    """Job keys of ``batch_id`` held (claimed under a live lease) by one of the processes
+    ``pids`` (a token is ``host:pid:random``)."""
+    return held_by(r, Ledger.for_batch(batch_id), pids)
+
+
+def held_by(r, led: Ledger, pids: set[int]) -> set[str]:
+    """Item keys of ``led`` held by one of the processes ``pids``."""
     out = set()
-    for k in recovery.running(r, batch_id):
-        token = r.get(keys.batch_lease(batch_id, k)) or ""
-        parts = str(token).split(":")
+    for k, token in leases.holders(r, led).items():
+        parts = token.split(":")
         if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) in pids:
             out.add(k)
     return out
@@ -89,7 +94,7 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
         assert rec["status"] in ("found", "no_tour"), rec
         if rec["status"] == "found":
             assert verify_tour((rec["rows"], rec["cols"]), rec["tour"], start=rec["start"]).ok
-    assert recovery.running(r, batch_id) == []
+    assert leases.running(r, Ledger.for_batch(batch_id)) == []
     left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
     assert not left, f"bookkeeping left: {left}"
     return records

@@ -28,16 +28,20 @@ from knights_tour.result import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.service import recovery
 from knights_tour.service._celery import unacked_keys
+from knights_tour.service.chunking import plan_chunks
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
-from knights_tour.store import keys, leases, queue
+from knights_tour.store import keys, queue
+from knights_tour.store.ledger import Ledger, activate, deactivate
 from knights_tour.store.events import Wakeup
 from knights_tour.store.connection import connect
 
-DEFAULT_CHUNK_SIZE = 16
-"""Jobs per task. Per-task Celery/Redis round trips dominate a batch of small jobs, so jobs
-travel in chunks (figures in ``benchmarks/README.md``); each job still gets its own record key."""
+DEFAULT_CHUNK_SIZE: int | None = None
+"""Jobs per task by default: None, i.e. chunks sized by the jobs' estimated cost
+(:func:`knights_tour.service.chunking.plan_chunks`). What a task costs Redis is paid per chunk,
+so small jobs travel in large chunks (figures in ``benchmarks/README.md``); each job still gets
+its own record key."""
 
 
 def make_jobs(sizes: Sequence[str], options: JobOptions
@@ -90,7 +94,7 @@ def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
 
 
 def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] | None = None,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE, batch_id: str | None = None,
+                 chunk_size: int | None = DEFAULT_CHUNK_SIZE, batch_id: str | None = None,
                  only_missing: bool = False, largest_first: bool = True) -> str:
     """Register a batch in Redis and send its jobs to the workers; returns the batch id.
 
@@ -102,8 +106,9 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
         E.g. from :func:`make_jobs`.
     params : mapping, optional
         JSON-ready description stored in the batch meta (sizes, solver, verify, ...).
-    chunk_size : int
-        Jobs per Celery task (each job still gets its own record key).
+    chunk_size : int, optional
+        Jobs per Celery task (each job still gets its own record key); None: sized by the
+        jobs' estimated cost (:func:`knights_tour.service.chunking.plan_chunks`).
     batch_id : str, optional
         Add the jobs to this existing batch instead of a new one (a job that already has a
         record is not run again; nothing is duplicated).
@@ -130,7 +135,7 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
     .. [1] R. L. Graham, "Bounds on multiprocessing timing anomalies", SIAM J. Appl. Math. 17
        (1969) 416-429 (longest processing time first).
     """
-    if chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
     is_new = batch_id is None or not r.exists(keys.batch(batch_id))
@@ -138,7 +143,7 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
     if is_new and params is not None:
         # remembered for resume: `ktour run` with the same jobs and params continues it
         store.remember_batch(r, batch_digest(jobs, params), batch_id)
-    leases.activate(r, batch_id)
+    activate(r, Ledger.for_batch(batch_id))
     to_send = list(jobs)
     if only_missing:
         status = store.batch_status(r, batch_id, max_missing=10**9)
@@ -148,9 +153,9 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
         to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
     app = worker.use_redis(redis_url)
     with app.producer_or_acquire() as producer:
-        for chunk in chunked([j.to_dict() for j in to_send], chunk_size):
-            worker.send(worker.TASK_RUN_JOBS, [batch_id, chunk], producer=producer,
-                        priority=worker.BATCH_PRIORITY)
+        for chunk in plan_chunks(to_send, chunk_size):
+            worker.send(worker.TASK_RUN_JOBS, [batch_id, [j.to_dict() for j in chunk]],
+                        producer=producer, priority=worker.BATCH_PRIORITY)
     r.close()
     return batch_id
 
@@ -177,7 +182,7 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
     def send(bid: str, dicts: list[dict[str, Any]]) -> None:
         resend_jobs(redis_url, bid, dicts)
 
-    return recovery.recover(r, batch_id, send)
+    return recovery.recover(r, Ledger.for_batch(batch_id), send)
 
 
 def wait_for_batch(
@@ -270,7 +275,7 @@ def start_or_resume(
     redis_url: str,
     jobs: Sequence[Job],
     params: Mapping[str, Any],
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     fresh: bool = False,
     on_id: Callable[[str], None] | None = None,
 ) -> tuple[str, int]:
@@ -312,7 +317,7 @@ def start_or_resume(
 
 
 def resume_batch(redis_url: str, batch_id: str,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[int, int]:
+                 chunk_size: int | None = DEFAULT_CHUNK_SIZE) -> tuple[int, int]:
     """Resume ``batch_id``, whoever made it and however it stopped (cancelled, timed out,
     abandoned by a process that died): its tasks still queued are dropped, its ``cancelled``
     state cleared, and only its jobs without a record are sent again (from the jobs stored
@@ -380,7 +385,7 @@ def cancel_batch(r: redis.Redis, batch_id: str) -> int:
         For an unknown batch.
     """
     store.set_batch_state(r, batch_id, store.CANCELLED)
-    leases.deactivate(r, batch_id)
+    deactivate(r, Ledger.for_batch(batch_id))
     return drop_queued(r, batch_id) + drop_held(r, batch_id)
 
 

@@ -103,7 +103,7 @@ def _forget_one_batch(r: redis.Redis, batch_id: str, out: Cleanup) -> bool:
     with contextlib.suppress(KnightsTourError):  # a batch with keys but no meta: no state
         if not store.batch_status(r, batch_id, max_missing=0)["complete"]:
             cancel_batch(r, batch_id)  # nothing new of it starts; its queued tasks go
-    if leases.running(r, batch_id):
+    if leases.running(r, leases.Ledger.for_batch(batch_id)):
         out.busy.append(batch_id)
         return False
     drop_queued(r, batch_id)
@@ -123,8 +123,9 @@ def forget(r: redis.Redis, batch_id: str, reports_dir: Path) -> Cleanup:
     """
     out = Cleanup()
     if not _forget_one_batch(r, batch_id, out):
+        held = leases.running(r, leases.Ledger.for_batch(batch_id))
         raise KnightsTourError(
-            f"batch {batch_id} has {len(leases.running(r, batch_id))} job(s) running now; it "
+            f"batch {batch_id} has {len(held)} job(s) running now; it "
             "is cancelled (nothing new of it starts): forget it again once they end")
     _forget_reports(reports_dir, {batch_id}, out)
     return out
