@@ -60,7 +60,7 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--node-limit", type=int, default=None, metavar="N",
                      help="Engine node budget per job."),
         click.option("--chunk-size", type=int, default=None, metavar="N",
-                     help="Jobs per Celery task (default 16)."),
+                     help="Jobs per Celery task (default: sized by the jobs' estimated cost)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -236,7 +236,8 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
 @redis_option
 @_timeout_option
 @click.option("--chunk-size", type=int, default=None, metavar="N",
-              help="Jobs per Celery task for the jobs sent again (default 16).")
+              help="Jobs per Celery task for the jobs sent again (default: sized by the "
+              "jobs' estimated cost).")
 def resume(batch_id, workers, out, redis_url, timeout, chunk_size) -> ExitCode:
     """Resume BATCH: send again only its jobs with no record, wait, and collect it.
 
