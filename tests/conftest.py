@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -194,3 +195,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.redis)
         elif not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.unit)
+
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_results_file_left_in_the_repository() -> Iterator[None]:
+    """The suite writes no ``results-*.jsonl`` into the repository (a ``ktour run`` without
+    ``--out`` writes one in its working directory: a test runs it in a directory of its own)."""
+    before = set(_REPO.glob("results-*"))
+    yield
+    left = sorted(p.name for p in set(_REPO.glob("results-*")) - before)
+    assert not left, f"tests left files in the repository: {left}"

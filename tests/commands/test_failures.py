@@ -192,8 +192,10 @@ def test_workers_0_without_redis_is_refused_at_once(data_dir: Path, command) -> 
 
 def test_workers_0_with_a_redis_url_is_accepted(redis_server, data_dir: Path) -> None:
     url = _with_path(redis_server.url, "/0")
-    proc = ktour("run", "--sizes", "5", "--workers", "0", "--timeout", "1", "--redis", url,
-                 env={"KT_DATA_DIR": str(data_dir)}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "knights_tour", "run", "--sizes", "5", "--workers", "0",
+         "--timeout", "1", "--redis", url], env=_env({"KT_DATA_DIR": str(data_dir)}),
+        cwd=data_dir.parent, capture_output=True, text=True, timeout=120)
     assert "--workers" not in proc.stderr and "Traceback" not in proc.stderr
 
 

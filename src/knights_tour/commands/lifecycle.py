@@ -202,9 +202,14 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     deadline = None if timeout is None else began + timeout
     with open_backend(redis_url, workers, notify=note) as backend:
         known: list[str] = []
+        resumed: list[bool] = []
 
         def on_id(batch_id: str) -> None:
             known.append(batch_id)
+            try:  # an existing batch is resumed, even with no job recorded yet
+                resumed.append(bool(batch_status(backend.client, batch_id, max_missing=0)))
+            except KnightsTourError:
+                resumed.append(False)
             backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
 
         try:
@@ -215,7 +220,7 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
                 raise
             _stopped(backend, known[0], "by Ctrl-C", _resume_hint(known[0], redis_url))
             return ExitCode.INTERRUPTED
-        if reused:
+        if reused or any(resumed):
             note(f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
                  f"recorded, not recomputed; {len(jobs) - reused} sent to "
                  f"{backend.where} (--fresh starts over)")
