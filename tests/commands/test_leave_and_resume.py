@@ -272,3 +272,44 @@ def test_a_cancel_from_another_shell_ends_the_run_with_exit_1(capsys, redis_clie
     assert line.endswith(f"continue with: ktour resume {mine} --redis URL")
     assert _messages(redis_client, mine) == (0, 0)
     assert not (tmp_path / "b.jsonl").exists()
+
+
+def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
+        redis_client, redis_db_url, tmp_path):
+    """6x6 open tours: 6,637,920 in all (OEIS A165134), counted in 348 sub-jobs."""
+    r = redis_client
+    args = [sys.executable, "-m", "knights_tour", "count", "6", "--workers", "1",
+            "--redis", redis_db_url]
+    env = _env(KT_DATA_DIR=str(tmp_path / "kt-data"))
+    err = tmp_path / "count.err"
+    with open(err, "w") as fh:
+        proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=fh, preexec_fn=_default_sigint)
+    try:
+        count_id = _wait_for(lambda: next(iter(r.zrange(keys.counts(), 0, -1)), None),
+                             "the count to be registered")
+        _wait_for(lambda: r.hlen(keys.count_partials(count_id)) >= 3, "some partial counts")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE_S) == 130, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    (line,) = [ln for ln in err.read_text().splitlines() if "stopped" in ln]
+    m = re.fullmatch(rf"ktour: count {count_id} stopped by Ctrl-C: (\d+)/348 sub-jobs counted "
+                     r"\(kept\); (\d+) queued task\(s\) of this count dropped, other work "
+                     r"untouched; the same command resumes it", line)
+    assert m, line
+    done, dropped = int(m.group(1)), int(m.group(2))
+    # every sub-job is counted, dropped, or was in the one worker's hands (prefetch 1)
+    assert 348 - 2 <= done + dropped <= 348 + 2, (done, dropped)
+    match = _message_of(count_id, worker.TASK_COUNT_SUBJOBS)
+    assert not any(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
+    assert not r.sismember(keys.active_counts(), count_id)
+
+    again = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=DEADLINE_S)
+    assert again.returncode == 0, again.stderr
+    assert "total: 6,637,920" in again.stdout
+    reused = int(re.search(r"; (\d+) reused from an earlier run", again.stdout).group(1))
+    assert reused >= done
