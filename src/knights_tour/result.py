@@ -171,6 +171,8 @@ class Record(msgspec.Struct, kw_only=True):
     """In a batch: how many times a worker started this job (1, or more after worker deaths)."""
 
     def __post_init__(self) -> None:
+        if self.tour is not None and not isinstance(self.tour, np.ndarray):
+            self.tour = as_tour(self.tour)
         if self.start_square is None and 0 < self.rows and 0 < self.cols:
             r, c = self.start
             if 0 <= r < self.rows and 0 <= c < self.cols:

@@ -239,6 +239,8 @@ def _legacy_dict(text: str) -> dict[str, Any]:
         head, _, digits = moves.partition(":")
         row, _, col = head.partition(",")
         codes = np.frombuffer(digits.encode("ascii"), dtype=np.uint8) - ord("0")
+        if codes.size and int(codes.max()) > 7:  # uint8: a char below "0" wraps above 7 too
+            raise ValueError(f"corrupt stored record: not a move sequence: {digits[:20]!r}")
         tour = np.empty((codes.size + 1, 2), dtype=np.int32)
         tour[0] = (int(row), int(col))
         np.cumsum(_MOVES[codes], axis=0, out=tour[1:])
@@ -249,7 +251,8 @@ def _legacy_dict(text: str) -> dict[str, Any]:
 
 def from_legacy(data: Mapping[str, Any]) -> Record:
     """The record of a JSON dict in the shape earlier versions wrote: the CP-SAT solver's own
-    status name, stored then as ``cpsat_status``, becomes ``cpsat_model_status``.
+    status name, stored then as ``cpsat_status``, becomes ``cpsat_model_status``; the engine's
+    run count, written then as ``attempts`` in a record no worker ran, becomes ``restarts``.
 
     Raises
     ------
@@ -258,6 +261,8 @@ def from_legacy(data: Mapping[str, Any]) -> Record:
         type.
     """
     data = dict(data)
+    if "restarts" not in data and data.get("worker") is None and data.get("attempts"):
+        data["restarts"] = data.pop("attempts")  # the engine's count, in a single-job record
     status = data.get("cpsat_status")
     if status is not None and status not in {s.value for s in Status}:
         data["cpsat_model_status"] = data.pop("cpsat_status")
