@@ -47,3 +47,13 @@ def test_dp_count_one_class():
     ref = count_tours(Board(5, 6), (4, 5))
     assert report.grid == ref.grid
     assert report.total is None
+
+
+def test_trunk_shared_by_the_starts_of_a_colour(tmp_path):
+    board = Board(4, 7)
+    report = dp_count(board, checkpoint_dir=tmp_path, halves=False)
+    assert report.grid == count_tours(board).grid
+    assert len(report.extra["trunks"]) == 2                   # one per colour (7 is odd)
+    assert list(tmp_path.glob("trunk*/kept-*.npy"))           # branch points kept on disk
+    again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
+    assert again.grid == report.grid

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from knights_tour.board import Board, Square
 from knights_tour.core import frontier
@@ -145,41 +146,27 @@ def dp_count(board: Board, start: Square | None = None, *,
     class_counts: dict[Square, int] = {}
     figures: list[dict[str, object]] = []
     lowers: dict[str, SweepResult] = {}
-    transitions = 0
+    trunks: list[SweepResult] = []
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
-    cut = _common_cut(board, list(classes)) if halves else None
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
     for rep in classes:
-        t0 = time.perf_counter()
-        g = frontier.image_graph(board, rep)
-        s = g.square.index(rep)
-        if cut is None or count_paths_trivial(board, rep):
-            res = count_paths(board, rep, memory_bytes=memory_bytes,
-                              checkpoint_dir=checkpoint_dir, progress=progress)
-            class_counts[rep] = res.paths
-            transitions += res.transitions
-            figures.append({"representative": list(rep), "count": res.paths,
-                            "method": res.method, "seconds": round(res.elapsed_s, 3),
-                            "peak_states": res.peak_states,
-                            "layers": res.to_dict()["sweeps"]})
-        else:
-            up_plan, low_plan = frontier.half_sweeps(g, s, cut)
-            digest = plan_digest(low_plan)
-            if digest not in lowers:
-                lowers[digest] = run_sweep(low_plan, memory_bytes=memory_bytes,
-                                           checkpoint_dir=checkpoint_dir, progress=progress)
-                transitions += lowers[digest].transitions
-            lower = lowers[digest]
-            up = run_sweep(up_plan, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir,
-                           progress=progress)
-            class_counts[rep], pairs = join_halves(g, up_plan, low_plan, up, lower)
-            transitions += up.transitions
+        if rep not in searched:
+            class_counts[rep] = count_paths(board, rep).paths
             figures.append({"representative": list(rep), "count": class_counts[rep],
-                            "method": f"two halves met below row {cut} of the image",
-                            "upper_peak_states": up.peak_states, "pairs": pairs,
-                            "seconds": round(time.perf_counter() - t0, 3)})
+                            "method": "no search (colour or isolated square)"})
+    cut = _common_cut(board, searched) if halves and searched else None
+    for rep in searched if cut is not None else ():
+        t0 = time.perf_counter()
+        class_counts[rep], fig = _halves_class(board, rep, cut, lowers, opts)
+        figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
         if class_done is not None:
             class_done(rep, class_counts[rep], time.perf_counter() - t0)
+    if cut is None and searched:
+        trunks = _trunk_classes(board, searched, class_counts, figures, class_done, opts)
+    transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
+    transitions += sum(int(f.get("transitions", 0)) for f in figures)
     grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]
     for rep, members in classes.items():
         for r, c in members:
@@ -189,10 +176,62 @@ def dp_count(board: Board, start: Square | None = None, *,
             f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes")
     extra = {"method": "frontier DP", "dp_classes": figures, "wall_s": round(wall, 3),
              "peak_rss_bytes": peak_rss_bytes(),
-             "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()]}
+             "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()],
+             "trunks": [[ls.to_dict() for ls in tr.layers] for tr in trunks]}
     return CountReport(board.rows, board.cols, False, grid, class_counts, dict(classes),
                        subjobs=len(classes), depth=0, nodes=transitions, elapsed_s=wall,
                        symmetry_note=note, extra=extra)
+
+
+def _halves_class(board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult],
+                  opts: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """One class by two halves; the lower half is run once per distinct plan (``lowers``)."""
+    g = frontier.image_graph(board, rep)
+    up_plan, low_plan = frontier.half_sweeps(g, g.square.index(rep), cut)
+    digest = plan_digest(low_plan)
+    if digest not in lowers:
+        lowers[digest] = run_sweep(low_plan, **opts)
+    up = run_sweep(up_plan, **opts)
+    count, pairs = join_halves(g, up_plan, low_plan, up, lowers[digest])
+    return count, {"representative": list(rep), "count": count,
+                   "method": f"two halves met below row {cut} of the image",
+                   "upper_peak_states": up.peak_states, "pairs": pairs,
+                   "transitions": up.transitions}
+
+
+def _trunk_classes(board: Board, reps: list[Square], counts: dict[Square, int],
+                   figures: list[dict[str, Any]], class_done: ClassDone | None,
+                   opts: dict[str, Any]) -> list[SweepResult]:
+    """Classes by full sweeps that share their first layers: every start of one colour (on
+    the same image graph) sees the same sweep until its square is taken, so one trunk
+    (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
+    the trunk's layer before its square. Fills ``counts`` and ``figures``; returns the trunks."""
+    groups: dict[tuple[Any, ...], list[tuple[Square, frontier.Graph, int]]] = {}
+    for rep in reps:
+        g = frontier.image_graph(board, rep, late=True)
+        s = g.square.index(rep)
+        groups.setdefault((g.nbrs, g.colour, g.colour[s]), []).append((rep, g, s))
+    trunks = []
+    for (_, _, colour), members in groups.items():
+        last = max(s for _, _, s in members)
+        tr = None
+        if last > 0:
+            tr = run_sweep(frontier.trunk_sweep(members[0][1], colour, last),
+                           keep={s - 1 for _, _, s in members if s > 0}, **opts)
+            trunks.append(tr)
+        for rep, g, s in sorted(members, key=lambda m: -m[2]):
+            t0 = time.perf_counter()
+            initial = tr.kept[s - 1] if tr is not None and s > 0 else None
+            res = run_sweep(frontier.full_sweep(g, s), first_step=s, initial=initial, **opts)
+            counts[rep] = int(res.counts[0]) if len(res.keys) else 0
+            figures.append({"representative": list(rep), "count": counts[rep],
+                            "method": f"full sweep from the trunk's layer {s}",
+                            "seconds": round(time.perf_counter() - t0, 3),
+                            "peak_states": res.peak_states, "transitions": res.transitions,
+                            "layers": [ls.to_dict() for ls in res.layers]})
+            if class_done is not None:
+                class_done(rep, counts[rep], time.perf_counter() - t0)
+    return trunks
 
 
 def _common_cut(board: Board, reps: list[Square]) -> int | None:

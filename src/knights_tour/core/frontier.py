@@ -129,7 +129,7 @@ def _need(g: Graph) -> tuple[int, int] | None:
 
 
 def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
-                start: int | None, final: bool) -> SweepPlan:
+                start: int | None, final: bool, reserve: int | None = None) -> SweepPlan:
     """The kernel tables of a sweep.
 
     Parameters
@@ -138,6 +138,8 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
     steps : sequence of (vertex, earlier vertices it is joined to by the edges this step decides)
     start : vertex index of the fixed path end, or None
     final : True if the sweep decides every edge (its last step completes the path)
+    reserve : colour (0 or 1) of a path end that some untaken start square will be, without
+        naming it (the trunk shared by the start squares of that colour), or None
 
     Raises
     ------
@@ -192,7 +194,8 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
             adj_static[k, a], adj_col[k, a], adj_fs[k, a] = st, cu, fs
         scal[k] = [len(old), len(b), fk.DANGLE if v == start else fk.ISO,
                    slot_new.get(v, -1), len(frontier), len(adj), static_b, static_w, bw,
-                   1 if final and k == n_steps - 1 else 0, need[0], need[1]]
+                   1 if final and k == n_steps - 1 else 0, need[0], need[1],
+                   int(reserve == 0), int(reserve == 1)]
         frontier_after.append(list(frontier))
     tables = (scal, back, o2n, newcol, newrem1, adj_static, adj_col, adj_fs)
     return SweepPlan(name, [v for v, _ in steps], tables, frontier_after, final)
@@ -226,6 +229,15 @@ def full_sweep(g: Graph, start: int | None) -> SweepPlan:
     vertices; the last step completes the path."""
     steps = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(g.n)]
     return build_sweep(g, "full", steps, start, final=True)
+
+
+def trunk_sweep(g: Graph, colour: int, n_steps: int) -> SweepPlan:
+    """The first ``n_steps`` steps of :func:`full_sweep` shared by every start square of
+    ``colour`` not taken before step ``n_steps``: the start is a reserved end of that colour,
+    not named (so its layers hold every state of each of those starts, and a few more). A
+    start's own sweep continues from the trunk's layer just before its square is taken."""
+    steps = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(n_steps)]
+    return build_sweep(g, f"trunk{colour}", steps, None, final=False, reserve=colour)
 
 
 def full_sweep_width(g: Graph) -> int:
@@ -284,5 +296,5 @@ def half_sweeps(g: Graph, start: int | None, cut: int,
             build_sweep(g, "lower", lower, None, final=False))
 
 
-__all__ = ["Graph", "SweepPlan", "image_graph", "build_sweep", "full_sweep", "full_sweep_width", "default_cut",
+__all__ = ["Graph", "SweepPlan", "image_graph", "build_sweep", "full_sweep", "trunk_sweep", "full_sweep_width", "default_cut",
            "half_sweeps"]

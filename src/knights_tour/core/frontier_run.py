@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ class SweepResult:
     counts: np.ndarray
     layers: list[LayerStat] = field(default_factory=list)
     resumed_from: int = -1
+    kept: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def peak_states(self) -> int:
@@ -88,7 +89,10 @@ Progress = Callable[[str, LayerStat, int], None]
 def plan_digest(plan: frontier.SweepPlan) -> str:
     """A short hash of a sweep's name and tables: equal digests, equal sweeps."""
     h = hashlib.sha256(plan.name.encode())
-    for arr in plan.tables:
+    scal = plan.tables[0]
+    if not scal[:, fk.C_RESERVE_B:].any():
+        scal = scal[:, :fk.C_RESERVE_B]     # plans without a reserved end hash as before
+    for arr in (scal, *plan.tables[1:]):
         h.update(np.ascontiguousarray(arr).tobytes())
     return h.hexdigest()[:16]
 
@@ -131,6 +135,21 @@ class _Checkpoints:
                 old.unlink(missing_ok=True)
         return [np.load(self.dir / name, mmap_mode="r") for name in names]
 
+    def save_kept(self, k: int, parts: list[np.ndarray]) -> np.ndarray:
+        """Keep layer ``k`` (beyond the next save) as ``kept-K.npy``; returns it mapped."""
+        path = self.dir / f"kept-{k}.npy"
+        tmp = self.dir / f"kept-{k}.npy.tmp"
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.concatenate(parts) if len(parts) > 1 else np.asarray(parts[0]))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return np.load(path, mmap_mode="r")
+
+    def load_kept(self, k: int) -> np.ndarray | None:
+        path = self.dir / f"kept-{k}.npy"
+        return np.load(path, mmap_mode="r") if path.exists() else None
+
 
 def _expand_part(plan: frontier.SweepPlan, k: int, inputs: list[np.ndarray], part: int,
                  nparts: int, max_logcap: int) -> tuple[np.ndarray, int] | None:
@@ -164,7 +183,8 @@ def _expand_part(plan: frontier.SweepPlan, k: int, inputs: list[np.ndarray], par
 
 def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BYTES,
               checkpoint_dir: str | Path | None = None,
-              progress: Progress | None = None) -> SweepResult:
+              progress: Progress | None = None, first_step: int = 0,
+              initial: np.ndarray | None = None, keep: Collection[int] = ()) -> SweepResult:
     """Run every step of ``plan`` from the empty start state (or its last checkpoint).
 
     Parameters
@@ -178,6 +198,12 @@ def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BY
         Write every layer there and resume from the last one found.
     progress : callable, optional
         Called after every step (see :data:`Progress`).
+    first_step, initial : int, (n, 2) uint64 array
+        Start at step ``first_step`` from the layer ``initial`` (``(key, count)`` rows, e.g. a
+        trunk's layer) instead of step 0 from the empty state.
+    keep : steps
+        Also return the layers after these steps (:attr:`SweepResult.kept`); with a
+        checkpoint directory they are kept there as ``kept-K.npy``.
 
     Returns
     -------
@@ -193,16 +219,18 @@ def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BY
     """
     max_logcap = max(12, int(np.floor(np.log2(max(memory_bytes, 1) / ENTRY_BYTES))))
     store = _Checkpoints(Path(checkpoint_dir), plan) if checkpoint_dir is not None else None
-    start_row = np.array([[0, 1]], dtype=np.uint64)
-    inputs: list[np.ndarray] = [start_row]
+    inputs: list[np.ndarray] = [np.array([[0, 1]], dtype=np.uint64) if initial is None
+                                else initial]
     stats: list[LayerStat] = []
-    first = 0
+    first = first_step
     resumed = -1
+    kept: dict[int, np.ndarray] = {}
     if store is not None:
         found = store.load_last()
         if found is not None:
             resumed, inputs, stats = found
             first = resumed + 1
+        kept = {k: got for k in keep if (got := store.load_kept(k)) is not None}
     nparts = 1
     for k in range(first, plan.n_steps):
         began = time.perf_counter()
@@ -224,12 +252,14 @@ def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BY
                          nparts)
         stats.append(stat)
         inputs = store.save(k, parts, stats) if store is not None else parts
+        if k in keep:
+            kept[k] = store.save_kept(k, inputs) if store is not None else np.concatenate(inputs)
         if progress is not None:
             progress(plan.name, stat, plan.n_steps)
         nparts = max(1, nparts // 2)
     layer = np.concatenate(inputs) if len(inputs) > 1 else np.asarray(inputs[0])
     return SweepResult(plan.name, np.ascontiguousarray(layer[:, 0]),
-                       np.ascontiguousarray(layer[:, 1]), stats, resumed)
+                       np.ascontiguousarray(layer[:, 1]), stats, resumed, kept)
 
 
 def join_halves(g: frontier.Graph, upper: frontier.SweepPlan, lower: frontier.SweepPlan,

@@ -42,7 +42,9 @@ Pruning (exact: a state is dropped only if no Hamiltonian path completes it)
       of degree 0 with one untaken neighbour, an untaken vertex with one possible neighbour
       left (its untaken neighbours plus the frontier neighbours that can still take an edge),
       and the fixed start square while it is untaken. More than the path has of a colour: dead.
-      An untaken vertex with no possible neighbour left: dead.
+      An untaken vertex with no possible neighbour left: dead. A *reserved* end (a start of a
+      known colour that is not named yet: the shared trunk of several start squares) counts
+      as at least one forced end of its colour, since it may be one of the forced ones.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ MAX_SLOTS = 15
 
 # columns of the per-step scalar table ``scal``
 C_NF_OLD, C_NBACK, C_V_INIT, C_V_NEW, C_NF_NEW, C_NADJ, C_STATIC_B, C_STATIC_W = range(8)
-C_BW_TAKEN, C_IS_LAST, C_NEED_B, C_NEED_W = range(8, 12)
-N_SCALARS = 12
+C_BW_TAKEN, C_IS_LAST, C_NEED_B, C_NEED_W, C_RESERVE_B, C_RESERVE_W = range(8, 14)
+N_SCALARS = 14
 MAX_ADJ = 48
 """Untaken vertices next to the frontier a step can list."""
 
@@ -218,7 +220,10 @@ def _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, do
     made_w = (n_dangle - made_bw) // 2
     need_b = scal[k, C_NEED_B]
     need_w = scal[k, C_NEED_W]
-    if made_b + forced_b > need_b or made_w + forced_w > need_w:
+    # a reserved end (a start square still untaken but not named) may be one of the forced ones
+    res_b = scal[k, C_RESERVE_B]
+    res_w = scal[k, C_RESERVE_W]
+    if made_b + max(forced_b, res_b) > need_b or made_w + max(forced_w, res_w) > need_w:
         return False, np.uint64(0)
     for a in range(scal[k, C_NADJ]):
         avail = adj_static[k, a] + _popcount(open_mask & adj_fs[k, a])
@@ -229,7 +234,7 @@ def _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, do
                 forced_b += 1
             else:
                 forced_w += 1
-    if made_b + forced_b > need_b or made_w + forced_w > need_w:
+    if made_b + max(forced_b, res_b) > need_b or made_w + max(forced_w, res_w) > need_w:
         return False, np.uint64(0)
     # renumber labels by first appearance and pack
     for j in range(16):
