@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 EX_SOFTWARE = 70
 """Exit status of a pool process whose worker main process died (``sysexits.h``)."""
 
+LATE_WARNING_EVERY_S = 60.0
+"""The heartbeat's warning that this process was stalled is logged at most this often (a
+long stall is one warning, with the count of late beats folded into the next one)."""
+
 
 class LeaseKeeper:
     """This process's lease: its token, its heartbeat thread, what it knows of the lease.
@@ -59,6 +63,8 @@ class LeaseKeeper:
         self._token: str | None = None
         self._last_ok = float("-inf")  # monotonic time the last successful renewal was sent
         self._thread: threading.Thread | None = None
+        self._late_logged = float("-inf")
+        self._late_count = 0
 
     @property
     def lease_ms(self) -> int:
@@ -174,24 +180,41 @@ class LeaseKeeper:
                 if _EXIT_WITH_PARENT:
                     os._exit(EX_SOFTWARE)  # nothing of ours is left to flush
                 return
-            now = time.monotonic()
-            if now - last > 2 * interval:
-                log.warning("lease heartbeat ran %.2f s late (lease %.1f s): this process or "
-                            "Redis was stalled", now - last - interval, self.lease_s)
-            last = now
+            self._note_lateness(time.monotonic() - last - interval, interval)
             with self._lock:
                 client, token = self._client, self._token
-            if client is None or token is None:
-                continue
-            sent = time.monotonic()
-            try:
-                alive = leases.renew(client, token, self.lease_ms)
-            except redis.RedisError:
-                continue  # Redis away: the lease may lapse; recovery then re-sends
-            if alive:
-                self._renewed(token, sent)
-            else:
-                self._lapsed(token)
+            if client is not None and token is not None:
+                self._renew_from_heartbeat(client, token)
+            # Measured from here: a renewal that waited for a slow or paused Redis (its socket
+            # timeout) is not a stall of this process.
+            last = time.monotonic()
+
+    def _note_lateness(self, late_s: float, interval: float) -> None:
+        """Warn (at most once a minute) when the heartbeat woke up more than a period late:
+        this process was stalled (stopped, swapped out, starved of CPU)."""
+        if late_s <= interval:
+            return
+        now = time.monotonic()
+        self._late_count += 1
+        if now - self._late_logged < LATE_WARNING_EVERY_S:
+            return
+        more = ""
+        if self._late_count > 1:
+            more = f" ({self._late_count - 1} more since the last warning)"
+        log.warning("lease heartbeat ran %.2f s late (lease %.1f s): this process was "
+                    "stalled%s", late_s, self.lease_s, more)
+        self._late_logged, self._late_count = now, 0
+
+    def _renew_from_heartbeat(self, client: redis.Redis, token: str) -> None:
+        sent = time.monotonic()
+        try:
+            alive = leases.renew(client, token, self.lease_ms)
+        except redis.RedisError:
+            return  # Redis away: the lease may lapse; recovery then re-sends
+        if alive:
+            self._renewed(token, sent)
+        else:
+            self._lapsed(token)
 
 
 _EXIT_WITH_PARENT = False
