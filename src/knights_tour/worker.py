@@ -208,13 +208,23 @@ def send(name: str, args: Sequence[Any], *, priority: int | None = None,
         Message priority (0 is served first); default: the transport's default.
     producer : kombu.Producer, optional
         A producer from ``app.producer_or_acquire()``, to send many messages on one connection.
+
+    Raises
+    ------
+    redis.ConnectionError
+        If the broker cannot be reached (kombu's ``OperationalError``, after its own retries).
     """
     options: dict[str, Any] = {"queue": keys.QUEUE, "ignore_result": True}
     if priority is not None:
         options["priority"] = priority
     if producer is not None:
         options["producer"] = producer
-    app.send_task(name, args=list(args), **options)
+    try:
+        app.send_task(name, args=list(args), **options)
+    except OperationalError as exc:
+        # The broker is the same Redis: report its outage as the store's errors are reported,
+        # so every caller that rides out a Redis outage (REDIS_ERRORS) rides out this one.
+        raise redis.ConnectionError(f"cannot send to the broker: {exc}") from exc
 
 
 def queue_lists() -> list[str]:

@@ -67,6 +67,8 @@ above the socket timeout, health check below it), so a short fault outlasts the 
 
 RECEIVED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
                       r"Task \S+ received")
+TASK_RECEIVED = re.compile(r"Task \S+\[([0-9a-f-]+)\] received")
+TASK_ENDED = re.compile(r"Task \S+\[([0-9a-f-]+)\] (?:succeeded|raised|retry|reject)")
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):")
 LEVEL = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+: (WARNING|ERROR|CRITICAL)/[^\]]+\] (.*)$")
 
@@ -126,6 +128,7 @@ class Outcome:
     repeated_warnings: dict[str, int] = field(default_factory=dict)
     tracebacks: int = 0
     note: str = ""
+    client_stderr: str = field(default="", repr=False)
 
     @property
     def worst_consume_s(self) -> float | None:
@@ -150,8 +153,11 @@ class Scenario:
         self.r = connect(self.redis.url)
         # Records are stored as bytes (not necessarily UTF-8): watched with a raw client.
         self.raw = redis.Redis.from_url(self.redis.url, **redis_options())
-        self.seen: dict[str, str] = {}
-        self.rewritten: set[str] = set()
+        self.seen: dict[bytes, bytes] = {}
+        self.log_offsets: dict[str, int] = {}
+        self.rewritten: set[bytes] = set()
+        self.worker_link: FaultProxy
+        self.client_link: FaultProxy
 
     # -- processes --------------------------------------------------------------------
     def proxy(self) -> FaultProxy:
@@ -201,6 +207,10 @@ class Scenario:
 
     # -- the batch ----------------------------------------------------------------------
     def submit(self, sizes: list[int], limit: int | None = None, chunk: int = 2):
+        """Submit a batch of CP-SAT jobs; start watching its records afresh."""
+        self.seen, self.rewritten = {}, set()
+        self.log_offsets = {n: self.log_path(n).stat().st_size for n in self.workers
+                            if self.log_path(n).exists()}
         jobs = make_batch_jobs(sizes, solver="cpsat")
         jobs = jobs[:limit] if limit else jobs
         return jobs, submit_batch(self.redis.url, jobs, {"test": "network"}, chunk_size=chunk)
@@ -228,19 +238,15 @@ class Scenario:
             time.sleep(0.2)
         return False
 
-    def busy(self, name: str, batch_id: str) -> bool:
-        """True while worker ``name``'s pool process holds a job lease of ``batch_id``."""
-        import psutil
-
-        try:
-            main = psutil.Process(self.workers[name].pids[0])
-            pids = {c.pid for c in main.children(recursive=True)}
-            leases = self.r.keys(keys.batch_lease(batch_id, "*"))
-            tokens = self.r.mget(leases) if leases else []
-        except (psutil.Error, *REDIS_ERRORS):
-            return False
-        return any(t and t.split(":")[1].isdigit() and int(t.split(":")[1]) in pids
-                   for t in tokens)
+    def busy(self, name: str) -> bool:
+        """True while worker ``name`` has a task it received and has not finished (its log:
+        ``Task ...[id] received`` without ``succeeded``/``raised``/``retry``/``reject``)."""
+        path = self.log_path(name)
+        with open(path, "rb") as fh:  # only what was logged since this batch was submitted
+            fh.seek(self.log_offsets.get(name, 0))
+            text = fh.read().decode(errors="replace")
+        received = set(TASK_RECEIVED.findall(text))
+        return bool(received - set(TASK_ENDED.findall(text)))
 
     def finish(self, outcome: Outcome, batch_id: str, jobs, heal_at: float,
                timeout_s: float, wait_for: list[str]) -> Outcome:
@@ -330,118 +336,124 @@ def wait_connected(pid: int, port: int, deadline_s: float = 60) -> bool:
 
 
 # -- the four scenarios --------------------------------------------------------------------
+#
+# Each runs on a :func:`rig` (a Redis, worker ``cut`` behind proxy ``worker_link``, worker
+# ``direct``, proxy ``client_link`` for the waiting client), fresh or shared by several
+# scenarios one after the other (the fault tier shares one per module).
 
-def busy_worker_blackholed(tmp: Path, timing: Timing, fault_s: float,
-                           sizes=(20,), limit: int | None = 400) -> Outcome:
-    """Worker ``cut`` (behind a proxy) is blackholed while it runs a job, for ``fault_s``,
-    then healed; worker ``direct`` keeps its link."""
+def rig(tmp: Path, timing: Timing) -> Scenario:
+    """A Redis, two workers (``cut`` behind ``sc.worker_link``, ``direct``) and a proxy for
+    the client (``sc.client_link``), ready."""
     sc = Scenario(tmp, timing)
     try:
-        proxy = sc.proxy()
-        sc.start_workers({"cut": proxy.url_for(sc.redis.url), "direct": sc.redis.url})
-        jobs, batch_id = sc.submit(list(sizes), limit)
-        out = Outcome("busy worker blackholed", fault_s, len(jobs))
-        if not sc.wait_until(lambda: sc.busy("cut", batch_id), 120, batch_id):
-            out.note = "the cut worker never held a job"
-            return out
-        cut_at = time.time()
-        proxy.blackhole()
+        sc.worker_link = sc.proxy()
+        sc.client_link = sc.proxy()
+        sc.start_workers({"cut": sc.worker_link.url_for(sc.redis.url), "direct": sc.redis.url})
+    except BaseException:
+        sc.close()
+        raise
+    return sc
+
+
+def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subprocess.Popen,
+                                                                           Path]:
+    out = sc.tmp / f"records-{batch_id}.jsonl"
+    url = link.url_for(sc.redis.url) if link is not None else sc.redis.url
+    proc = sc.start_client(batch_id, url, out)
+    wait_connected(proc.pid, link.port if link is not None else sc.redis.port)
+    return proc, out
+
+
+def busy_worker_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
+                           limit: int | None = 400) -> Outcome:
+    """Worker ``cut`` is blackholed while it runs a job, for ``fault_s``, then healed;
+    worker ``direct`` keeps its link."""
+    jobs, batch_id = sc.submit(list(sizes), limit)
+    out = Outcome("busy worker blackholed", fault_s, len(jobs))
+    if not sc.wait_until(lambda: sc.busy("cut"), 120, batch_id):
+        out.note = "the cut worker never held a job"
+        return out
+    cut_at = time.time()
+    sc.worker_link.blackhole()
+    try:
         sc.wait_until(lambda: False, fault_s, batch_id)
-        proxy.heal()
-        heal_at = time.time()
-        sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=["cut"])
-        sc.read_logs(out, cut_at)
-        return out
     finally:
-        sc.close()
+        sc.worker_link.heal()
+    heal_at = time.time()
+    sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=["cut"])
+    sc.read_logs(out, cut_at)
+    return out
 
 
-def redis_paused(tmp: Path, timing: Timing, fault_s: float, sizes=(20,),
-                 limit: int | None = 400) -> Outcome:
+def redis_paused(sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 400) -> Outcome:
     """Redis stopped with SIGSTOP for ``fault_s`` (a stalled server: a slow fork, a paused
-    VM) while two workers run and a client waits, then SIGCONT."""
-    sc = Scenario(tmp, timing)
+    VM) while both workers run and a client waits, then SIGCONT."""
+    jobs, batch_id = sc.submit(list(sizes), limit)
+    out = Outcome("Redis paused (SIGSTOP)", fault_s, len(jobs))
+    client, result = _client(sc, batch_id, None)
+    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
+    stop_at = time.time()
+    os.kill(sc.redis.pid, signal.SIGSTOP)
     try:
-        sc.start_workers({"pa": sc.redis.url, "pb": sc.redis.url})
-        jobs, batch_id = sc.submit(list(sizes), limit)
-        out = Outcome("Redis paused (SIGSTOP)", fault_s, len(jobs))
-        result = tmp / "records.jsonl"
-        client = sc.start_client(batch_id, sc.redis.url, result)
-        wait_connected(client.pid, sc.redis.port)
-        sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
-        stop_at = time.time()
-        os.kill(sc.redis.pid, signal.SIGSTOP)
-        try:
-            time.sleep(fault_s)
-        finally:
-            os.kill(sc.redis.pid, signal.SIGCONT)
-        heal_at = time.time()
-        sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=["pa", "pb"])
-        out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
-        sc.read_logs(out, stop_at, stderr)
-        return out
+        time.sleep(fault_s)
     finally:
-        sc.close()
+        os.kill(sc.redis.pid, signal.SIGCONT)
+    heal_at = time.time()
+    sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=["cut", "direct"])
+    out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
+    out.client_stderr = stderr
+    sc.read_logs(out, stop_at, stderr)
+    return out
 
 
-def redis_restarted_client_blackholed(tmp: Path, timing: Timing, fault_s: float,
-                                      sizes=(20,), limit: int | None = 400) -> Outcome:
+def redis_restarted_client_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
+                                      limit: int | None = 400) -> Outcome:
     """The waiting client's link is blackholed; meanwhile Redis (AOF on) is shut down and
     started again on the same port and data; the link heals ``fault_s`` after the cut."""
-    sc = Scenario(tmp, timing)
+    jobs, batch_id = sc.submit(list(sizes), limit)
+    out = Outcome("Redis restarted, client blackholed", fault_s, len(jobs))
+    client, result = _client(sc, batch_id, sc.client_link)
+    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
+    cut_at = time.time()
+    sc.client_link.blackhole()
     try:
-        proxy = sc.proxy()
-        sc.start_workers({"ra": sc.redis.url, "rb": sc.redis.url})
-        jobs, batch_id = sc.submit(list(sizes), limit)
-        out = Outcome("Redis restarted, client blackholed", fault_s, len(jobs))
-        result = tmp / "records.jsonl"
-        client = sc.start_client(batch_id, proxy.url_for(sc.redis.url), result)
-        wait_connected(client.pid, proxy.port)
-        sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
-        cut_at = time.time()
-        proxy.blackhole()
         sc.redis.stop()
         time.sleep(min(3.0, fault_s / 3))
         sc.redis.start()
         back_at = time.time()
         sc.wait_until(lambda: time.time() - cut_at >= fault_s, fault_s + 5, batch_id)
-        proxy.heal()
-        heal_at = time.time()
-        sc.finish(out, batch_id, jobs, back_at, timeout_s=240, wait_for=["ra", "rb"])
-        out.note = f"link healed {heal_at - back_at:.1f} s after Redis was back"
-        out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
-        sc.read_logs(out, cut_at, stderr)
-        return out
     finally:
-        sc.close()
+        sc.client_link.heal()
+    heal_at = time.time()
+    sc.finish(out, batch_id, jobs, back_at, timeout_s=240, wait_for=["cut", "direct"])
+    out.note = f"client link healed {heal_at - back_at:.1f} s after Redis was back"
+    out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
+    out.client_stderr = stderr
+    sc.read_logs(out, cut_at, stderr)
+    return out
 
 
-def client_blackholed(tmp: Path, timing: Timing, fault_s: float, sizes=(20,),
+def client_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
                       limit: int | None = 400) -> Outcome:
     """The waiting client's link is blackholed for ``fault_s`` while the workers run, then
     healed."""
-    sc = Scenario(tmp, timing)
+    jobs, batch_id = sc.submit(list(sizes), limit)
+    out = Outcome("client blackholed", fault_s, len(jobs))
+    client, result = _client(sc, batch_id, sc.client_link)
+    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
+    cut_at = time.time()
+    sc.client_link.blackhole()
     try:
-        proxy = sc.proxy()
-        sc.start_workers({"ca": sc.redis.url, "cb": sc.redis.url})
-        jobs, batch_id = sc.submit(list(sizes), limit)
-        out = Outcome("client blackholed", fault_s, len(jobs))
-        result = tmp / "records.jsonl"
-        client = sc.start_client(batch_id, proxy.url_for(sc.redis.url), result)
-        wait_connected(client.pid, proxy.port)
-        sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
-        cut_at = time.time()
-        proxy.blackhole()
         sc.wait_until(lambda: False, fault_s, batch_id)
-        proxy.heal()
-        heal_at = time.time()
-        sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=[])
-        out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
-        out.complete_after_heal_s = round(time.time() - heal_at, 1)  # the client's end
-        sc.read_logs(out, cut_at, stderr)
-        return out
     finally:
-        sc.close()
+        sc.client_link.heal()
+    heal_at = time.time()
+    sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=[])
+    out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
+    out.complete_after_heal_s = round(time.time() - heal_at, 1)  # to the client's exit
+    out.client_stderr = stderr
+    sc.read_logs(out, cut_at, stderr)
+    return out
 
 
 SCENARIOS = {
@@ -450,7 +462,7 @@ SCENARIOS = {
     "redis-restart-client-blackhole": redis_restarted_client_blackholed,
     "client-blackhole": client_blackholed,
 }
-"""Name -> scenario function ``f(tmp, timing, fault_s) -> Outcome``."""
+"""Name -> scenario function ``f(rig, fault_s, sizes=..., limit=...) -> Outcome``."""
 
-__all__ = ["Timing", "PRODUCT", "SCALED", "Outcome", "Scenario", "SCENARIOS",
+__all__ = ["Timing", "PRODUCT", "SCALED", "Outcome", "Scenario", "SCENARIOS", "rig",
            "received_after", "warning_lines", "condition", "client_result"]
