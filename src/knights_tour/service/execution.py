@@ -130,11 +130,14 @@ class _Records:
     def due(self) -> bool:
         return bool(self.rows) and time.monotonic() - self.last >= FLUSH_S
 
-    def flush(self) -> None:
-        """Store the buffered records; log those dropped because another was stored first."""
+    def flush(self, retry: bool = True) -> None:
+        """Store the buffered records; log those dropped because another was stored first.
+        ``retry``: keep trying for :data:`SAVE_RETRY_S` while Redis is unreachable (else one
+        attempt)."""
         if self.rows:
             rows = self.rows
-            stored = _retrying(lambda: save_records(self.r, self.batch_id, rows))
+            save = lambda: save_records(self.r, self.batch_id, rows)  # noqa: E731
+            stored = _retrying(save) if retry else save()
             self.rows = []
             for (job_key, *_), kept in zip(rows, stored):
                 if not kept:
@@ -312,7 +315,7 @@ def run_chunk(
     finally:
         if records.rows:  # stopped by an exception: keep what was finished, if Redis allows
             try:
-                records.flush()
+                records.flush(retry=False)
             except REDIS_ERRORS:
                 pass
         held.release()
