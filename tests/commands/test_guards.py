@@ -30,6 +30,7 @@ from knights_tour.service.local_workers import rotate_logs
 from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 from knights_tour.store import keys, leases
+from knights_tour.store.ledger import Ledger
 from knights_tour import worker
 
 
@@ -185,12 +186,11 @@ def test_forget_refuses_while_a_job_runs_and_cancels_meanwhile(capsys, redis_cli
                                                                redis_db_url):
     r = redis_client
     batch_id, jobs = _batch_with_records(redis_db_url, r, "5", 0)
-    keeper = leases.LeaseKeeper(lease_s=60)  # a job of it is running (its lease is live)
-    assert keeper.claim(r, batch_id, jobs[3].key) == leases.CLAIMED
-    try:
-        code, _, err = run_cli(capsys, "forget", batch_id, "--redis", redis_db_url)
-    finally:
-        keeper.release(r, batch_id, jobs[3].key, finished=False)
+    # a job of it is running: claimed by a process whose lease is live
+    ledger, token = Ledger.for_batch(batch_id), "test-worker-token"
+    assert leases.open_lease(r, token, 60_000)
+    assert leases.claim(r, ledger, token, [jobs[3].key]).claimed() == [jobs[3].key]
+    code, _, err = run_cli(capsys, "forget", batch_id, "--redis", redis_db_url)
     assert code == 1 and "1 job(s) running now" in err
     assert store.batch_state(r, batch_id) == store.CANCELLED
     assert _batch_messages(r, batch_id) == 0 and r.exists(keys.batch(batch_id))

@@ -301,8 +301,11 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
                      r"untouched; the same command resumes it", line)
     assert m, line
     done, dropped = int(m.group(1)), int(m.group(2))
-    # every sub-job is counted, dropped, or was in the one worker's hands (prefetch 1)
-    assert 348 - 2 <= done + dropped <= 348 + 2, (done, dropped)
+    # every sub-job was counted or dropped (queued, or held by the killed worker), but for
+    # one the worker was taking off the queue as it was killed (not yet in kombu's hash of
+    # held messages: gone with it, counted again on resume) or one re-sent by the workers'
+    # recovery when its lease lapsed on a loaded machine
+    assert 348 - 1 <= done + dropped <= 348 + 1, (done, dropped)
     match = _message_of(count_id, worker.TASK_COUNT_SUBJOBS)
     assert not any(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     assert not r.sismember(keys.active_counts(), count_id)

@@ -28,6 +28,7 @@ from knights_tour.service.estimate import format_bytes
 from knights_tour.store import batches as store
 from knights_tour.store import cleanup, leases
 from knights_tour.store.cleanup import Freed
+from knights_tour.store.ledger import Ledger
 
 
 @dataclass
@@ -149,7 +150,7 @@ def prune(r: redis.Redis, older_than_s: float, reports_dir: Path, log_dir: Path 
     for bid in cleanup.batches_created_before(r, cut):
         _forget_one_batch(r, bid, out)
     for cid in cleanup.counts_created_before(r, cut):
-        ledger = leases.Ledger.for_count(cid)
+        ledger = Ledger.for_count(cid)
         if leases.running(r, ledger):
             out.busy.append(cid)
             continue

@@ -212,11 +212,15 @@ class Backend:
         self.pending = self.stop_pending = None
 
     def stop_work(self) -> int | None:
-        """Stop :attr:`pending` now (the command is leaving it: timeout, Ctrl-C, error) on a
-        fresh connection (an interrupt may have cut a reply on :attr:`client`), and stop the
-        local workers in a hurry when the block ends. Returns the queued tasks dropped, or
-        None if nothing was pending or Redis could not be reached (best effort)."""
+        """Stop :attr:`pending` now (the command is leaving it: timeout, Ctrl-C, error): kill
+        the local workers first (their running jobs are not worth waiting for; nothing of the
+        work changes after this), then call its ``stop`` on a fresh connection (an interrupt
+        may have cut a reply on :attr:`client`). Returns the tasks dropped (queued, or held by
+        the killed workers), or None if nothing was pending or Redis could not be reached
+        (best effort)."""
         self.hurry = True
+        if self.workers is not None:
+            self.workers.kill()
         stop, self.pending, self.stop_pending = self.stop_pending, None, None
         if stop is None:
             return None
