@@ -200,11 +200,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _REPO = Path(__file__).resolve().parent.parent
 
 
+_OUTPUTS = ("results-*", "*.jsonl", "*.json", "*.csv", "*.parquet", "*.svg", "*.html", "*.md",
+            "*.rdb", "*.aof", "*.log")
+"""What ``ktour`` writes into its working directory (records, reports, pictures, Redis data,
+logs), as found in the repository's root."""
+
+
+def _outputs_in_root() -> set[Path]:
+    return {p for pattern in _OUTPUTS for p in _REPO.glob(pattern)}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_results_file_left_in_the_repository() -> Iterator[None]:
-    """The suite writes no ``results-*.jsonl`` into the repository (a ``ktour run`` without
-    ``--out`` writes one in its working directory: a test runs it in a directory of its own)."""
-    before = set(_REPO.glob("results-*"))
+    """The suite writes no file into the repository's root (a ``ktour run`` without ``--out``
+    writes ``results-<batch>.jsonl`` in its working directory: a test runs it in a directory
+    of its own)."""
+    before = _outputs_in_root()
     yield
-    left = sorted(p.name for p in set(_REPO.glob("results-*")) - before)
+    left = sorted(p.name for p in _outputs_in_root() - before)
     assert not left, f"tests left files in the repository: {left}"
