@@ -103,8 +103,8 @@ def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> di
     limit, used = info["maxmemory"], info["used_memory"]
     if limit and used is not None and used >= FULL_FRACTION * limit:
         _warn_once(f"full:{where}", "Redis at %s uses %d%% of its maxmemory (%.1f of %.1f "
-                   "MiB); when full it refuses writes: raise maxmemory (or set "
-                   "KT_RESULT_TTL_S so that stored records expire)", where,
+                   "MiB); when full it refuses writes: raise maxmemory, or delete collected "
+                   "batches (ktour prune --older-than AGE, ktour forget BATCH)", where,
                    round(100 * used / limit), used / 2**20, limit / 2**20)
     policy = info["maxmemory_policy"]
     if policy is None:
