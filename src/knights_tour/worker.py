@@ -18,6 +18,12 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
   ``visibility_timeout`` (``KT_VISIBILITY_TIMEOUT_S``) is longer than the hard limit, because a
   message not acknowledged within it is handed to another worker (Celery docs, "Using Redis:
   Visibility Timeout"), and with late acks a task still running then would run twice;
+* every broker connection has the store's socket timeouts, TCP keepalive and health checks
+  (``KT_REDIS_*``), and a worker reconnects for ever with short pauses
+  (:class:`ReconnectingConsumer`); it refuses a Redis that rejects its credentials or may
+  evict keys before consuming (:class:`RedisPreflight`); network faults are logged as one line
+  each, a repeated one once a minute (:class:`NetworkFaultLogFilter`). Why each setting has
+  its value: ``docs/deploy.md``;
 * ``task_ignore_result = True``: each job's record is written to Redis by the task itself
   (:mod:`knights_tour.store.batches`), so Celery's own result keys would be unused extra writes
   (and measurably slower: ``benchmarks/README.md``).
