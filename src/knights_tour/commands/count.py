@@ -26,7 +26,8 @@ from knights_tour.core.count_method import METHODS, choose_method
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import stop_count, submit_count, wait_for_count
-from knights_tour.service.estimate import count_concerns, count_cpu_s, format_hours
+from knights_tour.service.estimate import (count_concerns, count_cpu_s, dp_count_s,
+                                           format_hours)
 from knights_tour.service.local import Backend, open_backend
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.settings import get_settings
@@ -162,7 +163,10 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     check_out_path(out)
     require_positive(memory_gb, "--memory-gb")
     choice = choose_method(board, closed=closed, method=method)
-    if choice.method == "dp":
+    if choice.method == "dp":  # in this process: one machine, one core
+        dp_s = dp_count_s(board)
+        confirm_big(f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
+                    "in this process", count_concerns(dp_s, 1), yes)
         return run_dp_count(board, start_sq, choice, memory_gb=memory_gb, as_json=as_json,
                             out=out)
     note(f"method: {choice.reason}")

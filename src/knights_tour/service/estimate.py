@@ -10,7 +10,8 @@ The speed figures below come from the benchmarks (``benchmarks/README.md``):
 ``bench_engine.py`` (engine time per square), ``bench_cpsat.py`` (CP-SAT time per job),
 ``bench_pipeline.py`` (the cost of a job through Celery and Redis) and ``bench_count.py``
 (count nodes per CPU-second). Counting nodes of 5x5 are what ``ktour count 5`` reports
-(deterministic); the growth per square is fitted between 5x5 and 6x6.
+(deterministic); the growth per square is fitted between 5x5 and 6x6. The frontier DP's
+figures are those of ``docs/counts``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ COUNT_GROWTH_PER_SQUARE = 2.12
 
 COUNT_NODES_PER_CPU_S = 10e6
 """Counting nodes per CPU-second of one worker process."""
+
+DP_6X6_S = 8.7
+"""Seconds of the frontier DP's count of the whole 6x6 grid (``docs/counts``,
+``benchmarks/bench_frontier.py 6 --halves``)."""
+
+DP_GROWTH_PER_SQUARE = 1.72
+"""Factor by which the DP's time grows per added board square, fitted between 6x6 and the
+7x7 figures of ``docs/counts`` (about 10^9 transitions per start class at 10^6 a second)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +145,11 @@ def count_cpu_s(board: Board, counted_squares: int, representatives: int) -> flo
     return nodes * counted_squares / max(1, representatives) / COUNT_NODES_PER_CPU_S
 
 
+def dp_count_s(board: Board) -> float:
+    """Seconds of a frontier-DP count of every square of ``board`` (one process)."""
+    return DP_6X6_S * DP_GROWTH_PER_SQUARE ** (board.n_squares - 36)
+
+
 def format_bytes(n: float) -> str:
     """``"812 B"``, ``"3.4 MB"``, ``"91 GB"`` (powers of 1000)."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
@@ -188,6 +202,6 @@ def count_concerns(cpu_s: float, workers: int, settings: Settings | None = None)
 
 
 __all__ = [
-    "BatchEstimate", "estimate_batch", "parse_sizes", "tour_chars", "count_cpu_s",
+    "BatchEstimate", "estimate_batch", "parse_sizes", "tour_chars", "count_cpu_s", "dp_count_s",
     "batch_concerns", "count_concerns", "describe_batch", "format_bytes", "format_hours",
 ]
