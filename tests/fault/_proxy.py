@@ -6,8 +6,10 @@ upstream server, in a daemon thread running an asyncio loop. The test thread swi
 
 * :meth:`~FaultProxy.blackhole` - a silent partition (a pulled cable, a firewall that drops, a
   dead NAT entry): nothing is forwarded either way and no socket is closed, so neither end
-  hears anything. Bytes already sent on an open connection are kept and delivered by
-  :meth:`~FaultProxy.heal`, as TCP retransmission would once the path is back. A connection
+  hears anything. Bytes sent on an open connection meanwhile are kept and delivered after
+  :meth:`~FaultProxy.heal` when TCP would deliver them: at the sender's next retransmission,
+  whose timeout has doubled at every try since the data was first sent (``rto_model``; after
+  a 150 s blackhole that is about 54 s after the heal). A connection
   opened meanwhile is accepted and held (in a real blackhole the SYN goes unanswered; here the
   connect succeeds and the first command gets no reply, which the client's socket timeout
   treats the same way) and reset at the heal: a real connect attempt would have timed out,
@@ -29,6 +31,7 @@ import asyncio
 import socket
 import struct
 import threading
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -83,6 +86,7 @@ class FaultProxy:
         self._flowing: asyncio.Event | None = None
         self._cut_next = False
         self._closing = False
+        self.rto_model = True
 
     # -- life cycle -----------------------------------------------------------------------
     def start(self) -> FaultProxy:
@@ -210,11 +214,14 @@ class FaultProxy:
         flowing = self._get_flowing()
         try:
             while True:
-                await flowing.wait()
                 data = await reader.read(65536)
+                if not flowing.is_set():  # sent into the blackhole: held, like unacked data
+                    await self._hold(reader, writer, data)
+                    if not data:
+                        break
+                    continue
                 if not data:
                     break
-                await flowing.wait()  # read just before a blackhole: held until the heal
                 if self.latency_s:
                     await asyncio.sleep(self.latency_s)
                 if from_server and self._cut_next and len(data) > 1:
@@ -234,5 +241,42 @@ class FaultProxy:
         except OSError:
             pass
 
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    first: bytes) -> None:
+        """Keep what is sent during a blackhole (``first``, then whatever follows) until the
+        heal, then deliver it when TCP would: at the sender's next retransmission
+        (:func:`retransmit_delay_s`, if ``rto_model``)."""
+        held, since, eof = [first], time.monotonic(), not first
+        waiting = asyncio.ensure_future(self._get_flowing().wait())
+        while not eof and not waiting.done():
+            more = asyncio.ensure_future(reader.read(65536))
+            await asyncio.wait({waiting, more}, return_when=asyncio.FIRST_COMPLETED)
+            if more.done():
+                chunk = more.result()
+                held.append(chunk)
+                eof = not chunk
+            else:
+                more.cancel()
+        await waiting
+        if self.rto_model:
+            await asyncio.sleep(retransmit_delay_s(time.monotonic() - since))
+        data = b"".join(held)
+        if data:
+            writer.write(data)
+            await writer.drain()
 
-__all__ = ["FaultProxy"]
+
+def retransmit_delay_s(stalled_s: float, rto_s: float = 0.2, max_rto_s: float = 120.0) -> float:
+    """How long after a path comes back a TCP sender whose data has gone unacknowledged for
+    ``stalled_s`` seconds sends it again: retransmissions come after ``rto_s``, then each
+    timeout doubles, up to ``max_rto_s`` (RFC 6298 sections 5.5 and 2.5; Linux's minimum RTO is
+    200 ms, its maximum 120 s). After a 20 s outage the next try is 5 s later; after 150 s,
+    about 54 s later - the wait a connection that survives a long blackhole pays."""
+    t, rto = rto_s, rto_s
+    while t <= stalled_s:
+        rto = min(2 * rto, max_rto_s)
+        t += rto
+    return t - stalled_s
+
+
+__all__ = ["FaultProxy", "retransmit_delay_s"]
