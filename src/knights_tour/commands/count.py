@@ -169,7 +169,6 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
                     "in this process", count_concerns(dp_s, 1), yes)
         return run_dp_count(board, start_sq, choice, memory_gb=memory_gb, as_json=as_json,
                             out=out)
-    note(f"method: {choice.reason}")
     plan = plan_count(board, start_sq, closed=closed, depth=depth,
                       use_symmetry=not no_symmetry)
     count_id = count_store.count_id_for(plan, start_sq)
@@ -185,6 +184,7 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     began = time.monotonic()
     report = None
     with open_backend(redis_url, workers, start_workers=False, notify=note) as backend:
+        note(f"method: {choice.reason}")  # once Redis answers: a bad URL is the only line
         try:
             if fresh:
                 count_store.delete_count(backend.client, count_id)
