@@ -310,16 +310,13 @@ def test_help_of_commands_that_need_a_url_does_not_promise_the_embedded_redis(ca
 
 
 def _docstrings(tree) -> set[int]:
-    """ids of the string constants that are docstrings (not messages)."""
+    """ids of the string constants that stand alone as statements: docstrings of modules,
+    classes, functions and attributes (documentation, which may name other tools' options),
+    not messages."""
     import ast
 
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                out.add(id(body[0].value))
-    return out
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
 
 
 def test_every_option_a_message_or_help_names_is_an_option_of_ktour():
