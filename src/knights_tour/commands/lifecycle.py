@@ -39,6 +39,7 @@ from knights_tour.service.local import (NO_WORKERS_WARNING, Backend, configured_
                                         no_worker_answers, open_backend, open_store)
 from knights_tour.service.verdict import Tally
 from knights_tour.settings import get_settings
+from knights_tour.solvers import check_solver_name
 from knights_tour.store.batches import CANCELLED, batch_status
 from knights_tour.store.connection import connect, mask_url
 
@@ -82,7 +83,9 @@ def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chu
 def _guard(sizes: tuple[str, ...], solver: str, verify: str, time_limit: float | None,
            workers: int | None, yes: bool) -> None:
     """Estimate the batch before any job is made; above the thresholds ask (or refuse
-    without a terminal and --yes)."""
+    without a terminal and --yes). Bad input is reported first, as without the guard."""
+    check_solver_name(solver)
+    require_positive(time_limit, "--time-limit")
     k = workers or get_settings().workers
     est = estimate_batch(parse_sizes(sizes), solver, None if verify == "none" else verify,
                          time_limit)
