@@ -47,7 +47,7 @@ from knights_tour import worker  # noqa: E402
 from knights_tour.board import Board, parse_board_list  # noqa: E402
 from knights_tour.core.counting import plan_count  # noqa: E402
 from knights_tour.core.jobs import make_batch_jobs  # noqa: E402
-from knights_tour.core.records import decode_record  # noqa: E402
+from knights_tour.core.records import decode_stored  # noqa: E402
 from knights_tour.service.batches import cancel_batch, submit_batch  # noqa: E402
 from knights_tour.service.counts import submit_count  # noqa: E402
 from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
@@ -262,11 +262,12 @@ def _records_now(data: Path) -> dict[str, float]:
         state = json.loads((data / "redis" / "embedded-redis.json").read_text())
         r = connect(f"redis://:{state['password']}@127.0.0.1:{state['port']}/0")
         ids = r.zrange(keys.batches(), 0, -1)
-        raw = r.hgetall(keys.batch_records(ids[-1])) if ids else {}
+        raw = (r.execute_command("HGETALL", keys.batch_records(ids[-1]), NEVER_DECODE=True)
+               if ids else {})
         r.close()
     except (OSError, ValueError, KeyError, *REDIS_ERRORS):
         return {}
-    return {k: decode_record(v)["finished_at"] for k, v in raw.items()}
+    return {k.decode(): decode_stored(v).finished_at for k, v in raw.items()}
 
 
 def _default_sigint() -> None:

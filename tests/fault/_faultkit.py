@@ -47,10 +47,10 @@ def drive(
             st = batch_status(r, batch_id)
             d.status = st
             for rec in collect(r, batch_id):
-                k = rec["job_key"]
-                if k in d.first_seen and d.first_seen[k] != rec.get("finished_at"):
+                k = rec.job_key
+                if k in d.first_seen and d.first_seen[k] != rec.finished_at:
                     d.overwritten.add(k)
-                d.first_seen.setdefault(k, rec.get("finished_at"))
+                d.first_seen.setdefault(k, rec.finished_at)
             if recover:
                 d.resent += recover_lost_jobs(r, url, batch_id)
         except REDIS_ERRORS:
@@ -86,14 +86,14 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
     passes the verifier, no lease or recovery bookkeeping left. Returns the records."""
     records = collect(r, batch_id)
     want = sorted(j.key for j in jobs)
-    got = [rec["job_key"] for rec in records]
+    got = [rec.job_key for rec in records]
     assert sorted(got) == want, "records missing or extra"
     assert len(got) == len(set(got)), "duplicate records"
     for rec in records:
-        assert rec["batch_id"] == batch_id
-        assert rec["status"] in ("found", "no_tour"), rec
-        if rec["status"] == "found":
-            assert verify_tour((rec["rows"], rec["cols"]), rec["tour"], start=rec["start"]).ok
+        assert rec.batch_id == batch_id
+        assert rec.status in ("found", "no_tour"), rec
+        if rec.status == "found":
+            assert verify_tour((rec.rows, rec.cols), rec.tour, start=rec.start).ok
     assert leases.running(r, Ledger.for_batch(batch_id)) == []
     left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
     assert not left, f"bookkeeping left: {left}"

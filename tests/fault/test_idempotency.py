@@ -31,14 +31,14 @@ def test_duplicate_deliveries_run_each_job_once(fault_redis, worker_pool, capsys
     assert d.status.get("complete"), d.status
     records = audit(r, batch_id, jobs)
     assert d.overwritten == set()
-    assert all(rec["attempts"] == 1 for rec in records), "a job was started twice"
+    assert all(rec.attempts == 1 for rec in records), "a job was started twice"
     print(f"\nduplicates: {len(jobs)} jobs, every message delivered twice, "
-          f"{len(records)} records, executions {sum(rec['attempts'] for rec in records)}")
+          f"{len(records)} records, executions {sum(rec.attempts for rec in records)}")
 
     # collect is deterministic and sorted, in the API and on the command line.
     assert collect(r, batch_id) == records
     assert records == sorted(records, key=record_sort_key)
-    starts = [tuple(rec["start"]) for rec in records]
+    starts = [tuple(rec.start) for rec in records]
     assert starts == sorted(starts)
     monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
     get_settings.cache_clear()

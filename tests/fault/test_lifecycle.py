@@ -17,6 +17,7 @@ import pytest
 from knights_tour import worker
 from knights_tour.cli import main
 from knights_tour.core.jobs import JobOptions
+from knights_tour.result import Record, Status
 from knights_tour.service.batches import (batch_digest, cancel_batch, make_jobs,
                                           recover_lost_jobs, start_or_resume, submit_batch,
                                           wait_for_batch)
@@ -83,7 +84,9 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     assert _queued(r) == 0
     # As if 7 jobs had been recorded before the interruption.
     for job in jobs[:7]:
-        store.save_record(r, first, {"job_key": job.key, "status": "found", "marker": 1})
+        store.save_record(r, first, Record(rows=job.rows, cols=job.cols, start=job.start,
+                                           solver=job.solver, status=Status.FOUND,
+                                           job_key=job.key, worker="before-the-interruption"))
     again, reused = start_or_resume(url, jobs, params, chunk_size=5)
     assert (again, reused) == (first, 7)
     assert store.batch_state(r, again) is None  # no longer cancelled
@@ -91,7 +94,7 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     worker_pool.start("life-b")
     st = wait_for_batch(r, again, timeout_s=120, recover_url=url)
     assert st["complete"]
-    kept = [rec for rec in store.collect(r, again) if rec.get("marker") == 1]
+    kept = [rec for rec in store.collect(r, again) if rec.worker == "before-the-interruption"]
     assert len(kept) == 7, "a recorded job was computed again"
     # Other params are another batch; --fresh is a new batch even with the same ones.
     assert batch_digest(jobs, {**params, "closed": True}) != batch_digest(jobs, params)

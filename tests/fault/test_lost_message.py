@@ -83,8 +83,8 @@ def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(
     # The taken message is still kombu's (not restored): the workers' recovery re-sent its
     # jobs. (The workers ack their own messages just after the last record: poll for that.)
     assert _wait(lambda: r.hlen("unacked") == 1), "kombu restored the message, or acks hang"
-    others = [rec["finished_at"] for rec in records if rec["job_key"] not in taken_keys]
-    lost = [rec["finished_at"] for rec in records if rec["job_key"] in taken_keys]
+    others = [rec.finished_at for rec in records if rec.job_key not in taken_keys]
+    lost = [rec.finished_at for rec in records if rec.job_key in taken_keys]
     late = max(lost) - max(others)
     print(f"\nmessage taken and never started, nobody waiting: its {len(taken_keys)} jobs "
           f"recorded {late:.1f} s after the rest of the batch")

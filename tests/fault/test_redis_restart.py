@@ -12,13 +12,19 @@ from _faultkit import audit, drive
 
 from knights_tour.store import keys
 from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.core.records import decode_record
+from knights_tour.core.records import decode_stored
+from redis.client import NEVER_DECODE
 from knights_tour.store.connection import connect
 from knights_tour.service.batches import submit_batch
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 
 DOWN_S = 3.0
+
+
+def stored_records(r, batch_id: str) -> dict:
+    """The batch's stored record values as bytes (a binary form), by job key."""
+    return r.execute_command("HGETALL", keys.batch_records(batch_id), **{NEVER_DECODE: True})
 
 
 def test_redis_restarted_mid_batch(fault_redis, worker_pool):
@@ -35,7 +41,7 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     def on_tick(st):
         if state["restarted"] or st.get("done", 0) < 10:
             return
-        state["before"] = dict(r.hgetall(keys.batch_records(batch_id)))
+        state["before"] = stored_records(r, batch_id)
         t0 = time.monotonic()
         fault_redis.stop()
         time.sleep(DOWN_S)
@@ -48,13 +54,13 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     assert state["restarted"]
     assert d.status.get("complete"), d.status
     audit(r, batch_id, jobs)
-    after = r.hgetall(keys.batch_records(batch_id))
+    after = stored_records(r, batch_id)
     before = state["before"]
     assert before and all(after[k] == v for k, v in before.items()), "a stored record changed"
     assert d.overwritten == set()
     # The same worker processes carried on (they reconnected; nobody restarted them).
     assert [w.pids[0] for w in workers] == pids and all(w.procs[0].poll() is None for w in workers)
-    finished = sorted(decode_record(v)["finished_at"] for v in after.values())
+    finished = sorted(decode_stored(v).finished_at for v in after.values())
     assert len(before) < len(jobs)
     after_restart = [f for f in finished if f > state["back_at"]]
     assert after_restart, "no job finished after Redis came back"

@@ -80,7 +80,7 @@ def test_batch_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_poo
     assert d.status.get("complete"), (d.status, held)
     records = audit(r, batch_id, jobs)
     assert d.overwritten == set(), "a job ran again after its record was stored"
-    finished = max(rec["finished_at"] for rec in records)
+    finished = max(rec.finished_at for rec in records)
     print(f"\nqueue empty, nobody waiting: batch of {len(jobs)} complete "
           f"{finished - killed_at:.1f} s after the kill ({len(held)} job(s) held)")
     assert finished - killed_at < RECOVERED_WITHIN_S

@@ -87,14 +87,14 @@ def test_a_worker_stalled_past_its_lease_changes_no_stored_record(fault_redis, w
         victim_node = stall["worker"].node_names[0]
 
         def settled() -> bool:
-            by_victim = {rec["job_key"] for rec in collect(r, batch_id)
-                         if rec.get("worker") == victim_node}
+            by_victim = {rec.job_key for rec in collect(r, batch_id)
+                         if rec.worker == victim_node}
             return all(k in _dropped(log_path) or k in by_victim for k in stall["pending"])
 
         while not settled() and time.monotonic() < deadline:
             for rec in collect(r, batch_id):  # keep watching for a rewritten record
-                k = rec["job_key"]
-                if d.first_seen.setdefault(k, rec.get("finished_at")) != rec.get("finished_at"):
+                k = rec.job_key
+                if d.first_seen.setdefault(k, rec.finished_at) != rec.finished_at:
                     d.overwritten.add(k)
             time.sleep(0.2)
         assert settled(), "the resumed pool process did not finish with its jobs"
@@ -106,12 +106,12 @@ def test_a_worker_stalled_past_its_lease_changes_no_stored_record(fault_redis, w
     assert d.status.get("complete"), d.status
     records = audit(r, batch_id, jobs)
     for rec in collect(r, batch_id):
-        k = rec["job_key"]
-        assert d.first_seen.get(k, rec["finished_at"]) == rec["finished_at"]
+        k = rec.job_key
+        assert d.first_seen.get(k, rec.finished_at) == rec.finished_at
     assert d.overwritten == set(), "a stored record was replaced"
-    by_key = {rec["job_key"]: rec for rec in records}
+    by_key = {rec.job_key: rec for rec in records}
     # The pending jobs were recorded by the other worker while this one was stopped.
-    assert all(by_key[k]["worker"] != victim_node for k in stall["pending"])
+    assert all(by_key[k].worker != victim_node for k in stall["pending"])
     assert "lease heartbeat ran" in log_path.read_text(errors="replace")  # it saw the stall
     assert all(k in _dropped(log_path) for k in stall["pending"])
     print(f"\nstall: {len(stall['pending'])} job(s) held while stopped for "

@@ -30,18 +30,18 @@ def test_jobs_over_their_time_limit_end_unknown_and_the_worker_goes_on(fault_red
                             chunk_size=3)
     d = drive(r, url, batch_id, timeout_s=150)
     assert d.status.get("complete"), d.status
-    recs = {rec["job_key"]: rec for rec in collect(r, batch_id)}
+    recs = {rec.job_key: rec for rec in collect(r, batch_id)}
     for job in (slow_engine, slow_cpsat):
         rec = recs[job.key]
-        assert (rec["status"], rec["reason"]) == ("unknown", "time_limit"), rec["reason"]
-        assert rec["proof"] is None and rec["tour"] is None
-        print(f"\n{job.key}: limit {job.time_limit_s} s, solver elapsed {rec['elapsed_s']:.2f} s, "
-              f"job {rec['job_elapsed_s']:.2f} s")
+        assert (rec.status, rec.reason) == ("unknown", "time_limit"), rec.reason
+        assert rec.proof is None and rec.tour is None
+        print(f"\n{job.key}: limit {job.time_limit_s} s, solver elapsed {rec.elapsed_s:.2f} s, "
+              f"job {rec.job_elapsed_s:.2f} s")
     # CP-SAT honoured its limit (its own timer; model building is not counted).
-    assert recs[slow_cpsat.key]["elapsed_s"] < slow_cpsat.time_limit_s + 2.0
+    assert recs[slow_cpsat.key].elapsed_s < slow_cpsat.time_limit_s + 2.0
     nxt = recs[after.key]
-    assert nxt["status"] == "found" and verify_tour(5, nxt["tour"], start=(0, 0)).ok
-    assert len({rec["worker"] for rec in recs.values()}) == 1
+    assert nxt.status == "found" and verify_tour(5, nxt.tour, start=(0, 0)).ok
+    assert len({rec.worker for rec in recs.values()}) == 1
     assert worker.procs[0].poll() is None and worker.pids[0] == pid  # the worker survived
 
 
@@ -56,7 +56,7 @@ def test_a_job_without_its_own_limit_gets_the_default_job_limit(fault_redis, wor
     batch_id = submit_batch(url, [endless, after], {"test": "default limit"}, chunk_size=2)
     d = drive(r, url, batch_id, timeout_s=120)
     assert d.status.get("complete"), d.status
-    recs = {rec["job_key"]: rec for rec in collect(r, batch_id)}
-    assert (recs[endless.key]["status"], recs[endless.key]["reason"]) == ("unknown", "time_limit")
-    assert recs[after.key]["status"] == "found"
+    recs = {rec.job_key: rec for rec in collect(r, batch_id)}
+    assert (recs[endless.key].status, recs[endless.key].reason) == ("unknown", "time_limit")
+    assert recs[after.key].status == "found"
     assert worker.procs[0].poll() is None

@@ -67,7 +67,7 @@ def _recovery_times(r, batch_id, log):
     """Seconds from each kill to the moment every job its victim held had a record."""
     from knights_tour.store.batches import collect
 
-    done_at = {rec["job_key"]: rec["finished_at"] for rec in collect(r, batch_id)}
+    done_at = {rec.job_key: rec.finished_at for rec in collect(r, batch_id)}
     wall_minus_mono = time.time() - time.monotonic()
     out = []
     for k in log:
@@ -89,9 +89,9 @@ def test_pool_child_killed_three_times(fault_redis, worker_pool):
     assert len(log) == KILLS
     records = audit(r, batch_id, jobs)
     assert d.overwritten == set(), "a job ran again after its record was stored"
-    by_key = {rec["job_key"]: rec for rec in records}
+    by_key = {rec.job_key: rec for rec in records}
     # At least one kill hit a job mid-run (a kill can also land between two jobs of a chunk).
-    assert any(by_key[j]["attempts"] >= 2 for k in log for j in k["jobs"])
+    assert any(by_key[j].attempts >= 2 for k in log for j in k["jobs"])
     times = _recovery_times(r, batch_id, log)
     print(f"\npool child kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
           f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s")
