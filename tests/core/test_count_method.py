@@ -3,6 +3,8 @@ enumeration and OEIS A165134."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from knights_tour.board import Board
@@ -57,3 +59,14 @@ def test_trunk_shared_by_the_starts_of_a_colour(tmp_path):
     assert list(tmp_path.glob("trunk*/kept-*.npy"))           # branch points kept on disk
     again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
     assert again.grid == report.grid
+
+
+def test_a_trunk_resumed_past_a_start_still_counts_it(tmp_path):
+    board = Board(4, 7)
+    ref = count_tours(board).grid
+    assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
+    for kept in tmp_path.glob("trunk*/kept-*.npy"):
+        kept.unlink()                      # the trunk resumes at its end, its branch points lost
+    for done in tmp_path.glob("full-*"):
+        shutil.rmtree(done)                # and no class has a checkpoint of its own
+    assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref

@@ -221,8 +221,11 @@ def _trunk_classes(board: Board, reps: list[Square], counts: dict[Square, int],
             trunks.append(tr)
         for rep, g, s in sorted(members, key=lambda m: -m[2]):
             t0 = time.perf_counter()
-            initial = tr.kept[s - 1] if tr is not None and s > 0 else None
-            res = run_sweep(frontier.full_sweep(g, s), first_step=s, initial=initial, **opts)
+            initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
+            # a trunk resumed past this start without keeping its layer: the class's own
+            # checkpoints resume it, or it is swept from the first layer
+            first = s if initial is not None else 0
+            res = run_sweep(frontier.full_sweep(g, s), first_step=first, initial=initial, **opts)
             counts[rep] = int(res.counts[0]) if len(res.keys) else 0
             figures.append({"representative": list(rep), "count": counts[rep],
                             "method": f"full sweep from the trunk's layer {s}",
