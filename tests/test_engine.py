@@ -50,9 +50,36 @@ def brute_force_has_tour(board: Board, start, closed: bool) -> bool:
     return dfs(s, 1)
 
 
+def _compiled_kernels() -> dict[str, int]:
+    """Name -> number of compiled signatures of every numba kernel the engine runs."""
+    from numba.core.registry import CPUDispatcher
+
+    from knights_tour.solvers.construct import kernel as construct_kernel
+    from knights_tour.solvers.engine import kernel as engine_kernel
+
+    return {f"{mod.__name__}.{name}": len(obj.signatures)
+            for mod in (engine_kernel, construct_kernel)
+            for name, obj in vars(mod).items() if isinstance(obj, CPUDispatcher)}
+
+
 def test_registry_and_warm_up():
+    """warm_up() leaves the kernels the engine calls compiled, so jobs of other sizes, open or
+    closed, searched or constructed, compile nothing more; it returns the seconds it took
+    (measured from outside, it cannot report more)."""
     assert get_solver("warnsdorff") is solve
-    assert warm_up() >= 0.0
+    began = time.perf_counter()
+    took = warm_up()
+    outside = time.perf_counter() - began
+    assert 0.0 < took <= outside
+    after_warm_up = _compiled_kernels()
+    assert after_warm_up["knights_tour.solvers.engine.kernel.run_attempt"] >= 1
+    assert after_warm_up["knights_tour.solvers.construct.kernel.walk"] >= 1
+    for board, start, closed in ((Board(7, 7), (0, 0), False), (Board(8, 8), (0, 0), True),
+                                 (Board(40, 40), (3, 5), False), (Board(30, 32), (0, 0), True)):
+        r = solve(board, start, closed=closed)
+        assert r.status == Status.FOUND and verify_tour(board, r.tour, start=start,
+                                                        closed=closed).ok
+    assert _compiled_kernels() == after_warm_up
 
 
 @pytest.mark.parametrize("n", range(5, 13))

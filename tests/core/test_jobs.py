@@ -8,6 +8,7 @@ no open knight's tour of 4×4 (Conrad et al. 1994); n = 5..12 have 620 start squ
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -131,11 +132,18 @@ def test_cpsat_cross_check_agrees_on_found_and_no_tour():
     assert (found.checks.verifier, found.checks.cpsat) == (True, True)
     assert (found.cpsat_status, found.cpsat_tour_accepted, found.mismatch) == (Status.FOUND, True, False)
     assert found.cpsat_model_status in ("OPTIMAL", "FEASIBLE")
+    began = time.perf_counter()
     none = run_job(Job(4, 4, (0, 0), verify="cpsat"))  # no open tour on 4x4
+    outside = time.perf_counter() - began
     assert none.status == Status.NO_TOUR and none.cpsat_status == Status.NO_TOUR
     assert none.checks.cpsat is True and none.mismatch is False
     assert none.cpsat_model_status == "INFEASIBLE"
-    assert none.cpsat_elapsed_s >= 0
+    # The cross-check's time is part of the job's, which the caller's clock bounds (the
+    # fields are rounded to the microsecond).
+    for rec in (found, none):
+        assert 0 < rec.cpsat_elapsed_s
+        assert rec.elapsed_s + rec.cpsat_elapsed_s <= rec.job_elapsed_s + 2e-6
+    assert none.job_elapsed_s <= outside + 1e-6
 
 
 def _fake_cpsat(status, proof=None, reason=None):
