@@ -6,8 +6,9 @@ processes, real ``ktour`` subprocesses where a signal or an exit code is the poi
 polls a condition with a generous deadline (a busy 2-core machine).
 
 Facts from outside the code: every square of an n x n board with even n >= 6 starts an open
-knight's tour (Conrad et al. 1994), so a 6x6 batch ends with 36 ``found`` records and a
-16x16 one with 256; on 5x5 exactly the 13 squares of the corners' colour start one.
+knight's tour (Conrad et al. 1994), so a 6x6 batch ends with 36 ``found`` records, a 14x14
+one with 196 and a 16x16 one with 256; on 5x5 exactly the 13 squares of the corners' colour
+start one.
 """
 
 from __future__ import annotations
@@ -175,14 +176,14 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
     env = _env(KT_DATA_DIR=str(data), KT_WORKERS="1", KT_PROGRESS_S="1")
     began = time.monotonic()
     first = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "run", "--sizes", "16", "--solver", "cpsat",
+        [sys.executable, "-m", "knights_tour", "run", "--sizes", "14", "--solver", "cpsat",
          "--chunk-size", "2", "--timeout", "8"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S)
     took = time.monotonic() - began
     assert first.returncode == 1, first.stderr
     (line,) = [ln for ln in first.stderr.splitlines() if "cancelled" in ln]
     batch_id = re.search(r"batch (\S+) cancelled by --timeout", line).group(1)
-    assert re.search(r": \d+/256 jobs done, their records kept \(ktour collect ", line), line
+    assert re.search(r": \d+/196 jobs done, their records kept \(ktour collect ", line), line
     assert "other batches' untouched" in line and line.endswith(f"ktour resume {batch_id}")
     assert "Traceback" not in first.stderr and first.stdout == ""
     assert list(tmp_path.glob("results-*")) == []  # an unfinished batch writes no file
@@ -202,7 +203,19 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
         assert _messages(r, batch_id) == (0, 0)
         assert r.hlen(worker.UNACKED_KEY) == 0
         assert store.batch_state(r, batch_id) == store.CANCELLED
-        assert r.hlen(keys.batch_records(batch_id)) < 256  # (none, on a loaded machine)
+        assert r.hlen(keys.batch_records(batch_id)) < 196  # (none, on a loaded machine)
+        kept = r.hlen(keys.batch_records(batch_id))
+
+    # and `ktour resume` finishes it on the embedded Redis, every job recorded once
+    third = subprocess.run(
+        [sys.executable, "-m", "knights_tour", "resume", batch_id, "--workers", "2", "--out",
+         "resumed.jsonl"], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=DEADLINE_S)
+    assert third.returncode == 0, third.stderr
+    assert f"resuming batch {batch_id}: {kept} of 196 jobs already recorded" in third.stderr
+    records = _records(tmp_path / "resumed.jsonl")
+    assert len({rec["job_key"] for rec in records}) == len(records) == 196
+    assert all(rec["status"] == "found" for rec in records)
 
 
 def _start_run(tmp_path: Path, url: str, name: str) -> tuple[subprocess.Popen, Path]:
