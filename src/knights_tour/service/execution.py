@@ -139,11 +139,11 @@ class _Records:
             save = lambda: save_records(self.r, self.batch_id, rows)  # noqa: E731
             stored = _retrying(save) if retry else save()
             self.rows = []
-            for (job_key, *_), kept in zip(rows, stored):
-                if not kept:
-                    log.warning("job %s of batch %s ran a second time (its lease lapsed while "
-                                "it ran); the record stored first is kept", job_key,
-                                self.batch_id)
+            dropped = [job_key for (job_key, *_), kept in zip(rows, stored) if not kept]
+            if dropped:  # one line for all of them: a lapse is one event
+                log.warning("job(s) %s of batch %s ran a second time (the lease lapsed while "
+                            "they ran); the records stored first are kept",
+                            ", ".join(dropped), self.batch_id)
         self.last = time.monotonic()
 
 
@@ -189,11 +189,10 @@ class _Claimed:
         flush()
         if _retrying(lambda: self.keeper.confirm(self.r)):
             return todo
-        for item in todo:
-            log.warning("%s %s of %s: the lease lapsed before its job started (this process "
-                        "was stalled longer than %.1f s); claiming it again", self.led.kind,
-                        key(item), self.led.id, self.keeper.lease_s)
         rest = list(todo)
+        log.warning("%s %s: the lease lapsed before its job started for %s (this process was "
+                    "stalled longer than %.1f s); claiming them again", self.led.kind,
+                    self.led.id, ", ".join(key(i) for i in rest), self.keeper.lease_s)
         self.unfinished.difference_update(key(i) for i in rest)
         return self.claim(rest, key)
 
