@@ -69,6 +69,7 @@ RECEIVED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProc
                       r"Task \S+ received")
 TASK_RECEIVED = re.compile(r"Task \S+\[([0-9a-f-]+)\] received")
 TASK_ENDED = re.compile(r"Task \S+\[([0-9a-f-]+)\] (?:succeeded|raised|retry|reject)")
+PROGRESS = re.compile(r"\d+/\d+ jobs done")
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):")
 LEVEL = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+: (WARNING|ERROR|CRITICAL)/[^\]]+\] (.*)$")
 
@@ -91,13 +92,14 @@ def received_after(log_path: Path, t: float) -> float | None:
 
 
 def warning_lines(text: str) -> list[str]:
-    """The WARNING/ERROR/CRITICAL messages of a worker log or a client's stderr."""
+    """The WARNING/ERROR/CRITICAL messages of a worker log, and the notes of a client's
+    stderr other than progress lines."""
     out = []
     for line in text.splitlines():
         m = LEVEL.match(line)
         if m:
             out.append(m.group(2))
-        elif line.startswith("ktour: "):
+        elif line.startswith("ktour: ") and not PROGRESS.search(line):
             out.append(line[len("ktour: "):])
     return out
 
