@@ -7,7 +7,7 @@ Redis), run here with the defaults of ``knights_tour.settings`` (lease 10 s, soc
 10 s, health check 5 s, ...; ``_netfaults.PRODUCT``) and the fault lengths users meet (a
 blackhole of 2 leases and one of 150 s, Redis paused 60 s)::
 
-    python benchmarks/bench_network_faults.py                 # every row, about 12 minutes
+    python benchmarks/bench_network_faults.py                 # every row, about 20 minutes
     python benchmarks/bench_network_faults.py --only worker-blackhole-20,redis-sigstop-60
     python benchmarks/bench_network_faults.py --json results.json
     python benchmarks/bench_network_faults.py --only client-blackhole-30 --fault-s 2 --sizes 6
