@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                           halves=args.halves or None)
         for fig in report.extra["dp_classes"]:
             print(f"class {fig['representative']}: {fig['count']:,} ({fig['method']}, "
-                  f"{fig['seconds']} s)")
+                  f"{fig.get('seconds', 0)} s)")
             for name, layers in fig.get("layers", {}).items():
                 _table(f"{fig['representative']} {name}", [LayerStat(**d) for d in layers])
         for i, low in enumerate(report.extra["lower_halves"]):

@@ -70,3 +70,10 @@ def test_a_trunk_resumed_past_a_start_still_counts_it(tmp_path):
     for done in tmp_path.glob("full-*"):
         shutil.rmtree(done)                # and no class has a checkpoint of its own
     assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
+
+
+def test_boards_above_6x6_share_trunks_not_halves():
+    board = Board(3, 13)                                      # 39 squares, a narrow frontier
+    report = dp_count(board)
+    assert report.extra["trunks"] and not report.extra["lower_halves"]
+    assert report.grid == count_tours(board).grid

@@ -115,7 +115,7 @@ def peak_rss_bytes() -> int:
 def dp_count(board: Board, start: Square | None = None, *,
              memory_bytes: int = DEFAULT_MEMORY_BYTES, checkpoint_dir: str | Path | None = None,
              progress: Progress | None = None, class_done: ClassDone | None = None,
-             halves: bool = True) -> CountReport:
+             halves: bool | None = None) -> CountReport:
     """Count the directed open tours from every square (or ``start``'s class) by the DP.
 
     One square per symmetry class of the majority colour is counted (squares of the minority
