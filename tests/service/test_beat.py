@@ -36,6 +36,7 @@ from knights_tour.service.collector import (
     report_paths,
 )
 from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.result import record_from_json
 from knights_tour.worker import TASK_COLLECT
 
 
@@ -62,11 +63,11 @@ def test_a_finished_batch_gets_one_complete_report(redis_client, tmp_path):
     assert result["written"] == [batch_id] and not result["locked"]
 
     jsonl, summary_path = report_paths(out, batch_id)
-    lines = [json.loads(ln) for ln in jsonl.read_text().splitlines()]
+    lines = [record_from_json(ln) for ln in jsonl.read_text().splitlines()]
     assert lines == store.collect(r, batch_id)
     assert len(lines) == len(jobs) == 25
     summary = json.loads(summary_path.read_text())
-    counts = Counter(rec["status"] for rec in lines)
+    counts = Counter(rec.status.value for rec in lines)
     assert summary["counts"] == {s: counts.get(s, 0) for s in ("found", "no_tour", "unknown", "error")}
     assert summary["counts"]["no_tour"] >= 12  # colour parity
     assert summary["total"] == 25 and summary["schedule"] == "nightly"
@@ -265,7 +266,8 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
     first = ids[0]
     meta = store.get_batch_meta(r, first)
     assert meta["params"]["schedule"] == "tiny" and meta["params"]["sizes"] == "5x5"
-    records = [json.loads(ln) for ln in report_paths(reports, first)[0].read_text().splitlines()]
+    records = [record_from_json(ln)
+               for ln in report_paths(reports, first)[0].read_text().splitlines()]
     assert records == store.collect(r, first) and len(records) == 25
     assert sum(json.loads(report_paths(reports, first)[1].read_text())["counts"].values()) == 25
     assert len(list(reports.glob("*.summary.json"))) == len(ids)

@@ -13,6 +13,7 @@ import signal
 import subprocess
 
 import psutil
+import msgspec
 import pytest
 
 from knights_tour.store import keys
@@ -20,6 +21,7 @@ from knights_tour.board import Board
 from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.result import Status
 from knights_tour.settings import get_settings
 from knights_tour.service.batches import wait_for_batch
 from knights_tour.service.waiting import WaitHooks
@@ -88,11 +90,11 @@ def test_batch_round_trip_sorted_and_counted(redis_client, records_5x5):
     assert status["counts"]["found"] == 25 - 12  # every majority-colour start has a tour
     assert status["params"] == {"sizes": "5"} and status["mismatches"] == 0
     got = collect(redis_client, batch_id)
-    assert [tuple(r["start"]) for r in got] == list(Board(5, 5).squares())  # row-major order
+    assert [tuple(r.start) for r in got] == list(Board(5, 5).squares())  # row-major order
     for rec in got:
-        if rec["status"] == "found":
-            assert verify_tour(5, rec["tour"], start=rec["start"]).ok
-    assert [j.key for j in batch_jobs(redis_client, batch_id)] == [r["job_key"] for r in got]
+        if rec.status == "found":
+            assert verify_tour(5, rec.tour, start=rec.start).ok
+    assert [j.key for j in batch_jobs(redis_client, batch_id)] == [r.job_key for r in got]
 
 
 def test_the_first_record_stored_for_a_job_is_kept(redis_client, records_5x5):
@@ -101,7 +103,8 @@ def test_the_first_record_stored_for_a_job_is_kept(redis_client, records_5x5):
     for rec in records[:3]:
         assert save_record(redis_client, batch_id, rec) is True
     assert save_record(redis_client, batch_id, records[0]) is True  # a retried write
-    again = dict(records[0], worker="second-run", finished_at=records[0]["finished_at"] + 1)
+    again = msgspec.structs.replace(records[0], worker="second-run",
+                                    finished_at=records[0].finished_at + 1)
     assert save_record(redis_client, batch_id, again) is False
     got = collect(redis_client, batch_id)
     assert len(got) == 3 and got[0] == records[0]
@@ -120,7 +123,8 @@ def test_progress_from_the_tally_matches_the_full_status(redis_client, records_5
             full, quick = batch_status(redis_client, batch_id), batch_progress(redis_client, batch_id)
             assert {k: quick[k] for k in shown} == {k: full[k] for k in shown}
         save_record(redis_client, batch_id, rec)
-        save_record(redis_client, batch_id, dict(rec, status="error"))  # kept out: not counted
+        save_record(redis_client, batch_id,
+                    msgspec.structs.replace(rec, status=Status.ERROR))  # kept out: not counted
     quick = batch_progress(redis_client, batch_id)
     assert quick["complete"] and quick["counts"] == batch_status(redis_client, batch_id)["counts"]
     # 25 starts of 5x5: 13 of the majority colour have tours, 12 are ruled out by colour parity.
@@ -136,7 +140,7 @@ def test_batches_are_separate_and_listed_in_order(redis_client, records_5x5):
     second = create_batch(redis_client, jobs[:4], {"n": 2})
     assert first != second
     save_record(redis_client, first, records[0])
-    assert [r["job_key"] for r in collect(redis_client, first)] == [records[0]["job_key"]]
+    assert [r.job_key for r in collect(redis_client, first)] == [records[0].job_key]
     assert collect(redis_client, second) == []
     listed = list_batches(redis_client)
     assert [b["batch_id"] for b in listed] == [first, second]
@@ -146,7 +150,7 @@ def test_batches_are_separate_and_listed_in_order(redis_client, records_5x5):
 def test_mismatch_and_missing_are_reported(redis_client, records_5x5):
     jobs, records = records_5x5
     batch_id = create_batch(redis_client, jobs[:5], {})
-    save_record(redis_client, batch_id, dict(records[0], mismatch=True))
+    save_record(redis_client, batch_id, msgspec.structs.replace(records[0], mismatch=True))
     status = batch_status(redis_client, batch_id)
     assert status["mismatches"] == 1 and status["missing"] == 4
     assert status["missing_keys"] == sorted(j.key for j in jobs[1:5])
@@ -162,7 +166,7 @@ def test_record_without_job_key_is_refused(redis_client, records_5x5):
     jobs, records = records_5x5
     batch_id = create_batch(redis_client, jobs[:1], {})
     with pytest.raises(KnightsTourError, match="job_key"):
-        save_record(redis_client, batch_id, {k: v for k, v in records[0].items() if k != "job_key"})
+        save_record(redis_client, batch_id, msgspec.structs.replace(records[0], job_key=None))
 
 
 def test_results_do_not_expire_unless_a_ttl_is_set(redis_client, records_5x5, monkeypatch):
@@ -211,7 +215,7 @@ def test_embedded_redis_keeps_data_across_restart_on_the_same_port(tmp_path, rec
         server.start()
         assert server.port == port and server.pid != pid
         r = connect(server.url)
-        assert [x["job_key"] for x in collect(r, batch_id)] == [records[0]["job_key"]]
+        assert [x.job_key for x in collect(r, batch_id)] == [records[0].job_key]
         assert batch_status(r, batch_id)["params"] == {"survive": True}
         r.close()
     finally:
@@ -289,8 +293,8 @@ def test_task_writes_one_record_per_job_and_an_error_for_a_bad_one(task_env):
     assert summary["jobs"] == 3 and summary["batch_id"] == batch_id
     got = collect(r, batch_id)
     assert len(got) == 3
-    errors = [x for x in got if x["status"] == "error"]
-    assert len(errors) == 1 and "unknown solver 'bogus'" in errors[0]["reason"]
+    errors = [x for x in got if x.status == "error"]
+    assert len(errors) == 1 and "unknown solver 'bogus'" in errors[0].reason
     assert batch_status(r, batch_id)["complete"]  # the bad dict is not one of the batch's jobs
 
 
@@ -315,8 +319,8 @@ def test_task_hands_unstarted_jobs_on_after_a_soft_time_limit(task_env, monkeypa
     batch_id = create_batch(r, jobs, {})
     summary = run_jobs.run(batch_id, [j.to_dict() for j in jobs])
     assert summary["jobs"] == 2 and len(calls) == 2  # stopped after the job that hit the limit
-    got = {x["job_key"]: x for x in collect(r, batch_id)}
-    assert got[jobs[1].key]["error_type"] == "SoftTimeLimitExceeded"
+    got = {x.job_key: x for x in collect(r, batch_id)}
+    assert got[jobs[1].key].error_type == "SoftTimeLimitExceeded"
     assert jobs[2].key not in got and jobs[3].key not in got
     # The two unstarted jobs went back on the queue as one new task (JSON body).
     assert r.llen(keys.QUEUE) == 1
