@@ -3,8 +3,10 @@
 One command (from the repository root)::
 
     python benchmarks/bench_cpsat.py [--groups square,rect-open,rect-closed,corners]
-        [--repeat 3] [--repeat-below 1.0] [--time-limit 20] [--ablation]
+        [--repeat 3] [--repeat-below 1.0] [--time-limit 20] [--ablation] [--first N]
         [--json benchmarks/results/bench_cpsat.json]
+
+``--first N`` runs only the first N jobs of each group (a quick check that the script runs).
 
 Groups of jobs (every job decided from scratch, no hint):
 
@@ -361,6 +363,8 @@ def main() -> int:
                         help="repeat a variant on a job only while it takes less (seconds)")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per solve")
     parser.add_argument("--ablation", action="store_true")
+    parser.add_argument("--first", type=int, default=None, metavar="N",
+                        help="only the first N jobs of each group")
     parser.add_argument("--json", dest="json_path",
                         default=str(HERE / "results" / "bench_cpsat.json"))
     args = parser.parse_args()
@@ -382,6 +386,7 @@ def main() -> int:
     }
     failed = False
     for name, jobs in build_groups(names).items():
+        jobs = jobs[:args.first] if args.first is not None else jobs
         t0 = time.perf_counter()
         results = []
         for i, job in enumerate(jobs, 1):

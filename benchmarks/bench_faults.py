@@ -53,7 +53,7 @@ from knights_tour.service.counts import submit_count  # noqa: E402
 from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
 from knights_tour.settings import get_settings  # noqa: E402
 from knights_tour.store import counts as count_store  # noqa: E402
-from knights_tour.store import keys, leases  # noqa: E402
+from knights_tour.store import keys, leases, queue  # noqa: E402
 from knights_tour.store.batches import collect  # noqa: E402
 from knights_tour.store.connection import REDIS_ERRORS, connect  # noqa: E402
 
@@ -144,7 +144,7 @@ class Rig:
 def _tally(r, batch_id: str, jobs, d) -> dict[str, Any]:
     """lost / dup / rerun of a batch from its stored records and what ``drive`` saw."""
     records = collect(r, batch_id)
-    got = [rec["job_key"] for rec in records]
+    got = [rec.job_key for rec in records]
     want = {j.key for j in jobs}
     return {"jobs": len(jobs), "lost": len(want - set(got)), "dup": len(got) - len(set(got)),
             "rerun": len(d.overwritten), "complete": bool(d.status.get("complete"))}
@@ -184,7 +184,7 @@ def _kill_main_when_queue_empty(rig: Rig, held_by: Callable[[set[int]], set[str]
     while time.monotonic() < deadline:
         family = rig.pool.family(rig.workers[0])
         held = held_by({p.pid for p in family[1:]}) if len(family) >= 2 else set()
-        if held and leases.lists_empty(rig.r, worker.queue_lists()):
+        if held and queue.lists_empty(rig.r, worker.queue_lists()):
             os.kill(family[0].pid, signal.SIGKILL)
             rig.pool.strays.extend(family[1:])
             return time.time(), held
@@ -201,7 +201,7 @@ def main_kill_queue_empty(rig: Rig, jobs) -> dict[str, Any]:
     d = drive(rig.r, rig.url, batch_id, 600, recover=False)
     row = _tally(rig.r, batch_id, jobs, d)
     records = collect(rig.r, batch_id)
-    row["recovery_s"] = round(max(rec["finished_at"] for rec in records) - killed_at, 1)
+    row["recovery_s"] = round(max(rec.finished_at for rec in records) - killed_at, 1)
     row["batch_s"] = round(time.monotonic() - began, 1)
     row["note"] = f"{len(held)} job(s) held by the killed worker; nobody waiting"
     return row

@@ -41,7 +41,7 @@ def run_once(url: str, workers: int, chunk: int, verify: str | None,
     status = wait_for_batch(r, batch_id, timeout_s=1800, poll_s=0.05)
     wall = time.perf_counter() - t0
     records = collect(r, batch_id)
-    job_sum = sum(rec.get("job_elapsed_s") or 0 for rec in records)
+    job_sum = sum(rec.job_elapsed_s or 0 for rec in records)
     return {
         "chunk_size": chunk,
         "verify": verify,
@@ -53,11 +53,11 @@ def run_once(url: str, workers: int, chunk: int, verify: str | None,
         "mismatches": status["mismatches"],
         "wall_s": round(wall, 3),
         "submit_s": round(t_submit, 3),
-        "solver_sum_s": round(sum(rec.get("elapsed_s") or 0 for rec in records), 3),
-        "cpsat_sum_s": round(sum(rec.get("cpsat_elapsed_s") or 0 for rec in records), 3),
+        "solver_sum_s": round(sum(rec.elapsed_s or 0 for rec in records), 3),
+        "cpsat_sum_s": round(sum(rec.cpsat_elapsed_s or 0 for rec in records), 3),
         "job_sum_s": round(job_sum, 3),
         "overhead_worker_s": round(workers * wall - job_sum, 3),
-        "per_worker": dict(Counter(rec.get("worker") for rec in records)),
+        "per_worker": dict(Counter(rec.worker for rec in records)),
     }
 
 
