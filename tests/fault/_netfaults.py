@@ -359,10 +359,22 @@ def rig(tmp: Path, timing: Timing) -> Scenario:
 
 def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subprocess.Popen,
                                                                            Path]:
+    """Start ``ktour collect BATCH --wait`` (through ``link`` if given) and return once it
+    waits: subscribed to the batch's channel (a client cut off while it is still starting
+    exits 2 at once, by design - that is not the fault tested here)."""
     out = sc.tmp / f"records-{batch_id}.jsonl"
     url = link.url_for(sc.redis.url) if link is not None else sc.redis.url
     proc = sc.start_client(batch_id, url, out)
     wait_connected(proc.pid, link.port if link is not None else sc.redis.port)
+
+    def waiting() -> bool:
+        try:
+            return dict(sc.r.pubsub_numsub(keys.batch_events(batch_id))).get(
+                keys.batch_events(batch_id), 0) > 0
+        except REDIS_ERRORS:
+            return False
+
+    sc.wait_until(lambda: waiting() or proc.poll() is not None, 120, batch_id)
     return proc, out
 
 
