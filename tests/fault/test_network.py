@@ -20,7 +20,7 @@ from _netfaults import SCALED, Outcome, Scenario, busy_worker_blackholed, client
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
 
-JOBS = 120
+JOBS = 80
 """CP-SAT jobs on 20x20 (about a tenth of a second each) per scenario: the batch outlasts
 the fault."""
 
@@ -68,7 +68,7 @@ def test_the_waiting_client_blackholed_then_healed(net):
 
 def test_redis_paused_with_sigstop_while_workers_run_and_a_client_waits(net):
     began = time.monotonic()
-    _check(redis_paused(net, fault_s=15.0, limit=JOBS), began)
+    _check(redis_paused(net, fault_s=12.0, limit=JOBS), began)
 
 
 def test_redis_restarted_while_the_waiting_client_is_blackholed(net):
