@@ -216,7 +216,8 @@ def _trunk_classes(board: Board, reps: list[Square], counts: dict[Square, int],
         last = max(s for _, _, s in members)
         tr = None
         if last > 0:
-            tr = run_sweep(frontier.trunk_sweep(members[0][1], colour, last),
+            cands = frozenset(s for _, _, s in members)
+            tr = run_sweep(frontier.trunk_sweep(members[0][1], colour, last, cands),
                            keep={s - 1 for _, _, s in members if s > 0}, **opts)
             trunks.append(tr)
         for rep, g, s in sorted(members, key=lambda m: -m[2]):

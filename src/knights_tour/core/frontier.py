@@ -129,7 +129,8 @@ def _need(g: Graph) -> tuple[int, int] | None:
 
 
 def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
-                start: int | None, final: bool, reserve: int | None = None) -> SweepPlan:
+                start: int | None, final: bool, reserve: int | None = None,
+                candidates: frozenset[int] = frozenset()) -> SweepPlan:
     """The kernel tables of a sweep.
 
     Parameters
@@ -140,6 +141,7 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
     final : True if the sweep decides every edge (its last step completes the path)
     reserve : colour (0 or 1) of a path end that some untaken start square will be, without
         naming it (the trunk shared by the start squares of that colour), or None
+    candidates : the start squares the reserved end may be (all untaken while the sweep runs)
 
     Raises
     ------
@@ -187,7 +189,8 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
         for u, j in slot_new.items():
             newcol[k, j] = g.colour[u]
             newrem1[k, j] = 1 if und[u] == 1 else 0
-        (static_b, static_w), adj = _untaken(g, taken_set, undecided, slot_new, start)
+        (static_b, static_w, static_cand), adj = _untaken(g, taken_set, undecided, slot_new,
+                                                          start, candidates)
         if len(adj) > fk.MAX_ADJ:
             raise InvalidJobError(f"{name}: {len(adj)} untaken vertices next to the frontier")
         for a, (st, cu, fs) in enumerate(adj):
@@ -195,19 +198,22 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
         scal[k] = [len(old), len(b), fk.DANGLE if v == start else fk.ISO,
                    slot_new.get(v, -1), len(frontier), len(adj), static_b, static_w, bw,
                    1 if final and k == n_steps - 1 else 0, need[0], need[1],
-                   int(reserve == 0), int(reserve == 1)]
+                   int(reserve == 0), int(reserve == 1), static_cand]
         frontier_after.append(list(frontier))
     tables = (scal, back, o2n, newcol, newrem1, adj_static, adj_col, adj_fs)
     return SweepPlan(name, [v for v, _ in steps], tables, frontier_after, final)
 
 
 def _untaken(g: Graph, taken: set[int], undecided: set[Edge], slot_new: dict[int, int],
-             start: int | None) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
-    """The untaken vertices as the kernel's pruning sees them: ``(black, white)`` end points
-    forced whatever the state (the untaken start; a vertex with at most one untaken neighbour
-    and no frontier neighbour), and per untaken vertex next to the frontier ``(untaken
-    neighbours, colour, bit mask of frontier slots joined to it by an undecided edge)``."""
+             start: int | None, candidates: frozenset[int] = frozenset()
+             ) -> tuple[tuple[int, int, int], list[tuple[int, int, int]]]:
+    """The untaken vertices as the kernel's pruning sees them: ``(black, white, candidates)``
+    end points forced whatever the state (the untaken start; a vertex with at most one untaken
+    neighbour and no frontier neighbour; how many of those are start candidates), and per
+    untaken vertex next to the frontier ``(untaken neighbours, colour + 2 if a candidate, bit
+    mask of frontier slots joined to it by an undecided edge)``."""
     forced = [0, 0]
+    cand = 0
     adj = []
     for u in range(g.n):
         if u in taken:
@@ -218,10 +224,11 @@ def _untaken(g: Graph, taken: set[int], undecided: set[Edge], slot_new: dict[int
         if u == start:
             forced[g.colour[u]] += 1
         elif fs:
-            adj.append((st, g.colour[u], fs))
+            adj.append((st, g.colour[u] + 2 * (u in candidates), fs))
         elif st <= 1:
             forced[g.colour[u]] += 1
-    return (forced[0], forced[1]), adj
+            cand += u in candidates
+    return (forced[0], forced[1], cand), adj
 
 
 def full_sweep(g: Graph, start: int | None) -> SweepPlan:
@@ -231,13 +238,25 @@ def full_sweep(g: Graph, start: int | None) -> SweepPlan:
     return build_sweep(g, "full", steps, start, final=True)
 
 
-def trunk_sweep(g: Graph, colour: int, n_steps: int) -> SweepPlan:
+def trunk_sweep(g: Graph, colour: int, n_steps: int, candidates: frozenset[int]) -> SweepPlan:
     """The first ``n_steps`` steps of :func:`full_sweep` shared by every start square of
     ``colour`` not taken before step ``n_steps``: the start is a reserved end of that colour,
     not named (so its layers hold every state of each of those starts, and a few more). A
-    start's own sweep continues from the trunk's layer just before its square is taken."""
+    start's own sweep continues from the trunk's layer just before its square is taken.
+    ``candidates``: the start squares sharing the trunk (the reserved end is one of those
+    still untaken); when no forced end is one of them, the reserved end is one more.
+
+    Raises
+    ------
+    InvalidJobError
+        If ``candidates`` is empty (a reserved end that may be any square would have to count
+        as at most one forced end; name the starts instead).
+    """
+    if not candidates:
+        raise InvalidJobError("a trunk needs the start squares it serves")
     steps = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(n_steps)]
-    return build_sweep(g, f"trunk{colour}", steps, None, final=False, reserve=colour)
+    return build_sweep(g, f"trunk{colour}", steps, None, final=False, reserve=colour,
+                       candidates=candidates)
 
 
 def full_sweep_width(g: Graph) -> int:

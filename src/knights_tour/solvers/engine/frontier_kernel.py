@@ -43,8 +43,10 @@ Pruning (exact: a state is dropped only if no Hamiltonian path completes it)
       left (its untaken neighbours plus the frontier neighbours that can still take an edge),
       and the fixed start square while it is untaken. More than the path has of a colour: dead.
       An untaken vertex with no possible neighbour left: dead. A *reserved* end (a start of a
-      known colour that is not named yet: the shared trunk of several start squares) counts
-      as at least one forced end of its colour, since it may be one of the forced ones.
+      known colour that is not named yet, one of a set of untaken *candidates*: the shared trunk
+      of several start squares) counts as one more forced end of its colour when no forced end
+      is a candidate, else as at least one (it may be one of the forced ones). ``adj_col`` holds
+      the colour in bit 0 and "is a candidate" in bit 1.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ MAX_SLOTS = 15
 # columns of the per-step scalar table ``scal``
 C_NF_OLD, C_NBACK, C_V_INIT, C_V_NEW, C_NF_NEW, C_NADJ, C_STATIC_B, C_STATIC_W = range(8)
 C_BW_TAKEN, C_IS_LAST, C_NEED_B, C_NEED_W, C_RESERVE_B, C_RESERVE_W = range(8, 14)
-N_SCALARS = 14
+C_STATIC_CAND = 14
+N_SCALARS = 15
 MAX_ADJ = 48
 """Untaken vertices next to the frontier a step can list."""
 
@@ -225,15 +228,21 @@ def _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, do
     res_w = scal[k, C_RESERVE_W]
     if made_b + max(forced_b, res_b) > need_b or made_w + max(forced_w, res_w) > need_w:
         return False, np.uint64(0)
+    forced_cand = scal[k, C_STATIC_CAND]
     for a in range(scal[k, C_NADJ]):
         avail = adj_static[k, a] + _popcount(open_mask & adj_fs[k, a])
         if avail == 0:
             return False, np.uint64(0)
         if avail == 1:
-            if adj_col[k, a] == 0:
+            if adj_col[k, a] & 1 == 0:
                 forced_b += 1
             else:
                 forced_w += 1
+            forced_cand += adj_col[k, a] >> 1
+    if forced_cand == 0:
+        # no forced end is a start candidate: the reserved end is one more
+        forced_b += res_b
+        forced_w += res_w
     if made_b + max(forced_b, res_b) > need_b or made_w + max(forced_w, res_w) > need_w:
         return False, np.uint64(0)
     # renumber labels by first appearance and pack
