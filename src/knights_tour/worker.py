@@ -55,47 +55,28 @@ import redis
 from celery import Celery, bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown
 from celery.worker.consumer import Consumer
-from kombu import pools
 from kombu.exceptions import OperationalError
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 from knights_tour import solvers
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
+from knights_tour.messages import (
+    BATCH_PRIORITY,
+    DEFAULT_REDIS_URL,
+    OPS_PRIORITY,
+    RECOVERY_PRIORITY,
+    TASK_COLLECT,
+    TASK_COUNT_SUBJOBS,
+    TASK_RUN_JOBS,
+    TASK_SUBMIT_SWEEP,
+)
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store import keys
 from knights_tour.store.connection import connect, mask_url, tcp_keepalive_options
 from knights_tour.store.memory import check_memory
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-"""Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
-
-# -- task names: the only place they are spelled (the bodies are in knights_tour.tasks) --------
-
-TASK_RUN_JOBS = "knights_tour.run_jobs"
-"""The task that runs a chunk of jobs of a batch (arguments: batch id, list of job dicts)."""
-
-TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
-"""The task that runs count sub-jobs (arguments: count id, list of sub-job dicts)."""
-
-TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
-"""The task a beat sweep entry sends (argument: the sweep as a JSON dict)."""
-
-TASK_COLLECT = "knights_tour.collect_reports"
-"""The task the beat collect entry sends (no arguments)."""
-
-# -- message priorities ---------------------------------------------------------------------
-
-BATCH_PRIORITY = 6
-"""Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
-6, 9 (kombu ``priority_steps``; each step is its own list), so re-sent lost jobs
-(:data:`RECOVERY_PRIORITY`) overtake the queued rest of the batch instead of waiting behind it."""
-
-RECOVERY_PRIORITY = 0
-"""Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
-
-OPS_PRIORITY = 0
-"""Priority of the beat entries: a collection or a sweep submission is not queued behind the
-chunks of running batches (sent at :data:`BATCH_PRIORITY`)."""
+# Names, priorities and the default broker live in knights_tour.messages (no Celery there), so
+# the modules that only name a task need not load Celery; they are re-exported here.
 
 UNACKED_KEY: str = Channel.unacked_key
 """The Redis hash where kombu's Redis transport keeps every message delivered to a worker and
@@ -104,9 +85,11 @@ not yet acknowledged (with late acks: reserved or running tasks)."""
 log = logging.getLogger(__name__)
 
 
-def celery_config(settings: Settings) -> dict:
-    """The Celery configuration for ``settings`` (a plain dict, for inspection and tests)."""
-    url = settings.redis_url or DEFAULT_REDIS_URL
+def celery_config(settings: Settings, url: str | None = None) -> dict:
+    """The Celery configuration for ``settings`` (a plain dict, for inspection and tests), with
+    broker and result backend ``url`` (default: ``KT_REDIS_URL``, else
+    :data:`~knights_tour.messages.DEFAULT_REDIS_URL`)."""
+    url = url or settings.redis_url or DEFAULT_REDIS_URL
     visibility = int(settings.visibility_timeout_s)
     # Every broker connection (kombu) gets the store's socket options (store.connection):
     # a dead peer is noticed in seconds, not when the kernel gives up on it. kombu also uses
@@ -168,40 +151,33 @@ def celery_config(settings: Settings) -> dict:
 
 
 app = Celery("knights_tour", include=["knights_tour.tasks"])
-app.conf.update(celery_config(get_settings()))
+app.config_from_object(celery_config(get_settings()))
+
+
+@functools.cache
+def _client_app(url: str) -> Celery:
+    """A Celery app of its own for sending to (and controlling workers of) the Redis at
+    ``url``, configured like :data:`app` but for that broker. One per URL and process: its
+    broker connections are pooled for the next send."""
+    client = Celery("knights_tour", set_as_current=False)
+    client.config_from_object(celery_config(get_settings(), url))
+    return client
 
 
 def use_redis(url: str) -> Celery:
-    """Point this process's Celery app at ``url`` (broker and result backend) and return it.
+    """The Celery app that talks to the Redis at ``url`` (broker and result backend).
 
     For client processes (``ktour run/submit``, tests) that talk to a Redis chosen at run time
-    (e.g. the embedded server) rather than ``KT_REDIS_URL``. Drops the app's cached broker
-    connection/producer pools so the next send or control command uses the new URL. Workers
-    never call this: they are configured from settings.
+    (e.g. the embedded server) rather than ``KT_REDIS_URL``: :data:`app` itself when ``url`` is
+    its broker, else an app of its own for ``url`` (created on first use, then kept), so no
+    app is ever re-pointed at another server and nothing of Celery's internals is reset.
+    Workers never call this: they are configured from settings.
     """
-    if app.conf.broker_url != url or app.conf.result_backend != url:
-        app.conf.broker_url = url
-        app.conf.result_backend = url
-        # app._pool is kombu's process-wide pool for the old URL, and kombu keeps it (and its
-        # producer pool) registered under that URL: closing just that one would hand a closed
-        # pool back when we switch to the old URL again ("Acquire on closed pool"). Reset the
-        # registry instead; this process is a client, nothing else uses those pools.
-        pools.reset()
-        app._pool = None  # noqa: SLF001 - Celery keeps no public way to drop it
-        amqp = app.__dict__.get("amqp")
-        if amqp is not None:
-            amqp._producer_pool = None  # noqa: SLF001
-        # The result backend object is cached too (per app, or per thread if not thread-safe)
-        # and keeps the old URL: a send_task that does not ignore its result would subscribe
-        # through it to the old server. Drop it; the next use builds one for the new URL.
-        app._backend_cache = None  # noqa: SLF001
-        if getattr(app._local, "backend", None) is not None:  # noqa: SLF001
-            app._local.backend = None  # noqa: SLF001
-    return app
+    return app if url == app.conf.broker_url else _client_app(url)
 
 
-def send(name: str, args: Sequence[Any], *, priority: int | None = None,
-         producer: Any = None) -> None:
+def send(name: str, args: Sequence[Any], *, url: str | None = None,
+         priority: int | None = None, producer: Any = None) -> None:
     """Put one task message on the project queue (JSON, result ignored).
 
     Parameters
@@ -210,6 +186,9 @@ def send(name: str, args: Sequence[Any], *, priority: int | None = None,
         One of the ``TASK_*`` names above.
     args : sequence
         JSON-ready positional arguments of the task.
+    url : str, optional
+        The broker's Redis URL (:func:`use_redis`); default: this process's :data:`app`
+        (``KT_REDIS_URL``).
     priority : int, optional
         Message priority (0 is served first); default: the transport's default.
     producer : kombu.Producer, optional
@@ -225,8 +204,9 @@ def send(name: str, args: Sequence[Any], *, priority: int | None = None,
         options["priority"] = priority
     if producer is not None:
         options["producer"] = producer
+    sender = app if url is None else use_redis(url)
     try:
-        app.send_task(name, args=list(args), **options)
+        sender.send_task(name, args=list(args), **options)
     except OperationalError as exc:
         # The broker is the same Redis: report its outage as the store's errors are reported,
         # so every caller that rides out a Redis outage (REDIS_ERRORS) rides out this one.

@@ -25,9 +25,6 @@ def fault_redis(tmp_path) -> Iterator[EmbeddedRedis]:
     os.environ["KT_REDIS_URL"] = server.url
     os.environ["KT_LEASE_S"] = str(LEASE_S)
     get_settings.cache_clear()
-    import knights_tour.service.execution as execution
-
-    execution._redis_client = None  # noqa: SLF001 - a fresh client for this server
     try:
         yield server
     finally:
@@ -38,7 +35,6 @@ def fault_redis(tmp_path) -> Iterator[EmbeddedRedis]:
             else:
                 os.environ[k] = v
         get_settings.cache_clear()
-        execution._redis_client = None  # noqa: SLF001
 
 
 @pytest.fixture

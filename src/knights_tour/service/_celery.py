@@ -3,7 +3,9 @@
 Importing Celery and kombu costs noticeable start-up time, and most commands that open a
 backend (``ktour collect``, ``status``, ``batches``, ``report``) send no message at all. So the
 service modules reach the Celery app module (:mod:`knights_tour.worker`) and kombu's Redis
-transport only through these functions: the one place in the layer that imports them.
+transport only through these functions: the one place in the layer that imports them (an
+import-linter contract in pyproject.toml holds the rest of the package to it; task names and
+priorities are in :mod:`knights_tour.messages`, which needs no Celery).
 """
 
 from __future__ import annotations
@@ -17,14 +19,6 @@ def celery_worker() -> ModuleType:
     from knights_tour import worker  # the layer's lazy import of Celery
 
     return worker
-
-
-def queue_lists(queue: str) -> list[str]:
-    """The Redis lists that hold ``queue``'s messages: kombu's Redis transport keeps one list
-    per priority step (the queue's own name for priority 0)."""
-    from kombu.transport.redis import PRIORITY_STEPS, Channel  # the layer's lazy kombu import
-
-    return [queue] + [f"{queue}{Channel.sep}{p}" for p in PRIORITY_STEPS if p]
 
 
 def messages_held(client: Any) -> int:
@@ -52,4 +46,4 @@ def unacked_keys() -> tuple[str, str]:
     return channel.unacked_key, channel.unacked_index_key
 
 
-__all__ = ["celery_worker", "queue_lists", "messages_held", "unacked_keys"]
+__all__ = ["celery_worker", "messages_held", "unacked_keys"]

@@ -21,13 +21,13 @@ from typing import Any
 
 import redis
 
-from knights_tour import worker
+from knights_tour import messages
 from knights_tour.board import Board, parse_board_list
 from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs
 from knights_tour.result import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.service import recovery
-from knights_tour.service._celery import unacked_keys
+from knights_tour.service._celery import celery_worker, unacked_keys
 from knights_tour.service.chunking import plan_chunks
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
@@ -151,21 +151,21 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
         to_send = [j for j in to_send if j.key in missing]
     if largest_first:
         to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
-    app = worker.use_redis(redis_url)
-    with app.producer_or_acquire() as producer:
+    celery = celery_worker()
+    with celery.use_redis(redis_url).producer_or_acquire() as producer:
         for chunk in plan_chunks(to_send, chunk_size):
-            worker.send(worker.TASK_RUN_JOBS, [batch_id, [j.to_dict() for j in chunk]],
-                        producer=producer, priority=worker.BATCH_PRIORITY)
+            celery.send(messages.TASK_RUN_JOBS, [batch_id, [j.to_dict() for j in chunk]],
+                        url=redis_url, producer=producer, priority=messages.BATCH_PRIORITY)
     r.close()
     return batch_id
 
 
 def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
     """Put one run-jobs task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
-    :data:`knights_tour.worker.RECOVERY_PRIORITY`, so it runs before the batch's still-queued
+    :data:`knights_tour.messages.RECOVERY_PRIORITY`, so it runs before the batch's still-queued
     jobs."""
-    worker.use_redis(redis_url)
-    worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts], priority=worker.RECOVERY_PRIORITY)
+    celery_worker().send(messages.TASK_RUN_JOBS, [batch_id, job_dicts], url=redis_url,
+                         priority=messages.RECOVERY_PRIORITY)
 
 
 def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
@@ -389,9 +389,9 @@ def cancel_batch(r: redis.Redis, batch_id: str) -> int:
     return drop_queued(r, batch_id) + drop_held(r, batch_id)
 
 
-def drop_queued(r: redis.Redis, unit_id: str, task: str = worker.TASK_RUN_JOBS) -> int:
+def drop_queued(r: redis.Redis, unit_id: str, task: str = messages.TASK_RUN_JOBS) -> int:
     """Remove from the project queue the ``task`` messages of ``unit_id`` (default: the
-    run-jobs tasks of batch ``unit_id``; ``worker.TASK_COUNT_SUBJOBS`` for a count's
+    run-jobs tasks of batch ``unit_id``; ``messages.TASK_COUNT_SUBJOBS`` for a count's
     sub-jobs) and return how many; every other message stays, whoever sent it (a queue is
     shared by every batch and count on the Redis). A message a worker holds now is not in
     the queue and is not touched.
@@ -401,10 +401,10 @@ def drop_queued(r: redis.Redis, unit_id: str, task: str = worker.TASK_RUN_JOBS) 
     redis.RedisError
         If Redis cannot be reached.
     """
-    return queue.drop_messages(r, worker.queue_lists(), _message_of(unit_id, task))
+    return queue.drop_messages(r, celery_worker().queue_lists(), _message_of(unit_id, task))
 
 
-def drop_held(r: redis.Redis, unit_id: str, task: str = worker.TASK_RUN_JOBS) -> int:
+def drop_held(r: redis.Redis, unit_id: str, task: str = messages.TASK_RUN_JOBS) -> int:
     """Remove the ``task`` messages of ``unit_id`` that workers took and did not acknowledge
     (kombu's unacknowledged hash) - for workers that were just killed, whose messages would
     otherwise come back after the visibility timeout - and return how many. Only for a

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from knights_tour import worker
+from knights_tour import messages
 from knights_tour.errors import KnightsTourError
 from knights_tour.service import collector
 from knights_tour.service.batches import cancel_batch, drop_queued
@@ -154,7 +154,7 @@ def prune(r: redis.Redis, older_than_s: float, reports_dir: Path, log_dir: Path 
         if leases.running(r, ledger):
             out.busy.append(cid)
             continue
-        drop_queued(r, cid, worker.TASK_COUNT_SUBJOBS)
+        drop_queued(r, cid, messages.TASK_COUNT_SUBJOBS)
         out.redis.add(cleanup.forget_count(r, cid))
         out.counts.append(cid)
     _forget_reports(reports_dir, set(out.batches), out)

@@ -19,9 +19,10 @@ from typing import Any
 
 import redis
 
-from knights_tour import worker
+from knights_tour import messages
 from knights_tour.core.counting import SubJob
 from knights_tour.service import recovery
+from knights_tour.service._celery import celery_worker
 from knights_tour.service.batches import drop_held, drop_queued
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.store import counts as count_store
@@ -50,10 +51,11 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
     r = connect(redis_url)
     leases.activate(r, leases.Ledger.for_count(count_id))
     r.close()
-    app = worker.use_redis(redis_url)
-    with app.producer_or_acquire() as producer:
+    celery = celery_worker()
+    with celery.use_redis(redis_url).producer_or_acquire() as producer:
         for sj in subjobs:
-            worker.send(worker.TASK_COUNT_SUBJOBS, [count_id, [sj.to_dict()]], producer=producer)
+            celery.send(messages.TASK_COUNT_SUBJOBS, [count_id, [sj.to_dict()]], url=redis_url,
+                        producer=producer)
     return len(subjobs)
 
 
@@ -66,9 +68,8 @@ def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    worker.use_redis(redis_url)
     return recovery.recover(r, leases.Ledger.for_count(count_id),
-                            recovery.sender(worker.TASK_COUNT_SUBJOBS))
+                            recovery.sender(messages.TASK_COUNT_SUBJOBS, url=redis_url))
 
 
 def _count_done(status: dict[str, Any]) -> bool:
@@ -123,8 +124,8 @@ def stop_count(r: redis.Redis, count_id: str) -> int:
         If Redis cannot be reached.
     """
     leases.deactivate(r, leases.Ledger.for_count(count_id))
-    return (drop_queued(r, count_id, worker.TASK_COUNT_SUBJOBS)
-            + drop_held(r, count_id, worker.TASK_COUNT_SUBJOBS))
+    return (drop_queued(r, count_id, messages.TASK_COUNT_SUBJOBS)
+            + drop_held(r, count_id, messages.TASK_COUNT_SUBJOBS))
 
 
 __all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs", "stop_count"]

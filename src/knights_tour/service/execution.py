@@ -16,6 +16,7 @@ workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -36,7 +37,7 @@ from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.ledger import Ledger
 from knights_tour.store.saving import Row, save_records
 from knights_tour.service.lease_keeper import LeaseKeeper, keeper
-from knights_tour.worker import DEFAULT_REDIS_URL
+from knights_tour.messages import DEFAULT_REDIS_URL
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +53,22 @@ Send = Callable[[list[dict[str, Any]]], None]
 
 T = TypeVar("T")
 
-_redis_client: redis.Redis | None = None
-
-
 def redis_client() -> redis.Redis:
-    """This worker process's Redis client (the broker's server, ``KT_REDIS_URL``); created on
-    first use.
+    """This worker process's Redis client (the broker's server, ``KT_REDIS_URL``): one per
+    process and URL, created on first use and kept for every later job.
 
     Raises
     ------
     BackendUnavailableError
         If Redis cannot be reached.
     """
-    global _redis_client
-    if _redis_client is None:
-        _redis_client = connect(get_settings().redis_url or DEFAULT_REDIS_URL)
-    return _redis_client
+    return _client_for(get_settings().redis_url or DEFAULT_REDIS_URL)
+
+
+@functools.cache
+def _client_for(url: str) -> redis.Redis:
+    """The client of :func:`redis_client` for ``url`` (kept: connections are pooled)."""
+    return connect(url)
 
 
 def _retrying(call: Callable[[], T]) -> T:

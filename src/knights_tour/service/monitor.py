@@ -21,7 +21,7 @@ from knights_tour.core.jobs import Job
 from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.worker import use_redis
+from knights_tour.service._celery import celery_worker
 
 
 def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]:
@@ -43,7 +43,7 @@ def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]
     connect(redis_url).close()  # a clear error for a wrong URL / password
     # Celery's broadcast publishes through the app's producer pool, so point the app itself at
     # this URL (as LocalWorkers.wait_ready does), not just the connection.
-    app = use_redis(redis_url)
+    app = celery_worker().use_redis(redis_url)
     with app.connection_for_write(redis_url) as conn:
         replies = app.control.ping(timeout=timeout_s, connection=conn) or []
         nodes = sorted({name for reply in replies for name in reply})

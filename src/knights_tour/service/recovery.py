@@ -22,7 +22,8 @@ from typing import Any
 
 import redis
 
-from knights_tour import worker
+from knights_tour import messages
+from knights_tour.service._celery import celery_worker
 from knights_tour.settings import get_settings
 from knights_tour.store import leases, queue
 from knights_tour.store.ledger import Ledger
@@ -38,12 +39,14 @@ _quiet_since: dict[tuple[str, str], float] = {}
 _last_pass: dict[tuple[str, str], float] = {}
 
 
-def sender(task_name: str) -> Send:
+def sender(task_name: str, url: str | None = None) -> Send:
     """A :data:`Send` putting one ``task_name`` task (``[unit_id, item_dicts]``) on the queue
-    of this process's Celery app at :data:`knights_tour.worker.RECOVERY_PRIORITY`."""
+    of the broker at ``url`` (default: this process's Celery app's) at
+    :data:`knights_tour.messages.RECOVERY_PRIORITY`."""
 
     def send(unit_id: str, dicts: list[dict[str, Any]]) -> None:
-        worker.send(task_name, [unit_id, dicts], priority=worker.RECOVERY_PRIORITY)
+        celery_worker().send(task_name, [unit_id, dicts], url=url,
+                             priority=messages.RECOVERY_PRIORITY)
 
     return send
 
@@ -101,7 +104,7 @@ def recover(r: redis.Redis, led: Ledger, send: Send, min_interval_s: float | Non
     resent = resend(r, led, leases.find_orphans(r, led), send)
     # The cheap checks first: reading every item key costs as much as the unit is large, and
     # is needed only once nothing has run and the queue has been empty for a lease.
-    if queue.lists_empty(r, worker.queue_lists()) and not leases.running(r, led):
+    if queue.lists_empty(r, celery_worker().queue_lists()) and not leases.running(r, led):
         since = _quiet_since.setdefault(unit, now)
         if now - since >= lease_s:
             resent += resend(r, led, leases.find_unclaimed(r, led), send)

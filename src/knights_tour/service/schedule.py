@@ -55,7 +55,7 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.service.batches import DEFAULT_CHUNK_SIZE, make_jobs, submit_batch
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store import keys
-from knights_tour.worker import OPS_PRIORITY, TASK_COLLECT, TASK_SUBMIT_SWEEP
+from knights_tour.messages import OPS_PRIORITY, TASK_COLLECT, TASK_SUBMIT_SWEEP
 
 COLLECT_ENTRY = "collect"
 """Name of the collect entry in the beat schedule; sweeps are ``sweep:<name>``."""

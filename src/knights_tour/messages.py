@@ -1,0 +1,46 @@
+"""What the task messages are called and how urgent they are: names, priorities and the
+default broker, without Celery.
+
+The Celery app (:mod:`knights_tour.worker`) and the task bodies (:mod:`knights_tour.tasks`)
+use these names; so do the service modules that build, drop or count messages, which must
+not load Celery to do it (``ktour status`` or ``draw`` import no Celery or kombu module:
+tests/test_architecture.py). The queue's own name is a Redis key: :data:`knights_tour.store.keys.QUEUE`.
+"""
+
+from __future__ import annotations
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+"""Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
+
+# -- task names: the only place they are spelled (the bodies are in knights_tour.tasks) --------
+
+TASK_RUN_JOBS = "knights_tour.run_jobs"
+"""The task that runs a chunk of jobs of a batch (arguments: batch id, list of job dicts)."""
+
+TASK_COUNT_SUBJOBS = "knights_tour.count_subjobs"
+"""The task that runs count sub-jobs (arguments: count id, list of sub-job dicts)."""
+
+TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
+"""The task a beat sweep entry sends (argument: the sweep as a JSON dict)."""
+
+TASK_COLLECT = "knights_tour.collect_reports"
+"""The task the beat collect entry sends (no arguments)."""
+
+# -- message priorities ---------------------------------------------------------------------
+
+BATCH_PRIORITY = 6
+"""Priority of a batch's tasks. With the Redis transport a worker pops priority 0 first, then 3,
+6, 9 (kombu ``priority_steps``; each step is its own list), so re-sent lost jobs
+(:data:`RECOVERY_PRIORITY`) overtake the queued rest of the batch instead of waiting behind it."""
+
+RECOVERY_PRIORITY = 0
+"""Priority of jobs re-sent by recovery (and of a soft-time-limit hand-off): served first."""
+
+OPS_PRIORITY = 0
+"""Priority of the beat entries: a collection or a sweep submission is not queued behind the
+chunks of running batches (sent at :data:`BATCH_PRIORITY`)."""
+
+__all__ = [
+    "DEFAULT_REDIS_URL", "TASK_RUN_JOBS", "TASK_COUNT_SUBJOBS", "TASK_SUBMIT_SWEEP",
+    "TASK_COLLECT", "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY",
+]
