@@ -12,8 +12,8 @@ variable                       meaning                                          
 ``KT_SOFT_TIME_LIMIT_S``       Celery soft time limit per task, seconds                  300
 ``KT_HARD_TIME_LIMIT_S``       Celery hard time limit per task, seconds                  360
 ``KT_VISIBILITY_TIMEOUT_S``    Redis visibility timeout, seconds (> hard limit)          420
-``KT_JOB_TIME_LIMIT_S``        solver time limit per job, seconds                        60
-``KT_CPSAT_TIME_LIMIT_S``      CP-SAT time limit per job, seconds                        60
+``KT_JOB_TIME_LIMIT_S``        time budget per job (solver + cross-check), seconds       60
+``KT_CPSAT_TIME_LIMIT_S``      CP-SAT limit when no job budget is given, seconds         60
 ``KT_RESULT_TTL_S``            expire stored records after this many seconds; 0 = never  0
 ``KT_WORKERS``                 local worker processes for the embedded run               cores
 ``KT_LOG_LEVEL``               worker log level                                          WARNING

@@ -273,3 +273,64 @@ def test_unwrap_interruption_keeps_ordinary_causes():
             raise ValueError("bad") from inner
     except ValueError as exc:
         assert unwrap_interruption(exc) is exc
+
+
+def _recording_cpsat(calls: list[tuple[str, float]]):
+    """A CP-SAT stand-in (solve and check_tour) that records the time limit it was given and
+    answers as the real model would for an open tour on 5x5 from a corner (one exists)."""
+
+    def solve(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
+        calls.append(("solve", time_limit_s))
+        return Record(rows=board.rows, cols=board.cols, start=start, solver="cpsat",
+                      closed=closed, status=Status.UNKNOWN, reason="time_limit")
+
+    def check_tour(board, tour, start, closed=False, time_limit_s=None):
+        calls.append(("check", time_limit_s))
+        return True
+
+    return solve, check_tour
+
+
+@pytest.mark.parametrize("budget_s", [0.5, 30.0])
+def test_the_job_budget_covers_the_cross_check(monkeypatch, budget_s):
+    """``time_limit_s`` is the budget of the whole job: the cross-check's CP-SAT calls get what
+    the solver left of it (never more), not KT_CPSAT_TIME_LIMIT_S."""
+    import knights_tour.solvers.cpsat as cpsat
+    from knights_tour.settings import get_settings
+
+    monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", "1000")
+    get_settings.cache_clear()
+    calls: list[tuple[str, float]] = []
+    solve, check = _recording_cpsat(calls)
+    monkeypatch.setattr(cpsat, "solve", solve)
+    monkeypatch.setattr(cpsat, "check_tour", check)
+    try:
+        rec = run_job(Job(5, 5, (0, 0), verify="cpsat", time_limit_s=budget_s))
+    finally:
+        get_settings.cache_clear()
+    assert rec.status == Status.FOUND and rec.cpsat_reason == "time_limit"
+    assert [name for name, _ in calls] == ["solve", "check"]
+    (_, solve_s), (_, check_s) = calls
+    assert 0 < check_s <= solve_s <= budget_s - rec.elapsed_s + 1e-6  # elapsed_s: rounded to 1 us
+    assert rec.checks.cpsat is None and "did not decide" in rec.cpsat_note
+
+
+def test_without_a_job_budget_the_cross_check_has_the_cpsat_default(monkeypatch):
+    """The CP-SAT backend's own default (KT_CPSAT_TIME_LIMIT_S) applies where no job budget
+    is given: a cross-check called on its own."""
+    import knights_tour.solvers.cpsat as cpsat
+    from knights_tour.core.crosscheck import cross_check_cpsat
+    from knights_tour.settings import get_settings
+
+    monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", "7")
+    get_settings.cache_clear()
+    calls: list[tuple[str, float]] = []
+    solve, check = _recording_cpsat(calls)
+    monkeypatch.setattr(cpsat, "solve", solve)
+    monkeypatch.setattr(cpsat, "check_tour", check)
+    try:
+        rec = run_job(Job(5, 5, (0, 0)))
+        cross_check_cpsat(rec)
+    finally:
+        get_settings.cache_clear()
+    assert calls[0] == ("solve", 7.0) and 0 < calls[1][1] <= 7.0

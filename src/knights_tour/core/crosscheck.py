@@ -14,9 +14,17 @@ from knights_tour.settings import get_settings
 from knights_tour.solvers import get_checker, get_solver
 from knights_tour.solvers.api import check_result
 
-def cross_check_cpsat(result: Record) -> None:
+MIN_CHECK_S = 0.01
+"""The least CP-SAT time a cross-check is given, in seconds, when the solver used up the job's
+budget: CP-SAT then answers ``unknown`` (reason ``time_limit``) at once, and the record says
+the cross-check did not decide."""
+
+
+def cross_check_cpsat(result: Record, time_limit_s: float | None = None) -> None:
     """Decide the job of ``result`` (its board, start and tour kind) again with the CP-SAT
-    model and compare with ``result``, filling in its
+    model and compare with ``result``, within ``time_limit_s`` wall-clock seconds for the
+    re-decision and the model's check of the solver's tour together (default: the CP-SAT
+    backend's own, ``KT_CPSAT_TIME_LIMIT_S``; at least :data:`MIN_CHECK_S` each), filling in its
     cross-check fields: ``checks.cpsat`` (True: CP-SAT agrees and, if the solver found a tour,
     the model accepts it; False: a disagreement; None: CP-SAT could not decide, or the solver
     did not), ``cpsat_status``, ``cpsat_proof``, ``cpsat_reason``, ``cpsat_model_status``,
@@ -25,8 +33,9 @@ def cross_check_cpsat(result: Record) -> None:
     """
     board = result.board
     began = time.perf_counter()
+    budget_s = get_settings().cpsat_time_limit_s if time_limit_s is None else time_limit_s
     cp = get_solver("cpsat")(
-        board, result.start, closed=result.closed, time_limit_s=get_settings().cpsat_time_limit_s
+        board, result.start, closed=result.closed, time_limit_s=max(budget_s, MIN_CHECK_S)
     )
     cp = check_result(cp)
     cp_elapsed = cp.elapsed_s or (time.perf_counter() - began)
@@ -34,7 +43,9 @@ def cross_check_cpsat(result: Record) -> None:
     accepted: bool | None = None
     if result.status == Status.FOUND and result.tour is not None:
         t0 = time.perf_counter()
-        accepted = bool(get_checker("cpsat")(board, result.tour, result.start, closed=result.closed))
+        left_s = max(budget_s - (t0 - began), MIN_CHECK_S)
+        accepted = bool(get_checker("cpsat")(board, result.tour, result.start,
+                                              closed=result.closed, time_limit_s=left_s))
         cp_elapsed += time.perf_counter() - t0
 
     note: str | None = None
@@ -72,4 +83,4 @@ def cross_check_cpsat(result: Record) -> None:
     result.cpsat_note = note
 
 
-__all__ = ["cross_check_cpsat"]
+__all__ = ["MIN_CHECK_S", "cross_check_cpsat"]

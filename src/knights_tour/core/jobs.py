@@ -369,6 +369,9 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
     :func:`knights_tour.core.crosscheck.cross_check_cpsat` for the fields.
     A disagreement is recorded as ``mismatch`` True (never hidden).
 
+    ``job.time_limit_s`` (default ``KT_JOB_TIME_LIMIT_S``) is the wall-clock budget of the
+    whole job in seconds: the solver gets all of it, and the cross-check what the solver left.
+
     Parameters
     ----------
     job : Job
@@ -404,8 +407,8 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
             node_limit=job.node_limit,
         )
         record.batch_id = batch_id
-        if job.verify == "cpsat":
-            cross_check_cpsat(record)
+        if job.verify == "cpsat":  # the cross-check has what the solver left of the budget
+            cross_check_cpsat(record, time_limit_s=time_limit_s - (time.perf_counter() - began))
         record.job_key = job.key
         record.verify = job.verify
     except Exception as exc:  # noqa: BLE001 - a job must never crash its worker
