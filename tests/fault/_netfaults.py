@@ -131,6 +131,7 @@ class Outcome:
     tracebacks: int = 0
     note: str = ""
     client_stderr: str = field(default="", repr=False)
+    traceback_text: str = field(default="", repr=False)
 
     @property
     def worst_consume_s(self) -> float | None:
@@ -297,7 +298,11 @@ class Scenario:
                 texts.append("\n".join(keep))
         worst: dict[str, int] = {}
         for text in texts:  # one process's log (or the client's stderr) at a time
-            outcome.tracebacks += text.count("Traceback (most recent call last)")
+            n = text.count("Traceback (most recent call last)")
+            if n and not outcome.traceback_text:
+                at = text.index("Traceback (most recent call last)")
+                outcome.traceback_text = text[max(0, at - 300):at + 2500]
+            outcome.tracebacks += n
             counts: dict[str, int] = {}
             for msg in warning_lines(text):
                 counts[condition(msg)] = counts.get(condition(msg), 0) + 1

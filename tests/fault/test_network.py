@@ -50,7 +50,7 @@ def _check(out: Outcome, began: float) -> None:
     if out.client_exit is not None:
         assert out.client_exit == 0, out.client_stderr[-3000:]
         assert out.client_lines == out.jobs, out
-    assert out.tracebacks == 0, (out, out.client_stderr[-3000:])
+    assert out.tracebacks == 0, out.traceback_text
     minutes = 1 + int((time.monotonic() - began) / 60)
     over = {k: n for k, n in out.repeated_warnings.items() if n > minutes}
     assert not over, over
