@@ -132,6 +132,7 @@ class Outcome:
     note: str = ""
     client_stderr: str = field(default="", repr=False)
     traceback_text: str = field(default="", repr=False)
+    pool_exit_notes: int = 0
 
     @property
     def worst_consume_s(self) -> float | None:
@@ -298,6 +299,7 @@ class Scenario:
                 texts.append("\n".join(keep))
         worst: dict[str, int] = {}
         for text in texts:  # one process's log (or the client's stderr) at a time
+            text, outcome.pool_exit_notes = _without_pool_exit_notes(text, outcome)
             n = text.count("Traceback (most recent call last)")
             if n and not outcome.traceback_text:
                 at = text.index("Traceback (most recent call last)")
@@ -309,6 +311,23 @@ class Scenario:
             for k, n in counts.items():
                 worst[k] = max(worst.get(k, 0), n)
         outcome.repeated_warnings = {k: n for k, n in worst.items() if n > 1}
+
+
+POOL_EXIT_NOTE = re.compile(
+    r"^\[[^\]]*ForkPoolWorker[^\]]*\] Exception ignored in: \n"
+    r"(?:\[[^\]]*ForkPoolWorker[^\]]*\] .*\n)*?"
+    r"\[[^\]]*ForkPoolWorker[^\]]*\] -2\d\d\n", re.M)
+"""Python's "Exception ignored in: ... SystemExit: -2xx" note, printed (and redirected into the
+worker's log line by line) when billiard's SIGTERM handler exits a pool process that was inside
+a weakref callback: the pool process Celery terminates on a lost broker connection
+(``worker_cancel_long_running_tasks_on_connection_loss``). Counted apart, not as a traceback
+of a network fault."""
+
+
+def _without_pool_exit_notes(text: str, outcome: Outcome) -> tuple[str, int]:
+    """``text`` without :data:`POOL_EXIT_NOTE` blocks, and how many there were in all."""
+    kept, n = POOL_EXIT_NOTE.subn("", text + "\n")
+    return kept, outcome.pool_exit_notes + n
 
 
 def client_result(proc: subprocess.Popen, out: Path, timeout_s: float) -> tuple[int, int, str]:
