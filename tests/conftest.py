@@ -167,9 +167,9 @@ def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
 PROCESS_PATHS = (
     "fault/", "deploy/", "test_integration.py", "test_multiworker.py",
     "test_count_distributed.py", "service/test_beat.py", "service/test_orphans.py",
-    "service/test_local_stop.py", "commands/test_failures.py", "test_cli.py", "test_ops_cli.py",
+    "service/test_local_stop.py", "commands/", "test_cli.py", "test_ops_cli.py",
     "test_security.py", "test_benchmarks.py", "test_celery_boundary.py",
-    "store/test_redis_policy.py",
+    "store/test_redis_policy.py", "store/test_store.py",
 )
 """Test modules (or folders, relative to tests/) that start processes: Redis servers of their
 own, Celery workers, ``ktour`` processes or the CLI's embedded backend."""

@@ -42,6 +42,7 @@ def test_5x5_every_square_directly_is_symmetric():
                 assert grid[r][c] == grid[g((r, c))[0]][g((r, c))[1]]
 
 
+@pytest.mark.slow
 def test_6x6_grid_equals_enumeration():
     board = Board(6, 6)
     grid = _dp_grid(board, halves=True)

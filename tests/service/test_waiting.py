@@ -63,6 +63,7 @@ def test_an_unknown_batch_is_an_error_not_a_wait(redis_client):
         wait_for_batch(redis_client, "no-such-batch", timeout_s=5)
 
 
+@pytest.mark.slow
 def test_redis_away_longer_than_the_outage_limit_raises():
     outages = []
     with pytest.raises(BackendUnavailableError, match="lost contact with Redis"):
