@@ -39,6 +39,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from knights_tour.errors import KnightsTourError, OutputPathError
+from knights_tour.output.grouping import format_eta
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.settings import get_settings
 from knights_tour.solvers import DEFAULT_SOLVER, solver_names
@@ -287,7 +288,7 @@ class ProgressLines:
         head = f"{self.what}: " if self.what else ""
         return (f"{head}{done}/{total} {self.label} done, "
                 + (f"{rate:,.1f}/s" if rate is not None else "rate -")
-                + f", ETA {_eta(eta)}")
+                + f", ETA {format_eta(eta)}")
 
     def __call__(self, done: int, total: int) -> None:
         """Note the line if ``every_s`` passed since the last one (the first poll starts the
@@ -300,17 +301,6 @@ class ProgressLines:
         if now - self.last_line >= self.every_s:
             self.last_line = now
             note(self.line(done, total))
-
-
-def _eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 @contextlib.contextmanager

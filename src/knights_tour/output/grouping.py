@@ -48,6 +48,18 @@ def fmt_seconds(x: float | None) -> str:
     return f"{x * 1e6:.0f} µs"
 
 
+def format_eta(seconds: float | None) -> str:
+    """``"-"``, ``"0s"``, ``"42s"``, ``"3m05s"``, ``"2h03m"``."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
 @dataclass
 class Cell:
     """One start square of a board group, with every record that started there."""
@@ -230,6 +242,6 @@ def totals(groups: list[BoardGroup]) -> dict[str, Any]:
 
 
 __all__ = [
-    "Cell", "BoardGroup", "group_records", "totals", "fmt_seconds", "STATUS_RANK", "PROOFS",
+    "Cell", "BoardGroup", "group_records", "totals", "fmt_seconds", "format_eta", "STATUS_RANK", "PROOFS",
     "PROOF_LETTER",
 ]

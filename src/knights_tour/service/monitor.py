@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from knights_tour.core.jobs import Job
+from knights_tour.output.grouping import format_eta
 from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
@@ -175,18 +176,6 @@ def batch_states(r: redis.Redis, items: Sequence[Mapping[str, Any]]) -> dict[str
         else:
             out[bid] = "running" if done else "queued"
     return out
-
-
-def format_eta(seconds: float | None) -> str:
-    """``"-"``, ``"0s"``, ``"42s"``, ``"3m05s"``, ``"2h03m"``."""
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 __all__ = ["live_workers", "batch_progress", "batch_states", "format_eta"]
