@@ -56,17 +56,19 @@ class Timing:
         }
 
 
-PRODUCT = Timing(lease_s=10, socket_timeout_s=10, connect_timeout_s=5, health_check_s=5,
-                 keepalive_s=10)
+PRODUCT = Timing(
+    lease_s=10, socket_timeout_s=10, connect_timeout_s=5, health_check_s=5, keepalive_s=10
+)
 """The defaults of ``knights_tour.settings`` (the benchmark's timings)."""
 
-SCALED = Timing(lease_s=4, socket_timeout_s=2, connect_timeout_s=2, health_check_s=1,
-                keepalive_s=2)
+SCALED = Timing(lease_s=4, socket_timeout_s=2, connect_timeout_s=2, health_check_s=1, keepalive_s=2)
 """The fault tier's timings: every interval shortened, the ratios kept roughly (lease well
 above the socket timeout, health check below it), so a short fault outlasts the time-outs."""
 
-RECEIVED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
-                      r"Task \S+ received")
+RECEIVED = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
+    r"Task \S+ received"
+)
 TASK_RECEIVED = re.compile(r"Task \S+\[([0-9a-f-]+)\] received")
 TASK_ENDED = re.compile(r"Task \S+\[([0-9a-f-]+)\] (?:succeeded|raised|retry|reject)")
 PROGRESS = re.compile(r"\d+/\d+ jobs done")
@@ -100,7 +102,7 @@ def warning_lines(text: str) -> list[str]:
         if m:
             out.append(m.group(2))
         elif line.startswith("ktour: ") and not PROGRESS.search(line):
-            out.append(line[len("ktour: "):])
+            out.append(line[len("ktour: ") :])
     return out
 
 
@@ -172,9 +174,16 @@ class Scenario:
     def start_workers(self, urls: dict[str, str]) -> None:
         """One single-process worker per ``name -> url``, spawned together, then awaited."""
         for name, url in urls.items():
-            w = LocalWorkers(url, count=1, concurrency=1, node_prefix=name,
-                             env=self.timing.env(), ready_timeout_s=150, log_dir=self.log_dir,
-                             loglevel="INFO")
+            w = LocalWorkers(
+                url,
+                count=1,
+                concurrency=1,
+                node_prefix=name,
+                env=self.timing.env(),
+                ready_timeout_s=150,
+                log_dir=self.log_dir,
+                loglevel="INFO",
+            )
             self.workers[name] = w
             w.spawn()
         for w in self.workers.values():
@@ -188,9 +197,27 @@ class Scenario:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KT_")}
         env.update(self.timing.env(), KT_DATA_DIR=str(self.tmp / "kt-client"))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "knights_tour", "collect", batch_id, "--wait", "--timeout",
-             "300", "--format", "jsonl", "--out", str(out), "--redis", url],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "knights_tour",
+                "collect",
+                batch_id,
+                "--wait",
+                "--timeout",
+                "300",
+                "--format",
+                "jsonl",
+                "--out",
+                str(out),
+                "--redis",
+                url,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.clients.append(proc)
         return proc
 
@@ -213,11 +240,25 @@ class Scenario:
     def submit(self, sizes: list[int], limit: int | None = None, chunk: int = 2):
         """Submit a batch of CP-SAT jobs; start watching its records afresh."""
         self.seen, self.rewritten = {}, set()
-        self.log_offsets = {n: self.log_path(n).stat().st_size for n in self.workers
-                            if self.log_path(n).exists()}
+        self.log_offsets = {
+            n: self.log_path(n).stat().st_size for n in self.workers if self.log_path(n).exists()
+        }
         jobs = make_batch_jobs(sizes, solver="cpsat")
         jobs = jobs[:limit] if limit else jobs
         return jobs, submit_batch(self.redis.url, jobs, {"test": "network"}, chunk_size=chunk)
+
+    def submit_probe(self, count: int = 16) -> tuple[str, int]:
+        """Submit ``count`` one-job chunks of a separate batch, so that an idle healed worker
+        has work to take; returns its batch id and job count. The records being watched are
+        untouched."""
+        jobs = make_batch_jobs([20], solver="cpsat")[-count:]
+        return submit_batch(self.redis.url, jobs, {"test": "probe"}, chunk_size=1), len(jobs)
+
+    def _count(self, batch_id: str) -> int:
+        try:
+            return int(self.raw.hlen(keys.batch_records(batch_id)))
+        except REDIS_ERRORS:
+            return 0
 
     def watch(self, batch_id: str) -> int | None:
         """Read the batch's records; note any record that changed since first seen. Returns
@@ -252,34 +293,55 @@ class Scenario:
         received = set(TASK_RECEIVED.findall(text))
         return bool(received - set(TASK_ENDED.findall(text)))
 
-    def finish(self, outcome: Outcome, batch_id: str, jobs, heal_at: float,
-               timeout_s: float, wait_for: list[str]) -> Outcome:
+    def finish(
+        self,
+        outcome: Outcome,
+        batch_id: str,
+        jobs,
+        heal_at: float,
+        timeout_s: float,
+        wait_for: list[str],
+    ) -> Outcome:
         """Wait for the batch (and for ``wait_for`` workers to take a task after ``heal_at``),
         then fill in ``outcome``."""
         want = {j.key for j in jobs}
         consume = {n: None for n in wait_for}
+        complete_at: float | None = None
+        probe: tuple[str, int] | None = None
 
         def done() -> bool:
+            nonlocal complete_at, probe
             for n in consume:
                 if consume[n] is None:
                     consume[n] = received_after(self.log_path(n), heal_at)
-            count = len(self.seen)
-            return count >= len(want) and all(v is not None for v in consume.values())
+            if complete_at is None and len(self.seen) >= len(want):
+                complete_at = time.time()
+            waiting = any(v is None for v in consume.values())
+            if complete_at is not None and waiting and probe is None:
+                # the other worker finished the batch while this one was cut off: new work
+                # shows whether the healed worker consumes again
+                probe = self.submit_probe()
+                outcome.note = "probe batch submitted: the batch completed before the healed worker took a task"
+            return complete_at is not None and not waiting
 
         self.wait_until(done, timeout_s, batch_id)
-        complete_at = time.time()
-        final = {k.decode(): v for k, v in
-                 self.raw.hgetall(keys.batch_records(batch_id)).items()}
+        if probe is not None:
+            probe_id, probe_jobs = probe
+            self.wait_until(lambda: self._count(probe_id) >= probe_jobs, timeout_s)
+        complete_at = complete_at or time.time()
+        final = {k.decode(): v for k, v in self.raw.hgetall(keys.batch_records(batch_id)).items()}
         self.watch(batch_id)
         got = set(final)
         outcome.lost = len(want - got)
         outcome.duplicated = len(got - want)  # a hash holds one record per job key
         outcome.rewritten = len(self.rewritten)
         outcome.complete = not (want - got)
-        outcome.complete_after_heal_s = round(complete_at - heal_at, 1) if outcome.complete \
-            else None
+        outcome.complete_after_heal_s = (
+            round(complete_at - heal_at, 1) if outcome.complete else None
+        )
         outcome.consume_after_heal_s = {
-            n: (round(t - heal_at, 1) if t is not None else None) for n, t in consume.items()}
+            n: (round(t - heal_at, 1) if t is not None else None) for n, t in consume.items()
+        }
         return outcome
 
     def read_logs(self, outcome: Outcome, since: float, extra: str = "") -> None:
@@ -303,7 +365,7 @@ class Scenario:
             n = text.count("Traceback (most recent call last)")
             if n and not outcome.traceback_text:
                 at = text.index("Traceback (most recent call last)")
-                outcome.traceback_text = text[max(0, at - 300):at + 2500]
+                outcome.traceback_text = text[max(0, at - 300) : at + 2500]
             outcome.tracebacks += n
             counts: dict[str, int] = {}
             for msg in warning_lines(text):
@@ -316,7 +378,9 @@ class Scenario:
 POOL_EXIT_NOTE = re.compile(
     r"^\[[^\]]*ForkPoolWorker[^\]]*\] Exception ignored in: \n"
     r"(?:\[[^\]]*ForkPoolWorker[^\]]*\] .*\n)*?"
-    r"\[[^\]]*ForkPoolWorker[^\]]*\] -2\d\d\n", re.M)
+    r"\[[^\]]*ForkPoolWorker[^\]]*\] -2\d\d\n",
+    re.M,
+)
 """Python's "Exception ignored in: ... SystemExit: -2xx" note, printed (and redirected into the
 worker's log line by line) when billiard's SIGTERM handler exits a pool process that was inside
 a weakref callback: the pool process Celery terminates on a lost broker connection
@@ -354,8 +418,9 @@ def wait_connected(pid: int, port: int, deadline_s: float = 60) -> bool:
             conns = psutil.Process(pid).net_connections(kind="tcp")
         except psutil.Error:
             return False
-        if any(c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
-               for c in conns):
+        if any(
+            c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED for c in conns
+        ):
             return True
         time.sleep(0.1)
     return False
@@ -366,6 +431,7 @@ def wait_connected(pid: int, port: int, deadline_s: float = 60) -> bool:
 # Each runs on a :func:`rig` (a Redis, worker ``cut`` behind proxy ``worker_link``, worker
 # ``direct``, proxy ``client_link`` for the waiting client), fresh or shared by several
 # scenarios one after the other (the fault tier shares one per module).
+
 
 def rig(tmp: Path, timing: Timing) -> Scenario:
     """A Redis, two workers (``cut`` behind ``sc.worker_link``, ``direct``) and a proxy for
@@ -381,8 +447,7 @@ def rig(tmp: Path, timing: Timing) -> Scenario:
     return sc
 
 
-def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subprocess.Popen,
-                                                                           Path]:
+def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subprocess.Popen, Path]:
     """Start ``ktour collect BATCH --wait`` (through ``link`` if given) and return once it
     waits: subscribed to the batch's channel (a client cut off while it is still starting
     exits 2 at once, by design - that is not the fault tested here)."""
@@ -393,8 +458,12 @@ def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subpr
 
     def waiting() -> bool:
         try:
-            return dict(sc.r.pubsub_numsub(keys.batch_events(batch_id))).get(
-                keys.batch_events(batch_id), 0) > 0
+            return (
+                dict(sc.r.pubsub_numsub(keys.batch_events(batch_id))).get(
+                    keys.batch_events(batch_id), 0
+                )
+                > 0
+            )
         except REDIS_ERRORS:
             return False
 
@@ -402,8 +471,9 @@ def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subpr
     return proc, out
 
 
-def busy_worker_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
-                           limit: int | None = 400) -> Outcome:
+def busy_worker_blackholed(
+    sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 400
+) -> Outcome:
     """Worker ``cut`` is blackholed while it runs a job, for ``fault_s``, then healed;
     worker ``direct`` keeps its link."""
     jobs, batch_id = sc.submit(list(sizes), limit)
@@ -444,8 +514,9 @@ def redis_paused(sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 
     return out
 
 
-def redis_restarted_client_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
-                                      limit: int | None = 400) -> Outcome:
+def redis_restarted_client_blackholed(
+    sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 400
+) -> Outcome:
     """The waiting client's link is blackholed; meanwhile Redis (AOF on) is shut down and
     started again on the same port and data; the link heals ``fault_s`` after the cut."""
     jobs, batch_id = sc.submit(list(sizes), limit)
@@ -471,8 +542,9 @@ def redis_restarted_client_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
     return out
 
 
-def client_blackholed(sc: Scenario, fault_s: float, sizes=(20,),
-                      limit: int | None = 400) -> Outcome:
+def client_blackholed(
+    sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 400
+) -> Outcome:
     """The waiting client's link is blackholed for ``fault_s`` while the workers run, then
     healed."""
     jobs, batch_id = sc.submit(list(sizes), limit)
@@ -502,5 +574,16 @@ SCENARIOS = {
 }
 """Name -> scenario function ``f(rig, fault_s, sizes=..., limit=...) -> Outcome``."""
 
-__all__ = ["Timing", "PRODUCT", "SCALED", "Outcome", "Scenario", "SCENARIOS", "rig",
-           "received_after", "warning_lines", "condition", "client_result"]
+__all__ = [
+    "Timing",
+    "PRODUCT",
+    "SCALED",
+    "Outcome",
+    "Scenario",
+    "SCENARIOS",
+    "rig",
+    "received_after",
+    "warning_lines",
+    "condition",
+    "client_result",
+]
