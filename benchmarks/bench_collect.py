@@ -30,19 +30,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from knights_tour.board import parse_board_list
-from knights_tour.service.collector import collect_finished
-from knights_tour.service.embedded_redis import EmbeddedRedis
 import msgspec
 
+from knights_tour.board import parse_board_list
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.core.records import decode_many
 from knights_tour.output.recordfile import jsonl_line
 from knights_tour.output.tourfile import atomic_write_lines
+from knights_tour.service.collector import collect_finished
+from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.store import keys
 from knights_tour.store.batches import create_batch, iter_records, save_record
-from knights_tour.store.records import PAGE, fetch, record_keys
 from knights_tour.store.connection import connect
+from knights_tour.store.records import PAGE, fetch, record_keys
 
 
 def split(sizes: str) -> dict:
@@ -55,9 +55,11 @@ def split(sizes: str) -> dict:
         bid = create_batch(r, jobs)
         for rec in records:
             save_record(r, bid, rec)
-        out: dict = {"jobs": len(jobs),
-                     "hash_bytes_per_record": r.memory_usage(keys.batch_records(bid),
-                                                             samples=0) // len(jobs)}
+        out: dict = {
+            "jobs": len(jobs),
+            "hash_bytes_per_record": r.memory_usage(keys.batch_records(bid), samples=0)
+            // len(jobs),
+        }
         t = time.perf_counter()
         names = record_keys(r, bid)
         out["keys_sort_s"] = time.perf_counter() - t
@@ -65,7 +67,7 @@ def split(sizes: str) -> dict:
         lines: list[str] = []
         for i in range(0, len(names), PAGE):
             t = time.perf_counter()
-            raw = fetch(r, bid, names[i:i + PAGE])
+            raw = fetch(r, bid, names[i : i + PAGE])
             t1 = time.perf_counter()
             page = decode_many(raw)
             t2 = time.perf_counter()
@@ -79,8 +81,9 @@ def split(sizes: str) -> dict:
         t = time.perf_counter()
         atomic_write_lines(Path(tmp) / "again.jsonl", map(jsonl_line, iter_records(r, bid)))
         out["streamed_total_s"] = time.perf_counter() - t
-        out["identical"] = ((Path(tmp) / "stream.jsonl").read_bytes()
-                            == (Path(tmp) / "again.jsonl").read_bytes())
+        out["identical"] = (Path(tmp) / "stream.jsonl").read_bytes() == (
+            Path(tmp) / "again.jsonl"
+        ).read_bytes()
         out["bytes_per_line"] = (Path(tmp) / "again.jsonl").stat().st_size // len(jobs)
         r.close()
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
@@ -113,8 +116,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="5-12")
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--split", action="store_true", help="stage times of one collection")
-    ap.add_argument("--formats", action="store_true",
-                    help="bytes and write time of the records in each file format")
+    ap.add_argument(
+        "--formats",
+        action="store_true",
+        help="bytes and write time of the records in each file format",
+    )
     args = ap.parse_args()
     if args.formats:
         print(json.dumps(formats(args.sizes), indent=2))
@@ -153,12 +159,17 @@ def main() -> None:
         size = sum(p.stat().st_size for p in reports.iterdir())
         r.close()
     out = {
-        "batches": args.batches, "jobs_per_batch": len(jobs), "solve_s": round(t_solve, 3),
+        "batches": args.batches,
+        "jobs_per_batch": len(jobs),
+        "solve_s": round(t_solve, 3),
         "fill_s": round(t_fill, 3),
-        "first_collection_s": round(t_first, 3), "reports_written": len(first["written"]),
+        "first_collection_s": round(t_first, 3),
+        "reports_written": len(first["written"]),
         "per_batch_ms": round(1000 * t_first / max(1, len(first["written"])), 2),
-        "second_collection_s": round(t_second, 4), "second_written": len(second["written"]),
-        "with_unfinished_s": round(t_third, 4), "unfinished": len(third["unfinished"]),
+        "second_collection_s": round(t_second, 4),
+        "second_written": len(second["written"]),
+        "with_unfinished_s": round(t_third, 4),
+        "unfinished": len(third["unfinished"]),
         "report_bytes": size,
     }
     print(json.dumps(out, indent=2))

@@ -47,8 +47,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--closed", action="store_true")
     parser.add_argument("--no-symmetry", action="store_true")
-    parser.add_argument("--json", dest="json_path",
-                        default="benchmarks/results/bench_count.json")
+    parser.add_argument("--json", dest="json_path", default="benchmarks/results/bench_count.json")
     args = parser.parse_args()
     board = parse_board(args.size)
 
@@ -57,8 +56,9 @@ def main() -> None:
     t_compile = time.perf_counter() - t_compile
 
     began = time.perf_counter()
-    plan = plan_count(board, closed=args.closed, depth=args.depth,
-                      use_symmetry=not args.no_symmetry)
+    plan = plan_count(
+        board, closed=args.closed, depth=args.depth, use_symmetry=not args.no_symmetry
+    )
     t_plan = time.perf_counter() - began
     partials: dict[str, tuple[int, int]] = {}
     slowest = (0.0, "")
@@ -83,16 +83,22 @@ def main() -> None:
     print(f"total: {report.total:,}")
     if not args.closed and board.is_square and board.rows in OEIS_A165134:
         expected = OEIS_A165134[board.rows]
-        print(f"OEIS A165134({board.rows}) = {expected:,}: "
-              f"{'match' if report.total == expected else 'MISMATCH'}")
+        print(
+            f"OEIS A165134({board.rows}) = {expected:,}: "
+            f"{'match' if report.total == expected else 'MISMATCH'}"
+        )
     print(report.symmetry_note)
     print(f"sub-jobs: {report.subjobs} (depth {report.depth}), processes: {args.jobs}")
-    print(f"wall: {elapsed:.2f} s (plan {t_plan:.2f} s; kernel load/compile before: "
-          f"{t_compile:.2f} s), sub-job wall sum: {busy:.2f} s, CPU: {cpu:.2f} s, slowest sub-job: "
-          f"{slowest[0]:.2f} s ({slowest[1]})")
-    print(f"nodes: {report.nodes:,}; {report.nodes / max(cpu, 1e-9) / 1e6:.1f} M nodes per CPU "
-          f"second, {report.nodes / max(elapsed, 1e-9) / 1e6:.1f} M nodes/s overall (wall; the "
-          "machine may be shared)")
+    print(
+        f"wall: {elapsed:.2f} s (plan {t_plan:.2f} s; kernel load/compile before: "
+        f"{t_compile:.2f} s), sub-job wall sum: {busy:.2f} s, CPU: {cpu:.2f} s, slowest sub-job: "
+        f"{slowest[0]:.2f} s ({slowest[1]})"
+    )
+    print(
+        f"nodes: {report.nodes:,}; {report.nodes / max(cpu, 1e-9) / 1e6:.1f} M nodes per CPU "
+        f"second, {report.nodes / max(elapsed, 1e-9) / 1e6:.1f} M nodes/s overall (wall; the "
+        "machine may be shared)"
+    )
     record = report.to_dict()
     record.update(
         jobs=args.jobs,

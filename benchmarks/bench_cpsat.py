@@ -123,8 +123,9 @@ class BaselineModel:
         return [self.board.square(i) for i in tour]
 
 
-def baseline_check(board: Board, tour: list[Square], start: Square, closed: bool,
-                   time_limit_s: float) -> bool:
+def baseline_check(
+    board: Board, tour: list[Square], start: Square, closed: bool, time_limit_s: float
+) -> bool:
     """The tour check before tuning (for a tour already known to be valid)."""
     bm = BaselineModel(board, start, closed)
     idx = [board.index(sq) for sq in tour]
@@ -165,8 +166,12 @@ ABLATION_VARIANTS = [
     Variant("cuts in search", "tuned", _tuned_with(only_add_cuts_at_level_zero=False)),
     Variant("symmetry 0", "tuned", _tuned_with(symmetry_level=0)),
     Variant("degrees everywhere", "baseline", _tuned_with(), about="old builder, tuned params"),
-    Variant("no degrees, no presolve", "baseline-nodeg",
-            {"num_workers": 1, "cp_model_presolve": False}, about="old builder"),
+    Variant(
+        "no degrees, no presolve",
+        "baseline-nodeg",
+        {"num_workers": 1, "cp_model_presolve": False},
+        about="old builder",
+    ),
 ]
 
 
@@ -194,8 +199,13 @@ def solve_once(variant: Variant, job: Job, time_limit_s: float) -> dict[str, Any
         status = _status_name(solver.solve(model.model))
         tour = model.read_tour(solver) if status == "found" else None
         branches = int(solver.num_branches)
-    return {"status": status, "wall_s": time.perf_counter() - w0,
-            "cpu_s": time.process_time() - c0, "branches": branches, "tour": tour}
+    return {
+        "status": status,
+        "wall_s": time.perf_counter() - w0,
+        "cpu_s": time.process_time() - c0,
+        "branches": branches,
+        "tour": tour,
+    }
 
 
 def check_once(variant: Variant, job: Job, tour: list[Square], time_limit_s: float) -> float:
@@ -269,8 +279,9 @@ def run_job(job: Job, variants: list[Variant], args: argparse.Namespace) -> dict
 
 
 # -- reporting --------------------------------------------------------------------------------
-def summarise(jobs: list[Job], results: list[dict[str, Outcome]],
-              variants: list[Variant]) -> dict[str, dict[str, Any]]:
+def summarise(
+    jobs: list[Job], results: list[dict[str, Outcome]], variants: list[Variant]
+) -> dict[str, dict[str, Any]]:
     """Per variant: answer counts, summed best times, ratios and disagreements vs baseline."""
     summary: dict[str, dict[str, Any]] = {}
     for v in variants:
@@ -282,7 +293,8 @@ def summarise(jobs: list[Job], results: list[dict[str, Outcome]],
             wall_s=sum(o.wall_s for o in outs),
             max_wall_s=max((o.wall_s for o in outs), default=0.0),
             check_s=sum(o.check_s for o in outs if o.check_s is not None)
-            if v.check is not None else None,
+            if v.check is not None
+            else None,
             unstable=sum(o.unstable for o in outs),
             disagree=[],
         )
@@ -302,13 +314,27 @@ def summarise(jobs: list[Job], results: list[dict[str, Outcome]],
 def print_group(console: Console, name: str, summary: dict[str, dict[str, Any]]) -> None:
     """One table: a row per variant."""
     table = Table(title=f"{name}: {summary['baseline']['jobs']} jobs")
-    for col in ("variant", "found", "no_tour", "unknown", "error", "cpu s", "wall s",
-                "cpu/base", "wall/base", "max wall s", "check s", "disagree"):
+    for col in (
+        "variant",
+        "found",
+        "no_tour",
+        "unknown",
+        "error",
+        "cpu s",
+        "wall s",
+        "cpu/base",
+        "wall/base",
+        "max wall s",
+        "check s",
+        "disagree",
+    ):
         table.add_column(col, justify="left" if col == "variant" else "right")
     for vname, row in summary.items():
         table.add_row(
-            vname, *(str(row[s]) for s in STATUSES),
-            f"{row['cpu_s']:.2f}", f"{row['wall_s']:.2f}",
+            vname,
+            *(str(row[s]) for s in STATUSES),
+            f"{row['cpu_s']:.2f}",
+            f"{row['wall_s']:.2f}",
             f"{row['cpu_ratio']:.3f}" if row["cpu_ratio"] is not None else "-",
             f"{row['wall_ratio']:.3f}" if row["wall_ratio"] is not None else "-",
             f"{row['max_wall_s']:.2f}",
@@ -320,8 +346,10 @@ def print_group(console: Console, name: str, summary: dict[str, dict[str, Any]])
         for line in row["disagree"]:
             console.print(f"[red]DISAGREE {vname}: {line}[/]")
         if row["unstable"]:
-            console.print(f"[yellow]{vname}: {row['unstable']} jobs answered differently "
-                          f"in different repeats (time limit)[/]")
+            console.print(
+                f"[yellow]{vname}: {row['unstable']} jobs answered differently "
+                f"in different repeats (time limit)[/]"
+            )
 
 
 def family(group: str, job: Job) -> str:
@@ -333,8 +361,9 @@ def family(group: str, job: Job) -> str:
     return f"{board.rows}xn" if group.startswith("rect") else "16..30"
 
 
-def by_family(group: str, jobs: list[Job], results: list[dict[str, Outcome]],
-              variants: list[Variant]) -> dict[str, dict[str, Any]]:
+def by_family(
+    group: str, jobs: list[Job], results: list[dict[str, Outcome]], variants: list[Variant]
+) -> dict[str, dict[str, Any]]:
     """Per family and variant: CPU seconds, ratio to ``baseline`` and jobs slower than it."""
     out: dict[str, dict[str, Any]] = {}
     for job, res in zip(jobs, results):
@@ -342,16 +371,27 @@ def by_family(group: str, jobs: list[Job], results: list[dict[str, Outcome]],
         for v in variants:
             fam[v.name][0] += res[v.name].cpu_s
             fam[v.name][1] += res[v.name].cpu_s > res["baseline"].cpu_s
-    return {f: {vn: {"cpu_s": cpu, "cpu_ratio": cpu / row["baseline"][0] if row["baseline"][0]
-                     else None, "slower_jobs": slower} for vn, (cpu, slower) in row.items()}
-            for f, row in out.items()}
+    return {
+        f: {
+            vn: {
+                "cpu_s": cpu,
+                "cpu_ratio": cpu / row["baseline"][0] if row["baseline"][0] else None,
+                "slower_jobs": slower,
+            }
+            for vn, (cpu, slower) in row.items()
+        }
+        for f, row in out.items()
+    }
 
 
 def print_families(console: Console, families: dict[str, dict[str, Any]]) -> None:
     """One line per family: each variant's CPU time as a ratio to ``baseline``."""
     for fam, row in families.items():
-        cells = [f"{vn} {r['cpu_ratio']:.3f} ({r['slower_jobs']} slower)" for vn, r in row.items()
-                 if vn != "baseline" and r["cpu_ratio"] is not None]
+        cells = [
+            f"{vn} {r['cpu_ratio']:.3f} ({r['slower_jobs']} slower)"
+            for vn, r in row.items()
+            if vn != "baseline" and r["cpu_ratio"] is not None
+        ]
         console.print(f"  {fam}: baseline {row['baseline']['cpu_s']:.2f} s; " + "; ".join(cells))
 
 
@@ -359,14 +399,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", default=",".join(GROUPS))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--repeat-below", type=float, default=1.0,
-                        help="repeat a variant on a job only while it takes less (seconds)")
+    parser.add_argument(
+        "--repeat-below",
+        type=float,
+        default=1.0,
+        help="repeat a variant on a job only while it takes less (seconds)",
+    )
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds per solve")
     parser.add_argument("--ablation", action="store_true")
-    parser.add_argument("--first", type=int, default=None, metavar="N",
-                        help="only the first N jobs of each group")
-    parser.add_argument("--json", dest="json_path",
-                        default=str(HERE / "results" / "bench_cpsat.json"))
+    parser.add_argument(
+        "--first", type=int, default=None, metavar="N", help="only the first N jobs of each group"
+    )
+    parser.add_argument(
+        "--json", dest="json_path", default=str(HERE / "results" / "bench_cpsat.json")
+    )
     args = parser.parse_args()
     names = [g.strip() for g in args.groups.split(",") if g.strip()]
     unknown = sorted(set(names) - set(GROUPS))
@@ -375,25 +421,35 @@ def main() -> int:
     variants = MAIN_VARIANTS + (ABLATION_VARIANTS if args.ablation else [])
     console = Console(width=150)
     doc: dict[str, Any] = {
-        "machine": platform.platform(), "cpus": os.cpu_count(),
-        "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
-        "ortools": ortools.__version__, "tuned_parameters": cpsat.SOLVER_PARAMETERS,
-        "check_parameters": cpsat.CHECK_PARAMETERS, "time_limit_s": args.time_limit,
-        "repeat": args.repeat, "repeat_below_s": args.repeat_below,
-        "variants": {v.name: {"builder": v.builder, "params": v.params, "about": v.about}
-                     for v in variants},
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "ortools": ortools.__version__,
+        "tuned_parameters": cpsat.SOLVER_PARAMETERS,
+        "check_parameters": cpsat.CHECK_PARAMETERS,
+        "time_limit_s": args.time_limit,
+        "repeat": args.repeat,
+        "repeat_below_s": args.repeat_below,
+        "variants": {
+            v.name: {"builder": v.builder, "params": v.params, "about": v.about} for v in variants
+        },
         "groups": {},
     }
     failed = False
     for name, jobs in build_groups(names).items():
-        jobs = jobs[:args.first] if args.first is not None else jobs
+        jobs = jobs[: args.first] if args.first is not None else jobs
         t0 = time.perf_counter()
         results = []
         for i, job in enumerate(jobs, 1):
             results.append(run_job(job, variants, args))
             if i == len(jobs) or jobs[i][0] != job[0]:
-                print(f"  {name}: {job[0]} done ({i}/{len(jobs)} jobs, "
-                      f"{time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+                print(
+                    f"  {name}: {job[0]} done ({i}/{len(jobs)} jobs, "
+                    f"{time.perf_counter() - t0:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         summary = summarise(jobs, results, variants)
         print_group(console, name, summary)
         families = by_family(name, jobs, results, variants)
@@ -402,8 +458,15 @@ def main() -> int:
         doc["groups"][name] = {
             "summary": summary,
             "families": families,
-            "jobs": [{"board": j[0].label, "start": list(j[1]), "closed": j[2],
-                      **{vn: vars(o) for vn, o in res.items()}} for j, res in zip(jobs, results)],
+            "jobs": [
+                {
+                    "board": j[0].label,
+                    "start": list(j[1]),
+                    "closed": j[2],
+                    **{vn: vars(o) for vn, o in res.items()},
+                }
+                for j, res in zip(jobs, results)
+            ],
         }
     doc["load_average_at_end"] = os.getloadavg()
     out = Path(args.json_path)

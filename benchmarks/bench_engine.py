@@ -49,11 +49,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import baselines  # noqa: E402
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-import baselines  # noqa: E402
 from knights_tour.board import Board, parse_board_list  # noqa: E402
 from knights_tour.solvers import api, get_solver  # noqa: E402
 from knights_tour.solvers.warnsdorff import warm_up  # noqa: E402
@@ -62,8 +62,9 @@ from knights_tour.verify import verify_tour  # noqa: E402
 METHODS = ["ours", "plain", "wdfs", "greedy"]
 
 
-def run_job(method: str, board: Board, start, budget: int, cpsat_limit: float,
-            closed: bool = False) -> dict:
+def run_job(
+    method: str, board: Board, start, budget: int, cpsat_limit: float, closed: bool = False
+) -> dict:
     """One job: returns {outcome, nodes, cpu_s, wall_s, detail}."""
     w0, c0 = time.perf_counter(), time.process_time()
     tour = None
@@ -84,12 +85,13 @@ def run_job(method: str, board: Board, start, budget: int, cpsat_limit: float,
         detail = "exhaustive" if status == "exhausted" else status
     if outcome == "solved" and not verify_tour(board, tour, start=start, closed=closed).ok:
         outcome = "error"
-    return {"outcome": outcome, "nodes": int(nodes), "cpu_s": cpu, "wall_s": wall,
-            "detail": detail}
+    return {"outcome": outcome, "nodes": int(nodes), "cpu_s": cpu, "wall_s": wall, "detail": detail}
 
 
 def summarise(jobs: list[dict]) -> dict:
-    out = {k: sum(j["outcome"] == k for j in jobs) for k in ("solved", "proven", "unknown", "error")}
+    out = {
+        k: sum(j["outcome"] == k for j in jobs) for k in ("solved", "proven", "unknown", "error")
+    }
     out["jobs"] = len(jobs)
     out["total_nodes"] = sum(j["nodes"] for j in jobs)
     out["max_nodes"] = max(j["nodes"] for j in jobs)
@@ -122,30 +124,61 @@ def run_thin(args, console: Console, report: dict) -> None:
     """The thin and long boards table (module docstring)."""
     rows_list = [int(x) for x in args.thin_rows.split(",") if x.strip()]
     cols_list = [int(x) for x in args.thin_cols.split(",") if x.strip()]
-    table = Table(title=f"thin and long boards (n in {args.thin_cols}; "
-                        f"{args.thin_starts} random starts each; budget "
-                        f"{args.thin_budget_per_square} x N)")
-    for col in ("workload", "method", "jobs", "solved", "proven", "unknown", "error",
-                "max nodes/N", "cpu s", "wall s", "us/square", "max us/square"):
+    table = Table(
+        title=f"thin and long boards (n in {args.thin_cols}; "
+        f"{args.thin_starts} random starts each; budget "
+        f"{args.thin_budget_per_square} x N)"
+    )
+    for col in (
+        "workload",
+        "method",
+        "jobs",
+        "solved",
+        "proven",
+        "unknown",
+        "error",
+        "max nodes/N",
+        "cpu s",
+        "wall s",
+        "us/square",
+        "max us/square",
+    ):
         table.add_column(col, justify="left" if col in ("workload", "method") else "right")
     report["thin"] = []
     for label, closed, jobs in thin_groups(rows_list, cols_list, args.thin_starts):
         group = {"workload": label, "methods": {}}
-        for method in (["ours"] if closed else METHODS):
+        for method in ["ours"] if closed else METHODS:
             results = []
             for board, sq in jobs:
-                res = run_job(method, board, sq, args.thin_budget_per_square * board.n_squares,
-                              0.0, closed=closed)
+                res = run_job(
+                    method,
+                    board,
+                    sq,
+                    args.thin_budget_per_square * board.n_squares,
+                    0.0,
+                    closed=closed,
+                )
                 res.update(board=board.label, start=list(sq), n_squares=board.n_squares)
                 results.append(res)
             s = summarise(results)
-            unknown = sorted({(j["board"], tuple(j["start"])) for j in results
-                              if j["outcome"] == "unknown"})
+            unknown = sorted(
+                {(j["board"], tuple(j["start"])) for j in results if j["outcome"] == "unknown"}
+            )
             group["methods"][method] = {"summary": s, "unknown_jobs": unknown[:50]}
-            table.add_row(label, method, str(s["jobs"]), str(s["solved"]), str(s["proven"]),
-                          str(s["unknown"]), str(s["error"]), f"{s['max_nodes_per_square']:.2f}",
-                          f"{s['cpu_s']:.2f}", f"{s['wall_s']:.2f}", f"{s['us_per_square']:.3f}",
-                          f"{s['max_us_per_square']:.2f}")
+            table.add_row(
+                label,
+                method,
+                str(s["jobs"]),
+                str(s["solved"]),
+                str(s["proven"]),
+                str(s["unknown"]),
+                str(s["error"]),
+                f"{s['max_nodes_per_square']:.2f}",
+                f"{s['cpu_s']:.2f}",
+                f"{s['wall_s']:.2f}",
+                f"{s['us_per_square']:.3f}",
+                f"{s['max_us_per_square']:.2f}",
+            )
             if method == "ours" and unknown:
                 console.print(f"{label}: ours unknown on {unknown[:8]}", highlight=False)
         report["thin"].append(group)
@@ -156,34 +189,51 @@ def run_squares(args, console: Console, report: dict) -> None:
     """The cost-per-square table: api.solve end to end on n x n (module docstring); closed
     tours only on even n (odd boards have none, by parity)."""
     sizes = [int(x) for x in args.square_sizes.split(",") if x.strip()]
-    table = Table(title="cost per square: api.solve (search or construction + verifier), "
-                        "wall µs per square, best of 2")
-    for col in ("board", "open corner us/sq", "closed centre us/sq", "open nodes/N",
-                "closed nodes/N"):
+    table = Table(
+        title="cost per square: api.solve (search or construction + verifier), "
+        "wall µs per square, best of 2"
+    )
+    for col in (
+        "board",
+        "open corner us/sq",
+        "closed centre us/sq",
+        "open nodes/N",
+        "closed nodes/N",
+    ):
         table.add_column(col, justify="right")
     rows = []
     for n in sizes:
         row: dict = {"n": n}
-        kinds = [("open", (n - 1, 0), False)] + ([("closed", (n // 2, n // 2), True)]
-                                                  if n % 2 == 0 else [])
+        kinds = [("open", (n - 1, 0), False)] + (
+            [("closed", (n // 2, n // 2), True)] if n % 2 == 0 else []
+        )
         for kind, start, closed in kinds:
             best = float("inf")
             for _ in range(2):
                 w0 = time.perf_counter()
                 r = api.solve(Board(n, n), start, closed=closed)
                 best = min(best, time.perf_counter() - w0)
-            row[kind] = {"status": r.status.value, "us_per_square": 1e6 * best / (n * n),
-                         "nodes_per_square": r.nodes / (n * n)}
+            row[kind] = {
+                "status": r.status.value,
+                "us_per_square": 1e6 * best / (n * n),
+                "nodes_per_square": r.nodes / (n * n),
+            }
         rows.append(row)
-        cells = [(f"{row[k]['us_per_square']:.3f}", f"{row[k]['nodes_per_square']:.2f}")
-                 if k in row else ("-", "-") for k in ("open", "closed")]
+        cells = [
+            (f"{row[k]['us_per_square']:.3f}", f"{row[k]['nodes_per_square']:.2f}")
+            if k in row
+            else ("-", "-")
+            for k in ("open", "closed")
+        ]
         table.add_row(f"{n}x{n}", cells[0][0], cells[1][0], cells[0][1], cells[1][1])
     for kind in ("open", "closed"):
         costs = [r[kind]["us_per_square"] for r in rows if kind in r]
         if costs:
             report.setdefault("square_spread", {})[kind] = max(costs) / min(costs)
-            console.print(f"{kind}: max/min µs per square over the sizes = "
-                          f"{max(costs) / min(costs):.2f}", highlight=False)
+            console.print(
+                f"{kind}: max/min µs per square over the sizes = {max(costs) / min(costs):.2f}",
+                highlight=False,
+            )
     report["squares"] = rows
     console.print(table)
 
@@ -201,8 +251,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--thin-starts", type=int, default=4, help="random starts per board")
     parser.add_argument("--thin-budget-per-square", type=int, default=50)
     parser.add_argument("--square-sizes", default="50,100,200,333,500,1000,2000")
-    parser.add_argument("--json", dest="json_path",
-                        default=str(HERE / "results" / "bench_engine.json"))
+    parser.add_argument(
+        "--json", dest="json_path", default=str(HERE / "results" / "bench_engine.json")
+    )
     return parser.parse_args()
 
 
@@ -220,9 +271,22 @@ def run_main_table(args, console: Console, report: dict) -> None:
         b = parse_board_list(spec)[0]
         groups.append((f"{b.label} corner", [(b, (b.rows - 1, 0))]))
     table = Table(title=f"engine benchmark (open tours, node budget {args.budget_per_square} x N)")
-    for col in ("workload", "method", "jobs", "solved", "proven", "unknown", "error",
-                "total nodes", "max nodes", "max nodes/N", "cpu s", "wall s", "nodes/ours",
-                "cpu/ours"):
+    for col in (
+        "workload",
+        "method",
+        "jobs",
+        "solved",
+        "proven",
+        "unknown",
+        "error",
+        "total nodes",
+        "max nodes",
+        "max nodes/N",
+        "cpu s",
+        "wall s",
+        "nodes/ours",
+        "cpu/ours",
+    ):
         table.add_column(col, justify="left" if col in ("workload", "method") else "right")
     for label, jobs in groups:
         group = {"workload": label, "methods": {}, "notes": []}
@@ -233,27 +297,44 @@ def run_main_table(args, console: Console, report: dict) -> None:
                 continue
             results = []
             for board, sq in runnable:
-                res = run_job(method, board, sq, args.budget_per_square * board.n_squares,
-                              args.cpsat_time_limit)
+                res = run_job(
+                    method,
+                    board,
+                    sq,
+                    args.budget_per_square * board.n_squares,
+                    args.cpsat_time_limit,
+                )
                 res.update(board=board.label, start=list(sq), n_squares=board.n_squares)
                 results.append(res)
             summary = summarise(results)
             if len(runnable) < len(jobs):
                 summary["note"] = f"ran on {len(runnable)} of {len(jobs)} jobs"
             group["methods"][method] = {"summary": summary, "jobs": results}
-            console.print(f"{label:>24} {method:>7}: {summary['solved']} solved, "
-                          f"{summary['proven']} proven, {summary['unknown']} unknown, "
-                          f"{summary['error']} error, {summary['cpu_s']:.2f} cpu s", highlight=False)
+            console.print(
+                f"{label:>24} {method:>7}: {summary['solved']} solved, "
+                f"{summary['proven']} proven, {summary['unknown']} unknown, "
+                f"{summary['error']} error, {summary['cpu_s']:.2f} cpu s",
+                highlight=False,
+            )
         ours = group["methods"]["ours"]["summary"]
         for method, data in group["methods"].items():
             s = data["summary"]
             s["nodes_ratio_to_ours"] = s["total_nodes"] / max(ours["total_nodes"], 1)
             s["cpu_ratio_to_ours"] = s["cpu_s"] / max(ours["cpu_s"], 1e-9)
             table.add_row(
-                label, method + (" *" if "note" in s else ""), str(s["jobs"]), str(s["solved"]),
-                str(s["proven"]), str(s["unknown"]), str(s["error"]), f"{s['total_nodes']:,}",
-                f"{s['max_nodes']:,}", f"{s['max_nodes_per_square']:.2f}", f"{s['cpu_s']:.2f}",
-                f"{s['wall_s']:.2f}", f"{s['nodes_ratio_to_ours']:.2f}",
+                label,
+                method + (" *" if "note" in s else ""),
+                str(s["jobs"]),
+                str(s["solved"]),
+                str(s["proven"]),
+                str(s["unknown"]),
+                str(s["error"]),
+                f"{s['total_nodes']:,}",
+                f"{s['max_nodes']:,}",
+                f"{s['max_nodes_per_square']:.2f}",
+                f"{s['cpu_s']:.2f}",
+                f"{s['wall_s']:.2f}",
+                f"{s['nodes_ratio_to_ours']:.2f}",
                 f"{s['cpu_ratio_to_ours']:.2f}",
             )
         report["groups"].append(group)
@@ -273,8 +354,11 @@ def main() -> None:
     baselines.run("wdfs", 5, 5, (0, 0), 1000)  # compile (or load) the baseline kernel
     console.print(f"warm-up (numba compile or cache load): {t_warm:.2f} s")
     report: dict = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "numpy": np.__version__},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "numpy": np.__version__,
+        },
         "budget_per_square": args.budget_per_square,
         "cpsat_time_limit_s": args.cpsat_time_limit if args.cpsat else None,
         "groups": [],

@@ -76,8 +76,9 @@ class Rig:
         self._saved = {k: os.environ.get(k) for k in ("KT_REDIS_URL", "KT_LEASE_S")}
         os.environ.update(KT_REDIS_URL=self.redis.url, KT_LEASE_S=str(self.lease_s))
         get_settings.cache_clear()
-        self.pool = WorkerPool(self.redis.url, self.tmp / "logs",
-                               env={"KT_LEASE_S": str(self.lease_s)})
+        self.pool = WorkerPool(
+            self.redis.url, self.tmp / "logs", env={"KT_LEASE_S": str(self.lease_s)}
+        )
         self.workers = [self.pool.start(f"bf{i}-") for i in range(self.count)]
         self.r = connect(self.redis.url)
         return self
@@ -146,12 +147,24 @@ def _tally(r, batch_id: str, jobs, d) -> dict[str, Any]:
     records = collect(r, batch_id)
     got = [rec.job_key for rec in records]
     want = {j.key for j in jobs}
-    return {"jobs": len(jobs), "lost": len(want - set(got)), "dup": len(got) - len(set(got)),
-            "rerun": len(d.overwritten), "complete": bool(d.status.get("complete"))}
+    return {
+        "jobs": len(jobs),
+        "lost": len(want - set(got)),
+        "dup": len(got) - len(set(got)),
+        "rerun": len(d.overwritten),
+        "complete": bool(d.status.get("complete")),
+    }
 
 
-def batch_fault(rig: Rig, jobs, fault: Callable[[str], str] | None, *, at: float = 1 / 3,
-                recover: bool = True, timeout_s: float = 600) -> dict[str, Any]:
+def batch_fault(
+    rig: Rig,
+    jobs,
+    fault: Callable[[str], str] | None,
+    *,
+    at: float = 1 / 3,
+    recover: bool = True,
+    timeout_s: float = 600,
+) -> dict[str, Any]:
     """Submit ``jobs``, fire ``fault(batch_id)`` (which returns a note) once ``at`` of them
     have records, drive the batch to the end (``recover``: as a waiting client does); returns
     the row."""
@@ -170,14 +183,15 @@ def batch_fault(rig: Rig, jobs, fault: Callable[[str], str] | None, *, at: float
     row = _tally(rig.r, batch_id, jobs, d)
     row["recovery_s"] = round(end - state["at"], 1) if "at" in state else None
     row["batch_s"] = round(d.seconds, 1)
-    row["note"] = ((f"fault at {state['done']} records ({state['what']}); " if state else "")
-                   + f"client re-sent "
-                   f"{len(d.resent)}; {d.redis_errors} polls without Redis")
+    row["note"] = (
+        f"fault at {state['done']} records ({state['what']}); " if state else ""
+    ) + f"client re-sent {len(d.resent)}; {d.redis_errors} polls without Redis"
     return row
 
 
-def _kill_main_when_queue_empty(rig: Rig, held_by: Callable[[set[int]], set[str]],
-                                deadline_s: float = 600) -> tuple[float, set[str]]:
+def _kill_main_when_queue_empty(
+    rig: Rig, held_by: Callable[[set[int]], set[str]], deadline_s: float = 600
+) -> tuple[float, set[str]]:
     """Poll until the queue is empty and the first worker's pool child holds a lease, then
     SIGKILL that worker's main process; returns (wall time of the kill, what it held)."""
     deadline = time.monotonic() + deadline_s
@@ -197,7 +211,8 @@ def main_kill_queue_empty(rig: Rig, jobs) -> dict[str, Any]:
     batch_id = submit_batch(rig.url, jobs, {"bench": "faults"})
     began = time.monotonic()
     killed_at, held = _kill_main_when_queue_empty(
-        rig, lambda pids: leased_by(rig.r, batch_id, pids))
+        rig, lambda pids: leased_by(rig.r, batch_id, pids)
+    )
     d = drive(rig.r, rig.url, batch_id, 600, recover=False)
     row = _tally(rig.r, batch_id, jobs, d)
     records = collect(rig.r, batch_id)
@@ -216,7 +231,7 @@ def count_run(rig: Rig, n: int, kill: bool) -> dict[str, Any]:
     began = time.monotonic()
     subjobs = sorted(plan.subjobs, key=lambda sj: sj.key in ("6x6:o:0.13", "6x6:o:1.12"))
     heavy = subjobs[-2:] if kill else []
-    submit_count(rig.url, cid, subjobs[:len(subjobs) - len(heavy)])
+    submit_count(rig.url, cid, subjobs[: len(subjobs) - len(heavy)])
     killed_at = None
     if kill:
         deadline = time.monotonic() + 600
@@ -239,11 +254,16 @@ def count_run(rig: Rig, n: int, kill: bool) -> dict[str, Any]:
     while not (st := count_store.count_status(rig.r, cid))["complete"]:
         time.sleep(0.1)
     total = count_store.assemble_count(rig.r, cid, plan).total
-    return {"jobs": len(subjobs), "lost": 0 if n != 6 or total == 6_637_920 else "wrong total",
-            "dup": 0, "rerun": "-", "complete": True,
-            "recovery_s": round(time.time() - killed_at, 1) if killed_at else None,
-            "batch_s": round(time.monotonic() - began, 1),
-            "note": f"total {total:,} (OEIS A165134: 6,637,920); {st['errors']} errors"}
+    return {
+        "jobs": len(subjobs),
+        "lost": 0 if n != 6 or total == 6_637_920 else "wrong total",
+        "dup": 0,
+        "rerun": "-",
+        "complete": True,
+        "recovery_s": round(time.time() - killed_at, 1) if killed_at else None,
+        "batch_s": round(time.monotonic() - began, 1),
+        "note": f"total {total:,} (OEIS A165134: 6,637,920); {st['errors']} errors",
+    }
 
 
 # -- ktour run as a real process ---------------------------------------------------------------
@@ -262,8 +282,11 @@ def _records_now(data: Path) -> dict[str, float]:
         state = json.loads((data / "redis" / "embedded-redis.json").read_text())
         r = connect(f"redis://:{state['password']}@127.0.0.1:{state['port']}/0")
         ids = r.zrange(keys.batches(), 0, -1)
-        raw = (r.execute_command("HGETALL", keys.batch_records(ids[-1]), NEVER_DECODE=True)
-               if ids else {})
+        raw = (
+            r.execute_command("HGETALL", keys.batch_records(ids[-1]), NEVER_DECODE=True)
+            if ids
+            else {}
+        )
         r.close()
     except (OSError, ValueError, KeyError, *REDIS_ERRORS):
         return {}
@@ -293,8 +316,7 @@ def _end_family(family: list[psutil.Process], timeout_s: float = 30) -> int:
     return len(alive)
 
 
-def ktour_run(tmp: Path, args: list[str], lease_s: float,
-              interrupt: int | None) -> dict[str, Any]:
+def ktour_run(tmp: Path, args: list[str], lease_s: float, interrupt: int | None) -> dict[str, Any]:
     """``ktour run ARGS``; with ``interrupt`` (a signal), send it once a third of the jobs
     have records, then run the same command again. Returns the row."""
     data = tmp / "data"
@@ -305,9 +327,14 @@ def ktour_run(tmp: Path, args: list[str], lease_s: float,
     total = None
     note = ""
     if interrupt is not None:
-        first = subprocess.Popen([*cmd, "--out", str(out1)], env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True,
-                                 preexec_fn=_default_sigint)
+        first = subprocess.Popen(
+            [*cmd, "--out", str(out1)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_default_sigint,
+        )
         total = len(make_batch_jobs(_sizes(args)))
         while first.poll() is None and len(before := _records_now(data)) < total / 3:
             time.sleep(0.1)
@@ -321,8 +348,9 @@ def ktour_run(tmp: Path, args: list[str], lease_s: float,
             first.wait(10)
         left = _end_family(family)
         note = f"first run exit {first.returncode}; {left} of its processes killed after 30 s; "
-    second = subprocess.run([*cmd, "--out", str(out2)], env=env, capture_output=True, text=True,
-                            timeout=900)
+    second = subprocess.run(
+        [*cmd, "--out", str(out2)], env=env, capture_output=True, text=True, timeout=900
+    )
     end = time.monotonic()
     lines = [json.loads(x) for x in out2.read_text().splitlines()] if out2.exists() else []
     keys_ = [rec["job_key"] for rec in lines]
@@ -330,12 +358,18 @@ def ktour_run(tmp: Path, args: list[str], lease_s: float,
     resumed = [ln for ln in second.stderr.splitlines() if "resuming" in ln]
     after = {rec["job_key"]: rec["finished_at"] for rec in lines}
     rerun = "-" if interrupt is None else sum(after.get(k) != v for k, v in before.items())
-    return {"jobs": total, "lost": total - len(set(keys_)), "dup": len(keys_) - len(set(keys_)),
-            "rerun": rerun, "complete": second.returncode == 0,
-            "recovery_s": round(end - fault_at, 1) if interrupt is not None else None,
-            "batch_s": round(end - began, 1),
-            "note": note + f"re-run exit {second.returncode}"
-            + (f"; {resumed[0].split(': ', 1)[-1]}" if resumed else "")}
+    return {
+        "jobs": total,
+        "lost": total - len(set(keys_)),
+        "dup": len(keys_) - len(set(keys_)),
+        "rerun": rerun,
+        "complete": second.returncode == 0,
+        "recovery_s": round(end - fault_at, 1) if interrupt is not None else None,
+        "batch_s": round(end - began, 1),
+        "note": note
+        + f"re-run exit {second.returncode}"
+        + (f"; {resumed[0].split(': ', 1)[-1]}" if resumed else ""),
+    }
 
 
 def _sizes(args: list[str]) -> list:
@@ -358,11 +392,18 @@ def cancel_mid_batch(rig: Rig, jobs) -> dict[str, Any]:
     n_settled = rig.r.hlen(keys.batch_records(batch_id))
     time.sleep(2 * rig.lease_s)  # an observation window: recovery must not re-send anything
     n_after = rig.r.hlen(keys.batch_records(batch_id))
-    return {"jobs": len(jobs), "lost": "-", "dup": 0, "rerun": "-", "complete": False,
-            "recovery_s": round(settled - at, 1), "batch_s": round(settled - began, 1),
-            "note": f"{dropped} queued tasks dropped; {n_at} records at the cancel, "
-                    f"{n_settled - n_at} more from tasks already running, "
-                    f"{n_after - n_settled} in the {2 * rig.lease_s:g} s after"}
+    return {
+        "jobs": len(jobs),
+        "lost": "-",
+        "dup": 0,
+        "rerun": "-",
+        "complete": False,
+        "recovery_s": round(settled - at, 1),
+        "batch_s": round(settled - began, 1),
+        "note": f"{dropped} queued tasks dropped; {n_at} records at the cancel, "
+        f"{n_settled - n_at} more from tasks already running, "
+        f"{n_after - n_settled} in the {2 * rig.lease_s:g} s after",
+    }
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -377,31 +418,52 @@ def scenarios(sizes: str, lease_s: float) -> dict[str, tuple[str, Callable[[Path
         def go(tmp: Path) -> dict:
             with Rig(tmp, lease_s) as rig:
                 return fn(rig)
+
         return go
 
     return {
         "none": ("no fault (the normal batch)", on_rig(lambda g: batch_fault(g, jobs, None))),
-        "child-kill": ("pool child SIGKILL mid-batch",
-                       on_rig(lambda g: batch_fault(g, jobs, g.kill_child))),
-        "main-kill": ("worker main SIGKILL mid-batch (client waiting)",
-                      on_rig(lambda g: batch_fault(g, jobs, g.kill_main))),
-        "main-kill-empty": ("worker main SIGKILL, queue empty, nobody waiting (batch)",
-                            on_rig(lambda g: main_kill_queue_empty(g, jobs))),
+        "child-kill": (
+            "pool child SIGKILL mid-batch",
+            on_rig(lambda g: batch_fault(g, jobs, g.kill_child)),
+        ),
+        "main-kill": (
+            "worker main SIGKILL mid-batch (client waiting)",
+            on_rig(lambda g: batch_fault(g, jobs, g.kill_main)),
+        ),
+        "main-kill-empty": (
+            "worker main SIGKILL, queue empty, nobody waiting (batch)",
+            on_rig(lambda g: main_kill_queue_empty(g, jobs)),
+        ),
         "count": ("no fault (6x6 count)", on_rig(lambda g: count_run(g, 6, kill=False))),
-        "main-kill-count": ("worker main SIGKILL, queue empty, nobody waiting (6x6 count)",
-                            on_rig(lambda g: count_run(g, 6, kill=True))),
-        "redis-kill": (f"Redis SIGKILL mid-batch, restarted after {DOWN_S:g} s (AOF everysec)",
-                       on_rig(lambda g: batch_fault(g, jobs, lambda _: g.redis_down(True)))),
-        "redis-restart": (f"Redis clean restart mid-batch ({DOWN_S:g} s down)",
-                          on_rig(lambda g: batch_fault(g, jobs, lambda _: g.redis_down(False)))),
-        "cancel": ("`ktour cancel` mid-batch (recovery_s: until nothing of it runs)",
-                   on_rig(lambda g: cancel_mid_batch(g, jobs))),
-        "run": ("no fault (`ktour run`, start-up included)",
-                lambda tmp: ktour_run(tmp, run_args, lease_s, None)),
-        "run-kill": ("`ktour run` SIGKILL, then the same command (resume)",
-                     lambda tmp: ktour_run(tmp, run_args, lease_s, signal.SIGKILL)),
-        "run-ctrl-c": ("`ktour run` Ctrl-C (SIGINT), then the same command (resume)",
-                       lambda tmp: ktour_run(tmp, run_args, lease_s, signal.SIGINT)),
+        "main-kill-count": (
+            "worker main SIGKILL, queue empty, nobody waiting (6x6 count)",
+            on_rig(lambda g: count_run(g, 6, kill=True)),
+        ),
+        "redis-kill": (
+            f"Redis SIGKILL mid-batch, restarted after {DOWN_S:g} s (AOF everysec)",
+            on_rig(lambda g: batch_fault(g, jobs, lambda _: g.redis_down(True))),
+        ),
+        "redis-restart": (
+            f"Redis clean restart mid-batch ({DOWN_S:g} s down)",
+            on_rig(lambda g: batch_fault(g, jobs, lambda _: g.redis_down(False))),
+        ),
+        "cancel": (
+            "`ktour cancel` mid-batch (recovery_s: until nothing of it runs)",
+            on_rig(lambda g: cancel_mid_batch(g, jobs)),
+        ),
+        "run": (
+            "no fault (`ktour run`, start-up included)",
+            lambda tmp: ktour_run(tmp, run_args, lease_s, None),
+        ),
+        "run-kill": (
+            "`ktour run` SIGKILL, then the same command (resume)",
+            lambda tmp: ktour_run(tmp, run_args, lease_s, signal.SIGKILL),
+        ),
+        "run-ctrl-c": (
+            "`ktour run` Ctrl-C (SIGINT), then the same command (resume)",
+            lambda tmp: ktour_run(tmp, run_args, lease_s, signal.SIGINT),
+        ),
     }
 
 
@@ -409,8 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen faults one after the other and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="5,6,7,8")
-    ap.add_argument("--lease-s", type=float, default=None,
-                    help="KT_LEASE_S for the workers (default: the product's)")
+    ap.add_argument(
+        "--lease-s",
+        type=float,
+        default=None,
+        help="KT_LEASE_S for the workers (default: the product's)",
+    )
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/bench_faults.json")
     args = ap.parse_args(argv)
@@ -429,11 +495,14 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         rec = "-" if r["recovery_s"] is None else r["recovery_s"]
-        print(f"| {r['fault']} | {r['jobs']} | {r['lost']} | {r['dup']} | {r['rerun']} | "
-              f"{rec} | {r['batch_s']} | {r['note']} |")
+        print(
+            f"| {r['fault']} | {r['jobs']} | {r['lost']} | {r['dup']} | {r['rerun']} | "
+            f"{rec} | {r['batch_s']} | {r['note']} |"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"sizes": args.sizes, "lease_s": lease_s, "rows": rows},
-                                    indent=1))
+    args.json.write_text(
+        json.dumps({"sizes": args.sizes, "lease_s": lease_s, "rows": rows}, indent=1)
+    )
     return 0
 
 

@@ -34,14 +34,18 @@ def _table(name: str, layers: list[LayerStat]) -> None:
     print(f"{name}: step  states  transitions  seconds  transitions/s  parts")
     for ls in layers:
         rate = ls.transitions / ls.seconds if ls.seconds > 0 else 0.0
-        print(f"{name}: {ls.step + 1:4d} {ls.states:>13,} {ls.transitions:>13,} "
-              f"{ls.seconds:8.2f} {rate:>13,.0f} {ls.parts:3d}")
+        print(
+            f"{name}: {ls.step + 1:4d} {ls.states:>13,} {ls.transitions:>13,} "
+            f"{ls.seconds:8.2f} {rate:>13,.0f} {ls.parts:3d}"
+        )
     total_t = sum(ls.transitions for ls in layers)
     total_s = sum(ls.seconds for ls in layers)
     peak = max((ls.states for ls in layers), default=0)
     rate = total_t / total_s if total_s > 0 else 0.0
-    print(f"{name}: {len(layers)} layers, peak {peak:,} states, {total_t:,} transitions in "
-          f"{total_s:.1f} s ({rate:,.0f}/s)")
+    print(
+        f"{name}: {len(layers)} layers, peak {peak:,} states, {total_t:,} transitions in "
+        f"{total_s:.1f} s ({rate:,.0f}/s)"
+    )
 
 
 def _manifest(path: Path) -> int:
@@ -68,19 +72,25 @@ def main(argv: list[str] | None = None) -> int:
     record: dict = {"board": board.label, "command": " ".join(["bench_frontier.py", *sys.argv[1:]])}
     if args.start is not None:
         sq = board.parse_square(args.start)
-        res = count_paths(board, sq, halves=args.halves, memory_bytes=mem,
-                          checkpoint_dir=args.checkpoint_dir)
+        res = count_paths(
+            board, sq, halves=args.halves, memory_bytes=mem, checkpoint_dir=args.checkpoint_dir
+        )
         for sweep in res.sweeps:
             _table(sweep.name, sweep.layers)
-        print(f"{board.label} from {board.algebraic(sq)}: {res.paths:,} directed open tours "
-              f"({res.method})")
+        print(
+            f"{board.label} from {board.algebraic(sq)}: {res.paths:,} directed open tours "
+            f"({res.method})"
+        )
         record.update(res.to_dict())
     else:
-        report = dp_count(board, memory_bytes=mem, checkpoint_dir=args.checkpoint_dir,
-                          halves=args.halves or None)
+        report = dp_count(
+            board, memory_bytes=mem, checkpoint_dir=args.checkpoint_dir, halves=args.halves or None
+        )
         for fig in report.extra["dp_classes"]:
-            print(f"class {fig['representative']}: {fig['count']:,} ({fig['method']}, "
-                  f"{fig.get('seconds', 0)} s)")
+            print(
+                f"class {fig['representative']}: {fig['count']:,} ({fig['method']}, "
+                f"{fig.get('seconds', 0)} s)"
+            )
             for name, layers in fig.get("layers", {}).items():
                 _table(f"{fig['representative']} {name}", [LayerStat(**d) for d in layers])
         for i, low in enumerate(report.extra["lower_halves"]):

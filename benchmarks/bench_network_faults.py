@@ -46,19 +46,37 @@ sys.path.insert(0, str(ROOT / "tests" / "fault"))
 
 from _netfaults import PRODUCT, SCENARIOS, Outcome, Timing, rig  # noqa: E402
 
-PRE_FIX = Timing(lease_s=10, socket_timeout_s=30, connect_timeout_s=5, health_check_s=25,
-                 keepalive_s=7200, reconnect_max_s=30)
+PRE_FIX = Timing(
+    lease_s=10,
+    socket_timeout_s=30,
+    connect_timeout_s=5,
+    health_check_s=25,
+    keepalive_s=7200,
+    reconnect_max_s=30,
+)
 """Approximately the timings before this benchmark's fixes (see the module docstring)."""
 
 ROWS: dict[str, tuple[str, Timing, float, dict]] = {
     "worker-blackhole-20": ("worker-blackhole", PRODUCT, 20.0, {"sizes": (20,), "limit": 400}),
-    "worker-blackhole-150": ("worker-blackhole", PRODUCT, 150.0,
-                             {"sizes": (20, 22), "limit": None}),
-    "worker-blackhole-150-old-timeouts": ("worker-blackhole", PRE_FIX, 150.0,
-                                    {"sizes": (20, 22), "limit": None}),
+    "worker-blackhole-150": (
+        "worker-blackhole",
+        PRODUCT,
+        150.0,
+        {"sizes": (20, 22), "limit": None},
+    ),
+    "worker-blackhole-150-old-timeouts": (
+        "worker-blackhole",
+        PRE_FIX,
+        150.0,
+        {"sizes": (20, 22), "limit": None},
+    ),
     "redis-sigstop-60": ("redis-sigstop", PRODUCT, 60.0, {"sizes": (20,), "limit": 400}),
-    "redis-restart-client-blackhole-30": ("redis-restart-client-blackhole", PRODUCT, 30.0,
-                                          {"sizes": (20,), "limit": 400}),
+    "redis-restart-client-blackhole-30": (
+        "redis-restart-client-blackhole",
+        PRODUCT,
+        30.0,
+        {"sizes": (20,), "limit": 400},
+    ),
     "client-blackhole-30": ("client-blackhole", PRODUCT, 30.0, {"sizes": (20,), "limit": 400}),
 }
 """Row name -> (scenario, timings, fault seconds, batch)."""
@@ -70,16 +88,20 @@ def _fmt(v: object) -> str:
 
 def table(rows: list[tuple[str, Outcome]]) -> str:
     """The outcomes as a Markdown table."""
-    head = ("| row | fault | fault s | jobs | lost | dup | rewritten | consume s | complete s "
-            "| client | tb | repeats |")
+    head = (
+        "| row | fault | fault s | jobs | lost | dup | rewritten | consume s | complete s "
+        "| client | tb | repeats |"
+    )
     out = [head, "|" + "---|" * 12]
     for name, o in rows:
         client = "-" if o.client_exit is None else f"exit {o.client_exit}, {o.client_lines} lines"
         consume = ", ".join(f"{_fmt(v)}" for v in o.consume_after_heal_s.values()) or "-"
         repeats = max(o.repeated_warnings.values(), default=1)
-        out.append(f"| {name} | {o.kind} | {o.fault_s:g} | {o.jobs} | {o.lost} | "
-                   f"{o.duplicated} | {o.rewritten} | {consume} | "
-                   f"{_fmt(o.complete_after_heal_s)} | {client} | {o.tracebacks} | {repeats} |")
+        out.append(
+            f"| {name} | {o.kind} | {o.fault_s:g} | {o.jobs} | {o.lost} | "
+            f"{o.duplicated} | {o.rewritten} | {consume} | "
+            f"{_fmt(o.complete_after_heal_s)} | {client} | {o.tracebacks} | {repeats} |"
+        )
     return "\n".join(out)
 
 
@@ -87,10 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated row names: " + ", ".join(ROWS))
     ap.add_argument("--json", type=Path, help="write the outcomes as JSON here")
-    ap.add_argument("--fault-s", type=float, default=None,
-                    help="every row's fault length in seconds instead of its own")
-    ap.add_argument("--sizes", default=None, metavar="N,N",
-                    help="every row's batch: every start square of these boards")
+    ap.add_argument(
+        "--fault-s",
+        type=float,
+        default=None,
+        help="every row's fault length in seconds instead of its own",
+    )
+    ap.add_argument(
+        "--sizes",
+        default=None,
+        metavar="N,N",
+        help="every row's batch: every start square of these boards",
+    )
     args = ap.parse_args(argv)
     names = args.only.split(",") if args.only else list(ROWS)
     unknown = [n for n in names if n not in ROWS]
@@ -110,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 outcome = SCENARIOS[scenario](sc, fault_s, **batch)
             finally:
                 sc.close()
-        print(f"{name}: {time.monotonic() - began:.0f} s  {outcome}", file=sys.stderr,
-              flush=True)
+        print(f"{name}: {time.monotonic() - began:.0f} s  {outcome}", file=sys.stderr, flush=True)
         done.append((name, outcome))
     print(table(done))
     if args.json:

@@ -21,21 +21,22 @@ import tempfile
 import time
 from collections import Counter
 
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.service.batches import submit_batch, wait_for_batch
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import wait_for_batch
 from knights_tour.store.batches import collect
 from knights_tour.store.connection import connect
-from knights_tour.service.batches import submit_batch
 
 
-def run_once(url: str, workers: int, chunk: int, verify: str | None,
-             largest_first: bool = True) -> dict:
+def run_once(
+    url: str, workers: int, chunk: int, verify: str | None, largest_first: bool = True
+) -> dict:
     jobs = make_batch_jobs(range(5, 13), verify=verify)
     t0 = time.perf_counter()
-    batch_id = submit_batch(url, jobs, {"sizes": "5-12", "bench": True}, chunk_size=chunk,
-                            largest_first=largest_first)
+    batch_id = submit_batch(
+        url, jobs, {"sizes": "5-12", "bench": True}, chunk_size=chunk, largest_first=largest_first
+    )
     t_submit = time.perf_counter() - t0
     r = connect(url)
     status = wait_for_batch(r, batch_id, timeout_s=1800, poll_s=0.05)
@@ -67,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", default="1,4,16,32")
     ap.add_argument("--verify", action="store_true", help="also run with --verify cpsat")
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--orders", default="largest",
-                    help="comma list of send orders: largest (largest boards first), given")
+    ap.add_argument(
+        "--orders",
+        default="largest",
+        help="comma list of send orders: largest (largest boards first), given",
+    )
     ap.add_argument("--no-engine", action="store_true", help="skip the engine-only runs")
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = ap.parse_args(argv)
@@ -84,18 +88,27 @@ def main(argv: list[str] | None = None) -> int:
                 for order in args.orders.split(","):
                     for chunk in chunks:
                         for _ in range(args.repeat):
-                            row = run_once(server.url, args.workers, chunk, verify,
-                                           largest_first=order == "largest")
+                            row = run_once(
+                                server.url,
+                                args.workers,
+                                chunk,
+                                verify,
+                                largest_first=order == "largest",
+                            )
                             rows.append(row)
                             print(json.dumps(row), flush=True)
             t1 = time.perf_counter()
         print(f"workers stopped in {time.perf_counter() - t1:.2f} s", file=sys.stderr)
-    print(f"\n{'verify':>7} {'order':>7} {'chunk':>5} {'tasks':>5} {'wall s':>7} {'submit s':>8} "
-          f"{'solver s':>8} {'cpsat s':>7} {'jobs s':>7} {'overhead w*s':>12}")
+    print(
+        f"\n{'verify':>7} {'order':>7} {'chunk':>5} {'tasks':>5} {'wall s':>7} {'submit s':>8} "
+        f"{'solver s':>8} {'cpsat s':>7} {'jobs s':>7} {'overhead w*s':>12}"
+    )
     for row in rows:
-        print(f"{str(row['verify']):>7} {row['order']:>7} {row['chunk_size']:>5} {row['tasks']:>5} "
-              f"{row['wall_s']:>7.2f} {row['submit_s']:>8.2f} {row['solver_sum_s']:>8.2f} "
-              f"{row['cpsat_sum_s']:>7.2f} {row['job_sum_s']:>7.2f} {row['overhead_worker_s']:>12.2f}")
+        print(
+            f"{str(row['verify']):>7} {row['order']:>7} {row['chunk_size']:>5} {row['tasks']:>5} "
+            f"{row['wall_s']:>7.2f} {row['submit_s']:>8.2f} {row['solver_sum_s']:>8.2f} "
+            f"{row['cpsat_sum_s']:>7.2f} {row['job_sum_s']:>7.2f} {row['overhead_worker_s']:>12.2f}"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"workers": args.workers, "rows": rows}, fh, indent=1)

@@ -54,10 +54,7 @@ from typing import Any
 
 import redis
 
-WORKLOADS = {
-    "sweep": ["--sizes", "5-30"],
-    "main": ["--sizes", "5-12", "--verify", "cpsat"],
-}
+WORKLOADS = {"sweep": ["--sizes", "5-30"], "main": ["--sizes", "5-12", "--verify", "cpsat"]}
 OWN_COMMANDS = {"config", "info", "monitor", "flushall", "memory", "scan", "ping"}
 """Commands the benchmark itself sends (excluded from the totals)."""
 
@@ -85,10 +82,27 @@ class OwnRedis:
 
     def __enter__(self) -> OwnRedis:
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-             "--logfile", str(self.dir / "redis.log")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                "--logfile",
+                str(self.dir / "redis.log"),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         r = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 30
         while True:
@@ -162,9 +176,23 @@ def _env(src: Path | None) -> dict[str, str]:
     return env
 
 
-def _ktour_run(url: str, workload: str, workers: int, src: Path | None, out: Path) -> tuple[int, str, float]:
-    cmd = [sys.executable, "-m", "knights_tour", "run", *WORKLOADS[workload], "--redis", url,
-           "--workers", str(workers), "--fresh", "--out", str(out)]
+def _ktour_run(
+    url: str, workload: str, workers: int, src: Path | None, out: Path
+) -> tuple[int, str, float]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "knights_tour",
+        "run",
+        *WORKLOADS[workload],
+        "--redis",
+        url,
+        "--workers",
+        str(workers),
+        "--fresh",
+        "--out",
+        str(out),
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=_env(src), capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -183,8 +211,9 @@ def _batch_bytes(r: redis.Redis, batch_id: str) -> int:
     return total
 
 
-def run_once(url: str, workload: str, workers: int, src: Path | None, flush: bool,
-             monitor: bool) -> dict[str, Any]:
+def run_once(
+    url: str, workload: str, workers: int, src: Path | None, flush: bool, monitor: bool
+) -> dict[str, Any]:
     """One measured ``ktour run`` (and, with ``monitor``, one more to count top-level requests)."""
     r = redis.Redis.from_url(url, decode_responses=True)
     with tempfile.TemporaryDirectory(prefix="kt-redis-cost-out-") as tmp:
@@ -203,13 +232,18 @@ def run_once(url: str, workload: str, workers: int, src: Path | None, flush: boo
         counted = {k: v for k, v in calls.items() if k not in OWN_COMMANDS}
         total = sum(counted.values())
         row: dict[str, Any] = {
-            "workload": workload, "workers": workers, "src": str(src) if src else "installed",
-            "jobs": jobs, "wall_s": round(wall, 2),
-            "commands": total, "commands_per_job": round(total / jobs, 2),
-            "cpu_s": round(cpu, 3), "cpu_us_per_job": round(cpu * 1e6 / jobs, 1),
+            "workload": workload,
+            "workers": workers,
+            "src": str(src) if src else "installed",
+            "jobs": jobs,
+            "wall_s": round(wall, 2),
+            "commands": total,
+            "commands_per_job": round(total / jobs, 2),
+            "cpu_s": round(cpu, 3),
+            "cpu_us_per_job": round(cpu * 1e6 / jobs, 1),
             "ceiling_jobs_per_s": round(jobs / cpu) if cpu > 0 else None,
-            "bytes_per_job": round(kept / jobs), "used_delta_per_job":
-                round((used_after - used_before) / jobs),
+            "bytes_per_job": round(kept / jobs),
+            "used_delta_per_job": round((used_after - used_before) / jobs),
             "top": dict(sorted(counted.items(), key=lambda kv: -kv[1])[:5]),
         }
         if monitor:
@@ -223,8 +257,18 @@ def run_once(url: str, workload: str, workers: int, src: Path | None, flush: boo
     return row
 
 
-COLUMNS = ("workload", "src", "jobs", "wall_s", "commands_per_job", "requests_per_job",
-           "cpu_us_per_job", "ceiling_jobs_per_s", "bytes_per_job", "used_delta_per_job")
+COLUMNS = (
+    "workload",
+    "src",
+    "jobs",
+    "wall_s",
+    "commands_per_job",
+    "requests_per_job",
+    "cpu_us_per_job",
+    "ceiling_jobs_per_s",
+    "bytes_per_job",
+    "used_delta_per_job",
+)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -241,16 +285,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=[*WORKLOADS, "both"], default="both")
     ap.add_argument("--workers", type=int, default=2, help="local workers (default 2)")
-    ap.add_argument("--src", action="append", type=Path, default=None, metavar="DIR",
-                    help="source tree(s) to run (repeat to compare); default: the installed one")
-    ap.add_argument("--url", default=None, help="use this Redis instead of starting one "
-                    "(not flushed; other clients' traffic counts too)")
-    ap.add_argument("--sweep-sizes", default=None, metavar="LIST",
-                    help="boards of the sweep workload instead of 5-30")
-    ap.add_argument("--no-monitor", action="store_true",
-                    help="skip the second run that counts top-level requests with MONITOR")
-    ap.add_argument("--json", dest="json_out", type=Path,
-                    default=Path("benchmarks/results/bench_redis_cost.json"))
+    ap.add_argument(
+        "--src",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="source tree(s) to run (repeat to compare); default: the installed one",
+    )
+    ap.add_argument(
+        "--url",
+        default=None,
+        help="use this Redis instead of starting one "
+        "(not flushed; other clients' traffic counts too)",
+    )
+    ap.add_argument(
+        "--sweep-sizes",
+        default=None,
+        metavar="LIST",
+        help="boards of the sweep workload instead of 5-30",
+    )
+    ap.add_argument(
+        "--no-monitor",
+        action="store_true",
+        help="skip the second run that counts top-level requests with MONITOR",
+    )
+    ap.add_argument(
+        "--json",
+        dest="json_out",
+        type=Path,
+        default=Path("benchmarks/results/bench_redis_cost.json"),
+    )
     args = ap.parse_args()
     if args.sweep_sizes:
         WORKLOADS["sweep"] = ["--sizes", args.sweep_sizes]
@@ -260,8 +325,7 @@ def main() -> None:
     def measure(url: str, flush: bool) -> None:
         for workload in workloads:
             for src in args.src or [None]:
-                rows.append(run_once(url, workload, args.workers, src, flush,
-                                     not args.no_monitor))
+                rows.append(run_once(url, workload, args.workers, src, flush, not args.no_monitor))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
 
     if args.url:
@@ -271,8 +335,7 @@ def main() -> None:
             measure(server.url, flush=True)
     print_table(rows)
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps({"cores": os.cpu_count(), "runs": rows}, indent=2)
-                             + "\n")
+    args.json_out.write_text(json.dumps({"cores": os.cpu_count(), "runs": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

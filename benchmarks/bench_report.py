@@ -17,11 +17,11 @@ import argparse
 import time
 from pathlib import Path
 
-from knights_tour.solvers.api import solve
 from knights_tour.board import parse_board_list
 from knights_tour.output.report import html_report, markdown_report
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import read_jsonl
+from knights_tour.solvers.api import solve
 
 
 def main() -> None:
@@ -36,8 +36,9 @@ def main() -> None:
         records = read_jsonl(args.from_jsonl)
         how = f"read from {args.from_jsonl}"
     else:
-        records = [solve(b, sq).to_dict() for b in parse_board_list(args.sizes)
-                   for sq in b.squares()]
+        records = [
+            solve(b, sq).to_dict() for b in parse_board_list(args.sizes) for sq in b.squares()
+        ]
         how = f"solved in-process ({args.sizes})"
     print(f"{len(records)} records {how} in {time.perf_counter() - t0:.2f} s")
     squares = sum(len(r["tour"]) for r in records if r.get("tour"))
@@ -50,8 +51,10 @@ def main() -> None:
     md = markdown_report(records, title="bench_report")
     t_md = time.perf_counter() - t0
     size = len(html.encode("utf-8"))
-    print(f"HTML report: {size} bytes ({size / 1024 / 1024:.2f} MiB, "
-          f"{size / max(1, len(records)):.0f} bytes/job), built in {t_html:.3f} s")
+    print(
+        f"HTML report: {size} bytes ({size / 1024 / 1024:.2f} MiB, "
+        f"{size / max(1, len(records)):.0f} bytes/job), built in {t_html:.3f} s"
+    )
     print(f"Markdown report: {len(md.encode('utf-8'))} bytes, built in {t_md:.3f} s")
 
     out = Path(args.out) if args.out else None

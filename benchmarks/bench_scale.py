@@ -55,10 +55,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-WORKLOADS = {
-    "main": ["--sizes", "5-12", "--verify", "cpsat"],
-    "sweep": ["--sizes", "5-40"],
-}
+WORKLOADS = {"main": ["--sizes", "5-12", "--verify", "cpsat"], "sweep": ["--sizes", "5-40"]}
 
 
 def default_workers() -> list[int]:
@@ -85,9 +82,14 @@ def _redis_client(data_dir: Path) -> redis.Redis | None:
         s = json.loads(state.read_text())
         # No retries: once the run has stopped its Redis, a retrying client would hold the
         # sampling loop for seconds and the run's end would be noticed late.
-        r = redis.Redis(host="127.0.0.1", port=int(s["port"]), password=s.get("password"),
-                        socket_timeout=1.0, socket_connect_timeout=1.0,
-                        retry=Retry(NoBackoff(), 0))
+        r = redis.Redis(
+            host="127.0.0.1",
+            port=int(s["port"]),
+            password=s.get("password"),
+            socket_timeout=1.0,
+            socket_connect_timeout=1.0,
+            retry=Retry(NoBackoff(), 0),
+        )
         r.ping()
         return r
     except (OSError, ValueError, KeyError, redis.RedisError):
@@ -114,8 +116,7 @@ class _Sampler:
             self._r = _redis_client(self.data_dir)
         if self._r is not None:
             try:
-                self.redis_used = max(self.redis_used,
-                                      int(self._r.info("memory")["used_memory"]))
+                self.redis_used = max(self.redis_used, int(self._r.info("memory")["used_memory"]))
             except redis.RedisError:
                 self._r = None
 
@@ -148,23 +149,38 @@ def _stored_per_record(data_dir: Path, batch_id: str, env: dict[str, str]) -> di
         "    print(json.dumps({'records': r.hlen(k), 'hash': r.memory_usage(k, samples=0),\n"
         "        'used': int(r.info('memory')['used_memory'])}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(data_dir / "redis"), batch_id],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(data_dir / "redis"), batch_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     m = json.loads(out.stdout.strip().splitlines()[-1])
     n = max(1, m["records"])
-    return {"stored_records": m["records"],
-            "records_hash_bytes_per_record": round(m["hash"] / n),
-            "redis_used_bytes_per_record": round(m["used"] / n)}
+    return {
+        "stored_records": m["records"],
+        "records_hash_bytes_per_record": round(m["hash"] / n),
+        "redis_used_bytes_per_record": round(m["used"] / n),
+    }
 
 
 def _check(data_dir: Path, batch_id: str, out: Path, env: dict[str, str]) -> dict[str, Any]:
     """``ktour collect`` from a new process is byte-identical; ``ktour verify --all`` passes."""
     again = out.with_suffix(".collected.jsonl")
     with again.open("wb") as fh:
-        subprocess.run([sys.executable, "-m", "knights_tour", "collect", batch_id, "--format",
-                        "jsonl"], env=env, stdout=fh, stderr=subprocess.DEVNULL)
-    ver = subprocess.run([sys.executable, "-m", "knights_tour", "verify", str(out), "--all"],
-                         env=env, capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, "-m", "knights_tour", "collect", batch_id, "--format", "jsonl"],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.DEVNULL,
+        )
+    ver = subprocess.run(
+        [sys.executable, "-m", "knights_tour", "verify", str(out), "--all"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     identical = again.read_bytes() == out.read_bytes()
     again.unlink()
     return {"collect_identical": identical, "verify_all_ok": ver.returncode == 0}
@@ -209,9 +225,20 @@ def in_process_floor(workload: str, k: int, src: Path | None) -> float:
     with tempfile.TemporaryDirectory(prefix="kt-floor-") as tmp:
         env = _env(Path(tmp) / "data", src)
         t0 = time.time()
-        subprocess.run([sys.executable, "-c", _FLOOR, json.dumps(args), str(k),
-                        str(Path(tmp) / "floor.jsonl")], env=env, check=True,
-                       capture_output=True, text=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _FLOOR,
+                json.dumps(args),
+                str(k),
+                str(Path(tmp) / "floor.jsonl"),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return time.time() - t0
 
 
@@ -220,11 +247,21 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
     with tempfile.TemporaryDirectory(prefix="kt-scale-") as tmp:
         data_dir, out = Path(tmp) / "data", Path(tmp) / "out.jsonl"
         env = _env(data_dir, src)
-        cmd = [sys.executable, "-m", "knights_tour", "run", *WORKLOADS[workload],
-               "--workers", str(k), "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "run",
+            *WORKLOADS[workload],
+            "--workers",
+            str(k),
+            "--out",
+            str(out),
+        ]
         t0 = time.time()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         sampler = _Sampler(psutil.Process(proc.pid), data_dir)
         ended: list[float] = []
         waiter = threading.Thread(target=lambda: (proc.wait(), ended.append(time.time())))
@@ -239,9 +276,14 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
         batch_id = stdout.strip().splitlines()[-1]
         n, first, last = _batch_span(out)
         row: dict[str, Any] = {
-            "workload": workload, "workers": k, "src": str(src) if src else "installed",
-            "jobs": n, "exit": proc.returncode, "wall_s": round(t_end - t0, 2),
-            "batch_s": round(last - first, 2), "before_first_s": round(first - t0, 2),
+            "workload": workload,
+            "workers": k,
+            "src": str(src) if src else "installed",
+            "jobs": n,
+            "exit": proc.returncode,
+            "wall_s": round(t_end - t0, 2),
+            "batch_s": round(last - first, 2),
+            "before_first_s": round(first - t0, 2),
             "after_last_s": round(t_end - last, 2),
             "client_rss_mb": round(sampler.client / 2**20, 1),
             "redis_peak_mb": round(sampler.redis_used / 2**20, 1),
@@ -256,15 +298,30 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
         return row
 
 
-COLUMNS = ("workload", "workers", "jobs", "wall_s", "floor_s", "wall_over_floor", "batch_s", "before_first_s",
-           "after_last_s", "client_rss_mb", "redis_peak_mb", "redis_rss_peak_mb",
-           "records_hash_bytes_per_record", "redis_used_bytes_per_record", "out_mb")
+COLUMNS = (
+    "workload",
+    "workers",
+    "jobs",
+    "wall_s",
+    "floor_s",
+    "wall_over_floor",
+    "batch_s",
+    "before_first_s",
+    "after_last_s",
+    "client_rss_mb",
+    "redis_peak_mb",
+    "redis_rss_peak_mb",
+    "records_hash_bytes_per_record",
+    "redis_used_bytes_per_record",
+    "out_mb",
+)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """The rows as a Markdown table (the columns of :data:`COLUMNS`, then any checks)."""
-    cols = list(COLUMNS) + [c for c in ("src", "collect_identical", "verify_all_ok")
-                            if any(c in r for r in rows)]
+    cols = list(COLUMNS) + [
+        c for c in ("src", "collect_identical", "verify_all_ok") if any(c in r for r in rows)
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:
@@ -274,16 +331,34 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=[*WORKLOADS, "both"], default="both")
-    ap.add_argument("--workers", default=None, metavar="K,K,...",
-                    help="worker counts (default: powers of two up to the cores, and the cores)")
-    ap.add_argument("--src", action="append", type=Path, default=None, metavar="DIR",
-                    help="source tree(s) to run (repeat to compare); default: the installed one")
-    ap.add_argument("--sweep-sizes", default=None, metavar="LIST",
-                    help="boards of the sweep workload instead of 5-40 (a quick smoke run)")
-    ap.add_argument("--check", action="store_true",
-                    help="also check collect == --out byte for byte, and verify --all")
-    ap.add_argument("--json", dest="json_out", type=Path,
-                    default=Path("benchmarks/results/bench_scale.json"))
+    ap.add_argument(
+        "--workers",
+        default=None,
+        metavar="K,K,...",
+        help="worker counts (default: powers of two up to the cores, and the cores)",
+    )
+    ap.add_argument(
+        "--src",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="source tree(s) to run (repeat to compare); default: the installed one",
+    )
+    ap.add_argument(
+        "--sweep-sizes",
+        default=None,
+        metavar="LIST",
+        help="boards of the sweep workload instead of 5-40 (a quick smoke run)",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="also check collect == --out byte for byte, and verify --all",
+    )
+    ap.add_argument(
+        "--json", dest="json_out", type=Path, default=Path("benchmarks/results/bench_scale.json")
+    )
     args = ap.parse_args()
     if args.sweep_sizes:
         WORKLOADS["sweep"] = ["--sizes", args.sweep_sizes]
@@ -297,8 +372,7 @@ def main() -> None:
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print_table(rows)
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps({"cores": os.cpu_count(), "runs": rows}, indent=2)
-                             + "\n")
+    args.json_out.write_text(json.dumps({"cores": os.cpu_count(), "runs": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -43,12 +43,19 @@ def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
         env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     env.pop("KT_REDIS_URL", None)
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "knights_tour", *args], env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "knights_tour", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
     wall = time.perf_counter() - began
     if proc.returncode != 0:
-        raise SystemExit(f"ktour {' '.join(args)} failed ({proc.returncode}): "
-                         f"{proc.stderr.decode(errors='replace')[-500:]}")
+        raise SystemExit(
+            f"ktour {' '.join(args)} failed ({proc.returncode}): "
+            f"{proc.stderr.decode(errors='replace')[-500:]}"
+        )
     return wall
 
 
@@ -59,10 +66,10 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()
     from knights_tour.core.jobs import JobOptions
-    from knights_tour.service.batches import (make_jobs, stream_records, submit_batch,
-                                              wait_for_batch)
+    from knights_tour.service.batches import make_jobs, stream_records, submit_batch, wait_for_batch
     from knights_tour.service.embedded_redis import EmbeddedRedis
     from knights_tour.service.local import open_backend
+
     marks: dict[str, float] = {"import": time.perf_counter() - t0}
     redis_stop = [0.0]
     plain_stop = EmbeddedRedis.stop
@@ -115,19 +122,23 @@ def _summary(walls: list[float]) -> dict[str, object]:
 
 def _ratio_lines(figures: dict[str, object], key: str) -> list[str]:
     this, other = figures[f"{key}_this"], figures[f"{key}_compare"]
-    return [f"ratio this/compare ({stat}): {this[stat] / other[stat]:.2f}"  # type: ignore[index]
-            for stat in ("min", "median")]
+    return [
+        f"ratio this/compare ({stat}): {this[stat] / other[stat]:.2f}"  # type: ignore[index]
+        for stat in ("min", "median")
+    ]
 
 
-def _interleaved(variants: dict[str, str | None], args: list[str], rounds: int,
-                 base: Path, tag: str, warm: bool) -> dict[str, list[float]]:
+def _interleaved(
+    variants: dict[str, str | None], args: list[str], rounds: int, base: Path, tag: str, warm: bool
+) -> dict[str, list[float]]:
     """Wall seconds of ``ktour ARGS`` per variant, run by run in turn (a first, unrecorded
     round if ``warm``: it fills caches)."""
     walls: dict[str, list[float]] = {name: [] for name in variants}
     for i in range(rounds + int(warm)):
         for name, src in variants.items():
-            wall = cli_wall([*args, "--out", str(base / f"{tag}.jsonl")],
-                            base / f"{tag}-{name}{i}", src)
+            wall = cli_wall(
+                [*args, "--out", str(base / f"{tag}.jsonl")], base / f"{tag}-{name}{i}", src
+            )
             if i or not warm:
                 walls[name].append(wall)
     return walls
@@ -140,8 +151,12 @@ def main() -> None:
     parser.add_argument("--main", action="store_true", help="also time the main job")
     parser.add_argument("--main-repeats", type=int, default=1)
     parser.add_argument("--split-repeats", type=int, default=3)
-    parser.add_argument("--compare", default=None, metavar="SRC",
-                        help="also time the package in directory SRC, interleaved")
+    parser.add_argument(
+        "--compare",
+        default=None,
+        metavar="SRC",
+        help="also time the package in directory SRC, interleaved",
+    )
     parser.add_argument("--json", default=None, help="write the figures to this JSON file")
     parser.add_argument("--split-only", default=None, metavar="DIR", help=argparse.SUPPRESS)
     opts = parser.parse_args()
@@ -151,33 +166,47 @@ def main() -> None:
     extra = ["--workers", str(opts.workers)] if opts.workers else []
     if opts.compare and not (Path(opts.compare) / "knights_tour").is_dir():
         # Otherwise the installed package would be timed twice and compared with itself.
-        raise SystemExit(f"--compare {opts.compare}: no knights_tour package there "
-                         "(give the other tree's src directory)")
+        raise SystemExit(
+            f"--compare {opts.compare}: no knights_tour package there "
+            "(give the other tree's src directory)"
+        )
     variants = {"this": None} | ({"compare": opts.compare} if opts.compare else {})
     figures: dict[str, object] = {"load_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="kt-bench-startup-") as tmp:
         base = Path(tmp)
         runs = [("sizes5", ["run", "--sizes", "5", *extra], opts.repeats, True)]
         if opts.main:
-            runs.append(("main_job", ["run", "--sizes", "5-12", "--verify", "cpsat", *extra],
-                         opts.main_repeats, False))
+            runs.append(
+                (
+                    "main_job",
+                    ["run", "--sizes", "5-12", "--verify", "cpsat", *extra],
+                    opts.main_repeats,
+                    False,
+                )
+            )
         for tag, args, rounds, warm in runs:
             walls = _interleaved(variants, args, rounds, base, tag, warm)
             for name, wall in walls.items():
                 figures[f"{tag}_wall_s_{name}"] = _summary(wall)
-                print(f"[{name}] ktour {' '.join(args)}: min {min(wall):.2f} s, median "
-                      f"{statistics.median(wall):.2f} s over {len(wall)} runs")
+                print(
+                    f"[{name}] ktour {' '.join(args)}: min {min(wall):.2f} s, median "
+                    f"{statistics.median(wall):.2f} s over {len(wall)} runs"
+                )
             if opts.compare:
                 print("\n".join(_ratio_lines(figures, f"{tag}_wall_s")))
         for name, src in variants.items():
-            parts = [split_in(src, opts.workers, base / f"split-{name}{i}")
-                     for i in range(opts.split_repeats)]
+            parts = [
+                split_in(src, opts.workers, base / f"split-{name}{i}")
+                for i in range(opts.split_repeats)
+            ]
             if not parts:  # --split-repeats 0
                 continue
             median = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
             figures[f"split_s_{name}"] = median
-            print(f"split ({name}, median of {len(parts)}): "
-                  + ", ".join(f"{k} {v:.2f} s" for k, v in median.items()))
+            print(
+                f"split ({name}, median of {len(parts)}): "
+                + ", ".join(f"{k} {v:.2f} s" for k, v in median.items())
+            )
     figures["load_after"] = os.getloadavg()[0]
     print(f"load average: {figures['load_before']:.1f} before, {figures['load_after']:.1f} after")
     if opts.json:

@@ -105,8 +105,9 @@ def run_tiers(tiers: list[str], extra: list[str], log: Path) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", *tiers, *extra]
     began = time.monotonic()
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                preexec_fn=_default_sigint)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_default_sigint
+        )
         try:
             proc.wait()
         except BaseException:
@@ -122,8 +123,12 @@ def run_tiers(tiers: list[str], extra: list[str], log: Path) -> dict:
     if proc.returncode != 0 and not failures:
         failures = [f"pytest exit {proc.returncode}"]
         sys.stderr.write(tail[-4000:])
-    return {**counts, "seconds": round(seconds, 1), "failures": failures,
-            "returncode": proc.returncode}
+    return {
+        **counts,
+        "seconds": round(seconds, 1),
+        "failures": failures,
+        "returncode": proc.returncode,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tiers", default=",".join(PROCESS_TIERS))
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--log-dir", type=Path, default=ROOT / "benchmarks/results/stress",
-                    help="each run's pytest output goes to run-<i>.txt here, as it runs")
+    ap.add_argument(
+        "--log-dir",
+        type=Path,
+        default=ROOT / "benchmarks/results/stress",
+        help="each run's pytest output goes to run-<i>.txt here, as it runs",
+    )
     ap.add_argument("pytest_args", nargs="*")
     args = ap.parse_args(argv)
     tiers = [t for t in args.tiers.split(",") if t]
@@ -147,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
             args.log_dir.mkdir(parents=True, exist_ok=True)
             row = run_tiers(tiers, args.pytest_args, args.log_dir / f"run-{i}.txt")
             rows.append({"run": i, **row})
-            print(f"run {i}: {row['passed']} passed, {row['failed']} failed, "
-                  f"{row['seconds']} s {' '.join(row['failures'])}", flush=True)
+            print(
+                f"run {i}: {row['passed']} passed, {row['failed']} failed, "
+                f"{row['seconds']} s {' '.join(row['failures'])}",
+                flush=True,
+            )
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -158,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| run | passed | failed | seconds | failures (burners: {args.burners}) |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['run']} | {r['passed']} | {r['failed']} | {r['seconds']} | "
-              f"{', '.join(r['failures']) or '-'} |")
+        print(
+            f"| {r['run']} | {r['passed']} | {r['failed']} | {r['seconds']} | "
+            f"{', '.join(r['failures']) or '-'} |"
+        )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"burners": args.burners, "runs": rows}, indent=1))

@@ -84,12 +84,17 @@ def record(rows, cols, start, tour, *, closed=False, status="found", solver="tes
     from a JSON Lines file; ``fields`` sets any other field by its JSON value."""
     board = Board(rows, cols)
     plain = {
-        "rows": rows, "cols": cols, "start": list(start),
-        "start_square": board.algebraic(tuple(start)), "solver": solver, "closed": closed,
+        "rows": rows,
+        "cols": cols,
+        "start": list(start),
+        "start_square": board.algebraic(tuple(start)),
+        "solver": solver,
+        "closed": closed,
         "status": status,
         "tour": [list(sq) for sq in tour] if tour is not None else None,
         "checks": {"verifier": True if tour is not None else None, "cpsat": None},
-        "elapsed_s": 0.001, "batch_id": "test-batch",
+        "elapsed_s": 0.001,
+        "batch_id": "test-batch",
     }
     plain.update(fields)
     rec = Record.from_dict(plain).to_dict()

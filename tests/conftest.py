@@ -165,17 +165,37 @@ def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
 # -- tiers: every test gets exactly one of unit / redis / process (README "Run the tests") -------
 
 PROCESS_PATHS = (
-    "fault/", "deploy/", "test_integration.py", "test_multiworker.py",
-    "test_count_distributed.py", "service/test_beat.py", "service/test_orphans.py",
-    "service/test_local_stop.py", "commands/", "test_cli.py", "test_ops_cli.py",
-    "test_security.py", "test_benchmarks.py", "test_celery_boundary.py",
-    "store/test_redis_policy.py", "store/test_store.py",
+    "fault/",
+    "deploy/",
+    "test_integration.py",
+    "test_multiworker.py",
+    "test_count_distributed.py",
+    "service/test_beat.py",
+    "service/test_orphans.py",
+    "service/test_local_stop.py",
+    "commands/",
+    "test_cli.py",
+    "test_ops_cli.py",
+    "test_security.py",
+    "test_benchmarks.py",
+    "test_celery_boundary.py",
+    "store/test_redis_policy.py",
+    "store/test_store.py",
 )
 """Test modules (or folders, relative to tests/) that start processes: Redis servers of their
 own, Celery workers, ``ktour`` processes or the CLI's embedded backend."""
 
-REDIS_FIXTURES = frozenset({"redis_server", "redis_url", "redis_db_url", "redis_client",
-                            "module_redis_url", "local_workers", "task_env"})
+REDIS_FIXTURES = frozenset(
+    {
+        "redis_server",
+        "redis_url",
+        "redis_db_url",
+        "redis_client",
+        "module_redis_url",
+        "local_workers",
+        "task_env",
+    }
+)
 """Fixtures that give a test the session's real Redis server."""
 
 
@@ -188,8 +208,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         rel = os.path.relpath(str(item.path), root).replace(os.sep, "/")
         names = set(getattr(item, "fixturenames", ()))
-        if (rel.startswith(PROCESS_PATHS) or item.get_closest_marker("integration")
-                or item.get_closest_marker("fault")):
+        if (
+            rel.startswith(PROCESS_PATHS)
+            or item.get_closest_marker("integration")
+            or item.get_closest_marker("fault")
+        ):
             item.add_marker(pytest.mark.process)
         elif names & REDIS_FIXTURES:
             item.add_marker(pytest.mark.redis)
@@ -200,8 +223,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _REPO = Path(__file__).resolve().parent.parent
 
 
-_OUTPUTS = ("results-*", "*.jsonl", "*.json", "*.csv", "*.parquet", "*.svg", "*.html", "*.md",
-            "*.rdb", "*.aof", "*.log")
+_OUTPUTS = (
+    "results-*",
+    "*.jsonl",
+    "*.json",
+    "*.csv",
+    "*.parquet",
+    "*.svg",
+    "*.html",
+    "*.md",
+    "*.rdb",
+    "*.aof",
+    "*.log",
+)
 """What ``ktour`` writes into its working directory (records, reports, pictures, Redis data,
 logs), as found in the repository's root."""
 

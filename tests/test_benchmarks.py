@@ -41,36 +41,121 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
         ("formats", ["--formats", "--sizes", "5"]),
     ],
     "bench_count.py": [("5x5", ["5", "--jobs", "1", "--json", "{tmp}/out.json"])],
-    "bench_cpsat.py": [("rect-closed", ["--groups", "rect-closed", "--first", "2", "--repeat",
-                                        "1", "--time-limit", "10", "--json", "{tmp}/out.json"])],
-    "bench_engine.py": [("5x5", ["--sizes", "5", "--large", "", "--thin-rows", "",
-                                 "--square-sizes", "", "--json", "{tmp}/out.json"])],
-    "bench_faults.py": [("none", ["--only", "none", "--sizes", "5",
-                                  "--json", "{tmp}/out.json"])],
+    "bench_cpsat.py": [
+        (
+            "rect-closed",
+            [
+                "--groups",
+                "rect-closed",
+                "--first",
+                "2",
+                "--repeat",
+                "1",
+                "--time-limit",
+                "10",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
+    ],
+    "bench_engine.py": [
+        (
+            "5x5",
+            [
+                "--sizes",
+                "5",
+                "--large",
+                "",
+                "--thin-rows",
+                "",
+                "--square-sizes",
+                "",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
+    ],
+    "bench_faults.py": [("none", ["--only", "none", "--sizes", "5", "--json", "{tmp}/out.json"])],
     "bench_frontier.py": [("5x5", ["5", "--json", "{tmp}/out.json"])],
-    "bench_network_faults.py": [("client-blackhole", ["--only", "client-blackhole-30",
-                                                      "--fault-s", "2", "--sizes", "6",
-                                                      "--json", "{tmp}/out.json"])],
-    "bench_pipeline.py": [("chunk-32", ["--workers", "1", "--chunks", "32",
-                                        "--json", "{tmp}/out.json"])],
-    "bench_redis_cost.py": [("sweep-5", ["--workload", "sweep", "--sweep-sizes", "5",
-                                         "--no-monitor", "--json", "{tmp}/out.json"])],
+    "bench_network_faults.py": [
+        (
+            "client-blackhole",
+            [
+                "--only",
+                "client-blackhole-30",
+                "--fault-s",
+                "2",
+                "--sizes",
+                "6",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
+    ],
+    "bench_pipeline.py": [
+        ("chunk-32", ["--workers", "1", "--chunks", "32", "--json", "{tmp}/out.json"])
+    ],
+    "bench_redis_cost.py": [
+        (
+            "sweep-5",
+            [
+                "--workload",
+                "sweep",
+                "--sweep-sizes",
+                "5",
+                "--no-monitor",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
+    ],
     "bench_report.py": [("5x5", ["--sizes", "5", "--out", "{tmp}/report"])],
-    "bench_scale.py": [("sweep-5", ["--workload", "sweep", "--sweep-sizes", "5", "--workers",
-                                    "1", "--json", "{tmp}/out.json"])],
-    "bench_startup.py": [("one", ["--repeats", "1", "--split-repeats", "0",
-                                  "--json", "{tmp}/out.json"])],
-    "stress_tiers.py": [("tiny", ["--runs", "1", "--burners", "0", "--tiers",
-                                  "{tmp}/test_tiny.py", "--log-dir", "{tmp}/logs",
-                                  "--json", "{tmp}/out.json"])],
+    "bench_scale.py": [
+        (
+            "sweep-5",
+            [
+                "--workload",
+                "sweep",
+                "--sweep-sizes",
+                "5",
+                "--workers",
+                "1",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
+    ],
+    "bench_startup.py": [
+        ("one", ["--repeats", "1", "--split-repeats", "0", "--json", "{tmp}/out.json"])
+    ],
+    "stress_tiers.py": [
+        (
+            "tiny",
+            [
+                "--runs",
+                "1",
+                "--burners",
+                "0",
+                "--tiers",
+                "{tmp}/test_tiny.py",
+                "--log-dir",
+                "{tmp}/logs",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
+    ],
 }
 """The tiny run(s) of each script (the smallest input each offers)."""
 
 MODULES = {"baselines.py"}
 """Files of benchmarks/ that are modules of a script, not scripts."""
 
-CASES = [pytest.param(script, args, id=f"{script[:-3]}-{name}")
-         for script, runs in RUNS.items() for name, args in runs]
+CASES = [
+    pytest.param(script, args, id=f"{script[:-3]}-{name}")
+    for script, runs in RUNS.items()
+    for name, args in runs
+]
 
 
 def _files_under(*dirs: Path) -> set[Path]:
@@ -89,9 +174,17 @@ def test_benchmark_runs_at_a_tiny_size(script: str, args: list[str], tmp_path: P
     env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
     env["KT_DATA_DIR"] = str(tmp_path / "data")
     before = _files_under(BENCH)
-    proc = subprocess.run([sys.executable, str(BENCH / script), *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{script} {' '.join(argv)}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"{script} {' '.join(argv)}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
     assert "Traceback" not in proc.stderr, proc.stderr[-5000:]
     assert not _files_under(BENCH) - before, "the benchmark wrote into benchmarks/"
     if "{tmp}/out.json" in args:

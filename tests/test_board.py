@@ -17,7 +17,14 @@ from knights_tour.errors import InvalidBoardError, InvalidSquareError, KnightsTo
 
 @pytest.mark.parametrize(
     "square, name",
-    [((0, 0), "a8"), ((7, 0), "a1"), ((7, 7), "h1"), ((0, 7), "h8"), ((4, 4), "e4"), ((3, 3), "d5")],
+    [
+        ((0, 0), "a8"),
+        ((7, 0), "a1"),
+        ((7, 7), "h1"),
+        ((0, 7), "h8"),
+        ((4, 4), "e4"),
+        ((3, 3), "d5"),
+    ],
 )
 def test_algebraic_names_on_8x8(square, name):
     board = Board(8, 8)
@@ -56,14 +63,22 @@ def test_bad_square_tuples_raise(square):
 
 @pytest.mark.parametrize(
     "size, board",
-    [(8, Board(8, 8)), ("5", Board(5, 5)), ("6x8", Board(6, 8)), ("3 X 4", Board(3, 4)),
-     ((3, 7), Board(3, 7)), ([4, 5], Board(4, 5))],
+    [
+        (8, Board(8, 8)),
+        ("5", Board(5, 5)),
+        ("6x8", Board(6, 8)),
+        ("3 X 4", Board(3, 4)),
+        ((3, 7), Board(3, 7)),
+        ([4, 5], Board(4, 5)),
+    ],
 )
 def test_parse_board(size, board):
     assert parse_board(size) == board
 
 
-@pytest.mark.parametrize("size", [0, -3, "0", "8x", "x8", "8x0", "abc", True, 1.5, (1, 2, 3), 100_001])
+@pytest.mark.parametrize(
+    "size", [0, -3, "0", "8x", "x8", "8x0", "abc", True, 1.5, (1, 2, 3), 100_001]
+)
 def test_bad_boards_raise(size):
     with pytest.raises(InvalidBoardError):
         parse_board(size)

@@ -35,8 +35,14 @@ def _imported_modules(stderr: str) -> set[str]:
 def _ktour(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
     env["KT_DATA_DIR"] = str(tmp / "data")
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "knights_tour", *args],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "knights_tour", *args],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     return proc, _imported_modules(proc.stderr)
 
 
@@ -58,15 +64,21 @@ def tour_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_probe_sees_celery_where_it_is_loaded(tmp_path: Path):
     """The check can fail: a process that imports the Celery app module is caught by it."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import knights_tour.worker"],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import knights_tour.worker"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {"celery", "kombu"} <= set(_celery_modules(_imported_modules(proc.stderr)))
 
 
-@pytest.mark.parametrize("args", [("verify", "{tour}"), ("draw", "{tour}"),
-                                  ("draw", "{tour}", "--svg", "{tmp}/tour.svg")],
-                         ids=["verify", "draw", "draw-svg"])
+@pytest.mark.parametrize(
+    "args",
+    [("verify", "{tour}"), ("draw", "{tour}"), ("draw", "{tour}", "--svg", "{tmp}/tour.svg")],
+    ids=["verify", "draw", "draw-svg"],
+)
 def test_offline_commands_load_no_celery(tour_file: Path, tmp_path: Path, args):
     argv = [a.format(tour=tour_file, tmp=tmp_path) for a in args]
     proc, modules = _ktour(tmp_path, *argv)
@@ -85,5 +97,6 @@ def test_status_of_a_finished_batch_loads_no_celery(redis_client, redis_db_url, 
     status = json.loads(proc.stdout)
     assert status["complete"] is True
     assert Counter({k: v for k, v in status["counts"].items() if v}) == Counter(
-        found=13, no_tour=12)  # colour parity on 5x5
+        found=13, no_tour=12
+    )  # colour parity on 5x5
     assert not _celery_modules(modules), _celery_modules(modules)

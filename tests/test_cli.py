@@ -20,15 +20,28 @@ import pytest
 from knights_tour.board import Board
 from knights_tour.cli import COMMANDS, cli, main
 from knights_tour.commands._shared import ExitCode
-from knights_tour.settings import get_settings
 from knights_tour.output.tourfile import parse_step_matrix
+from knights_tour.settings import get_settings
 from knights_tour.verify import verify_tour
 
 DATA = Path(__file__).parent / "data"
 EULER = DATA / "euler_8x8_closed_a226697.txt"
 RECORD_FIELDS = {
-    "rows", "cols", "start", "start_square", "solver", "closed", "status", "proof",
-    "proof_detail", "reason", "tour", "checks", "nodes", "elapsed_s", "batch_id",
+    "rows",
+    "cols",
+    "start",
+    "start_square",
+    "solver",
+    "closed",
+    "status",
+    "proof",
+    "proof_detail",
+    "reason",
+    "tour",
+    "checks",
+    "nodes",
+    "elapsed_s",
+    "batch_id",
 }
 
 
@@ -167,8 +180,10 @@ def test_solve_undecided_exits_1(capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["solve", "8", "a1", "--solver", "nope"],
-         "ktour: error: unknown solver 'nope'; valid solvers: cpsat, warnsdorff"),
+        (
+            ["solve", "8", "a1", "--solver", "nope"],
+            "ktour: error: unknown solver 'nope'; valid solvers: cpsat, warnsdorff",
+        ),
         (["solve", "8", "z9"], "ktour: error: square 'z9' is off the 8x8 board"),
         (["solve", "8", "8,0"], "ktour: error: square (8, 0) is off the 8x8 board"),
         (["solve", "8x", "a1"], "ktour: error: cannot read board size '8x'"),
@@ -177,15 +192,23 @@ def test_solve_undecided_exits_1(capsys):
         (["solve", "8", "a1", "--time-limit", "abc"], "ktour: error:"),
         (["run", "--sizes", "5-x"], "ktour: error: cannot read board size '5-x'"),
         (["run", "--sizes", "5", "--solver", "nope"], "ktour: error: unknown solver 'nope'"),
-        (["status", "b1", "--redis", "redis://127.0.0.1:1/0"],
-         "ktour: error: cannot reach Redis at redis://127.0.0.1:1/0"),
-        (["collect", "b1", "--redis", "redis://:hunter2@127.0.0.1:1/0"],
-         "ktour: error: cannot reach Redis at redis://:***@127.0.0.1:1/0"),
+        (
+            ["status", "b1", "--redis", "redis://127.0.0.1:1/0"],
+            "ktour: error: cannot reach Redis at redis://127.0.0.1:1/0",
+        ),
+        (
+            ["collect", "b1", "--redis", "redis://:hunter2@127.0.0.1:1/0"],
+            "ktour: error: cannot reach Redis at redis://:***@127.0.0.1:1/0",
+        ),
         (["batches", "--redis", "redis://127.0.0.1:1/0"], "ktour: error: cannot reach Redis"),
-        (["submit", "--sizes", "5", "--redis", "redis://127.0.0.1:1/0"],
-         "ktour: error: cannot reach Redis"),
-        (["run", "--sizes", "5", "--redis", "redis://127.0.0.1:1/0"],
-         "ktour: error: cannot reach Redis"),
+        (
+            ["submit", "--sizes", "5", "--redis", "redis://127.0.0.1:1/0"],
+            "ktour: error: cannot reach Redis",
+        ),
+        (
+            ["run", "--sizes", "5", "--redis", "redis://127.0.0.1:1/0"],
+            "ktour: error: cannot reach Redis",
+        ),
         (["submit", "--sizes", "5"], "ktour: error: submit needs a Redis URL"),
         (["nosuchcommand"], "ktour: error: No such command"),
     ],
@@ -205,8 +228,12 @@ def test_errors_give_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, me
     "var, value, message",
     [
         ("KT_WORKERS", "many", "ktour: error: invalid configuration: KT_WORKERS: "),
-        ("KT_HARD_TIME_LIMIT_S", "1", "ktour: error: invalid configuration: "
-         "KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S"),
+        (
+            "KT_HARD_TIME_LIMIT_S",
+            "1",
+            "ktour: error: invalid configuration: "
+            "KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S",
+        ),
     ],
 )
 def test_bad_configuration_is_one_line_exit_2(capsys, monkeypatch, var, value, message):
@@ -218,8 +245,9 @@ def test_bad_configuration_is_one_line_exit_2(capsys, monkeypatch, var, value, m
 
 
 def test_run_refuses_unwritable_out_before_starting_anything(capsys, tmp_path):
-    code, out, err = run_cli(capsys, "run", "--sizes", "5", "--out",
-                             str(tmp_path / "missing-dir" / "r.jsonl"))
+    code, out, err = run_cli(
+        capsys, "run", "--sizes", "5", "--out", str(tmp_path / "missing-dir" / "r.jsonl")
+    )
     assert code == 2 and "does not exist" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "kt-data").exists()  # no embedded Redis was started
 
@@ -251,8 +279,9 @@ def test_verify_broken_tour_gives_the_reason(capsys, tmp_path):
 def test_verify_open_tour_asked_to_be_closed(capsys, tmp_path):
     # The 5x5 open tour from a5 (1-based step matrix); 5x5 has no closed tour (parity).
     path = tmp_path / "t5.txt"
-    path.write_text(" 1 14  9 20  3\n24 19  2 15 10\n13  8 25  4 21\n18 23  6 11 16\n"
-                    " 7 12 17 22  5\n")
+    path.write_text(
+        " 1 14  9 20  3\n24 19  2 15 10\n13  8 25  4 21\n18 23  6 11 16\n 7 12 17 22  5\n"
+    )
     assert run_cli(capsys, "verify", str(path))[:2] == (0, "valid open tour of 5x5 from a5\n")
     code, out, _ = run_cli(capsys, "verify", str(path), "--closed")
     assert code == 1 and "not closed" in out
@@ -337,8 +366,20 @@ def test_submit_status_collect_batches(capsys, tmp_path, local_workers, module_r
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]+", batch_id)
 
     out_file = tmp_path / "c.jsonl"
-    code, _, err = run_cli(capsys, "collect", batch_id, "--wait", "--timeout", "120",
-                           "--format", "jsonl", "--out", str(out_file), "--redis", url)
+    code, _, err = run_cli(
+        capsys,
+        "collect",
+        batch_id,
+        "--wait",
+        "--timeout",
+        "120",
+        "--format",
+        "jsonl",
+        "--out",
+        str(out_file),
+        "--redis",
+        url,
+    )
     assert code in (0, 1), err
     records = _records(out_file.read_text())
     assert len(records) == 25 + 12
@@ -366,16 +407,27 @@ def test_submit_status_collect_batches(capsys, tmp_path, local_workers, module_r
 
 def test_run_against_listening_workers(capsys, tmp_path, local_workers, module_redis_url):
     out_file = tmp_path / "r.jsonl"
-    code, out, err = run_cli(capsys, "run", "--sizes", "5", "--verify", "cpsat",
-                             "--redis", module_redis_url, "--out", str(out_file))
+    code, out, err = run_cli(
+        capsys,
+        "run",
+        "--sizes",
+        "5",
+        "--verify",
+        "cpsat",
+        "--redis",
+        module_redis_url,
+        "--out",
+        str(out_file),
+    )
     assert code == 0, err
     batch_id = out.splitlines()[-1]
     records = _records(out_file.read_text())
     _check_sweep(records, {5: 25})
     assert all(r["checks"]["cpsat"] is True and r["mismatch"] is False for r in records)
     assert "5x5" in out and "25/25" in out  # summary table row with CP-SAT agreements
-    code, out, _ = run_cli(capsys, "collect", batch_id, "--format", "jsonl",
-                           "--redis", module_redis_url)
+    code, out, _ = run_cli(
+        capsys, "collect", batch_id, "--format", "jsonl", "--redis", module_redis_url
+    )
     assert _records(out) == records
 
 
@@ -403,7 +455,7 @@ def test_run_embedded_then_collect_from_a_new_start(capsys, tmp_path, monkeypatc
     code, out, err = run_cli(capsys, "collect", batch_id, "--format", "jsonl")
     assert code == 0, err
     assert _records(out) == records
-    assert out == out_file.read_text()          # byte-identical to the file of `run`
+    assert out == out_file.read_text()  # byte-identical to the file of `run`
     code, out, _ = run_cli(capsys, "batches")
     assert batch_id in out
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
@@ -413,9 +465,9 @@ def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_clien
     """A stored record that disagrees with CP-SAT must never pass quietly."""
     import msgspec
 
-    from knights_tour.store import batches as store
     from knights_tour.core.jobs import Job, run_job
     from knights_tour.result import Checks, Status
+    from knights_tour.store import batches as store
 
     jobs = [Job(5, 5, (0, 0), verify="cpsat"), Job(5, 5, (0, 1), verify="cpsat")]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5x5"})
@@ -425,9 +477,13 @@ def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_clien
     assert bad.status == Status.NO_TOUR and bad.cpsat_status == Status.NO_TOUR
     # simulate a backend claiming the opposite of what CP-SAT found
     bad = msgspec.structs.replace(
-        bad, status=Status.FOUND, mismatch=True, cpsat_status=Status.NO_TOUR,
+        bad,
+        status=Status.FOUND,
+        mismatch=True,
+        cpsat_status=Status.NO_TOUR,
         cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour",
-        checks=Checks(verifier=bad.checks.verifier, cpsat=False))
+        checks=Checks(verifier=bad.checks.verifier, cpsat=False),
+    )
     store.save_record(redis_client, batch_id, good)
     store.save_record(redis_client, batch_id, bad)
 

@@ -60,16 +60,23 @@ def _published_host_ip(port: object) -> str | None:
     return parts[0] if len(parts) == 3 else None
 
 
-@pytest.mark.parametrize("entry, host_ip", [("127.0.0.1:6379:6379", "127.0.0.1"),
-                                            ("6379:6379", None), ("6379", None),
-                                            ({"target": 80, "host_ip": "::1"}, "::1")])
+@pytest.mark.parametrize(
+    "entry, host_ip",
+    [
+        ("127.0.0.1:6379:6379", "127.0.0.1"),
+        ("6379:6379", None),
+        ("6379", None),
+        ({"target": 80, "host_ip": "::1"}, "::1"),
+    ],
+)
 def test_published_host_ip_reads_both_port_syntaxes(entry, host_ip):
     assert _published_host_ip(entry) == host_ip
 
 
 def test_every_published_port_binds_loopback_only():
-    published = [(name, port) for name, svc in COMPOSE["services"].items()
-                 for port in svc.get("ports", [])]
+    published = [
+        (name, port) for name, svc in COMPOSE["services"].items() for port in svc.get("ports", [])
+    ]
     assert published, "Redis and Flower publish ports for the host's clients"
     for name, port in published:
         assert _published_host_ip(port) in ("127.0.0.1", "::1"), (name, port)
@@ -78,8 +85,11 @@ def test_every_published_port_binds_loopback_only():
 def test_every_service_on_redis_waits_for_it_to_be_healthy():
     """A service whose environment names the Redis service in a URL starts only once Redis's
     health check passes (else its first connection fails while Redis loads its data)."""
-    users = [name for name, svc in COMPOSE["services"].items()
-             if any("@redis:" in v for v in _strings(svc.get("environment", {})))]
+    users = [
+        name
+        for name, svc in COMPOSE["services"].items()
+        if any("@redis:" in v for v in _strings(svc.get("environment", {})))
+    ]
     assert {"worker", "beat", "flower"} <= set(users)
     for name in users:
         depends = COMPOSE["services"][name].get("depends_on", {})

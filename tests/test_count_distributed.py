@@ -13,15 +13,14 @@ import time
 import psutil
 import pytest
 
-from knights_tour.store import counts as count_store
-from knights_tour.store import keys
 from knights_tour.board import Board
 from knights_tour.cli import main
 from knights_tour.core.counting import plan_count
-from knights_tour.store.connection import connect
 from knights_tour.service.counts import submit_count, wait_for_count
-from knights_tour.worker import TASK_COUNT_SUBJOBS
-from knights_tour.worker import use_redis
+from knights_tour.store import counts as count_store
+from knights_tour.store import keys
+from knights_tour.store.connection import connect
+from knights_tour.worker import TASK_COUNT_SUBJOBS, use_redis
 
 OEIS_5X5 = [
     [304, 0, 56, 0, 304],
@@ -119,15 +118,17 @@ def test_malformed_subjob_is_an_error_not_a_hang(local_workers, module_redis_url
     cid = count_store.count_id_for(plan) + "-bad"
     count_store.register_count(r, cid, plan)
     bad = plan.subjobs[0].to_dict() | {"prefix": [[0, 0], [0, 1]]}  # not a knight move
-    use_redis(module_redis_url).send_task(TASK_COUNT_SUBJOBS, args=[cid, [bad]], queue=keys.QUEUE,
-                                          ignore_result=True)
+    use_redis(module_redis_url).send_task(
+        TASK_COUNT_SUBJOBS, args=[cid, [bad]], queue=keys.QUEUE, ignore_result=True
+    )
     status = wait_for_count(r, cid, timeout_s=60)
     assert status["errors"] == 1 and not status["complete"]
     r.close()
 
 
-@pytest.mark.parametrize("args", [["count", "8"], ["count", "5", "--start", "z9"],
-                                  ["count", "5", "--depth", "-1"]])
+@pytest.mark.parametrize(
+    "args", [["count", "8"], ["count", "5", "--start", "z9"], ["count", "5", "--depth", "-1"]]
+)
 def test_bad_input_exit_2(args, capsys):
     assert main(args) == 2
     assert "ktour: error:" in capsys.readouterr().err

@@ -16,10 +16,10 @@ import json
 import numpy as np
 import pytest
 
-from knights_tour.solvers.api import solve
 from knights_tour.board import Board
 from knights_tour.result import Proof, Record, Status
 from knights_tour.solvers import get_solver
+from knights_tour.solvers.api import solve
 from knights_tour.solvers.cpsat import SOLVER_PARAMETERS, check_tour
 from knights_tour.solvers.cpsat import solve as cpsat_solve
 from knights_tour.verify import verify_tour
@@ -142,9 +142,7 @@ def _has_tour_by_dfs(board: Board, start: tuple[int, int], closed: bool) -> bool
     def extend(u: int, seen: int, depth: int) -> bool:
         if depth == n:
             return not closed or s in moves[u]
-        return any(
-            not seen >> v & 1 and extend(v, seen | 1 << v, depth + 1) for v in moves[u]
-        )
+        return any(not seen >> v & 1 and extend(v, seen | 1 << v, depth + 1) for v in moves[u])
 
     return extend(s, 1 << s, 1)
 
@@ -158,7 +156,10 @@ def test_every_start_agrees_with_exhaustive_search(size: str) -> None:
             expected = _has_tour_by_dfs(board, start, closed)
             result = cpsat_solve(board, start, closed=closed, time_limit_s=LIMIT)
             assert result.status == (Status.FOUND if expected else Status.NO_TOUR), (
-                size, start, closed)
+                size,
+                start,
+                closed,
+            )
             if expected:
                 assert verify_tour(board, result.tour, start=start, closed=closed).ok
                 found += 1
@@ -183,11 +184,21 @@ def test_no_open_tour_from_inner_rows_of_4xn(n: int) -> None:
     assert verify_tour(board, corner.tour, start=(0, 0)).ok
 
 
-@pytest.mark.parametrize(("size", "exists"), [
-    ("4x6", False), ("4x9", False), ("4x12", False), ("4x16", False),  # m = 4: never
-    ("3x8", False), ("3x10", True), ("3x12", True),                   # m = 3: n >= 10, n even
-    ("5x8", True), ("5x9", False), ("6x7", True),                     # both odd: never
-])
+@pytest.mark.parametrize(
+    ("size", "exists"),
+    [
+        ("4x6", False),
+        ("4x9", False),
+        ("4x12", False),
+        ("4x16", False),  # m = 4: never
+        ("3x8", False),
+        ("3x10", True),
+        ("3x12", True),  # m = 3: n >= 10, n even
+        ("5x8", True),
+        ("5x9", False),
+        ("6x7", True),  # both odd: never
+    ],
+)
 def test_closed_tours_on_rectangles_schwenk(size: str, exists: bool) -> None:
     board = Board(*map(int, size.split("x")))
     result = cpsat_solve(board, (0, 0), closed=True, time_limit_s=LIMIT)

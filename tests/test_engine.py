@@ -20,10 +20,9 @@ import time
 import numpy as np
 import pytest
 
-from knights_tour.solvers import api
 from knights_tour.board import Board
 from knights_tour.result import Proof, Status
-from knights_tour.solvers import get_solver
+from knights_tour.solvers import api, get_solver
 from knights_tour.solvers.warnsdorff import HEURISTIC_NODES_PER_SQUARE, search, solve, warm_up
 from knights_tour.verify import verify_tour
 
@@ -57,9 +56,12 @@ def _compiled_kernels() -> dict[str, int]:
     from knights_tour.solvers.construct import kernel as construct_kernel
     from knights_tour.solvers.engine import kernel as engine_kernel
 
-    return {f"{mod.__name__}.{name}": len(obj.signatures)
-            for mod in (engine_kernel, construct_kernel)
-            for name, obj in vars(mod).items() if isinstance(obj, CPUDispatcher)}
+    return {
+        f"{mod.__name__}.{name}": len(obj.signatures)
+        for mod in (engine_kernel, construct_kernel)
+        for name, obj in vars(mod).items()
+        if isinstance(obj, CPUDispatcher)
+    }
 
 
 def test_registry_and_warm_up():
@@ -74,11 +76,16 @@ def test_registry_and_warm_up():
     after_warm_up = _compiled_kernels()
     assert after_warm_up["knights_tour.solvers.engine.kernel.run_attempt"] >= 1
     assert after_warm_up["knights_tour.solvers.construct.kernel.walk"] >= 1
-    for board, start, closed in ((Board(7, 7), (0, 0), False), (Board(8, 8), (0, 0), True),
-                                 (Board(40, 40), (3, 5), False), (Board(30, 32), (0, 0), True)):
+    for board, start, closed in (
+        (Board(7, 7), (0, 0), False),
+        (Board(8, 8), (0, 0), True),
+        (Board(40, 40), (3, 5), False),
+        (Board(30, 32), (0, 0), True),
+    ):
         r = solve(board, start, closed=closed)
-        assert r.status == Status.FOUND and verify_tour(board, r.tour, start=start,
-                                                        closed=closed).ok
+        assert (
+            r.status == Status.FOUND and verify_tour(board, r.tour, start=start, closed=closed).ok
+        )
     assert _compiled_kernels() == after_warm_up
 
 
@@ -125,8 +132,19 @@ def test_no_open_tour_on_4x4_by_theorem_and_by_exhaustive_search():
 
 @pytest.mark.parametrize(
     "rows, cols, closed",
-    [(3, 4, False), (4, 3, False), (3, 5, False), (3, 6, False), (4, 4, False), (4, 5, False),
-     (3, 7, False), (3, 6, True), (4, 5, True), (3, 8, True), (4, 4, True)],
+    [
+        (3, 4, False),
+        (4, 3, False),
+        (3, 5, False),
+        (3, 6, False),
+        (4, 4, False),
+        (4, 5, False),
+        (3, 7, False),
+        (3, 6, True),
+        (4, 5, True),
+        (3, 8, True),
+        (4, 4, True),
+    ],
 )
 def test_exhaustive_answers_match_brute_force(rows, cols, closed):
     """Per start square, the engine's search (no theorem shortcuts) agrees with plain DFS."""
@@ -228,8 +246,13 @@ def test_result_fields():
 
 @pytest.mark.parametrize(
     "rows, cols, start, closed",
-    [(3, 100, (0, 0), True), (100, 3, (50, 1), True), (3, 300, (1, 100), False),
-     (5, 200, (2, 3), False), (6, 1000, (2, 400), False)],
+    [
+        (3, 100, (0, 0), True),
+        (100, 3, (50, 1), True),
+        (3, 300, (1, 100), False),
+        (5, 200, (2, 3), False),
+        (6, 1000, (2, 400), False),
+    ],
 )
 def test_thin_boards(rows, cols, start, closed):
     """Long thin boards, where plain Warnsdorff tie-breaks struggle (closed tours on 3 x n exist
@@ -268,8 +291,13 @@ def test_closed_tours_on_5xn_and_7xn_from_every_asked_start(rows):
 
 @pytest.mark.parametrize(
     "rows, cols, squares",
-    [(5, 2001, [(4, 156), (4, 76), (2, 1000)]), (3, 2001, [(0, 1000), (1, 1), (2, 2000)]),
-     (7, 1001, [(3, 501)]), (999, 5, [(500, 2)]), (4, 2001, [(0, 7), (3, 1000)])],
+    [
+        (5, 2001, [(4, 156), (4, 76), (2, 1000)]),
+        (3, 2001, [(0, 1000), (1, 1), (2, 2000)]),
+        (7, 1001, [(3, 501)]),
+        (999, 5, [(500, 2)]),
+        (4, 2001, [(0, 7), (3, 1000)]),
+    ],
 )
 def test_colour_rule_and_open_tours_on_long_boards(rows, cols, squares):
     """Colour parity on odd boards: no open tour from the minority colour, and (Cull & De

@@ -18,21 +18,27 @@ from hypothesis import strategies as st
 
 from knights_tour.board import Board, parse_board, parse_board_list
 from knights_tour.cli import main
-from knights_tour.errors import KnightsTourError
-from knights_tour.core.records import decode_stored
 from knights_tour.core.jobs import Job, error_record, record_sort_key
+from knights_tour.core.records import decode_stored
+from knights_tour.errors import KnightsTourError
+from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, record_to_tour
 from knights_tour.result import json_bytes, record_from_json
 from knights_tour.settings import get_settings
-from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, record_to_tour
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-json_scalars = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(
-    allow_nan=True, allow_infinity=True) | st.text(max_size=12)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 size_text = st.text(alphabet="0123456789x×X-,; abc+.", max_size=8)
@@ -62,8 +68,11 @@ def test_parse_board_list_returns_boards_or_a_clear_error(spec):
 
 
 @FUZZ
-@given(st.integers(1, 30), st.integers(1, 30),
-       st.text(alphabet=string.ascii_letters + string.digits + ",-() ", max_size=8))
+@given(
+    st.integers(1, 30),
+    st.integers(1, 30),
+    st.text(alphabet=string.ascii_letters + string.digits + ",-() ", max_size=8),
+)
 def test_parse_square_is_on_the_board_or_a_clear_error(rows, cols, text):
     board = Board(rows, cols)
     try:
@@ -102,8 +111,13 @@ def test_step_matrix_parser_on_noise(text):
 
 
 @FUZZ
-@given(st.integers(1, 6), st.integers(1, 6), st.randoms(use_true_random=False),
-       st.sampled_from(["ok", "ragged", "duplicate", "word", "gap"]), st.booleans())
+@given(
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.randoms(use_true_random=False),
+    st.sampled_from(["ok", "ragged", "duplicate", "word", "gap"]),
+    st.booleans(),
+)
 def test_step_matrix_permutations_and_their_corruptions(rows, cols, rnd, damage, zero_based):
     assume(not (damage == "ragged" and rows == 1))  # one longer row is simply a wider board
     n = rows * cols
@@ -145,8 +159,11 @@ def test_record_reader_on_any_json(value):
     assert isinstance(board, Board) and all(len(sq) == 2 for sq in tour)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.binary(max_size=200))
 def test_read_tour_file_on_random_bytes(tmp_path, data):
     path = tmp_path / "noise.txt"
@@ -205,7 +222,11 @@ def test_any_message_body_becomes_records_not_a_crash(task_env):
 
     r = connect(task_env)
     bodies = [
-        "not a list", 42, None, {"rows": 5}, [1, "two", None, [3]],
+        "not a list",
+        42,
+        None,
+        {"rows": 5},
+        [1, "two", None, [3]],
         [{"rows": 5, "cols": 5, "start": [9, 9], "solver": "warnsdorff"}],
         [{"rows": 5, "cols": 5, "start": [0, 0], "solver": "warnsdorff", "pickle": "x"}],
         [{"rows": True, "cols": 5, "start": [0, 0], "solver": "warnsdorff"}],
@@ -303,8 +324,18 @@ def test_bad_arguments_exit_2_with_one_clear_line(cli_env, capsys, args):
 
 
 @pytest.mark.parametrize(
-    "name", ["ragged", "words", "empty", "json", "json-no-tour", "json-bad-square",
-             "binary", "missing", "directory"],
+    "name",
+    [
+        "ragged",
+        "words",
+        "empty",
+        "json",
+        "json-no-tour",
+        "json-bad-square",
+        "binary",
+        "missing",
+        "directory",
+    ],
 )
 def test_malformed_tour_files_exit_2(cli_env, capsys, name):
     files = _bad_files(cli_env)
@@ -324,10 +355,15 @@ def test_a_well_formed_matrix_with_a_repeated_step_is_invalid_not_an_error(cli_e
     assert "invalid" in out + err and "1 appears twice" in out + err
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(size=st.text(alphabet="0123456789x-,", max_size=2),
-       start=st.text(alphabet="abcz0123456789,-", min_size=1, max_size=4))
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    size=st.text(alphabet="0123456789x-,", max_size=2),
+    start=st.text(alphabet="abcz0123456789,-", min_size=1, max_size=4),
+)
 def test_cli_solve_never_crashes(cli_env, capsys, size, start):
     if start.startswith("-"):
         start = "a" + start

@@ -16,14 +16,13 @@ import time
 import psutil
 import pytest
 
-from knights_tour.store import keys
 from knights_tour.board import Board
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.result import Checks, Proof, Status
-from knights_tour.service.batches import wait_for_batch
+from knights_tour.service.batches import submit_batch, wait_for_batch
+from knights_tour.store import keys
 from knights_tour.store.batches import collect
 from knights_tour.store.connection import connect
-from knights_tour.service.batches import submit_batch
 from knights_tour.verify import verify_tour
 from knights_tour.worker import TASK_RUN_JOBS, use_redis
 
@@ -90,8 +89,13 @@ def test_resubmitting_the_same_jobs_does_not_duplicate(module_redis_url, r):
     # Send the same 61 jobs into the same batch again, plus one new job last, all in ONE task:
     # when the new job's record appears, the task has handled every re-sent job before it.
     sentinel = make_batch_jobs(["3x4"])[0]
-    again = submit_batch(module_redis_url, [*jobs, sentinel], {"test": True},
-                         batch_id=batch_id, chunk_size=len(jobs) + 1)
+    again = submit_batch(
+        module_redis_url,
+        [*jobs, sentinel],
+        {"test": True},
+        batch_id=batch_id,
+        chunk_size=len(jobs) + 1,
+    )
     assert again == batch_id
     status = wait_for_batch(r, batch_id, timeout_s=120)
     assert status["complete"] and status["total"] == 62
@@ -102,7 +106,9 @@ def test_resubmitting_the_same_jobs_does_not_duplicate(module_redis_url, r):
             assert rec.finished_at >= first[rec.job_key].finished_at
             assert rec.status == first[rec.job_key].status
     # only_missing sends nothing for a complete batch.
-    assert submit_batch(module_redis_url, jobs, {}, batch_id=batch_id, only_missing=True) == batch_id
+    assert (
+        submit_batch(module_redis_url, jobs, {}, batch_id=batch_id, only_missing=True) == batch_id
+    )
 
 
 def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
@@ -110,8 +116,12 @@ def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
     batch_id, _ = _run(module_redis_url, r, jobs)
     app = use_redis(module_redis_url)
     bad = {"rows": 3, "cols": 4, "start": [9, 9], "solver": "warnsdorff"}
-    app.send_task(TASK_RUN_JOBS, args=[batch_id, [bad, jobs[0].to_dict()]], queue=keys.QUEUE,
-                  ignore_result=True)
+    app.send_task(
+        TASK_RUN_JOBS,
+        args=[batch_id, [bad, jobs[0].to_dict()]],
+        queue=keys.QUEUE,
+        ignore_result=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         errors = [rec for rec in collect(r, batch_id) if rec.status == Status.ERROR]
@@ -146,9 +156,12 @@ def test_ctrl_c_in_the_parent_stops_redis_and_workers(tmp_path):
 
     # SIGINT as a terminal's Ctrl-C: a test runner started in the background inherits it
     # ignored, and Python then keeps ignoring it in the child
-    child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, str(tmp_path)],
-                             stdout=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    child = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_CHILD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         pids = json.loads(child.stdout.readline())
         assert len(pids) >= 3  # redis-server, the worker, its pool process

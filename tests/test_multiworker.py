@@ -22,11 +22,11 @@ import time
 
 import pytest
 
+from knights_tour.cli import main
+from knights_tour.result import Status
+from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 from knights_tour.store.connection import connect
-from knights_tour.cli import main
-from knights_tour.settings import get_settings
-from knights_tour.result import Status
 from knights_tour.verify import verify_tour
 
 pytestmark = pytest.mark.integration
@@ -39,10 +39,12 @@ def two_workers(module_redis_url, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("mw-logs")
     tag = os.getpid()
-    alpha = LocalWorkers(module_redis_url, 1, node_prefix=f"alpha{tag}-", log_dir=logs,
-                         ready_timeout_s=90)
-    beta = LocalWorkers(module_redis_url, 1, node_prefix=f"beta{tag}-", log_dir=logs,
-                        ready_timeout_s=90)
+    alpha = LocalWorkers(
+        module_redis_url, 1, node_prefix=f"alpha{tag}-", log_dir=logs, ready_timeout_s=90
+    )
+    beta = LocalWorkers(
+        module_redis_url, 1, node_prefix=f"beta{tag}-", log_dir=logs, ready_timeout_s=90
+    )
     try:
         # one after the other from this thread: LocalWorkers asks Linux to stop a worker when
         # the thread that started it ends (PR_SET_PDEATHSIG), so no helper threads here
@@ -69,7 +71,10 @@ def _submit_from_another_process(url: str, *args: str) -> str:
     env.pop("KT_REDIS_URL", None)
     proc = subprocess.run(
         [sys.executable, "-m", "knights_tour", "submit", "--redis", url, *args],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().splitlines()[-1]
@@ -81,8 +86,9 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     url = module_redis_url
     # two chunks of 128 CP-SAT-checked 16x16 jobs (several seconds each, long enough for the
     # 1-second inspect round trips below to see them running); each idle worker takes one
-    batch_id = _submit_from_another_process(url, "--sizes", "16", "--verify", "cpsat",
-                                            "--chunk-size", "128")
+    batch_id = _submit_from_another_process(
+        url, "--sizes", "16", "--verify", "cpsat", "--chunk-size", "128"
+    )
 
     # while it runs: `ktour workers` lists both nodes and shows the batch's task
     seen: dict[str, list] = {}
@@ -95,7 +101,8 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
         answered |= {n["name"] for n in nodes}
         for n in nodes:
             seen.setdefault(n["name"], []).extend(
-                t for t in n["active"] if t["batch_id"] == batch_id)
+                t for t in n["active"] if t["batch_id"] == batch_id
+            )
         if any(seen.values()) and answered == set(two_workers):
             break
     assert answered == set(two_workers), f"only {answered} answered"
@@ -111,8 +118,9 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     if not p["complete"]:
         assert code == 1 and p["running"] >= 1 and p["workers_busy"]
 
-    code = main(["status", batch_id, "--watch", "--interval", "0.5", "--timeout", "90",
-                 "--redis", url])
+    code = main(
+        ["status", batch_id, "--watch", "--interval", "0.5", "--timeout", "90", "--redis", url]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[-1].startswith(f"batch {batch_id}: 256/256 jobs done (complete)")

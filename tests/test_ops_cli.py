@@ -9,7 +9,7 @@ parity (on 5x5 at least 12 start squares have no open tour).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import jsonschema
@@ -17,12 +17,12 @@ import msgspec
 import pytest
 import yaml
 
-from knights_tour.store import batches as store
 from knights_tour.cli import main
-from knights_tour.service.collector import collect_finished
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.result import Status
+from knights_tour.service.collector import collect_finished
 from knights_tour.settings import get_settings
+from knights_tour.store import batches as store
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "schedule.example.toml"
@@ -58,7 +58,7 @@ def _batch(r, sizes=("5",), finish=True):
 def test_schedule_show_lists_entries_and_next_runs(capsys, monkeypatch):
     monkeypatch.setenv("KT_SCHEDULE_FILE", str(EXAMPLE))
     get_settings.cache_clear()
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     code, out, err = run_cli(capsys, "schedule", "show", "--json", "--count", "2")
     assert code == 0, err
     data = json.loads(out)
@@ -122,8 +122,9 @@ def test_reports_from_the_directory_and_from_redis(capsys, redis_client, redis_d
 # -- status and batches without workers -----------------------------------------------------
 
 
-def test_status_counts_queued_and_done_and_batches_show_the_state(capsys, redis_client,
-                                                                    redis_db_url, tmp_path):
+def test_status_counts_queued_and_done_and_batches_show_the_state(
+    capsys, redis_client, redis_db_url, tmp_path
+):
     url = redis_db_url
     half, jobs = _batch(redis_client, sizes=("3x4",), finish=False)
     code, out, _ = run_cli(capsys, "status", half, "--json", "--redis", url)
@@ -146,8 +147,9 @@ def test_status_counts_queued_and_done_and_batches_show_the_state(capsys, redis_
     assert "collected" in out and "running" in out
 
     # an error record counts as failed
-    rec = msgspec.structs.replace(run_job(jobs[-1], batch_id=half, worker="t@here"),
-                                  status=Status.ERROR, reason="injected")
+    rec = msgspec.structs.replace(
+        run_job(jobs[-1], batch_id=half, worker="t@here"), status=Status.ERROR, reason="injected"
+    )
     store.save_record(redis_client, half, rec)
     p = json.loads(run_cli(capsys, "status", half, "--json", "--redis", url)[1])
     assert (p["done"], p["failed"], p["queued"]) == (7, 1, 5)
@@ -155,12 +157,23 @@ def test_status_counts_queued_and_done_and_batches_show_the_state(capsys, redis_
 
 def test_status_watch_ends_when_complete_or_on_timeout(capsys, redis_client, redis_db_url):
     done, _ = _batch(redis_client, sizes=("3x4",))
-    code, out, _ = run_cli(capsys, "status", done, "--watch", "--interval", "0.1",
-                           "--redis", redis_db_url)
+    code, out, _ = run_cli(
+        capsys, "status", done, "--watch", "--interval", "0.1", "--redis", redis_db_url
+    )
     assert code == 0 and out.splitlines()[-1].startswith(f"batch {done}: 12/12 jobs done")
     stuck, _ = _batch(redis_client, sizes=("3x4",), finish=False)
-    code, out, _ = run_cli(capsys, "status", stuck, "--watch", "--interval", "0.2",
-                           "--timeout", "2.5", "--redis", redis_db_url)
+    code, out, _ = run_cli(
+        capsys,
+        "status",
+        stuck,
+        "--watch",
+        "--interval",
+        "0.2",
+        "--timeout",
+        "2.5",
+        "--redis",
+        redis_db_url,
+    )
     lines = [ln for ln in out.splitlines() if ln.startswith("progress:")]
     assert code == 1 and len(lines) >= 2 and "queued 6" in lines[-1]
 

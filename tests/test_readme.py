@@ -44,10 +44,12 @@ def test_every_quoted_command_and_its_options_exist(capsys):
 
 def test_every_option_named_in_the_readme_is_an_option_of_some_command(capsys):
     text = README.read_text(encoding="utf-8")
-    other_programs = "\n".join(line for line in text.splitlines()
-                               if re.search(r"\b(celery|docker|pip|python|cp)\b", line))
+    other_programs = "\n".join(
+        line for line in text.splitlines() if re.search(r"\b(celery|docker|pip|python|cp)\b", line)
+    )
     named = set(re.findall(r"`(--[a-z][a-z-]*)", text)) | set(
-        re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", text))
+        re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", text)
+    )
     named -= set(re.findall(r"(--[a-z][a-z-]*)", other_programs)) | NOT_KTOUR
     every_help = "\n".join(_help(c, capsys) for c in COMMANDS)
     missing = sorted(o for o in named if o not in every_help)

@@ -12,8 +12,12 @@ import pytest
 
 from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
 from knights_tour.output import parquet
-from knights_tour.output.recordfile import (CSV_FIELDS, record_from_csv_row, record_lines,
-                                            records_to_csv)
+from knights_tour.output.recordfile import (
+    CSV_FIELDS,
+    record_from_csv_row,
+    record_lines,
+    records_to_csv,
+)
 from knights_tour.result import Record, Status, record_from_json
 
 

@@ -10,8 +10,14 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.core.jobs import Job, make_batch_jobs, record_sort_key, run_job
-from knights_tour.core.records import (KNIGHT_MOVES, STORED_PREFIX, decode_moves, decode_stored,
-                                       encode_moves, encode_stored)
+from knights_tour.core.records import (
+    KNIGHT_MOVES,
+    STORED_PREFIX,
+    decode_moves,
+    decode_stored,
+    encode_moves,
+    encode_stored,
+)
 from knights_tour.output.recordfile import jsonl_line
 from knights_tour.result import Record, Status, json_bytes, record_from_json, tour_json
 from knights_tour.store import keys
@@ -46,8 +52,15 @@ def test_a_tour_round_trips_through_three_bits_a_move(records_6x6):
 def test_a_value_that_is_not_a_chain_of_knight_moves_is_kept_as_squares():
     king = np.array([[0, 0], [0, 1], [1, 1]], dtype=np.int32)
     assert encode_moves(king) is None
-    rec = Record(rows=2, cols=2, start=(0, 0), solver="warnsdorff", status=Status.ERROR,
-                 tour=king, reason="a failed claim")
+    rec = Record(
+        rows=2,
+        cols=2,
+        start=(0, 0),
+        solver="warnsdorff",
+        status=Status.ERROR,
+        tour=king,
+        reason="a failed claim",
+    )
     assert decode_stored(encode_stored(rec)) == rec
 
 
@@ -60,8 +73,17 @@ def test_a_record_round_trips_through_its_stored_form(records_6x6):
         assert json_bytes(decode_stored(stored)) == json_bytes(rec)
 
 
-@pytest.mark.parametrize("rows, cols, start", [(5, 5, (0, 0)), (6, 6, (2, 3)), (3, 10, (0, 0)),
-                                               (8, 8, (7, 0)), (7, 40, (3, 20)), (70, 70, (0, 0))])
+@pytest.mark.parametrize(
+    "rows, cols, start",
+    [
+        (5, 5, (0, 0)),
+        (6, 6, (2, 3)),
+        (3, 10, (0, 0)),
+        (8, 8, (7, 0)),
+        (7, 40, (3, 20)),
+        (70, 70, (0, 0)),
+    ],
+)
 def test_the_json_form_is_what_the_stdlib_writes_for_the_same_values(rows, cols, start):
     """The numpy tour text (tables below 64 squares a side, digit arrays above) gives the
     bytes ``json.dumps`` gives for the tour, and the line the record's plain values."""
@@ -100,21 +122,32 @@ def test_records_stored_by_older_versions_still_read(redis_client, records_6x6):
         old = rec.to_dict()
         for new in ("restarts", "via", "cpsat_model_status"):
             del old[new]
-        redis_client.hset(keys.batch_records(bid), rec.job_key,
-                          json.dumps(old, separators=(",", ":")))
+        redis_client.hset(
+            keys.batch_records(bid), rec.job_key, json.dumps(old, separators=(",", ":"))
+        )
     got = collect(redis_client, bid)
     assert len(got) == 36
     assert got[:10] == sorted(records, key=record_sort_key)[:10]
-    assert [g.tour.tolist() for g in got] == [r.tour.tolist() for r in
-                                               sorted(records, key=record_sort_key)]
-    legacy = decode_stored(json.dumps({"rows": 5, "cols": 5, "start": [0, 0],
-                                       "solver": "cpsat", "status": "found",
-                                       "cpsat_status": "OPTIMAL"}))
+    assert [g.tour.tolist() for g in got] == [
+        r.tour.tolist() for r in sorted(records, key=record_sort_key)
+    ]
+    legacy = decode_stored(
+        json.dumps(
+            {
+                "rows": 5,
+                "cols": 5,
+                "start": [0, 0],
+                "solver": "cpsat",
+                "status": "found",
+                "cpsat_status": "OPTIMAL",
+            }
+        )
+    )
     assert (legacy.cpsat_model_status, legacy.cpsat_status) == ("OPTIMAL", None)
 
 
 def test_records_stream_in_sorted_order_across_pages(redis_client):
-    jobs = make_batch_jobs([5, 6, 10])   # 10x10 sorts after 6x6, not between 1 and 6
+    jobs = make_batch_jobs([5, 6, 10])  # 10x10 sorts after 6x6, not between 1 and 6
     records = [run_job(j) for j in jobs]
     bid = create_batch(redis_client, jobs)
     for rec in reversed(records):
@@ -131,8 +164,12 @@ def test_the_error_record_of_an_invalid_message_sorts_by_its_fields(redis_client
     bid = create_batch(redis_client, jobs)
     for rec in records:
         save_record(redis_client, bid, rec)
-    odd = error_record({"rows": "x", "cols": None, "start": "b3", "solver": 7}, "bad",
-                       batch_id=bid, job_key="invalid:0123456789abcdef")
+    odd = error_record(
+        {"rows": "x", "cols": None, "start": "b3", "solver": 7},
+        "bad",
+        batch_id=bid,
+        job_key="invalid:0123456789abcdef",
+    )
     assert (odd.rows, odd.cols, odd.start, odd.solver) == (0, 0, (0, 0), "7")
     save_record(redis_client, bid, odd)
     got = collect(redis_client, bid)

@@ -24,8 +24,8 @@ def board_rows(text: str, rows: int) -> list[str]:
 
 def cells_of(line: str, rank_w: int, w: int, cols: int) -> list[str]:
     """Cut a board line into its ``cols`` cells of width ``w + 2`` after the rank label."""
-    body = line[rank_w + 1:].ljust(cols * (w + 2))
-    return [body[i * (w + 2):(i + 1) * (w + 2)] for i in range(cols)]
+    body = line[rank_w + 1 :].ljust(cols * (w + 2))
+    return [body[i * (w + 2) : (i + 1) * (w + 2)] for i in range(cols)]
 
 
 def test_ascii_numbers_sit_on_the_tour_squares_with_rank_1_at_the_bottom():
@@ -33,8 +33,10 @@ def test_ascii_numbers_sit_on_the_tour_squares_with_rank_1_at_the_bottom():
     text = board_text(record(5, 5, tour[0], tour))
     lines = text.splitlines()
     # The literature matrix, row 0 (rank 5) first: the picture shows the same numbers.
-    expected = [row.split() for row in
-                ["1 20 17 12 3", "16 11 2 7 18", "21 24 19 4 13", "10 15 6 23 8", "25 22 9 14 5"]]
+    expected = [
+        row.split()
+        for row in ["1 20 17 12 3", "16 11 2 7 18", "21 24 19 4 13", "10 15 6 23 8", "25 22 9 14 5"]
+    ]
     for r in range(5):
         assert lines[r].split()[0] == str(5 - r)  # rank label: 5 at the top, 1 at the bottom
         cells = cells_of(lines[r], 1, 2, 5)
@@ -46,8 +48,17 @@ def test_ascii_numbers_sit_on_the_tour_squares_with_rank_1_at_the_bottom():
     assert "start a5" in lines[-1] and "end a1" in lines[-1]
 
 
-@pytest.mark.parametrize("rows,cols,start", [(1, 1, (0, 0)), (3, 4, (0, 0)), (6, 6, (5, 0)),
-                                             (10, 10, (0, 0)), (12, 12, (11, 0)), (8, 5, (7, 4))])
+@pytest.mark.parametrize(
+    "rows,cols,start",
+    [
+        (1, 1, (0, 0)),
+        (3, 4, (0, 0)),
+        (6, 6, (5, 0)),
+        (10, 10, (0, 0)),
+        (12, 12, (11, 0)),
+        (8, 5, (7, 4)),
+    ],
+)
 def test_ascii_columns_align_for_any_size(rows, cols, start):
     tour = backtrack_tour(rows, cols, start)
     rec = record(rows, cols, start, tour, status="found" if tour else "no_tour")
@@ -85,8 +96,14 @@ def test_no_tour_record_marks_start_and_says_why():
 
 def test_tourresult_and_record_render_the_same():
     tour = lit_5x5()
-    res = TourResult(rows=5, cols=5, start=(0, 0), solver="test", status=Status.FOUND,
-                     tour=np.array(tour, dtype=np.int32))
+    res = TourResult(
+        rows=5,
+        cols=5,
+        start=(0, 0),
+        solver="test",
+        status=Status.FOUND,
+        tour=np.array(tour, dtype=np.int32),
+    )
     assert board_text(res) == board_text(res.to_dict()) == board_text(record(5, 5, (0, 0), tour))
     assert tour_view(res).end == (4, 0)
 
@@ -105,7 +122,7 @@ def test_rich_board_highlights_start_end_and_checkers_squares():
     text = board_rich(record(6, 6, (5, 0), tour, closed=True))
     styles = {}
     for span in text.spans:
-        chunk = text.plain[span.start:span.end]
+        chunk = text.plain[span.start : span.end]
         if chunk.strip().isdigit() and str(span.style) != "dim":  # dim = rank labels
             styles[int(chunk)] = str(span.style)
     assert len(styles) == 36
@@ -123,8 +140,9 @@ def test_rich_board_renders_colour_escape_codes_on_a_terminal():
     from rich.console import Console
 
     buf = io.StringIO()
-    Console(file=buf, force_terminal=True, color_system="256").print(board_rich(
-        record(5, 5, (0, 0), lit_5x5())))
+    Console(file=buf, force_terminal=True, color_system="256").print(
+        board_rich(record(5, 5, (0, 0), lit_5x5()))
+    )
     assert "\x1b[" in buf.getvalue()
     assert "25" in buf.getvalue()
 
@@ -144,6 +162,7 @@ def test_off_board_tour_is_a_format_error():
 
 
 def test_proof_appears_in_caption_for_tourresult():
-    res = TourResult(rows=4, cols=4, start=(0, 0), solver="test", status=Status.NO_TOUR,
-                     proof=Proof.EXHAUSTIVE)
+    res = TourResult(
+        rows=4, cols=4, start=(0, 0), solver="test", status=Status.NO_TOUR, proof=Proof.EXHAUSTIVE
+    )
     assert "no tour (exhaustive)" in board_text(res)

@@ -42,8 +42,17 @@ def five_by_five_batch() -> list[dict]:
     recs = []
     for sq in Board(5, 5).squares():
         if Board.colour(sq) == 1:
-            recs.append(record(5, 5, sq, None, status="no_tour", proof="parity",
-                               proof_detail="colour parity: the start is on the minority colour"))
+            recs.append(
+                record(
+                    5,
+                    5,
+                    sq,
+                    None,
+                    status="no_tour",
+                    proof="parity",
+                    proof_detail="colour parity: the start is on the minority colour",
+                )
+            )
         else:
             tour = backtrack_tour(5, 5, sq)
             assert tour is not None
@@ -56,9 +65,17 @@ def six_closed_batch() -> list[dict]:
     a1, b2, c3, d4, e5 = (b.parse_square(s) for s in ("a1", "b2", "c3", "d4", "e5"))
     recs = [
         record(6, 6, a1, backtrack_tour(6, 6, a1, closed=True), closed=True),
-        record(6, 6, b2, backtrack_tour(6, 6, b2, closed=True), closed=True,
-               checks={"verifier": True, "cpsat": False}, mismatch=True, cpsat_elapsed_s=0.5,
-               cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour"),
+        record(
+            6,
+            6,
+            b2,
+            backtrack_tour(6, 6, b2, closed=True),
+            closed=True,
+            checks={"verifier": True, "cpsat": False},
+            mismatch=True,
+            cpsat_elapsed_s=0.5,
+            cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour",
+        ),
         record(6, 6, c3, None, closed=True, status="unknown", reason="time_limit"),
         record(6, 6, e5, None, closed=True, status="error", reason="worker lost"),
         record(6, 6, d4, backtrack_tour(6, 6, d4, closed=True), closed=True),
@@ -215,8 +232,11 @@ def test_html_is_self_contained(batch):
     assert all(ref.startswith("#") for ref in page.refs), page.refs
     # the only URLs are XML namespace names, which browsers never fetch
     urls = set(re.findall(r"https?://[^\s\"'<>)]+", html))
-    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/2001/xml-events",
-                    "http://www.w3.org/1999/xlink"}, urls
+    assert urls <= {
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/2001/xml-events",
+        "http://www.w3.org/1999/xlink",
+    }, urls
     assert "<link" not in html and "@import" not in html
 
 
@@ -290,10 +310,14 @@ def chromium() -> str:
     path = shutil.which("chromium")
     if path is None:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=900,
-                       env=env)
-        subprocess.run(["apt-get", "install", "-y", "chromium"], check=True,
-                       capture_output=True, timeout=1800, env=env)
+        subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=900, env=env)
+        subprocess.run(
+            ["apt-get", "install", "-y", "chromium"],
+            check=True,
+            capture_output=True,
+            timeout=1800,
+            env=env,
+        )
         path = shutil.which("chromium")
     assert path is not None, "chromium could not be installed"
     return path
@@ -311,12 +335,22 @@ def _no_network_prefix() -> list[str]:
 
 def run_chromium(chromium: str, tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
     cmd = _no_network_prefix() + [
-        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", f"--user-data-dir={tmp / 'profile'}", "--window-size=1200,900",
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--window-size=1200,900",
         # belt and braces when no network namespace is available: nothing resolves or connects
-        "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-        *extra, url,
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--proxy-server=127.0.0.1:9",
+        *extra,
+        url,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
@@ -325,8 +359,8 @@ def png_info(data: bytes) -> tuple[int, int, bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, width, height, idat = 8, 0, 0, b""
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height = struct.unpack(">II", body[:8])
         elif kind == b"IDAT":
@@ -358,8 +392,10 @@ def test_report_script_draws_the_tour_named_in_the_url(chromium, batch, tmp_path
     drawn = re.findall(r'<svg [^>]*id="js-g1".*?</svg>', dom, flags=re.S)
     assert len(drawn) == 1, proc.stderr[-2000:]
     root = ET.fromstring(drawn[0])
-    pts = [tuple(map(float, p.split(","))) for p in
-           root.find(".//s:polyline[@class='kt-path']", SVG_NS).get("points").split()]
+    pts = [
+        tuple(map(float, p.split(",")))
+        for p in root.find(".//s:polyline[@class='kt-path']", SVG_NS).get("points").split()
+    ]
     assert len(pts) == 36 + 1 and pts[0] == pts[-1]  # closed tour: back to the start
     # the start disc sits on b2: second file from the left, second rank from the bottom
     rect = root.find(".//s:rect[@class='kt-board']", SVG_NS)
@@ -383,8 +419,22 @@ def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
     src = tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in batch))
     html, md = tmp_path / "r.html", tmp_path / "r.md"
-    assert main(["report", "--from-jsonl", str(src), "--html", str(html),
-                 "--markdown", str(md), "--title", "Sweep"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--from-jsonl",
+                str(src),
+                "--html",
+                str(html),
+                "--markdown",
+                str(md),
+                "--title",
+                "Sweep",
+            ]
+        )
+        == 0
+    )
     page = parse_page(html.read_text())
     assert len(page.cells) == 30
     assert md.read_text().startswith("# Sweep\n")
@@ -399,17 +449,24 @@ def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
 
 
 def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path):
-    from knights_tour.store import batches as store
     from knights_tour.cli import main
     from knights_tour.core.jobs import Job
     from knights_tour.result import Record
+    from knights_tour.store import batches as store
 
     # stored as a warnsdorff batch (jobs need a registered solver); the d4 conflict stays two
     # jobs: warnsdorff and cpsat
-    batch = [{**r, "solver": "warnsdorff" if r["solver"] == "test" else r["solver"]}
-             for r in batch]
-    jobs = [Job(rows=r["rows"], cols=r["cols"], start=tuple(r["start"]), solver=r["solver"],
-                closed=r["closed"]) for r in batch]
+    batch = [{**r, "solver": "warnsdorff" if r["solver"] == "test" else r["solver"]} for r in batch]
+    jobs = [
+        Job(
+            rows=r["rows"],
+            cols=r["cols"],
+            start=tuple(r["start"]),
+            solver=r["solver"],
+            closed=r["closed"],
+        )
+        for r in batch
+    ]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5,6"})
     for job, rec in zip(jobs, batch, strict=True):
         store.save_record(redis_client, batch_id, Record.from_dict({**rec, "job_key": job.key}))

@@ -21,16 +21,15 @@ import pytest
 import redis
 import yaml
 
-from knights_tour.store import keys
 from knights_tour.cli import main
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.service.batches import submit_batch, wait_for_batch
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.settings import get_settings
-from knights_tour.service.batches import wait_for_batch
+from knights_tour.store import keys
 from knights_tour.store.batches import collect, create_batch
 from knights_tour.store.connection import connect
-from knights_tour.service.batches import submit_batch
 from knights_tour.worker import TASK_RUN_JOBS, celery_config
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -52,9 +51,19 @@ def _task_headers() -> dict:
     """Celery protocol-2 headers of a run_jobs task message."""
     task_id = str(uuid.uuid4())
     return {
-        "lang": "py", "task": TASK_RUN_JOBS, "id": task_id, "root_id": task_id,
-        "parent_id": None, "group": None, "retries": 0, "eta": None, "expires": None,
-        "timelimit": [None, None], "argsrepr": "", "kwargsrepr": "", "origin": "test",
+        "lang": "py",
+        "task": TASK_RUN_JOBS,
+        "id": task_id,
+        "root_id": task_id,
+        "parent_id": None,
+        "group": None,
+        "retries": 0,
+        "eta": None,
+        "expires": None,
+        "timelimit": [None, None],
+        "argsrepr": "",
+        "kwargsrepr": "",
+        "origin": "test",
     }
 
 
@@ -78,7 +87,10 @@ def test_a_pickled_message_is_refused_and_nothing_runs(redis_db_url, tmp_path, m
     exchange = Exchange(keys.QUEUE, "direct")
     with Connection(redis_db_url) as conn:
         conn.Producer().publish(
-            payload, serializer="pickle", exchange=exchange, routing_key=keys.QUEUE,
+            payload,
+            serializer="pickle",
+            exchange=exchange,
+            routing_key=keys.QUEUE,
             declare=[Queue(keys.QUEUE, exchange, routing_key=keys.QUEUE)],
             headers=_task_headers(),
         )
@@ -86,8 +98,9 @@ def test_a_pickled_message_is_refused_and_nothing_runs(redis_db_url, tmp_path, m
     assert [m["content-type"] for m in raw] == ["application/x-python-serialize"]
     logs = tmp_path / "logs"
     try:
-        with LocalWorkers(redis_db_url, count=1, node_prefix="pickle", log_dir=logs,
-                          loglevel="INFO"):
+        with LocalWorkers(
+            redis_db_url, count=1, node_prefix="pickle", log_dir=logs, loglevel="INFO"
+        ):
             # A JSON batch behind the pickle: once it is done, the pickle has been dealt with.
             follow = submit_batch(redis_db_url, make_batch_jobs([5])[:1], {"test": "after"})
             assert wait_for_batch(r, follow, timeout_s=90)["complete"]
@@ -117,7 +130,9 @@ def test_embedded_redis_listens_on_loopback_only_and_needs_its_password(tmp_path
             redis.Redis(host="127.0.0.1", port=server.port, password="wrong").ping()
         # Not reachable on the machine's other addresses.
         others = {
-            a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+            a.address
+            for addrs in psutil.net_if_addrs().values()
+            for a in addrs
             if a.family == socket.AF_INET and not a.address.startswith("127.")
         }
         for ip in others:

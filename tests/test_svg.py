@@ -12,8 +12,8 @@ import pytest
 from _picture_tours import backtrack_tour, lit_5x5, record
 
 from knights_tour.board import Board
-from knights_tour.result import Status, TourResult
 from knights_tour.output.svg import MIN_FONT_PX, tour_svg, write_svg
+from knights_tour.result import Status, TourResult
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
@@ -172,15 +172,20 @@ def test_cli_draw_jsonl_by_start_and_size(tmp_path):
     from knights_tour.cli import main
 
     t6 = backtrack_tour(6, 6, (5, 0), closed=True)
-    recs = [record(5, 5, (4, 0), backtrack_tour(5, 5, (4, 0))),
-            record(6, 6, (5, 0), t6, closed=True)]
+    recs = [
+        record(5, 5, (4, 0), backtrack_tour(5, 5, (4, 0))),
+        record(6, 6, (5, 0), t6, closed=True),
+    ]
     src = tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in recs))
     out = tmp_path / "a1.svg"
     assert main(["draw", str(src), "--start", "a1", "--size", "6", "--svg", str(out)]) == 0
     root = ET.parse(out).getroot()
     assert (root.get("data-rows"), root.get("data-start"), root.get("data-closed")) == (
-        "6", "a1", "true")
+        "6",
+        "a1",
+        "true",
+    )
     assert len(path_points(root)) == 37
     # a1 exists on both boards: without --size the choice is refused (exit 2), not guessed
     assert main(["draw", str(src), "--start", "a1", "--svg", str(tmp_path / "x.svg")]) == 2

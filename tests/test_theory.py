@@ -14,7 +14,6 @@ import pytest
 from knights_tour.board import Board
 from knights_tour.errors import InvalidSquareError
 from knights_tour.result import Proof, Status
-from knights_tour.solvers.warnsdorff import search
 from knights_tour.solvers.theory import (
     SCHWENK_1991,
     closed_tour_exists,
@@ -23,6 +22,7 @@ from knights_tour.solvers.theory import (
     open_tour_exists,
     parity_proof,
 )
+from knights_tour.solvers.warnsdorff import search
 
 SMALL = [(m, n) for m in range(1, 6) for n in range(m, 9) if m * n <= 32]
 
@@ -43,9 +43,7 @@ def test_schwenk_agrees_with_exhaustive_search(m, n):
 @pytest.mark.parametrize("m, n", [(m, n) for m, n in SMALL if m * n <= 25])
 def test_open_tour_theorem_agrees_with_exhaustive_search(m, n):
     board = Board(m, n)
-    found = [
-        search(board, sq, exhaustive=True).status == Status.FOUND for sq in board.squares()
-    ]
+    found = [search(board, sq, exhaustive=True).status == Status.FOUND for sq in board.squares()]
     assert any(found) == open_tour_exists(board)
     assert open_tour_exists(Board(n, m)) == open_tour_exists(board)
 

@@ -103,16 +103,30 @@ def test_malformed_matrices_raise_tour_format_error(text, fragment):
 
 def test_read_tour_file_json_record_and_jsonl(tmp_path):
     board, tour = parse_step_matrix(EULER)
-    record = Record(rows=8, cols=8, start=(4, 0), solver="warnsdorff", closed=True,
-                    status=Status.FOUND, tour=np.array(tour, dtype=np.int32))
+    record = Record(
+        rows=8,
+        cols=8,
+        start=(4, 0),
+        solver="warnsdorff",
+        closed=True,
+        status=Status.FOUND,
+        tour=np.array(tour, dtype=np.int32),
+    )
     single = tmp_path / "one.json"
     single.write_text(json.dumps(record.to_dict(), indent=2))
     b, t, meta = read_tour_file(single)
     assert (b, t) == (board, tour) and meta["closed"] is True and meta["start"] == (4, 0)
 
     many = tmp_path / "many.jsonl"
-    no_tour = Record(rows=8, cols=8, start=(4, 0), solver="warnsdorff", closed=True,
-                     status=Status.NO_TOUR, proof=Proof.EXHAUSTIVE)
+    no_tour = Record(
+        rows=8,
+        cols=8,
+        start=(4, 0),
+        solver="warnsdorff",
+        closed=True,
+        status=Status.NO_TOUR,
+        proof=Proof.EXHAUSTIVE,
+    )
     many.write_text(records_to_jsonl([no_tour, record]))
     with pytest.raises(TourFormatError, match="holds 2 JSON records"):
         read_tour_file(many)
@@ -164,10 +178,27 @@ def test_csv_has_header_and_one_row_per_record():
     from knights_tour.output.recordfile import CSV_FIELDS, record_from_csv_row
     from knights_tour.result import Checks
 
-    recs = [Record(rows=5, cols=5, start=(0, 0), solver="warnsdorff", status=Status.FOUND,
-                   checks=Checks(verifier=True), tour=np.array([[0, 0], [2, 1]], np.int32)),
-            Record(rows=5, cols=5, start=(0, 1), solver="warnsdorff", status=Status.NO_TOUR,
-                   proof=Proof.PARITY, checks=Checks(cpsat=True), elapsed_s=0.25)]
+    recs = [
+        Record(
+            rows=5,
+            cols=5,
+            start=(0, 0),
+            solver="warnsdorff",
+            status=Status.FOUND,
+            checks=Checks(verifier=True),
+            tour=np.array([[0, 0], [2, 1]], np.int32),
+        ),
+        Record(
+            rows=5,
+            cols=5,
+            start=(0, 1),
+            solver="warnsdorff",
+            status=Status.NO_TOUR,
+            proof=Proof.PARITY,
+            checks=Checks(cpsat=True),
+            elapsed_s=0.25,
+        ),
+    ]
     text = records_to_csv(recs)
     assert text.splitlines()[0] == ",".join(CSV_FIELDS)
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -204,7 +235,7 @@ def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
     from knights_tour.output.tourfile import atomic_write_lines, record_lines, records_to_csv
 
-    odd = error_record(Job(5, 5, (0, 0)), "é\n\"quoted\"", "b1")  # not ASCII, not one line
+    odd = error_record(Job(5, 5, (0, 0)), 'é\n"quoted"', "b1")  # not ASCII, not one line
     recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [odd]
     for rs in (recs, [], recs[:1]):
         array = "".join(record_lines(iter(rs), "json"))

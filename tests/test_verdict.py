@@ -7,14 +7,12 @@ colours); 4x4 has no open tour at all (OEIS A165134: a(4) = 0; Conrad et al. 199
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from knights_tour.core.jobs import make_batch_jobs, run_job
-import msgspec
-
 from knights_tour.result import Checks, Record, Status
-from knights_tour.service.verdict import (is_clean, mismatches, problems, summary_rows,
-                                          summary_total)
+from knights_tour.service.verdict import is_clean, mismatches, problems, summary_rows, summary_total
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +38,9 @@ def test_each_kind_of_problem_is_named(records):
     bad = [msgspec.structs.replace(r) for r in records[:-1]]  # one job without a record
     bad[0] = msgspec.structs.replace(bad[0], status=Status.UNKNOWN, tour=None)
     bad[1] = msgspec.structs.replace(bad[1], status=Status.ERROR)
-    bad[2] = msgspec.structs.replace(bad[2], mismatch=True,
-                                     checks=Checks(verifier=True, cpsat=False))
+    bad[2] = msgspec.structs.replace(
+        bad[2], mismatch=True, checks=Checks(verifier=True, cpsat=False)
+    )
     bad[3] = msgspec.structs.replace(bad[3], checks=Checks(verifier=True, cpsat=False))
     assert problems(bad, total=41) == [
         "1 of 41 jobs have no record",

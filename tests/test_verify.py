@@ -97,8 +97,10 @@ def test_non_knight_step(form):
     tour = euler_tour()
     tour[9], tour[19] = tour[19], tour[9]  # still all 64 squares once, but broken moves
     v = verify_tour(8, form(tour))
-    assert not v.ok and v.reason.startswith("step 9 -> 10 (") and v.reason.endswith(
-        "is not a knight move"
+    assert (
+        not v.ok
+        and v.reason.startswith("step 9 -> 10 (")
+        and v.reason.endswith("is not a knight move")
     )
 
 
@@ -113,9 +115,31 @@ def test_not_closed(form):
     # an open 5x5 tour: by colour parity no tour of a board with an odd number of squares is
     # closed, so the closure check must reject it (and only that check)
     tour_5x5 = [
-        (0, 0), (1, 2), (0, 4), (2, 3), (4, 4), (3, 2), (4, 0), (2, 1), (0, 2), (1, 4), (3, 3),
-        (4, 1), (2, 0), (0, 1), (1, 3), (3, 4), (4, 2), (3, 0), (1, 1), (0, 3), (2, 4), (4, 3),
-        (3, 1), (1, 0), (2, 2),
+        (0, 0),
+        (1, 2),
+        (0, 4),
+        (2, 3),
+        (4, 4),
+        (3, 2),
+        (4, 0),
+        (2, 1),
+        (0, 2),
+        (1, 4),
+        (3, 3),
+        (4, 1),
+        (2, 0),
+        (0, 1),
+        (1, 3),
+        (3, 4),
+        (4, 2),
+        (3, 0),
+        (1, 1),
+        (0, 3),
+        (2, 4),
+        (4, 3),
+        (3, 1),
+        (1, 0),
+        (2, 2),
     ]
     assert verify_tour(5, form(tour_5x5), start="a5").ok
     v = verify_tour(5, form(tour_5x5), closed=True)
@@ -152,8 +176,15 @@ def test_bad_board_or_start_raise():
 
 def test_result_record_accepts_numpy_tour():
     tour = np.array(euler_tour(), dtype=np.int32)
-    r = TourResult(rows=8, cols=8, start=(4, 0), solver="warnsdorff", closed=True,
-                   status=Status.FOUND, tour=tour)
+    r = TourResult(
+        rows=8,
+        cols=8,
+        start=(4, 0),
+        solver="warnsdorff",
+        closed=True,
+        status=Status.FOUND,
+        tour=tour,
+    )
     record = json.loads(r.to_json())
     assert record["tour"] == [list(sq) for sq in euler_tour()]
     back = TourResult.from_dict(record)

@@ -8,7 +8,6 @@ Quick use::
     ('found', True)
 """
 
-from knights_tour.solvers.api import solve
 from knights_tour.board import Board, Square, parse_board
 from knights_tour.errors import (
     InvalidBoardError,
@@ -18,12 +17,24 @@ from knights_tour.errors import (
     UnknownSolverError,
 )
 from knights_tour.result import Proof, Status, TourResult
+from knights_tour.solvers.api import solve
 from knights_tour.verify import Verdict, verify_tour
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Board", "Square", "parse_board", "solve", "verify_tour", "Verdict", "TourResult", "Status",
-    "Proof", "KnightsTourError", "InvalidBoardError", "InvalidSquareError", "UnknownSolverError",
+    "Board",
+    "Square",
+    "parse_board",
+    "solve",
+    "verify_tour",
+    "Verdict",
+    "TourResult",
+    "Status",
+    "Proof",
+    "KnightsTourError",
+    "InvalidBoardError",
+    "InvalidSquareError",
+    "UnknownSolverError",
     "InvalidJobError",
 ]

@@ -26,10 +26,16 @@ Square = tuple[int, int]
 """A square as ``(row, col)``, zero-based, row 0 at the top."""
 
 KNIGHT_OFFSETS: tuple[tuple[int, int], ...] = (
-    (-2, 1), (-1, 2), (1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1),
+    (-2, 1),
+    (-1, 2),
+    (1, 2),
+    (2, 1),
+    (2, -1),
+    (1, -2),
+    (-1, -2),
+    (-2, -1),
 )
 """The eight knight moves as ``(d_row, d_col)``, clockwise from "two up, one right"."""
-
 
 
 def is_knight_move(a: Sequence[int], b: Sequence[int]) -> bool:
@@ -199,7 +205,9 @@ class Board:
             or len(square) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in square)
         ):
-            raise InvalidSquareError(f"a square must be a (row, col) pair of integers, got {square!r}")
+            raise InvalidSquareError(
+                f"a square must be a (row, col) pair of integers, got {square!r}"
+            )
         sq = (int(square[0]), int(square[1]))
         if not self.contains(sq):
             raise InvalidSquareError(
@@ -314,6 +322,7 @@ def parse_board_list(spec: str) -> list[Board]:
                 raise InvalidBoardError(
                     f"cannot read board size {part!r} in {spec!r}: use n (e.g. 8), RxC (e.g. "
                     "6x8), a range of n x n boards a-b (e.g. 5-12), or a comma list of them "
-                    "(e.g. 5-8,10,6x8)") from None
+                    "(e.g. 5-8,10,6x8)"
+                ) from None
     seen: set[Board] = set()
     return [b for b in boards if not (b in seen or seen.add(b))]

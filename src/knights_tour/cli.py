@@ -26,42 +26,76 @@ from knights_tour.commands._shared import ExitCode, err, refused_write
 from knights_tour.errors import KnightsTourError
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "solve": ("knights_tour.commands.solve:solve", "Solve one job in-process: a knight's tour "
-              "of SIZE (8 or 6x8) from START (a1 or r,c)."),
+    "solve": (
+        "knights_tour.commands.solve:solve",
+        "Solve one job in-process: a knight's tour of SIZE (8 or 6x8) from START (a1 or r,c).",
+    ),
     "verify": ("knights_tour.commands.solve:verify", "Check the tour in FILE ('-' = stdin)."),
-    "run": ("knights_tour.commands.lifecycle:run", "Run a batch: one job per start square of "
-            "every board, in parallel, and collect it."),
-    "resume": ("knights_tour.commands.lifecycle:resume", "Resume BATCH: send again only its "
-               "jobs with no record, wait, and collect it."),
-    "submit": ("knights_tour.commands.lifecycle:submit", "Submit a batch to the workers "
-               "listening on a Redis server and return at once."),
-    "collect": ("knights_tour.commands.batch:collect", "Records of BATCH, one per job, sorted "
-                "by board and start square."),
+    "run": (
+        "knights_tour.commands.lifecycle:run",
+        "Run a batch: one job per start square of every board, in parallel, and collect it.",
+    ),
+    "resume": (
+        "knights_tour.commands.lifecycle:resume",
+        "Resume BATCH: send again only its jobs with no record, wait, and collect it.",
+    ),
+    "submit": (
+        "knights_tour.commands.lifecycle:submit",
+        "Submit a batch to the workers listening on a Redis server and return at once.",
+    ),
+    "collect": (
+        "knights_tour.commands.batch:collect",
+        "Records of BATCH, one per job, sorted by board and start square.",
+    ),
     "batches": ("knights_tour.commands.batch:batches", "List known batches, oldest first."),
-    "cancel": ("knights_tour.commands.lifecycle:cancel", "Cancel BATCH: drop its queued "
-               "tasks; workers skip its jobs and nothing re-sends them."),
-    "forget": ("knights_tour.commands.cleanup:forget", "Forget BATCH: delete every Redis key "
-               "of it (jobs, records, leases, ...) and its collection reports, and say what "
-               "was freed."),
-    "prune": ("knights_tour.commands.cleanup:prune", "Forget every batch and count created "
-              "longer than AGE ago (their Redis keys, records and collection reports) and "
-              "delete worker logs last written before then; say what was freed."),
-    "count": ("knights_tour.commands.count:count", "Count the knight's tours from every start "
-              "square of SIZE (exhaustively), in parallel."),
-    "draw": ("knights_tour.commands.pictures:draw", "Draw one tour: a JSON record, a JSON Lines "
-             "file of records (pick with --index or --start [--size]) or a step-number matrix "
-             "file ('-' = stdin)."),
-    "report": ("knights_tour.commands.pictures:report", "Report on a batch: BATCH from Redis, "
-               "or --from-jsonl FILE."),
-    "status": ("knights_tour.commands.batch:status", "Progress of BATCH (default: the newest "
-               "batch): jobs done / running / queued / failed, counts by status, mismatches "
-               "and an ETA."),
-    "workers": ("knights_tour.commands.ops:workers", "List the live Celery workers and what "
-                "they are running (Celery ping + inspect active)."),
-    "schedule": ("knights_tour.commands.ops:schedule_group", "The celery beat schedule "
-                 "(KT_SCHEDULE_FILE; see schedule.example.toml)."),
-    "reports": ("knights_tour.commands.ops:reports", "List the reports written by collections "
-                "(oldest first)."),
+    "cancel": (
+        "knights_tour.commands.lifecycle:cancel",
+        "Cancel BATCH: drop its queued tasks; workers skip its jobs and nothing re-sends them.",
+    ),
+    "forget": (
+        "knights_tour.commands.cleanup:forget",
+        "Forget BATCH: delete every Redis key "
+        "of it (jobs, records, leases, ...) and its collection reports, and say what "
+        "was freed.",
+    ),
+    "prune": (
+        "knights_tour.commands.cleanup:prune",
+        "Forget every batch and count created "
+        "longer than AGE ago (their Redis keys, records and collection reports) and "
+        "delete worker logs last written before then; say what was freed.",
+    ),
+    "count": (
+        "knights_tour.commands.count:count",
+        "Count the knight's tours from every start square of SIZE (exhaustively), in parallel.",
+    ),
+    "draw": (
+        "knights_tour.commands.pictures:draw",
+        "Draw one tour: a JSON record, a JSON Lines "
+        "file of records (pick with --index or --start [--size]) or a step-number matrix "
+        "file ('-' = stdin).",
+    ),
+    "report": (
+        "knights_tour.commands.pictures:report",
+        "Report on a batch: BATCH from Redis, or --from-jsonl FILE.",
+    ),
+    "status": (
+        "knights_tour.commands.batch:status",
+        "Progress of BATCH (default: the newest "
+        "batch): jobs done / running / queued / failed, counts by status, mismatches "
+        "and an ETA.",
+    ),
+    "workers": (
+        "knights_tour.commands.ops:workers",
+        "List the live Celery workers and what they are running (Celery ping + inspect active).",
+    ),
+    "schedule": (
+        "knights_tour.commands.ops:schedule_group",
+        "The celery beat schedule (KT_SCHEDULE_FILE; see schedule.example.toml).",
+    ),
+    "reports": (
+        "knights_tour.commands.ops:reports",
+        "List the reports written by collections (oldest first).",
+    ),
 }
 """Every ``ktour`` command: name -> (``"module:attribute"`` of its click command, the first
 sentence of its help, shown by ``ktour --help`` without importing the command)."""
@@ -80,20 +114,22 @@ class LazyGroup(click.Group):
         module, _, attr = COMMANDS[cmd_name][0].partition(":")
         return getattr(importlib.import_module(module), attr)
 
-    def resolve_command(self, ctx: click.Context, args: list[str]
-                        ) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         """As click's, but a mistyped command name gets a suggestion: ``No such command
         'stauts'. Did you mean 'status'?`` (closest names by :mod:`difflib`)."""
         try:
             return super().resolve_command(ctx, args)
-        except click.UsageError as exc:
+        except click.UsageError:
             name = click.utils.make_str(args[0]) if args else ""
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
             if not close or name in COMMANDS:
                 raise
             choices = " or ".join(f"'{c}'" for c in close)
-            raise click.UsageError(f"No such command '{name}'. Did you mean {choices}?",
-                                   ctx) from None
+            raise click.UsageError(
+                f"No such command '{name}'. Did you mean {choices}?", ctx
+            ) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
@@ -141,11 +177,20 @@ def _stdout_writes_all() -> None:
     writes everything or raises ``BrokenPipeError``. Line buffering keeps a terminal prompt.
     """
     stream = sys.stdout
-    if (stream is None or stream is not sys.__stdout__
-            or not isinstance(getattr(stream, "buffer", None), io.RawIOBase)):
+    if (
+        stream is None
+        or stream is not sys.__stdout__
+        or not isinstance(getattr(stream, "buffer", None), io.RawIOBase)
+    ):
         return  # buffered already, or replaced (e.g. captured by a test): left alone
-    sys.stdout = open(stream.fileno(), "w", encoding=stream.encoding,  # noqa: SIM115
-                      errors=stream.errors, closefd=False, buffering=1)
+    sys.stdout = open(
+        stream.fileno(),
+        "w",
+        encoding=stream.encoding,  # noqa: SIM115
+        errors=stream.errors,
+        closefd=False,
+        buffering=1,
+    )
 
 
 def _stdout_closed() -> ExitCode:

@@ -244,6 +244,7 @@ class Record(msgspec.Struct, kw_only=True):
 
 # -- the JSON form ----------------------------------------------------------------------------
 
+
 def _digits(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """ASCII digits of non-negative ``values``, right-aligned in ``width`` columns, and the mask
     of the columns that belong to each number (no leading zeros)."""
@@ -260,8 +261,7 @@ _SMALL_SIDE = 64
 @functools.lru_cache(maxsize=_SMALL_SIDE)
 def _square_texts(side: int) -> np.ndarray:
     """``b"[r,c]"`` for every square of a ``side`` x ``side`` board, row-major."""
-    return np.array([b"[%d,%d]" % (r, c) for r in range(side) for c in range(side)],
-                    dtype=object)
+    return np.array([b"[%d,%d]" % (r, c) for r in range(side) for c in range(side)], dtype=object)
 
 
 def tour_json(tour: Tour) -> bytes:
@@ -356,5 +356,17 @@ def record_from_json(text: bytes | str) -> Record:
 TourResult = Record
 """The name the solver backends use for what they return: the same type as :class:`Record`."""
 
-__all__ = ["Record", "TourResult", "Status", "Proof", "Checks", "Tour", "DECIDED", "as_tour",
-           "json_bytes", "record_from_json", "tour_json", "tour_from_list"]
+__all__ = [
+    "Record",
+    "TourResult",
+    "Status",
+    "Proof",
+    "Checks",
+    "Tour",
+    "DECIDED",
+    "as_tour",
+    "json_bytes",
+    "record_from_json",
+    "tour_json",
+    "tour_from_list",
+]

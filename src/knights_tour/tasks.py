@@ -14,9 +14,8 @@ from typing import Any
 from celery.signals import worker_process_init
 
 from knights_tour import worker
-from knights_tour.service import collector, execution, recovery, schedule
+from knights_tour.service import collector, execution, lease_keeper, recovery, schedule
 from knights_tour.settings import get_settings
-from knights_tour.service import lease_keeper
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.worker import app
 
@@ -37,8 +36,7 @@ def _resend(batch_id: str) -> execution.Send:
     """Send more jobs of ``batch_id`` at recovery priority (hand-off, lost jobs)."""
 
     def send(job_dicts: list[dict[str, Any]]) -> None:
-        worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts],
-                    priority=worker.RECOVERY_PRIORITY)
+        worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts], priority=worker.RECOVERY_PRIORITY)
 
     return send
 
@@ -83,7 +81,8 @@ def collect_reports() -> dict[str, Any]:
     ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict."""
     settings = get_settings()
     result = collector.collect_finished(
-        execution.redis_client(), settings.reports_path,
+        execution.redis_client(),
+        settings.reports_path,
         lock_timeout_s=settings.collect_lock_timeout_s,
     )
     if result["written"]:
@@ -109,8 +108,11 @@ def recovery_tick() -> dict[str, list[str]]:
     if not _recovery_redis:  # its own client: the timer thread shares no connection
         _recovery_redis.append(connect(get_settings().redis_url or worker.DEFAULT_REDIS_URL))
 
-    resent = recovery.sweep(_recovery_redis[0], recovery.sender(worker.TASK_RUN_JOBS),
-                            recovery.sender(worker.TASK_COUNT_SUBJOBS))
+    resent = recovery.sweep(
+        _recovery_redis[0],
+        recovery.sender(worker.TASK_RUN_JOBS),
+        recovery.sender(worker.TASK_COUNT_SUBJOBS),
+    )
     for unit, job_keys in resent.items():
         log.warning("recovery: re-sent %d item(s) of %s lost with a worker", len(job_keys), unit)
     return resent

@@ -14,8 +14,13 @@ from pathlib import Path
 def _ktour(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
     env["KT_DATA_DIR"] = str(data_dir)
-    return subprocess.run([sys.executable, "-m", "knights_tour", "count", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "knights_tour", "count", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_dp_grid_5x5_matches_a165134_and_says_its_method(tmp_path):
@@ -27,10 +32,10 @@ def test_dp_grid_5x5_matches_a165134_and_says_its_method(tmp_path):
     record = json.loads(out.read_text())
     assert record["total"] == 1728
     assert record["grid"][0][0] == 304 and record["grid"][2][2] == 64
-    assert record["grid"][0][1] == 0                  # minority colour of an odd board
+    assert record["grid"][0][1] == 0  # minority colour of an odd board
     assert record["peak_rss_bytes"] > 0 and record["wall_s"] > 0
     layer_files = list((tmp_path / "frontier").glob("*/manifest.json"))
-    assert layer_files                                # checkpoints a rerun resumes from
+    assert layer_files  # checkpoints a rerun resumes from
     again = _ktour("5", "--method", "dp", "--start", "a1", "--json", data_dir=tmp_path)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["grid"][4][0] == 304

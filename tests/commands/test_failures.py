@@ -27,12 +27,19 @@ def _env(env: dict[str, str] | None) -> dict[str, str]:
     return full
 
 
-def ktour(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
-          timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+def ktour(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 180.0
+) -> subprocess.CompletedProcess[str]:
     """Run ``ktour ARGS`` in a subprocess; ``env`` entries override the environment (where
     ``KT_REDIS_URL`` is unset unless given)."""
-    return subprocess.run([sys.executable, "-m", "knights_tour", *args], env=_env(env),
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "knights_tour", *args],
+        env=_env(env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -41,8 +48,9 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "kt-data"
 
 
-def assert_one_error_line(proc: subprocess.CompletedProcess[str], *fragments: str,
-                          after_progress: bool = False) -> str:
+def assert_one_error_line(
+    proc: subprocess.CompletedProcess[str], *fragments: str, after_progress: bool = False
+) -> str:
     """Exit 2, exactly one ``ktour: error:`` line on stderr holding every fragment, and no
     other line (``after_progress``: the progress notes of a batch that ran may precede it)."""
     lines = proc.stderr.splitlines()
@@ -83,22 +91,28 @@ def test_verify_a_step_printed_twice_is_invalid_exit_1(tmp_path: Path) -> None:
     assert proc.stderr == ""
 
 
-@pytest.mark.parametrize("change, reason", [
-    ((1, 1, 65), "step 65 is out of range 1..64 for a 8x8 board (line 1, column 1)"),
-    ((1, 2, 1), "step 1 appears twice (line 1, column 2 and line 5, column 1)"),
-    ((3, 3, -3), "step numbers must start at 1 (or 0), but the smallest is -3"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ((1, 1, 65), "step 65 is out of range 1..64 for a 8x8 board (line 1, column 1)"),
+        ((1, 2, 1), "step 1 appears twice (line 1, column 2 and line 5, column 1)"),
+        ((3, 3, -3), "step numbers must start at 1 (or 0), but the smallest is -3"),
+    ],
+)
 def test_verify_numbers_that_are_not_the_steps_are_invalid(tmp_path: Path, change, reason) -> None:
     path = _book(tmp_path, *change)
     proc = ktour("verify", "-", stdin=path.read_text())
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, f"invalid: {reason}\n", "")
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ("1 2 3\n4 5\n", "line 2: ragged rows"),
-    ("1 2\n3 four\n", "'four' is not a step number"),
-    ("", "no step numbers"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("1 2 3\n4 5\n", "line 2: ragged rows"),
+        ("1 2\n3 four\n", "'four' is not a step number"),
+        ("", "no step numbers"),
+    ],
+)
 def test_verify_a_file_that_is_not_a_matrix_stays_exit_2(tmp_path: Path, content, fragment) -> None:
     path = tmp_path / "bad.txt"
     path.write_text(content)
@@ -127,19 +141,26 @@ def _all_keys(redis_server: object) -> dict[int, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("command", [
-    ["submit", "--sizes", "5"],
-    ["run", "--sizes", "5", "--workers", "0"],
-    ["workers"],
-    ["count", "5", "--workers", "0"],
-])
-@pytest.mark.parametrize("tail, fragment", [
-    ("/abc", "database 'abc' is not a number"),
-    ("/0?db=x", "database 'x' is not a number"),
-    ("/99", "has no database 99"),
-])
-def test_bad_redis_database_is_one_line_and_no_phantom_batch(redis_server, command, tail,
-                                                             fragment) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["submit", "--sizes", "5"],
+        ["run", "--sizes", "5", "--workers", "0"],
+        ["workers"],
+        ["count", "5", "--workers", "0"],
+    ],
+)
+@pytest.mark.parametrize(
+    "tail, fragment",
+    [
+        ("/abc", "database 'abc' is not a number"),
+        ("/0?db=x", "database 'x' is not a number"),
+        ("/99", "has no database 99"),
+    ],
+)
+def test_bad_redis_database_is_one_line_and_no_phantom_batch(
+    redis_server, command, tail, fragment
+) -> None:
     url = _with_path(redis_server.url, tail)
     before = _all_keys(redis_server)
     proc = ktour(*command, "--redis", url)
@@ -147,13 +168,16 @@ def test_bad_redis_database_is_one_line_and_no_phantom_batch(redis_server, comma
     assert _all_keys(redis_server) == before
 
 
-@pytest.mark.parametrize("url, fragment", [
-    ("http://127.0.0.1:6379/0", "scheme 'http'; use redis://, rediss:// or unix://"),
-    ("127.0.0.1:6379", "use redis://, rediss:// or unix://"),
-    ("redis://127.0.0.1:99999/0", "port '99999' is not a number in 1..65535"),
-    ("redis://127.0.0.1:six/0", "port 'six' is not a number in 1..65535"),
-    ("redis:///0", "no host"),
-])
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("http://127.0.0.1:6379/0", "scheme 'http'; use redis://, rediss:// or unix://"),
+        ("127.0.0.1:6379", "use redis://, rediss:// or unix://"),
+        ("redis://127.0.0.1:99999/0", "port '99999' is not a number in 1..65535"),
+        ("redis://127.0.0.1:six/0", "port 'six' is not a number in 1..65535"),
+        ("redis:///0", "no host"),
+    ],
+)
 def test_malformed_redis_url_is_one_line(url: str, fragment: str) -> None:
     proc = ktour("submit", "--sizes", "5", "--redis", url)
     assert_one_error_line(proc, "invalid Redis URL", fragment)
@@ -173,12 +197,18 @@ def test_redis_url_password_is_masked_in_the_error() -> None:
 # -- configuration and options that cannot work: refused before anything starts --------------
 
 
-@pytest.mark.parametrize("name, value", [("KT_DATA_DIR", ""), ("KT_DATA_DIR", "  "),
-                                         ("KT_REPORTS_DIR", "")])
+@pytest.mark.parametrize(
+    "name, value", [("KT_DATA_DIR", ""), ("KT_DATA_DIR", "  "), ("KT_REPORTS_DIR", "")]
+)
 def test_empty_path_variable_is_refused_not_the_current_directory(tmp_path, name, value) -> None:
-    proc = subprocess.run([sys.executable, "-m", "knights_tour", "run", "--sizes", "5"],
-                          env=_env({name: value}), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "knights_tour", "run", "--sizes", "5"],
+        env=_env({name: value}),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_one_error_line(proc, f"invalid configuration: {name}: must be a path, not empty")
     assert list(tmp_path.iterdir()) == []  # no redis/ or logs/ in the current directory
 
@@ -193,9 +223,26 @@ def test_workers_0_without_redis_is_refused_at_once(data_dir: Path, command) -> 
 def test_workers_0_with_a_redis_url_is_accepted(redis_server, data_dir: Path) -> None:
     url = _with_path(redis_server.url, "/0")
     proc = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "run", "--sizes", "5", "--workers", "0",
-         "--timeout", "1", "--redis", url], env=_env({"KT_DATA_DIR": str(data_dir)}),
-        cwd=data_dir.parent, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "run",
+            "--sizes",
+            "5",
+            "--workers",
+            "0",
+            "--timeout",
+            "1",
+            "--redis",
+            url,
+        ],
+        env=_env({"KT_DATA_DIR": str(data_dir)}),
+        cwd=data_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "--workers" not in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -221,8 +268,16 @@ def test_unwritable_out_is_refused_before_the_batch(tmp_path, data_dir: Path, ca
         out, why = tmp_path / "no-such" / "r.jsonl", f"directory {tmp_path / 'no-such'} does not"
     else:
         out, why = _read_only_dir(tmp_path) / "r.jsonl", "cannot write"
-    proc = ktour("run", "--sizes", "5", "--workers", "1", "--out", str(out),
-                 env={"KT_DATA_DIR": str(data_dir)})
+    proc = ktour(
+        "run",
+        "--sizes",
+        "5",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        env={"KT_DATA_DIR": str(data_dir)},
+    )
     assert_one_error_line(proc, f"cannot write {out}", why)
     assert not data_dir.exists()  # checked before anything started: no batch anywhere
 
@@ -230,10 +285,22 @@ def test_unwritable_out_is_refused_before_the_batch(tmp_path, data_dir: Path, ca
 def test_full_disk_on_out_names_the_path(data_dir) -> None:
     """``/dev/full`` answers every write with ENOSPC, as a full disk does; the batch ran (a full
     disk cannot be foreseen), so the message says how to get its records."""
-    proc = ktour("run", "--sizes", "5", "--workers", "1", "--out", "/dev/full",
-                 env={"KT_DATA_DIR": str(data_dir)})
-    assert_one_error_line(proc, "cannot write /dev/full: No space left on device",
-                          "ktour collect", after_progress=True)
+    proc = ktour(
+        "run",
+        "--sizes",
+        "5",
+        "--workers",
+        "1",
+        "--out",
+        "/dev/full",
+        env={"KT_DATA_DIR": str(data_dir)},
+    )
+    assert_one_error_line(
+        proc,
+        "cannot write /dev/full: No space left on device",
+        "ktour collect",
+        after_progress=True,
+    )
     assert Path("/dev/full").is_char_device()  # written in place, never replaced
 
 
@@ -243,8 +310,22 @@ def test_closed_stdout_pipe_exits_2_with_one_line(data_dir: Path) -> None:
     for unbuffered in ("1", ""):
         env = _env({"KT_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": unbuffered})
         proc = subprocess.Popen(
-            [sys.executable, "-m", "knights_tour", "run", "--sizes", "5-8", "--workers", "1",
-             "--out", "-"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-m",
+                "knights_tour",
+                "run",
+                "--sizes",
+                "5-8",
+                "--workers",
+                "1",
+                "--out",
+                "-",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout is not None and proc.stderr is not None
         assert len(proc.stdout.read(100)) == 100
         proc.stdout.close()
@@ -252,8 +333,9 @@ def test_closed_stdout_pipe_exits_2_with_one_line(data_dir: Path) -> None:
         assert proc.wait(timeout=180) == 2, stderr
         assert "Traceback" not in stderr and "Exception ignored" not in stderr
         errors = [line for line in stderr.splitlines() if "error" in line]
-        assert errors == ["ktour: error: stdout was closed before all output was written "
-                          "(broken pipe)"]
+        assert errors == [
+            "ktour: error: stdout was closed before all output was written (broken pipe)"
+        ]
 
 
 # -- the data dir: full or read-only ---------------------------------------------------------
@@ -263,8 +345,11 @@ def _private_mounts() -> bool:
     """Whether this user may mount a tmpfs in a private user + mount namespace."""
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"],
+        capture_output=True,
+        timeout=30,
+    )
     return probe.returncode == 0
 
 
@@ -276,11 +361,16 @@ def ktour_on_tmpfs(mount: Path, options: str, *commands: list[str]) -> list[tupl
     for i, cmd in enumerate(commands):
         argv = " ".join([sys.executable, "-m", "knights_tour", *cmd])
         script.append(f"{argv} >/dev/null 2>{mount.parent}/err{i}; echo $? >{mount.parent}/rc{i}")
-    proc = subprocess.run(["unshare", "-rm", "sh", "-c", "\n".join(script)],
-                          env=_env({"KT_DATA_DIR": str(mount)}), timeout=300)
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "\n".join(script)],
+        env=_env({"KT_DATA_DIR": str(mount)}),
+        timeout=300,
+    )
     assert proc.returncode == 0
-    return [(int((mount.parent / f"rc{i}").read_text()), (mount.parent / f"err{i}").read_text())
-            for i in range(len(commands))]
+    return [
+        (int((mount.parent / f"rc{i}").read_text()), (mount.parent / f"err{i}").read_text())
+        for i in range(len(commands))
+    ]
 
 
 def _misconf_server(directory: Path):

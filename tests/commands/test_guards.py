@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from knights_tour import worker
 from knights_tour.board import Board
 from knights_tour.cli import main
 from knights_tour.core.jobs import Job, JobOptions, run_job
@@ -32,7 +33,6 @@ from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 from knights_tour.store import keys, leases
 from knights_tour.store.ledger import Ledger
-from knights_tour import worker
 
 
 @pytest.fixture(autouse=True)
@@ -83,8 +83,9 @@ def test_the_output_estimate_bounds_the_records_actually_written():
 
 
 @pytest.mark.parametrize("command", ["run", "submit"])
-def test_a_million_jobs_without_yes_is_refused_with_one_line(capsys, redis_client,
-                                                             redis_db_url, command):
+def test_a_million_jobs_without_yes_is_refused_with_one_line(
+    capsys, redis_client, redis_db_url, command
+):
     before = _all_keys(redis_client)
     code, out, err = run_cli(capsys, command, "--sizes", "1000", "--redis", redis_db_url)
     assert code == 2 and out == ""
@@ -94,8 +95,9 @@ def test_a_million_jobs_without_yes_is_refused_with_one_line(capsys, redis_clien
     assert _all_keys(redis_client) == before  # nothing registered, nothing queued
 
 
-def test_on_a_terminal_the_question_is_asked_and_no_submits_nothing(capsys, monkeypatch,
-                                                                    redis_client, redis_db_url):
+def test_on_a_terminal_the_question_is_asked_and_no_submits_nothing(
+    capsys, monkeypatch, redis_client, redis_db_url
+):
     monkeypatch.setattr("knights_tour.commands._shared.stdin_is_terminal", lambda: True)
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, _, err = run_cli(capsys, "submit", "--sizes", "1000", "--redis", redis_db_url)
@@ -122,8 +124,9 @@ def test_yes_and_a_yes_answer_submit(capsys, monkeypatch, redis_client, redis_db
 
 def test_count_beyond_an_hour_of_this_machine_asks(capsys, redis_client, redis_db_url):
     # closed tours are always counted by enumeration; 6x8 takes CPU-hours that way
-    code, out, err = run_cli(capsys, "count", "6x8", "--closed", "--workers", "2",
-                             "--redis", redis_db_url)
+    code, out, err = run_cli(
+        capsys, "count", "6x8", "--closed", "--workers", "2", "--redis", redis_db_url
+    )
     assert code == 2 and out == ""
     line = err.splitlines()[-1]
     assert line.startswith("ktour: error: not submitted: an exhaustive count on 6x8")
@@ -148,9 +151,9 @@ def _batch_with_records(url: str, r, size: str, recorded: int) -> tuple[str, lis
     return batch_id, jobs
 
 
-def test_forget_leaves_no_key_of_the_batch_and_says_what_was_freed(capsys, redis_client,
-                                                                    redis_db_url, tmp_path,
-                                                                    monkeypatch):
+def test_forget_leaves_no_key_of_the_batch_and_says_what_was_freed(
+    capsys, redis_client, redis_db_url, tmp_path, monkeypatch
+):
     r = redis_client
     gone, jobs = _batch_with_records(redis_db_url, r, "6", 7)
     kept, _ = _batch_with_records(redis_db_url, r, "5", 3)
@@ -162,7 +165,8 @@ def test_forget_leaves_no_key_of_the_batch_and_says_what_was_freed(capsys, redis
         for path in collector.report_paths(reports, bid):
             path.write_text("{}\n")
     (reports / collector.INDEX_FILE).write_text(
-        "".join(json.dumps({"batch_id": b}) + "\n" for b in (gone, kept)))
+        "".join(json.dumps({"batch_id": b}) + "\n" for b in (gone, kept))
+    )
     before = _all_keys(r)
     mine = [k for k in before if gone in k]
     pointer = [k for k in before if k.startswith(keys.PREFIX + "resume:") and r.get(k) == gone]
@@ -178,19 +182,21 @@ def test_forget_leaves_no_key_of_the_batch_and_says_what_was_freed(capsys, redis
     assert [k for k in after if gone in k] == []
     assert set(after) == set(before) - set(mine) - set(pointer)  # and nothing else
     assert gone not in r.zrange(keys.batches(), 0, -1) and gone not in r.smembers(
-        keys.active_batches())
+        keys.active_batches()
+    )
     assert _batch_messages(r, gone) == 0 and _batch_messages(r, kept) == 7
     assert sorted(p.name for p in reports.iterdir()) == sorted(
-        [collector.INDEX_FILE] + [p.name for p in collector.report_paths(reports, kept)])
-    assert [json.loads(x)["batch_id"] for x in
-            (reports / collector.INDEX_FILE).read_text().splitlines()] == [kept]
+        [collector.INDEX_FILE] + [p.name for p in collector.report_paths(reports, kept)]
+    )
+    assert [
+        json.loads(x)["batch_id"] for x in (reports / collector.INDEX_FILE).read_text().splitlines()
+    ] == [kept]
 
     code, _, err = run_cli(capsys, "forget", gone, "--redis", redis_db_url)
     assert code == 2 and f"unknown batch '{gone}'" in err
 
 
-def test_forget_refuses_while_a_job_runs_and_cancels_meanwhile(capsys, redis_client,
-                                                               redis_db_url):
+def test_forget_refuses_while_a_job_runs_and_cancels_meanwhile(capsys, redis_client, redis_db_url):
     r = redis_client
     batch_id, jobs = _batch_with_records(redis_db_url, r, "5", 0)
     # a job of it is running: claimed by a process whose lease is live
@@ -203,8 +209,9 @@ def test_forget_refuses_while_a_job_runs_and_cancels_meanwhile(capsys, redis_cli
     assert _batch_messages(r, batch_id) == 0 and r.exists(keys.batch(batch_id))
 
 
-def test_prune_forgets_what_is_older_and_keeps_the_rest(capsys, redis_client, redis_db_url,
-                                                        tmp_path):
+def test_prune_forgets_what_is_older_and_keeps_the_rest(
+    capsys, redis_client, redis_db_url, tmp_path
+):
     r = redis_client
     old, _ = _batch_with_records(redis_db_url, r, "5", 25)
     new, _ = _batch_with_records(redis_db_url, r, "5x6", 2)
@@ -249,8 +256,17 @@ def test_files_get_the_umask_mode(capsys, redis_client, redis_db_url, tmp_path, 
     old = os.umask(mask)
     try:
         out = tmp_path / "r.jsonl"
-        code, _, err = run_cli(capsys, "collect", batch_id, "--format", "csv", "--out",
-                               str(out), "--redis", redis_db_url)
+        code, _, err = run_cli(
+            capsys,
+            "collect",
+            batch_id,
+            "--format",
+            "csv",
+            "--out",
+            str(out),
+            "--redis",
+            redis_db_url,
+        )
         assert code in (0, 1), err
         assert stat.S_IMODE(out.stat().st_mode) == mode
         out.chmod(0o640)  # an existing file keeps its own mode, as open(..., "w") would
@@ -278,8 +294,10 @@ def test_progress_lines_every_interval_with_rate_and_eta():
     finally:
         shared.note = real_note
     # 24 s of polls every 2 s: a line at 10 s and at 20 s after the first poll
-    assert lines == ["batch B: 50/620 jobs done, 5.0/s, ETA 1m54s",
-                     "batch B: 100/620 jobs done, 5.0/s, ETA 1m44s"]
+    assert lines == [
+        "batch B: 50/620 jobs done, 5.0/s, ETA 1m54s",
+        "batch B: 100/620 jobs done, 5.0/s, ETA 1m44s",
+    ]
 
 
 def test_a_mistyped_command_gets_a_suggestion(capsys):
@@ -315,8 +333,11 @@ def _docstrings(tree) -> set[int]:
     not messages."""
     import ast
 
-    return {id(node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
 
 
 def test_every_option_a_message_or_help_names_is_an_option_of_ktour():
@@ -342,8 +363,12 @@ def test_every_option_a_message_or_help_names_is_an_option_of_ktour():
     for name in COMMANDS:
         collect(cli.get_command(ctx, name))
     root = Path(__file__).resolve().parents[2] / "src" / "knights_tour"
-    skip = {"service/embedded_redis.py", "service/local_workers.py",
-            "service/celery_worker_main.py", "worker.py"}
+    skip = {
+        "service/embedded_redis.py",
+        "service/local_workers.py",
+        "service/celery_worker_main.py",
+        "worker.py",
+    }
     unknown = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
@@ -352,8 +377,11 @@ def test_every_option_a_message_or_help_names_is_an_option_of_ktour():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docs = _docstrings(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-                    id(node) not in docs or rel.startswith("commands/")):  # help = docstring
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and (id(node) not in docs or rel.startswith("commands/"))
+            ):  # help = docstring
                 for opt in re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]", node.value):
                     if opt not in options:
                         unknown.append(f"{rel}:{node.lineno} {opt}")

@@ -93,8 +93,7 @@ def _default_sigint() -> None:  # in the child: Ctrl-C as on a terminal
 def _submitted_and_cancelled(capsys, r, url: str) -> tuple[str, dict[str, float]]:
     """A 6x6 batch submitted (no worker listening), 7 of its jobs recorded (as a worker
     would), then cancelled; returns its id and the recorded jobs' finish times."""
-    code, out, err = run_cli(capsys, "submit", "--sizes", "6", "--chunk-size", "4",
-                             "--redis", url)
+    code, out, err = run_cli(capsys, "submit", "--sizes", "6", "--chunk-size", "4", "--redis", url)
     assert code == 0, err
     batch_id = out.splitlines()[-1]
     early = {}
@@ -118,50 +117,94 @@ def _exactly_once(path: Path, batch_id: str, early: dict[str, float]) -> None:
     assert sum(r["worker"] == "earlier@test" for r in records) == 7
 
 
-def test_submit_cancel_resume_gives_every_record_exactly_once(capsys, redis_client,
-                                                              redis_db_url, tmp_path,
-                                                              monkeypatch):
+def test_submit_cancel_resume_gives_every_record_exactly_once(
+    capsys, redis_client, redis_db_url, tmp_path, monkeypatch
+):
     monkeypatch.setenv("KT_PROGRESS_S", "0.5")
     get_settings.cache_clear()
     batch_id, early = _submitted_and_cancelled(capsys, redis_client, redis_db_url)
     out_file = tmp_path / "resumed.jsonl"
-    code, out, err = run_cli(capsys, "resume", batch_id, "--workers", "2", "--redis",
-                             redis_db_url, "--out", str(out_file))
+    code, out, err = run_cli(
+        capsys,
+        "resume",
+        batch_id,
+        "--workers",
+        "2",
+        "--redis",
+        redis_db_url,
+        "--out",
+        str(out_file),
+    )
     assert code == 0, err
-    assert (f"resuming batch {batch_id}: 7 of 36 jobs already recorded, not recomputed; 29 "
-            "sent") in err
+    assert (
+        f"resuming batch {batch_id}: 7 of 36 jobs already recorded, not recomputed; 29 sent"
+    ) in err
     assert out.splitlines()[-1] == batch_id
     _exactly_once(out_file, batch_id, early)
     assert redis_client.hlen(keys.batch_records(batch_id)) == 36
     assert store.batch_state(redis_client, batch_id) is None  # no longer cancelled
     # stderr is not a terminal here: progress came as lines, not as a bar
-    assert re.search(rf"ktour: batch {batch_id}: \d+/36 jobs done, (rate -|[\d.,]+/s), ETA ",
-                     err), err
+    assert re.search(
+        rf"ktour: batch {batch_id}: \d+/36 jobs done, (rate -|[\d.,]+/s), ETA ", err
+    ), err
     # resuming a complete batch collects it again, sending nothing
-    code, _, err = run_cli(capsys, "resume", batch_id, "--workers", "1", "--redis",
-                           redis_db_url, "--out", str(tmp_path / "again.jsonl"))
+    code, _, err = run_cli(
+        capsys,
+        "resume",
+        batch_id,
+        "--workers",
+        "1",
+        "--redis",
+        redis_db_url,
+        "--out",
+        str(tmp_path / "again.jsonl"),
+    )
     assert code == 0 and f"batch {batch_id} is complete (36/36 jobs)" in err
     assert (tmp_path / "again.jsonl").read_text() == out_file.read_text()
 
 
-def test_run_with_the_same_arguments_resumes_a_submitted_batch(capsys, redis_client,
-                                                               redis_db_url, tmp_path):
+def test_run_with_the_same_arguments_resumes_a_submitted_batch(
+    capsys, redis_client, redis_db_url, tmp_path
+):
     batch_id, early = _submitted_and_cancelled(capsys, redis_client, redis_db_url)
     out_file = tmp_path / "run.jsonl"
-    code, out, err = run_cli(capsys, "run", "--sizes", "6", "--chunk-size", "4", "--workers",
-                             "2", "--redis", redis_db_url, "--out", str(out_file))
+    code, out, err = run_cli(
+        capsys,
+        "run",
+        "--sizes",
+        "6",
+        "--chunk-size",
+        "4",
+        "--workers",
+        "2",
+        "--redis",
+        redis_db_url,
+        "--out",
+        str(out_file),
+    )
     assert code == 0, err
     assert f"resuming batch {batch_id}: 7 of 36 jobs already recorded" in err
     _exactly_once(out_file, batch_id, early)
 
 
-def test_run_with_a_sweeps_arguments_resumes_the_sweeps_batch(capsys, redis_client,
-                                                              redis_db_url, tmp_path):
+def test_run_with_a_sweeps_arguments_resumes_the_sweeps_batch(
+    capsys, redis_client, redis_db_url, tmp_path
+):
     sweep_batch = run_sweep(redis_db_url, {"name": "nightly-5", "sizes": "5", "every": "1d"})
     assert store.get_batch_meta(redis_client, sweep_batch)["params"]["schedule"] == "nightly-5"
     out_file = tmp_path / "run.jsonl"
-    code, out, err = run_cli(capsys, "run", "--sizes", "5", "--workers", "1", "--redis",
-                             redis_db_url, "--out", str(out_file))
+    code, out, err = run_cli(
+        capsys,
+        "run",
+        "--sizes",
+        "5",
+        "--workers",
+        "1",
+        "--redis",
+        redis_db_url,
+        "--out",
+        str(out_file),
+    )
     assert code == 0, err
     assert f"resuming batch {sweep_batch}: 0 of 25 jobs already recorded" in err
     records = _records(out_file)
@@ -178,9 +221,26 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
     env = _env(KT_DATA_DIR=str(data), KT_WORKERS="1", KT_PROGRESS_S="1")
     began = time.monotonic()
     first = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "run", "--sizes", "14,16", "--solver",
-         "cpsat", "--chunk-size", "2", "--timeout", "4"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S)
+        [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "run",
+            "--sizes",
+            "14,16",
+            "--solver",
+            "cpsat",
+            "--chunk-size",
+            "2",
+            "--timeout",
+            "4",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     took = time.monotonic() - began
     assert first.returncode == 1, first.stderr
     (line,) = [ln for ln in first.stderr.splitlines() if "cancelled" in ln]
@@ -193,7 +253,12 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
 
     second = subprocess.run(
         [sys.executable, "-m", "knights_tour", "run", "--sizes", "5", "--out", "r.jsonl"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S)
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert second.returncode == 0, second.stderr
     assert len(_records(tmp_path / "r.jsonl")) == 25
     # the first batch's tasks were gone before the second run started: nothing of it ran
@@ -210,9 +275,23 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
 
     # and `ktour resume` finishes it on the embedded Redis, every job recorded once
     third = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "resume", batch_id, "--workers", "2", "--out",
-         "resumed.jsonl"], env=env, cwd=tmp_path, capture_output=True, text=True,
-        timeout=DEADLINE_S)
+        [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "resume",
+            batch_id,
+            "--workers",
+            "2",
+            "--out",
+            "resumed.jsonl",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+    )
     assert third.returncode == 0, third.stderr
     assert f"resuming batch {batch_id}: {kept} of 452 jobs already recorded" in third.stderr
     records = _records(tmp_path / "resumed.jsonl")
@@ -224,21 +303,42 @@ def _start_run(tmp_path: Path, url: str, name: str) -> tuple[subprocess.Popen, P
     err = tmp_path / f"{name}.err"
     with open(err, "w") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "knights_tour", "run", "--sizes", "16", "--solver", "cpsat",
-             "--chunk-size", "2", "--workers", "1", "--redis", url, "--out",
-             str(tmp_path / f"{name}.jsonl")],
-            env=_env(KT_DATA_DIR=str(tmp_path / "kt-data")), cwd=tmp_path,
-            stdout=subprocess.DEVNULL, stderr=fh, preexec_fn=_default_sigint)
+            [
+                sys.executable,
+                "-m",
+                "knights_tour",
+                "run",
+                "--sizes",
+                "16",
+                "--solver",
+                "cpsat",
+                "--chunk-size",
+                "2",
+                "--workers",
+                "1",
+                "--redis",
+                url,
+                "--out",
+                str(tmp_path / f"{name}.jsonl"),
+            ],
+            env=_env(KT_DATA_DIR=str(tmp_path / "kt-data")),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            preexec_fn=_default_sigint,
+        )
     return proc, err
 
 
 def _running_batch(r: redis.Redis) -> str:
     """Once the run's batch has all its tasks queued and a first record: its id."""
+
     def ready():
         ids = r.zrange(keys.batches(), 0, -1)
         if ids and r.hlen(keys.batch_records(ids[-1])) >= 1:
             return ids[-1]
         return None
+
     return _wait_for(ready, "the run's first record")
 
 
@@ -268,8 +368,9 @@ def test_ctrl_c_cancels_only_its_own_batch(redis_client, redis_db_url, tmp_path)
     assert store.batch_state(r, mine) == store.CANCELLED and store.batch_state(r, other) is None
 
 
-def test_a_cancel_from_another_shell_ends_the_run_with_exit_1(capsys, redis_client,
-                                                              redis_db_url, tmp_path):
+def test_a_cancel_from_another_shell_ends_the_run_with_exit_1(
+    capsys, redis_client, redis_db_url, tmp_path
+):
     proc, err = _start_run(tmp_path, redis_db_url, "b")
     try:
         mine = _running_batch(redis_client)
@@ -290,19 +391,36 @@ def test_a_cancel_from_another_shell_ends_the_run_with_exit_1(capsys, redis_clie
 
 
 def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
-        redis_client, redis_db_url, tmp_path):
+    redis_client, redis_db_url, tmp_path
+):
     """6x6 open tours: 6,637,920 in all (OEIS A165134), counted in 348 sub-jobs."""
     r = redis_client
-    args = [sys.executable, "-m", "knights_tour", "count", "6", "--workers", "1",
-            "--redis", redis_db_url]
+    args = [
+        sys.executable,
+        "-m",
+        "knights_tour",
+        "count",
+        "6",
+        "--workers",
+        "1",
+        "--redis",
+        redis_db_url,
+    ]
     env = _env(KT_DATA_DIR=str(tmp_path / "kt-data"))
     err = tmp_path / "count.err"
     with open(err, "w") as fh:
-        proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                stderr=fh, preexec_fn=_default_sigint)
+        proc = subprocess.Popen(
+            args,
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            preexec_fn=_default_sigint,
+        )
     try:
-        count_id = _wait_for(lambda: next(iter(r.zrange(keys.counts(), 0, -1)), None),
-                             "the count to be registered")
+        count_id = _wait_for(
+            lambda: next(iter(r.zrange(keys.counts(), 0, -1)), None), "the count to be registered"
+        )
         _wait_for(lambda: r.hlen(keys.count_partials(count_id)) >= 3, "some partial counts")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=DEADLINE_S) == 130, err.read_text()
@@ -311,9 +429,12 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
             proc.kill()
             proc.wait()
     (line,) = [ln for ln in err.read_text().splitlines() if "stopped" in ln]
-    m = re.fullmatch(rf"ktour: count {count_id} stopped by Ctrl-C: (\d+)/348 sub-jobs counted "
-                     r"\(kept\); (\d+) queued task\(s\) of this count dropped, other work "
-                     r"untouched; the same command resumes it", line)
+    m = re.fullmatch(
+        rf"ktour: count {count_id} stopped by Ctrl-C: (\d+)/348 sub-jobs counted "
+        r"\(kept\); (\d+) queued task\(s\) of this count dropped, other work "
+        r"untouched; the same command resumes it",
+        line,
+    )
     assert m, line
     done, dropped = int(m.group(1)), int(m.group(2))
     # every sub-job was counted or dropped (queued, or held by the killed worker), but for
@@ -325,8 +446,9 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
     assert not any(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     assert not r.sismember(keys.active_counts(), count_id)
 
-    again = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True,
-                           timeout=DEADLINE_S)
+    again = subprocess.run(
+        args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S
+    )
     assert again.returncode == 0, again.stderr
     assert "total: 6,637,920" in again.stdout
     reused = int(re.search(r"; (\d+) reused from an earlier run", again.stdout).group(1))

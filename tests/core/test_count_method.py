@@ -19,7 +19,7 @@ def test_auto_enumerates_up_to_6x6_and_uses_the_dp_beyond():
     big = choose_method(Board(7, 7))
     assert big.method == "dp" and "frontier" in big.reason
     assert choose_method(Board(7, 7), closed=True).method == "enumerate"
-    assert choose_method(Board(9, 9)).method == "enumerate"        # frontier too wide
+    assert choose_method(Board(9, 9)).method == "enumerate"  # frontier too wide
 
 
 def test_forced_methods_and_refusals():
@@ -38,9 +38,9 @@ def test_dp_count_grid_equals_enumeration(halves, tmp_path):
     board = Board(5, 5)
     report = dp_count(board, checkpoint_dir=tmp_path, halves=halves)
     assert report.grid == count_tours(board).grid
-    assert report.total == 1728                                     # OEIS A165134(5)
+    assert report.total == 1728  # OEIS A165134(5)
     assert report.extra["peak_rss_bytes"] > 0
-    again = dp_count(board, checkpoint_dir=tmp_path, halves=halves)   # from the checkpoints
+    again = dp_count(board, checkpoint_dir=tmp_path, halves=halves)  # from the checkpoints
     assert again.grid == report.grid
 
 
@@ -55,8 +55,8 @@ def test_trunk_shared_by_the_starts_of_a_colour(tmp_path):
     board = Board(4, 7)
     report = dp_count(board, checkpoint_dir=tmp_path, halves=False)
     assert report.grid == count_tours(board).grid
-    assert len(report.extra["trunks"]) == 2                   # one per colour (7 is odd)
-    assert list(tmp_path.glob("trunk*/kept-*.npy"))           # branch points kept on disk
+    assert len(report.extra["trunks"]) == 2  # one per colour (7 is odd)
+    assert list(tmp_path.glob("trunk*/kept-*.npy"))  # branch points kept on disk
     again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
     assert again.grid == report.grid
 
@@ -66,14 +66,14 @@ def test_a_trunk_resumed_past_a_start_still_counts_it(tmp_path):
     ref = count_tours(board).grid
     assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
     for kept in tmp_path.glob("trunk*/kept-*.npy"):
-        kept.unlink()                      # the trunk resumes at its end, its branch points lost
+        kept.unlink()  # the trunk resumes at its end, its branch points lost
     for done in tmp_path.glob("full-*"):
-        shutil.rmtree(done)                # and no class has a checkpoint of its own
+        shutil.rmtree(done)  # and no class has a checkpoint of its own
     assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
 
 
 def test_boards_above_6x6_share_trunks_not_halves():
-    board = Board(3, 13)                                      # 39 squares, a narrow frontier
+    board = Board(3, 13)  # 39 squares, a narrow frontier
     report = dp_count(board)
     assert report.extra["trunks"] and not report.extra["lower_halves"]
     assert report.grid == count_tours(board).grid

@@ -156,7 +156,12 @@ def test_dropped_prefixes_really_have_no_tour() -> None:
 
 
 def test_symmetry_classes_partition_the_board() -> None:
-    for board, n_classes in [(Board(5, 5), 6), (Board(6, 6), 6), (Board(5, 6), 9), (Board(3, 4), 4)]:
+    for board, n_classes in [
+        (Board(5, 5), 6),
+        (Board(6, 6), 6),
+        (Board(5, 6), 9),
+        (Board(3, 4), 4),
+    ]:
         classes = symmetry_classes(board)
         members = [sq for m in classes.values() for sq in m]
         assert sorted(members) == sorted(board.squares())
@@ -193,8 +198,7 @@ def test_report_is_json() -> None:
 
 
 @pytest.mark.parametrize(
-    "prefix",
-    [[], [(0, 0), (0, 1)], [(0, 0), (1, 2), (0, 0)], [(0, 0), (9, 9)]],
+    "prefix", [[], [(0, 0), (0, 1)], [(0, 0), (1, 2), (0, 0)], [(0, 0), (9, 9)]]
 )
 def test_bad_prefixes_are_rejected(prefix: list) -> None:
     with pytest.raises(InvalidJobError):

@@ -64,9 +64,9 @@ def test_rectangles_equal_enumeration(rows, cols):
 
 
 def test_no_paths_without_search():
-    assert count_paths(Board(3, 3), (0, 0)).paths == 0      # the centre is isolated
+    assert count_paths(Board(3, 3), (0, 0)).paths == 0  # the centre is isolated
     assert count_paths(Board(4, 4), (0, 0)).paths == 0
-    assert count_paths(Board(5, 5), (0, 1)).method == "trivial"   # minority colour
+    assert count_paths(Board(5, 5), (0, 1)).method == "trivial"  # minority colour
 
 
 def test_parts_and_checkpoints_resume(tmp_path):
@@ -75,7 +75,7 @@ def test_parts_and_checkpoints_resume(tmp_path):
     plan = frontier.full_sweep(g, g.square.index((0, 0)))
     whole = run_sweep(plan)
     assert max(ls.parts for ls in whole.layers) == 1
-    small = run_sweep(plan, memory_bytes=2**14)            # 1024 slots: several parts
+    small = run_sweep(plan, memory_bytes=2**14)  # 1024 slots: several parts
     assert max(ls.parts for ls in small.layers) > 1
     assert int(small.counts[0]) == int(whole.counts[0])
 
@@ -96,5 +96,6 @@ def test_parts_and_checkpoints_resume(tmp_path):
 
 def test_frontier_too_wide_is_refused():
     from knights_tour.errors import InvalidJobError
+
     with pytest.raises(InvalidJobError):
         count_paths(Board(9, 9), (0, 0))

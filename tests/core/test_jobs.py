@@ -13,8 +13,8 @@ import time
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.errors import InvalidJobError
 from knights_tour.core.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
+from knights_tour.errors import InvalidJobError
 from knights_tour.result import Proof, Record, Status
 from knights_tour.verify import verify_tour
 
@@ -22,8 +22,17 @@ GOOD = {"rows": 6, "cols": 8, "start": [2, 3], "solver": "warnsdorff"}
 
 
 def test_round_trip_through_json():
-    job = Job(6, 8, (2, 3), solver="cpsat", closed=True, verify="cpsat", time_limit_s=5,
-              exhaustive=True, node_limit=1000)
+    job = Job(
+        6,
+        8,
+        (2, 3),
+        solver="cpsat",
+        closed=True,
+        verify="cpsat",
+        time_limit_s=5,
+        exhaustive=True,
+        node_limit=1000,
+    )
     again = Job.from_dict(json.loads(json.dumps(job.to_dict())))
     assert again == job
     assert again.time_limit_s == 5.0 and isinstance(again.time_limit_s, float)
@@ -32,7 +41,12 @@ def test_round_trip_through_json():
 def test_defaults_when_optional_fields_absent():
     job = Job.from_dict(GOOD)
     assert (job.closed, job.verify, job.time_limit_s, job.exhaustive, job.node_limit) == (
-        False, None, None, False, None)
+        False,
+        None,
+        None,
+        False,
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -58,8 +72,14 @@ def test_defaults_when_optional_fields_absent():
         ({"time_limit_s": False}, "time_limit_s must be a number"),
         ({"node_limit": 0}, "node_limit must be a positive integer"),
         ({"surprise": 1}, "unknown field(s) surprise"),
-        ({"rows": 60, "cols": 60, "start": [0, 0], "solver": "cpsat"}, "too large for the cpsat solver"),
-        ({"rows": 60, "cols": 60, "start": [0, 0], "verify": "cpsat"}, "too large for the cpsat cross-check"),
+        (
+            {"rows": 60, "cols": 60, "start": [0, 0], "solver": "cpsat"},
+            "too large for the cpsat solver",
+        ),
+        (
+            {"rows": 60, "cols": 60, "start": [0, 0], "verify": "cpsat"},
+            "too large for the cpsat cross-check",
+        ),
     ],
 )
 def test_from_dict_rejects_every_bad_field(change, needle):
@@ -85,8 +105,12 @@ def test_from_dict_rejects_non_objects(not_a_dict):
 def test_key_identifies_board_start_solver_and_closure():
     a = Job(8, 8, (0, 0))
     assert a.key == Job.from_dict(a.to_dict()).key  # stable across the wire
-    others = [Job(8, 8, (0, 1)), Job(8, 9, (0, 0)), Job(8, 8, (0, 0), closed=True),
-              Job(8, 8, (0, 0), solver="cpsat")]
+    others = [
+        Job(8, 8, (0, 1)),
+        Job(8, 9, (0, 0)),
+        Job(8, 8, (0, 0), closed=True),
+        Job(8, 8, (0, 0), solver="cpsat"),
+    ]
     assert len({a.key, *(o.key for o in others)}) == 5
     # A limit is not part of the job's identity: a re-run with another limit overwrites.
     assert Job(8, 8, (0, 0), time_limit_s=3).key == a.key
@@ -99,7 +123,9 @@ def test_make_batch_jobs_covers_every_start_square_row_major():
     first8 = [j for j in jobs if j.rows == 8]
     assert [j.start for j in first8] == [(r, c) for r in range(8) for c in range(8)]
     rect = make_batch_jobs(["3x4"], solver="cpsat", closed=True, verify="cpsat")
-    assert [(j.rows, j.cols, j.solver, j.closed, j.verify) for j in rect] == [(3, 4, "cpsat", True, "cpsat")] * 12
+    assert [(j.rows, j.cols, j.solver, j.closed, j.verify) for j in rect] == [
+        (3, 4, "cpsat", True, "cpsat")
+    ] * 12
 
 
 def test_make_batch_jobs_validates_options():
@@ -130,7 +156,11 @@ def test_cpsat_cross_check_agrees_on_found_and_no_tour():
     found = run_job(Job(6, 6, (0, 0), verify="cpsat"))
     assert found.status == Status.FOUND and verify_tour(6, found.tour, start=(0, 0)).ok
     assert (found.checks.verifier, found.checks.cpsat) == (True, True)
-    assert (found.cpsat_status, found.cpsat_tour_accepted, found.mismatch) == (Status.FOUND, True, False)
+    assert (found.cpsat_status, found.cpsat_tour_accepted, found.mismatch) == (
+        Status.FOUND,
+        True,
+        False,
+    )
     assert found.cpsat_model_status in ("OPTIMAL", "FEASIBLE")
     began = time.perf_counter()
     none = run_job(Job(4, 4, (0, 0), verify="cpsat"))  # no open tour on 4x4
@@ -148,9 +178,17 @@ def test_cpsat_cross_check_agrees_on_found_and_no_tour():
 
 def _fake_cpsat(status, proof=None, reason=None):
     def fake(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
-        return Record(rows=board.rows, cols=board.cols, start=start, solver="cpsat",
-                      closed=closed, status=Status(status),
-                      proof=Proof(proof) if proof else None, reason=reason)
+        return Record(
+            rows=board.rows,
+            cols=board.cols,
+            start=start,
+            solver="cpsat",
+            closed=closed,
+            status=Status(status),
+            proof=Proof(proof) if proof else None,
+            reason=reason,
+        )
+
     return fake
 
 
@@ -252,8 +290,12 @@ def test_a_signal_while_ortools_initialises_is_not_a_broken_install(signal_kind)
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT, signal_kind],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, signal_kind],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if signal_kind == "exit":
@@ -281,8 +323,15 @@ def _recording_cpsat(calls: list[tuple[str, float]]):
 
     def solve(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
         calls.append(("solve", time_limit_s))
-        return Record(rows=board.rows, cols=board.cols, start=start, solver="cpsat",
-                      closed=closed, status=Status.UNKNOWN, reason="time_limit")
+        return Record(
+            rows=board.rows,
+            cols=board.cols,
+            start=start,
+            solver="cpsat",
+            closed=closed,
+            status=Status.UNKNOWN,
+            reason="time_limit",
+        )
 
     def check_tour(board, tour, start, closed=False, time_limit_s=None):
         calls.append(("check", time_limit_s))

@@ -55,14 +55,25 @@ def test_cpsat_cross_checked_record_keeps_the_cpsat_fields_in_order():
     assert rec.cpsat_model_status in ("OPTIMAL", "FEASIBLE")
     plain = rec.to_dict()
     cpsat_keys = [k for k in plain if k.startswith("cpsat_")]
-    assert cpsat_keys == ["cpsat_model_status", "cpsat_status", "cpsat_proof", "cpsat_reason",
-                          "cpsat_elapsed_s", "cpsat_nodes", "cpsat_tour_accepted", "cpsat_note"]
+    assert cpsat_keys == [
+        "cpsat_model_status",
+        "cpsat_status",
+        "cpsat_proof",
+        "cpsat_reason",
+        "cpsat_elapsed_s",
+        "cpsat_nodes",
+        "cpsat_tour_accepted",
+        "cpsat_note",
+    ]
     assert plain["cpsat_status"] == "found" and plain["checks"] == {"verifier": True, "cpsat": True}
 
 
 def test_error_records_of_invalid_and_lost_jobs_roundtrip():
-    bad = _roundtrip(error_record({"rows": "x", "start": [0], "junk": 1}, ValueError("bad"),
-                                  "b1", job_key="invalid:abc"))
+    bad = _roundtrip(
+        error_record(
+            {"rows": "x", "start": [0], "junk": 1}, ValueError("bad"), "b1", job_key="invalid:abc"
+        )
+    )
     assert bad.status == Status.ERROR and not bad.is_decided
     assert (bad.rows, bad.cols, bad.start) == (0, 0, (0, 0))  # what did not fit the type
     assert bad.error_type == "ValueError" and bad.reason == "bad" and bad.job_key == "invalid:abc"
@@ -117,8 +128,14 @@ def test_records_in_the_forms_of_earlier_versions_still_decode():
     name as ``cpsat_status``."""
     rec = run_job(Job(6, 6, (0, 0), verify="cpsat"), batch_id="b1", worker="w1@test")
     old = rec.to_dict()
-    for new in ("restarts", "via", "cpsat_model_status", "cpsat_status", "cpsat_proof",
-                "cpsat_reason"):
+    for new in (
+        "restarts",
+        "via",
+        "cpsat_model_status",
+        "cpsat_status",
+        "cpsat_proof",
+        "cpsat_reason",
+    ):
         del old[new]
     old.update(attempts=1, cpsat_status=rec.cpsat_model_status)
     expected = msgspec.structs.replace(rec, restarts=None, attempts=1, cpsat_status=None)

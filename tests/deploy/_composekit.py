@@ -94,7 +94,9 @@ def _braced(body: str, env: dict[str, str]) -> str:
         return value if (non_empty if op == ":-" else is_set) else interpolate(arg, env)
     if op in (":?", "?"):
         if not (non_empty if op == ":?" else is_set):
-            raise InterpolationError(f"required variable {name} is missing a value: {interpolate(arg, env)}")
+            raise InterpolationError(
+                f"required variable {name} is missing a value: {interpolate(arg, env)}"
+            )
         return value or ""
     return interpolate(arg, env) if (non_empty if op == ":+" else is_set) else ""
 
@@ -126,7 +128,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
             i += 2
         elif text.startswith("${", i):
             end = _closing_brace(text, i + 2)
-            out.append(_braced(text[i + 2:end], env))
+            out.append(_braced(text[i + 2 : end], env))
             i = end + 1
         elif m := _NAME.match(text, i + 1):
             out.append(env.get(m.group(0)) or "")
@@ -205,7 +207,7 @@ class LocalService:
 def _container_path(value: str, mounts: dict[str, Path], own_root: Path) -> str:
     for target in sorted(mounts, key=len, reverse=True):
         if value == target or value.startswith(target.rstrip("/") + "/"):
-            return str(mounts[target]) + value[len(target):]
+            return str(mounts[target]) + value[len(target) :]
     return str(own_root) + value
 
 
@@ -258,7 +260,9 @@ def localize(
     env = {**image.env, **svc.get("environment", {})}
     own_root = scratch / f"{name}-root"
     mounts = _mounts(svc, scratch / "volumes")
-    local = LocalService(name, list(argv), {}, Path(_container_path(image.workdir, mounts, own_root)))
+    local = LocalService(
+        name, list(argv), {}, Path(_container_path(image.workdir, mounts, own_root))
+    )
     local.rewrites["cwd"] = (image.workdir, str(local.cwd))
 
     def rewrite(value: str) -> str:
@@ -278,7 +282,10 @@ def localize(
     _publish(local, svc, published)
     if local.argv != argv:
         local.rewrites["argv"] = (shlex.join(argv), shlex.join(local.argv))
-    for path in [local.cwd, *(Path(v).parent for v in local.env.values() if v.startswith(str(scratch)))]:
+    for path in [
+        local.cwd,
+        *(Path(v).parent for v in local.env.values() if v.startswith(str(scratch))),
+    ]:
         path.mkdir(parents=True, exist_ok=True)
     return local
 

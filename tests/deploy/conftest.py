@@ -29,15 +29,20 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     compose = load_compose(interpolation_env(schedule))
     redis_port, flower_port = free_port(), free_port()
     published = {6379: redis_port, 5555: flower_port}
-    services = {name: localize(name, compose, redis_port, published, tmp / "scratch")
-                for name in compose["services"]}
+    services = {
+        name: localize(name, compose, redis_port, published, tmp / "scratch")
+        for name in compose["services"]
+    }
     (tmp / "logs").mkdir()
     # the container hostname stands for the host's: Celery names the worker celery@<gethostname()>
     stack = Stack(compose, services, redis_port, flower_port, socket.gethostname(), tmp / "logs")
     try:
         stack.start("redis")
-        wait_for("redis health check", lambda: run_health_check(stack, "redis").returncode == 0,
-                 alive=stack.check_alive)
+        wait_for(
+            "redis health check",
+            lambda: run_health_check(stack, "redis").returncode == 0,
+            alive=stack.check_alive,
+        )
         for name in ("worker", "beat", "flower"):
             stack.start(name)
         yield stack

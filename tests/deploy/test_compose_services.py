@@ -46,13 +46,7 @@ from _composekit import (
     load_compose,
     localize,
 )
-from _stack import (
-    Stack,
-    interpolation_env,
-    process_env,
-    run_health_check,
-    wait_for,
-)
+from _stack import Stack, interpolation_env, process_env, run_health_check, wait_for
 
 from knights_tour.service.collector import last_collection, read_index, report_paths
 from knights_tour.service.embedded_redis import redis_server_binary
@@ -62,17 +56,24 @@ from knights_tour.store import keys
 # -- Compose interpolation (no processes) -------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, env, expected", [
-    ("$$HOSTNAME", {"HOSTNAME": "h"}, "$HOSTNAME"),         # $$ is a literal $
-    ("${A} $A-b", {"A": "x"}, "x x-b"),
-    ("${A}", {}, ""),                                        # unset: empty (compose warns)
-    ("${A:-d}", {"A": ""}, "d"), ("${A-d}", {"A": ""}, ""), ("${A-d}", {}, "d"),
-    ("${A:+r}", {"A": "x"}, "r"), ("${A:+r}", {"A": ""}, ""), ("${A+r}", {"A": ""}, "r"),
-    ("${A?need}", {"A": ""}, ""),
-    ("${A:-${B:-${C}}}", {"C": "c"}, "c"),                   # nested operands
-    ("cost $5 and $", {}, "cost $5 and $"),                  # not a name: kept
-    ("${A:-a$$b}", {}, "a$b"),
-])
+@pytest.mark.parametrize(
+    "text, env, expected",
+    [
+        ("$$HOSTNAME", {"HOSTNAME": "h"}, "$HOSTNAME"),  # $$ is a literal $
+        ("${A} $A-b", {"A": "x"}, "x x-b"),
+        ("${A}", {}, ""),  # unset: empty (compose warns)
+        ("${A:-d}", {"A": ""}, "d"),
+        ("${A-d}", {"A": ""}, ""),
+        ("${A-d}", {}, "d"),
+        ("${A:+r}", {"A": "x"}, "r"),
+        ("${A:+r}", {"A": ""}, ""),
+        ("${A+r}", {"A": ""}, "r"),
+        ("${A?need}", {"A": ""}, ""),
+        ("${A:-${B:-${C}}}", {"C": "c"}, "c"),  # nested operands
+        ("cost $5 and $", {}, "cost $5 and $"),  # not a name: kept
+        ("${A:-a$$b}", {}, "a$b"),
+    ],
+)
 def test_interpolation_follows_the_compose_rules(text, env, expected):
     assert interpolate(text, env) == expected
 
@@ -99,36 +100,54 @@ def test_compose_refuses_to_start_without_the_passwords_env_example_sets():
 def test_local_command_lines_differ_from_compose_only_where_they_must(tmp_path):
     compose = load_compose(interpolation_env())
     pw = interpolation_env()["KT_REDIS_PASSWORD"]
-    local = {n: localize(n, compose, 7001, {6379: 7001, 5555: 7002}, tmp_path)
-             for n in compose["services"]}
+    local = {
+        n: localize(n, compose, 7001, {6379: 7001, 5555: 7002}, tmp_path)
+        for n in compose["services"]
+    }
     vol, kt = tmp_path / "volumes", dockerfile_image()
     url = (f"redis://:{pw}@redis:6379/0", f"redis://:{pw}@127.0.0.1:7001/0")
     assert local["redis"].rewrites == {
         "cwd": ("/data", str(vol / "redis-data")),
-        "argv": (" ".join(compose["services"]["redis"]["command"]),
-                 " ".join(compose["services"]["redis"]["command"])
-                 + " --bind 127.0.0.1 --port 7001"),
+        "argv": (
+            " ".join(compose["services"]["redis"]["command"]),
+            " ".join(compose["services"]["redis"]["command"]) + " --bind 127.0.0.1 --port 7001",
+        ),
     }
-    image_paths = {"cwd": ("/home/kt", str(tmp_path / "{}-root/home/kt")),
-                   "env:KT_DATA_DIR": ("/home/kt/data", str(tmp_path / "{}-root/home/kt/data"))}
+    image_paths = {
+        "cwd": ("/home/kt", str(tmp_path / "{}-root/home/kt")),
+        "env:KT_DATA_DIR": ("/home/kt/data", str(tmp_path / "{}-root/home/kt/data")),
+    }
     for name in ("worker", "beat"):
         expected = {k: (a, b.format(name)) for k, (a, b) in image_paths.items()}
         expected["env:KT_REDIS_URL"] = url
-        assert {k: v for k, v in local[name].rewrites.items()
-                if k not in ("env:KT_REPORTS_DIR", "env:KT_SCHEDULE_FILE", "argv")} == expected
-        assert local[name].env.keys() == {**kt.env, **compose["services"][name]["environment"]}.keys()
+        assert {
+            k: v
+            for k, v in local[name].rewrites.items()
+            if k not in ("env:KT_REPORTS_DIR", "env:KT_SCHEDULE_FILE", "argv")
+        } == expected
+        assert (
+            local[name].env.keys() == {**kt.env, **compose["services"][name]["environment"]}.keys()
+        )
     # reports: the worker's volume; beat has no such volume, so its own filesystem
-    assert local["worker"].rewrites["env:KT_REPORTS_DIR"] == ("/home/kt/reports", str(vol / "reports"))
-    assert local["beat"].rewrites["env:KT_REPORTS_DIR"][1] == str(tmp_path / "beat-root/home/kt/reports")
+    assert local["worker"].rewrites["env:KT_REPORTS_DIR"] == (
+        "/home/kt/reports",
+        str(vol / "reports"),
+    )
+    assert local["beat"].rewrites["env:KT_REPORTS_DIR"][1] == str(
+        tmp_path / "beat-root/home/kt/reports"
+    )
     # the schedule is the host file of beat's bind mount (default ./schedule.example.toml)
     assert local["beat"].rewrites["env:KT_SCHEDULE_FILE"] == (
-        "/etc/knights-tour/schedule.toml", str(ROOT / "schedule.example.toml"))
+        "/etc/knights-tour/schedule.toml",
+        str(ROOT / "schedule.example.toml"),
+    )
     assert load_schedule(local["beat"].env["KT_SCHEDULE_FILE"]).collect is not None
     assert "argv" not in local["worker"].rewrites
     assert local["worker"].argv == compose["services"]["worker"]["command"]
     assert local["beat"].argv == [
         a.replace("/home/kt/beat", str(vol / "beat-state"))
-        for a in compose["services"]["beat"]["command"]]
+        for a in compose["services"]["beat"]["command"]
+    ]
     assert local["flower"].argv == ["celery", "flower"]  # the mher/flower image's CMD
     assert local["flower"].rewrites == {
         "cwd": ("/data", str(tmp_path / "flower-root/data")),
@@ -136,7 +155,10 @@ def test_local_command_lines_differ_from_compose_only_where_they_must(tmp_path):
         "env:FLOWER_PORT": ("5555", "7002"),
         "env:FLOWER_ADDRESS": (None, LOOPBACK),
     }
-    assert local["flower"].env["FLOWER_BASIC_AUTH"] == f"admin:{interpolation_env()['KT_FLOWER_PASSWORD']}"
+    assert (
+        local["flower"].env["FLOWER_BASIC_AUTH"]
+        == f"admin:{interpolation_env()['KT_FLOWER_PASSWORD']}"
+    )
 
 
 # -- the running stack --------------------------------------------------------------------------
@@ -145,23 +167,36 @@ def test_local_command_lines_differ_from_compose_only_where_they_must(tmp_path):
 def _listening(pid: int) -> set[str]:
     """IP addresses the process (and its children) listen on."""
     procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    return {c.laddr.ip for p in procs for c in p.net_connections(kind="inet")
-            if c.status == psutil.CONN_LISTEN}
+    return {
+        c.laddr.ip
+        for p in procs
+        for c in p.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    }
 
 
-def _ktour(stack: Stack, tmp: Path, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
+def _ktour(
+    stack: Stack, tmp: Path, *args: str, timeout_s: float = 180
+) -> subprocess.CompletedProcess:
     """``ktour ARGS`` as an operator runs it, with nothing of ours in its environment."""
-    return subprocess.run(["ktour", *args], env=process_env({"KT_DATA_DIR": str(tmp)}),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout_s)
+    return subprocess.run(
+        ["ktour", *args],
+        env=process_env({"KT_DATA_DIR": str(tmp)}),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 @pytest.fixture(scope="module")
 def worker_healthy(compose_stack: Stack) -> subprocess.CompletedProcess:
     """The worker's health check, run until it first succeeds (as Docker retries it)."""
-    return wait_for("worker health check",
-                    lambda: (p := run_health_check(compose_stack, "worker")).returncode == 0 and p,
-                    alive=compose_stack.check_alive)
+    return wait_for(
+        "worker health check",
+        lambda: (p := run_health_check(compose_stack, "worker")).returncode == 0 and p,
+        alive=compose_stack.check_alive,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +207,19 @@ def sweep(compose_stack: Stack, worker_healthy, tmp_path_factory) -> tuple[str, 
     submitted = _ktour(compose_stack, tmp, "submit", "--sizes", "5", "--redis", url)
     assert submitted.returncode == 0, submitted.stderr
     batch_id = submitted.stdout.strip().splitlines()[-1]
-    collected = _ktour(compose_stack, tmp, "collect", batch_id, "--wait", "--timeout", "150",
-                       "--format", "jsonl", "--redis", url)
+    collected = _ktour(
+        compose_stack,
+        tmp,
+        "collect",
+        batch_id,
+        "--wait",
+        "--timeout",
+        "150",
+        "--format",
+        "jsonl",
+        "--redis",
+        url,
+    )
     assert collected.returncode == 0, collected.stderr
     return batch_id, [json.loads(line) for line in collected.stdout.splitlines()]
 
@@ -212,7 +258,9 @@ def test_worker_health_check_pings_its_own_node(compose_stack, worker_healthy):
 def test_a_sweep_is_submitted_and_collected(sweep):
     batch_id, records = sweep
     assert len(records) == 25 and {r["batch_id"] for r in records} == {batch_id}
-    assert sorted(tuple(r["start"]) for r in records) == [(i, j) for i in range(5) for j in range(5)]
+    assert sorted(tuple(r["start"]) for r in records) == [
+        (i, j) for i in range(5) for j in range(5)
+    ]
     counts = Counter(r["status"] for r in records)
     assert counts["no_tour"] >= 12 and counts["found"] + counts["no_tour"] == 25  # colour parity
 
@@ -221,12 +269,15 @@ def test_a_sweep_is_submitted_and_collected(sweep):
 def test_beat_collects_the_finished_batch_into_a_report(compose_stack, sweep):
     batch_id, records = sweep
     reports = Path(compose_stack.services["worker"].env["KT_REPORTS_DIR"])
-    wait_for("a report of the batch written by beat's collect entry",
-             lambda: batch_id in {e["batch_id"] for e in read_index(reports)},
-             alive=compose_stack.check_alive)
+    wait_for(
+        "a report of the batch written by beat's collect entry",
+        lambda: batch_id in {e["batch_id"] for e in read_index(reports)},
+        alive=compose_stack.check_alive,
+    )
     jsonl = report_paths(reports, batch_id)[0]
     assert sorted(json.loads(ln)["start"] for ln in jsonl.read_text().splitlines()) == sorted(
-        r["start"] for r in records)
+        r["start"] for r in records
+    )
     r = redis.Redis.from_url(compose_stack.redis_url, decode_responses=True)
     assert batch_id in r.hgetall(keys.collected())
     assert last_collection(r) is not None

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from knights_tour.service.batches import recover_lost_jobs
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.store import keys, leases
-from knights_tour.store.ledger import Ledger
-from knights_tour.service.batches import recover_lost_jobs
 from knights_tour.store.batches import batch_status, collect
 from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.ledger import Ledger
 from knights_tour.verify import verify_tour
 
 LEASE_S = 2.0
@@ -33,8 +33,12 @@ class Drive:
 
 
 def drive(
-    r, url: str, batch_id: str, timeout_s: float,
-    on_tick: Callable[[dict[str, Any]], None] | None = None, poll_s: float = 0.2,
+    r,
+    url: str,
+    batch_id: str,
+    timeout_s: float,
+    on_tick: Callable[[dict[str, Any]], None] | None = None,
+    poll_s: float = 0.2,
     recover: bool = True,
 ) -> Drive:
     """Poll ``batch_id`` until complete (or ``timeout_s``), running recovery on every poll (as a
@@ -119,8 +123,13 @@ class WorkerPool:
         """Start one worker per name, all at once, and wait until every one answers."""
         workers = [
             LocalWorkers(
-                self.url, count=1, concurrency=1, node_prefix=name,
-                env={**self.env, **(env or {})}, ready_timeout_s=120, log_dir=self.log_dir,
+                self.url,
+                count=1,
+                concurrency=1,
+                node_prefix=name,
+                env={**self.env, **(env or {})},
+                ready_timeout_s=120,
+                log_dir=self.log_dir,
                 loglevel="INFO",
             )
             for name in names

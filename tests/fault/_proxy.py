@@ -80,8 +80,9 @@ class FaultProxy:
         self.links: set[_Link] = set()
         self.accepted = 0
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="fault-proxy", daemon=True
+        )
         self._server: asyncio.base_events.Server | None = None
         self._flowing: asyncio.Event | None = None
         self._cut_next = False
@@ -157,7 +158,8 @@ class FaultProxy:
         if self._server is not None:
             return
         self._server = await asyncio.start_server(
-            self._accept, "127.0.0.1", self.port or 0, reuse_address=True)
+            self._accept, "127.0.0.1", self.port or 0, reuse_address=True
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _stop_listening(self) -> None:
@@ -209,8 +211,13 @@ class FaultProxy:
             pass
         self.links.discard(link)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    link: _Link, from_server: bool) -> None:
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        from_server: bool,
+    ) -> None:
         flowing = self._get_flowing()
         try:
             while True:
@@ -241,8 +248,9 @@ class FaultProxy:
         except OSError:
             pass
 
-    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    first: bytes) -> None:
+    async def _hold(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes
+    ) -> None:
         """Keep what is sent during a blackhole (``first``, then whatever follows) until the
         heal, then deliver it when TCP would: at the sender's next retransmission
         (:func:`retransmit_delay_s`, if ``rto_model``)."""

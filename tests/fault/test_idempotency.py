@@ -8,16 +8,17 @@ from _faultkit import audit, drive
 
 from knights_tour.cli import main
 from knights_tour.core.jobs import make_batch_jobs, record_sort_key
+from knights_tour.service.batches import chunked, resend_jobs
 from knights_tour.settings import get_settings
 from knights_tour.store.batches import collect, create_batch
 from knights_tour.store.connection import connect
-from knights_tour.service.batches import chunked, resend_jobs
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 
 
-def test_duplicate_deliveries_run_each_job_once(fault_redis, worker_pool, capsys, monkeypatch,
-                                                tmp_path):
+def test_duplicate_deliveries_run_each_job_once(
+    fault_redis, worker_pool, capsys, monkeypatch, tmp_path
+):
     url = fault_redis.url
     worker_pool.start_all("idem-a", "idem-b")
     r = connect(url)
@@ -32,8 +33,10 @@ def test_duplicate_deliveries_run_each_job_once(fault_redis, worker_pool, capsys
     records = audit(r, batch_id, jobs)
     assert d.overwritten == set()
     assert all(rec.attempts == 1 for rec in records), "a job was started twice"
-    print(f"\nduplicates: {len(jobs)} jobs, every message delivered twice, "
-          f"{len(records)} records, executions {sum(rec.attempts for rec in records)}")
+    print(
+        f"\nduplicates: {len(jobs)} jobs, every message delivered twice, "
+        f"{len(records)} records, executions {sum(rec.attempts for rec in records)}"
+    )
 
     # collect is deterministic and sorted, in the API and on the command line.
     assert collect(r, batch_id) == records

@@ -51,8 +51,11 @@ def test_a_chunk_is_claimed_once_and_a_recorded_job_is_skipped(redis_client):
     save_record(redis_client, batch_id, run_job(jobs[0], batch_id=batch_id))
     assert leases.release(redis_client, led, token_a, names[1:]) == 2  # a gives the rest up
     _, other = b.claim(redis_client, led, names)
-    assert other.outcomes == {names[0]: leases.DONE, names[1]: leases.CLAIMED,
-                              names[2]: leases.CLAIMED}
+    assert other.outcomes == {
+        names[0]: leases.DONE,
+        names[1]: leases.CLAIMED,
+        names[2]: leases.CLAIMED,
+    }
     assert leases.running(redis_client, led) == sorted(names[1:])
 
 
@@ -71,7 +74,8 @@ def test_a_dead_process_jobs_are_orphans_resent_once_per_grace_period(redis_clie
     assert resend(redis_client, led, want, lambda b, d: sent.append((b, d))) == want
     assert len(sent) == 1 and sent[0][0] == batch_id
     assert sorted(json.dumps(d, sort_keys=True) for d in sent[0][1]) == sorted(
-        json.dumps(j.to_dict(), sort_keys=True) for j in jobs[:2])
+        json.dumps(j.to_dict(), sort_keys=True) for j in jobs[:2]
+    )
     # Not sent again while the re-sent message may still be waiting in the queue...
     assert leases.find_orphans(redis_client, led) == []
     assert resend(redis_client, led, want, lambda b, d: sent.append(d)) == []
@@ -99,8 +103,11 @@ def test_a_death_is_blamed_on_a_plain_chunk_then_only_on_the_job_that_ran(redis_
     assert resend(redis_client, led, names, lambda *a: None) == names
     deaths = {k: int(v) for k, v in redis_client.hgetall(led.attempts).items()}
     cap = get_settings().max_attempts
-    assert deaths == {names[0]: min(1, cap - 1), names[1]: min(1, cap - 1) + 1,
-                      names[2]: min(1, cap - 1)}
+    assert deaths == {
+        names[0]: min(1, cap - 1),
+        names[1]: min(1, cap - 1) + 1,
+        names[2]: min(1, cap - 1),
+    }
 
 
 def resend_now(r, led: Ledger, names: list[str]) -> list[str]:
@@ -163,16 +170,17 @@ def test_unclaimed_jobs_are_those_no_task_took(redis_client):
     save_record(redis_client, batch_id, run_job(jobs[1], batch_id=batch_id))
     leases.mark_requeued(redis_client, led, [jobs[2].key])
     assert leases.find_unclaimed(redis_client, led, requeue_grace_s=60) == [jobs[3].key]
-    assert leases.find_unclaimed(redis_client, led, requeue_grace_s=0,
-                                 now=10**10) == sorted([jobs[2].key, jobs[3].key])
+    assert leases.find_unclaimed(redis_client, led, requeue_grace_s=0, now=10**10) == sorted(
+        [jobs[2].key, jobs[3].key]
+    )
     sent = []
-    assert resend(redis_client, led, [jobs[0].key, jobs[1].key, jobs[3].key],
-                  lambda b, d: sent.append(d)) == [jobs[3].key]  # 0 is held, 1 recorded
+    assert resend(
+        redis_client, led, [jobs[0].key, jobs[1].key, jobs[3].key], lambda b, d: sent.append(d)
+    ) == [jobs[3].key]  # 0 is held, 1 recorded
     assert sent == [[jobs[3].to_dict()]]
 
 
-def test_a_process_whose_lease_lapsed_takes_a_new_token_and_leaves_taken_jobs(redis_client,
-                                                                             caplog):
+def test_a_process_whose_lease_lapsed_takes_a_new_token_and_leaves_taken_jobs(redis_client, caplog):
     jobs = make_batch_jobs([5])[:2]
     batch_id = create_batch(redis_client, jobs, {})
     led = Ledger.for_batch(batch_id)

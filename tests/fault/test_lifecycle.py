@@ -18,15 +18,21 @@ from knights_tour import worker
 from knights_tour.cli import main
 from knights_tour.core.jobs import JobOptions
 from knights_tour.result import Record, Status
-from knights_tour.service.batches import (batch_digest, cancel_batch, make_jobs,
-                                          recover_lost_jobs, start_or_resume, submit_batch,
-                                          wait_for_batch)
+from knights_tour.service.batches import (
+    batch_digest,
+    cancel_batch,
+    make_jobs,
+    recover_lost_jobs,
+    start_or_resume,
+    submit_batch,
+    wait_for_batch,
+)
+from knights_tour.service.lease_keeper import LeaseKeeper
 from knights_tour.service.recovery import sweep
 from knights_tour.store import batches as store
-from knights_tour.service.lease_keeper import LeaseKeeper
 from knights_tour.store import keys
-from knights_tour.store.ledger import Ledger
 from knights_tour.store.connection import connect
+from knights_tour.store.ledger import Ledger
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 
@@ -84,9 +90,19 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     assert _queued(r) == 0
     # As if 7 jobs had been recorded before the interruption.
     for job in jobs[:7]:
-        store.save_record(r, first, Record(rows=job.rows, cols=job.cols, start=job.start,
-                                           solver=job.solver, status=Status.FOUND,
-                                           job_key=job.key, worker="before-the-interruption"))
+        store.save_record(
+            r,
+            first,
+            Record(
+                rows=job.rows,
+                cols=job.cols,
+                start=job.start,
+                solver=job.solver,
+                status=Status.FOUND,
+                job_key=job.key,
+                worker="before-the-interruption",
+            ),
+        )
     again, reused = start_or_resume(url, jobs, params, chunk_size=5)
     assert (again, reused) == (first, 7)
     assert store.batch_state(r, again) is None  # no longer cancelled
@@ -109,7 +125,8 @@ def test_cancel_command(fault_redis, capsys):
     batch_id = submit_batch(url, jobs, params, chunk_size=4)
     assert main(["cancel", batch_id, "--redis", url]) == 0
     assert f"batch {batch_id} cancelled: 0/36 jobs done, 9 queued task(s) dropped" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
     assert _queued(r) == 0
     assert main(["cancel", "no-such-batch", "--redis", url]) == 2
     assert capsys.readouterr().err.startswith("ktour: error: unknown batch 'no-such-batch'")

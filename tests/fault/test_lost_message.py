@@ -48,8 +48,13 @@ os._exit(0)   # die before any task starts: no ack, no reject, no restore
 
 def _take_one_message(url: str) -> tuple[str, list[dict]]:
     """Run the consumer that takes one message and dies; return the message's (batch, jobs)."""
-    out = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, url], capture_output=True,
-                         text=True, timeout=120, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-c", TAKE_AND_DIE, url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     batch_id, job_dicts = json.loads(out.stdout.strip().splitlines()[-1])
     return batch_id, job_dicts
@@ -64,9 +69,7 @@ def _wait(cond, timeout_s: float = 60.0) -> bool:
     return False
 
 
-def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(
-    fault_redis, worker_pool
-):
+def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(fault_redis, worker_pool):
     url = fault_redis.url
     r = connect(url)
     jobs = make_batch_jobs([6])
@@ -86,6 +89,8 @@ def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(
     others = [rec.finished_at for rec in records if rec.job_key not in taken_keys]
     lost = [rec.finished_at for rec in records if rec.job_key in taken_keys]
     late = max(lost) - max(others)
-    print(f"\nmessage taken and never started, nobody waiting: its {len(taken_keys)} jobs "
-          f"recorded {late:.1f} s after the rest of the batch")
+    print(
+        f"\nmessage taken and never started, nobody waiting: its {len(taken_keys)} jobs "
+        f"recorded {late:.1f} s after the rest of the batch"
+    )
     assert late < RECOVERED_WITHIN_S

@@ -15,8 +15,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _netfaults import SCALED, Outcome, Scenario, busy_worker_blackholed, client_blackholed, \
-    redis_paused, redis_restarted_client_blackholed, rig
+from _netfaults import (
+    SCALED,
+    Outcome,
+    Scenario,
+    busy_worker_blackholed,
+    client_blackholed,
+    redis_paused,
+    redis_restarted_client_blackholed,
+    rig,
+)
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
 

@@ -9,13 +9,13 @@ import time
 
 import pytest
 from _faultkit import audit, drive
+from redis.client import NEVER_DECODE
 
-from knights_tour.store import keys
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.core.records import decode_stored
-from redis.client import NEVER_DECODE
-from knights_tour.store.connection import connect
 from knights_tour.service.batches import submit_batch
+from knights_tour.store import keys
+from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 
@@ -65,10 +65,12 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     after_restart = [f for f in finished if f > state["back_at"]]
     assert after_restart, "no job finished after Redis came back"
     first_after = after_restart[0]
-    print(f"\nredis restart: {len(jobs)} jobs, 1 restart ({DOWN_S:g} s down), "
-          f"{len(before)} records before it, lost 0, re-sent {len(d.resent)}, "
-          f"first record {first_after - state['back_at']:.1f} s after Redis was back, "
-          f"batch {d.seconds:.1f} s")
+    print(
+        f"\nredis restart: {len(jobs)} jobs, 1 restart ({DOWN_S:g} s down), "
+        f"{len(before)} records before it, lost 0, re-sent {len(d.resent)}, "
+        f"first record {first_after - state['back_at']:.1f} s after Redis was back, "
+        f"batch {d.seconds:.1f} s"
+    )
 
 
 def _connected(pid: int, port: int) -> bool:
@@ -79,8 +81,9 @@ def _connected(pid: int, port: int) -> bool:
         conns = psutil.Process(pid).net_connections(kind="tcp")
     except psutil.Error:
         return False
-    return any(c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
-               for c in conns)
+    return any(
+        c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED for c in conns
+    )
 
 
 def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_path):
@@ -101,9 +104,26 @@ def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_pa
     env = {**os.environ, "KT_DATA_DIR": str(tmp_path / "kt-data"), "KT_LEASE_S": "2"}
     env.pop("KT_REDIS_URL", None)
     cli = subprocess.Popen(
-        [sys.executable, "-m", "knights_tour", "collect", batch_id, "--wait", "--timeout", "150",
-         "--format", "jsonl", "--out", str(out), "--redis", url],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "collect",
+            batch_id,
+            "--wait",
+            "--timeout",
+            "150",
+            "--format",
+            "jsonl",
+            "--out",
+            str(out),
+            "--redis",
+            url,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 120

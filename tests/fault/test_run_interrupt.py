@@ -58,8 +58,9 @@ def _embedded_client(data_dir: Path) -> redis.Redis | None:
     """A plain client on the run's embedded Redis (from its state file), once it answers."""
     try:
         state = json.loads((data_dir / "redis" / "embedded-redis.json").read_text())
-        r = redis.Redis(host="127.0.0.1", port=state["port"], password=state["password"],
-                        decode_responses=True)
+        r = redis.Redis(
+            host="127.0.0.1", port=state["port"], password=state["password"], decode_responses=True
+        )
         r.ping()
         return r
     except (OSError, ValueError, KeyError, redis.RedisError):
@@ -100,18 +101,21 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
     data = tmp_path / "data"
     env = _env(data)
     err1 = (tmp_path / "run1.err").open("w")
-    first = subprocess.Popen([sys.executable, "-m", "knights_tour", *ARGS,
-                              "--out", str(tmp_path / "first.jsonl")],
-                             env=env, stdout=subprocess.DEVNULL, stderr=err1,
-                             preexec_fn=_default_sigint)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "knights_tour", *ARGS, "--out", str(tmp_path / "first.jsonl")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=err1,
+        preexec_fn=_default_sigint,
+    )
     try:
-        batch_id, _ = _wait_for(lambda: (p := _progress(data)) and p[1] >= 6 and p,
-                                240, "the first records")
+        batch_id, _ = _wait_for(
+            lambda: (p := _progress(data)) and p[1] >= 6 and p, 240, "the first records"
+        )
         family = [psutil.Process(first.pid), *psutil.Process(first.pid).children(recursive=True)]
         first.send_signal(signal.SIGINT)
         try:
-            _wait_for(lambda: "cancelled" in (tmp_path / "run1.err").read_text(), 60,
-                      "the cancel")
+            _wait_for(lambda: "cancelled" in (tmp_path / "run1.err").read_text(), 60, "the cancel")
         except AssertionError:
             raise AssertionError((tmp_path / "run1.err").read_text()[-2000:]) from None
         # The run now stops its workers, then its Redis; SIGKILL it if it is still there later.
@@ -126,8 +130,9 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
         first.wait(30)
         err1.close()
     try:
-        _wait_for(lambda: not _alive(family), GONE_WITHIN_S, "the first run's processes to end",
-                  0.2)
+        _wait_for(
+            lambda: not _alive(family), GONE_WITHIN_S, "the first run's processes to end", 0.2
+        )
     except AssertionError:
         left = [(p.pid, p.name(), " ".join(p.cmdline())[:80]) for p in _alive(family)]
         for p in _alive(family):  # ours: started by this test
@@ -137,19 +142,39 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
     assert first.returncode == 130  # interrupted, and it shut down by itself
 
     snap = tmp_path / "snap.jsonl"
-    got = subprocess.run([sys.executable, "-m", "knights_tour", "collect", batch_id,
-                          "--format", "jsonl", "--out", str(snap)],
-                         env=env, capture_output=True, text=True, timeout=120)
+    got = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "collect",
+            batch_id,
+            "--format",
+            "jsonl",
+            "--out",
+            str(snap),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert got.returncode in (0, 1), got.stderr
     before = _records(snap)
     assert 0 < len(before) < TOTAL, len(before)
 
-    second = subprocess.run([sys.executable, "-m", "knights_tour", *ARGS,
-                             "--out", str(tmp_path / "second.jsonl")],
-                            env=env, capture_output=True, text=True, timeout=240)
+    second = subprocess.run(
+        [sys.executable, "-m", "knights_tour", *ARGS, "--out", str(tmp_path / "second.jsonl")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert second.returncode == 0, second.stderr
-    assert (f"resuming batch {batch_id}: {len(before)} of {TOTAL} jobs already recorded"
-            in second.stderr)
+    assert (
+        f"resuming batch {batch_id}: {len(before)} of {TOTAL} jobs already recorded"
+        in second.stderr
+    )
     assert second.stdout.strip().splitlines()[-1] == batch_id
     after = _records(tmp_path / "second.jsonl")
     assert len(after) == TOTAL and all(rec["status"] == "found" for rec in after.values())

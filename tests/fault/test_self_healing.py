@@ -75,14 +75,17 @@ def test_batch_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_poo
     # Two tasks of four jobs: each worker takes one, and the queue is empty at once.
     batch_id = submit_batch(url, jobs, {"test": "self-healing"}, chunk_size=4)
     killed_at, held, orphans = _kill_main_when_queue_empty(
-        worker_pool, workers, lambda pids: leased_by(r, batch_id, pids))
+        worker_pool, workers, lambda pids: leased_by(r, batch_id, pids)
+    )
     d = drive(r, url, batch_id, timeout_s=RECOVERED_WITHIN_S + 60, recover=False)
     assert d.status.get("complete"), (d.status, held)
     records = audit(r, batch_id, jobs)
     assert d.overwritten == set(), "a job ran again after its record was stored"
     finished = max(rec.finished_at for rec in records)
-    print(f"\nqueue empty, nobody waiting: batch of {len(jobs)} complete "
-          f"{finished - killed_at:.1f} s after the kill ({len(held)} job(s) held)")
+    print(
+        f"\nqueue empty, nobody waiting: batch of {len(jobs)} complete "
+        f"{finished - killed_at:.1f} s after the kill ({len(held)} job(s) held)"
+    )
     assert finished - killed_at < RECOVERED_WITHIN_S
     assert _gone(orphans), "the orphaned pool child kept running"
     assert _swept(r, batch_id), "the finished batch stayed in the active set"
@@ -121,7 +124,8 @@ def test_count_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_poo
         time.sleep(0.1)
     submit_count(url, cid, heavy)
     killed_at, held, orphans = _kill_main_when_queue_empty(
-        worker_pool, workers, lambda pids: _count_leased_by(r, cid, pids))
+        worker_pool, workers, lambda pids: _count_leased_by(r, cid, pids)
+    )
     deadline = time.monotonic() + RECOVERED_WITHIN_S + 60
     while not (status := count_store.count_status(r, cid))["complete"]:
         assert time.monotonic() < deadline, (status, held)

@@ -87,8 +87,7 @@ def test_a_worker_stalled_past_its_lease_changes_no_stored_record(fault_redis, w
         victim_node = stall["worker"].node_names[0]
 
         def settled() -> bool:
-            by_victim = {rec.job_key for rec in collect(r, batch_id)
-                         if rec.worker == victim_node}
+            by_victim = {rec.job_key for rec in collect(r, batch_id) if rec.worker == victim_node}
             return all(k in _dropped(log_path) or k in by_victim for k in stall["pending"])
 
         while not settled() and time.monotonic() < deadline:
@@ -114,5 +113,7 @@ def test_a_worker_stalled_past_its_lease_changes_no_stored_record(fault_redis, w
     assert all(by_key[k].worker != victim_node for k in stall["pending"])
     assert "lease heartbeat ran" in log_path.read_text(errors="replace")  # it saw the stall
     assert all(k in _dropped(log_path) for k in stall["pending"])
-    print(f"\nstall: {len(stall['pending'])} job(s) held while stopped for "
-          f"{stall['resumed_at'] - stall['at']:.1f} s; batch {d.seconds:.1f} s")
+    print(
+        f"\nstall: {len(stall['pending'])} job(s) held while stopped for "
+        f"{stall['resumed_at'] - stall['at']:.1f} s; batch {d.seconds:.1f} s"
+    )

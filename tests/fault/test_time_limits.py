@@ -9,9 +9,9 @@ import pytest
 from _faultkit import drive
 
 from knights_tour.core.jobs import Job
+from knights_tour.service.batches import submit_batch
 from knights_tour.store.batches import collect
 from knights_tour.store.connection import connect
-from knights_tour.service.batches import submit_batch
 from knights_tour.verify import verify_tour
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
@@ -26,8 +26,9 @@ def test_jobs_over_their_time_limit_end_unknown_and_the_worker_goes_on(fault_red
     slow_cpsat = Job(50, 50, (0, 0), solver="cpsat", time_limit_s=0.5)
     after = Job(5, 5, (0, 0))  # a corner of 5x5 starts an open tour (Euler's board, 1759)
     # One chunk: the job after the slow ones must run in the same worker process.
-    batch_id = submit_batch(url, [slow_engine, slow_cpsat, after], {"test": "time limit"},
-                            chunk_size=3)
+    batch_id = submit_batch(
+        url, [slow_engine, slow_cpsat, after], {"test": "time limit"}, chunk_size=3
+    )
     d = drive(r, url, batch_id, timeout_s=150)
     assert d.status.get("complete"), d.status
     recs = {rec.job_key: rec for rec in collect(r, batch_id)}
@@ -35,8 +36,10 @@ def test_jobs_over_their_time_limit_end_unknown_and_the_worker_goes_on(fault_red
         rec = recs[job.key]
         assert (rec.status, rec.reason) == ("unknown", "time_limit"), rec.reason
         assert rec.proof is None and rec.tour is None
-        print(f"\n{job.key}: limit {job.time_limit_s} s, solver elapsed {rec.elapsed_s:.2f} s, "
-              f"job {rec.job_elapsed_s:.2f} s")
+        print(
+            f"\n{job.key}: limit {job.time_limit_s} s, solver elapsed {rec.elapsed_s:.2f} s, "
+            f"job {rec.job_elapsed_s:.2f} s"
+        )
     # CP-SAT honoured its limit (its own timer; model building is not counted).
     assert recs[slow_cpsat.key].elapsed_s < slow_cpsat.time_limit_s + 2.0
     nxt = recs[after.key]

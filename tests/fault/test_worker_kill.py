@@ -22,8 +22,8 @@ import pytest
 from _faultkit import LEASE_S, audit, drive, leased_by
 
 from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.store.connection import connect
 from knights_tour.service.batches import submit_batch
+from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 
@@ -93,8 +93,10 @@ def test_pool_child_killed_three_times(fault_redis, worker_pool):
     # At least one kill hit a job mid-run (a kill can also land between two jobs of a chunk).
     assert any(by_key[j].attempts >= 2 for k in log for j in k["jobs"])
     times = _recovery_times(r, batch_id, log)
-    print(f"\npool child kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
-          f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s")
+    print(
+        f"\npool child kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
+        f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s"
+    )
     # The Celery worker replaces each killed child (the last one may still be starting).
     deadline = time.monotonic() + 60
     while not all(len(worker_pool.family(w)) == 2 for w in workers):
@@ -111,8 +113,9 @@ def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worke
     batch_id = submit_batch(url, jobs, {"test": "main process kill"}, chunk_size=2)
     log: list[dict] = []
     # Kills at 1/8, 2/8, 3/8 of the batch, each of a worker busy at that moment.
-    tick_kill = _kill_when_busy(r, batch_id, worker_pool, workers, lambda fam: fam[0], KILLS, log,
-                                spread=2 * KILLS + 2)
+    tick_kill = _kill_when_busy(
+        r, batch_id, worker_pool, workers, lambda fam: fam[0], KILLS, log, spread=2 * KILLS + 2
+    )
     restarted = {"n": 0}
     restarting: set[int] = set()
     threads: list[threading.Thread] = []
@@ -130,8 +133,9 @@ def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worke
             if i not in restarting and w.procs and w.procs[0].poll() is not None:
                 restarting.add(i)
                 restarted["n"] += 1
-                t = threading.Thread(target=restart, args=(i, f"mainkill-r{restarted['n']}-"),
-                                     daemon=True)
+                t = threading.Thread(
+                    target=restart, args=(i, f"mainkill-r{restarted['n']}-"), daemon=True
+                )
                 t.start()
                 threads.append(t)
         tick_kill(st)
@@ -145,8 +149,10 @@ def test_worker_main_process_killed_three_times_and_restarted(fault_redis, worke
     audit(r, batch_id, jobs)
     assert d.overwritten == set(), "a job ran again after its record was stored"
     times = _recovery_times(r, batch_id, log)
-    print(f"\nmain process kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
-          f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s")
+    print(
+        f"\nmain process kills: {len(jobs)} jobs, {KILLS} kills, resent by recovery "
+        f"{len(d.resent)}, recovery s {times}, batch {d.seconds:.1f} s"
+    )
     # Without the leases these jobs would wait for the visibility timeout (420 s).
     assert max(times) < 6 * LEASE_S + 30
     # What happened to the pool children orphaned by the kills (recorded for the report).

@@ -24,9 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from knights_tour.store import keys
-from knights_tour.store import batches as store
-from knights_tour.store.connection import connect
+from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.result import record_from_json
 from knights_tour.service.collector import (
     INDEX_FILE,
     collect_finished,
@@ -35,8 +34,9 @@ from knights_tour.service.collector import (
     read_index,
     report_paths,
 )
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.result import record_from_json
+from knights_tour.store import batches as store
+from knights_tour.store import keys
+from knights_tour.store.connection import connect
 from knights_tour.worker import TASK_COLLECT
 
 
@@ -68,10 +68,14 @@ def test_a_finished_batch_gets_one_complete_report(redis_client, tmp_path):
     assert len(lines) == len(jobs) == 25
     summary = json.loads(summary_path.read_text())
     counts = Counter(rec.status.value for rec in lines)
-    assert summary["counts"] == {s: counts.get(s, 0) for s in ("found", "no_tour", "unknown", "error")}
+    assert summary["counts"] == {
+        s: counts.get(s, 0) for s in ("found", "no_tour", "unknown", "error")
+    }
     assert summary["counts"]["no_tour"] >= 12  # colour parity
     assert summary["total"] == 25 and summary["schedule"] == "nightly"
-    assert summary["boards"] == [{"board": "5x5", "rows": 5, "cols": 5, "jobs": 25, **summary["counts"]}]
+    assert summary["boards"] == [
+        {"board": "5x5", "rows": 5, "cols": 5, "jobs": 25, **summary["counts"]}
+    ]
     assert summary["workers"] == {"test@here": 25}
     assert summary["clean"] is (counts["unknown"] + counts["error"] == 0)
     assert latest_summary(r)["batch_id"] == batch_id
@@ -154,7 +158,9 @@ def test_a_failed_write_releases_the_claim_for_the_next_collection(redis_client,
     assert collect_finished(r, tmp_path / "elsewhere")["written"] == [batch_id]
 
 
-def test_overlapping_collections_write_each_report_exactly_once(redis_client, redis_db_url, tmp_path):
+def test_overlapping_collections_write_each_report_exactly_once(
+    redis_client, redis_db_url, tmp_path
+):
     r = redis_client
     ids = {_make_batch(r, sizes=(s,))[0] for s in ("3x4", "4x5", "5")}
     out = tmp_path / "reports"
@@ -195,9 +201,24 @@ every = "3s"
 
 def _beat(env, state: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "knights_tour.worker", "beat",
-         "--schedule", str(state), "--loglevel", "INFO", "--max-interval", "1"],
-        env=env, stdin=subprocess.DEVNULL, stdout=open(log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "knights_tour.worker",
+            "beat",
+            "--schedule",
+            str(state),
+            "--loglevel",
+            "INFO",
+            "--max-interval",
+            "1",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,  # noqa: SIM115
         start_new_session=True,
     )
 
@@ -206,8 +227,11 @@ def _collections_done(log_dir: Path) -> int:
     """How many collection tasks the workers have finished, from their INFO logs."""
     done = 0
     for log in log_dir.glob("*.log"):
-        done += sum(1 for line in log.read_text(errors="replace").splitlines()
-                    if TASK_COLLECT in line and "succeeded" in line)
+        done += sum(
+            1
+            for line in log.read_text(errors="replace").splitlines()
+            if TASK_COLLECT in line and "succeeded" in line
+        )
     return done
 
 
@@ -231,12 +255,23 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
     reports = tmp_path / "reports"
     schedule = tmp_path / "schedule.toml"
     schedule.write_text(SCHEDULE)
-    env = dict(os.environ, KT_REDIS_URL=redis_db_url, KT_SCHEDULE_FILE=str(schedule),
-               KT_REPORTS_DIR=str(reports), PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        KT_REDIS_URL=redis_db_url,
+        KT_SCHEDULE_FILE=str(schedule),
+        KT_REPORTS_DIR=str(reports),
+        PYTHONUNBUFFERED="1",
+    )
     beats: list[subprocess.Popen] = []
-    with LocalWorkers(redis_db_url, count=2, env={"KT_REPORTS_DIR": str(reports)},
-                      node_prefix=f"beat{os.getpid()}-w", ready_timeout_s=90,
-                      log_dir=tmp_path / "logs", loglevel="INFO"):
+    with LocalWorkers(
+        redis_db_url,
+        count=2,
+        env={"KT_REPORTS_DIR": str(reports)},
+        node_prefix=f"beat{os.getpid()}-w",
+        ready_timeout_s=90,
+        log_dir=tmp_path / "logs",
+        loglevel="INFO",
+    ):
         try:
             # two beats at once: every collection tick is sent twice, overlapping on 2 workers
             for i in (1, 2):
@@ -245,8 +280,9 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
             while time.monotonic() < deadline and not read_index(reports):
                 assert all(b.poll() is None for b in beats), (tmp_path / "beat1.log").read_text()
                 time.sleep(0.2)
-            assert read_index(reports), "no report within 90 s; beat log:\n" + (
-                tmp_path / "beat1.log").read_text()[-3000:]
+            assert read_index(reports), (
+                "no report within 90 s; beat log:\n" + (tmp_path / "beat1.log").read_text()[-3000:]
+            )
             # several more collections run after the report was written (and must not
             # report the batch again): wait for them in the workers' logs, not a fixed time
             seen = _collections_done(tmp_path / "logs")
@@ -266,8 +302,9 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
     first = ids[0]
     meta = store.get_batch_meta(r, first)
     assert meta["params"]["schedule"] == "tiny" and meta["params"]["sizes"] == "5x5"
-    records = [record_from_json(ln)
-               for ln in report_paths(reports, first)[0].read_text().splitlines()]
+    records = [
+        record_from_json(ln) for ln in report_paths(reports, first)[0].read_text().splitlines()
+    ]
     assert records == store.collect(r, first) and len(records) == 25
     assert sum(json.loads(report_paths(reports, first)[1].read_text())["counts"].values()) == 25
     assert len(list(reports.glob("*.summary.json"))) == len(ids)

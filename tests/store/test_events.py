@@ -49,8 +49,12 @@ def test_a_cancel_wakes_the_waiter_and_other_batches_stay_quiet(redis_client, re
 
 
 def test_a_wakeup_without_redis_sleeps_out_its_timeout():
-    client = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5,  # nobody there
-                         retry=Retry(NoBackoff(), 0))
+    client = redis.Redis(
+        host="127.0.0.1",
+        port=1,
+        socket_connect_timeout=0.5,  # nobody there
+        retry=Retry(NoBackoff(), 0),
+    )
     with Wakeup(client, "kt:batch:none:events") as wakeup:
         assert wakeup.wait(0.2) is False
 

@@ -131,7 +131,11 @@ def test_submit_refuses_with_one_line_and_leaves_no_batch(server, case):
         url = url.replace(PASSWORD, "wrong-horse")
     proc = subprocess.run(
         [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis", url],
-        env=_kt_env(), capture_output=True, text=True, timeout=120)
+        env=_kt_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = _stderr_lines(proc)
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and lines[0].startswith("ktour: error: "), proc.stderr
@@ -152,10 +156,20 @@ def test_a_worker_refuses_with_one_line_and_exits(server, tmp_path, case):
     else:
         url = url.replace(PASSWORD, "wrong-horse")
     proc = subprocess.run(
-        [sys.executable, "-m", "knights_tour.service.celery_worker_main", "refuse@localhost",
-         "1", "knights_tour", "INFO"],
+        [
+            sys.executable,
+            "-m",
+            "knights_tour.service.celery_worker_main",
+            "refuse@localhost",
+            "1",
+            "knights_tour",
+            "INFO",
+        ],
         env=_kt_env(KT_REDIS_URL=url, KT_DATA_DIR=str(tmp_path / "kt")),
-        capture_output=True, text=True, timeout=150)
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 78, out[-2000:]
     refused = [line for line in out.splitlines() if "worker not started" in line]
@@ -171,8 +185,7 @@ commands (CONFIG, SHUTDOWN, FLUSHALL, KEYS, ...) except INFO, read for the polic
 
 
 @pytest.mark.integration
-def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recipe(server,
-                                                                                   tmp_path):
+def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recipe(server, tmp_path):
     from knights_tour.service.local_workers import LocalWorkers
 
     admin = redis.Redis.from_url(server.url)
@@ -180,24 +193,63 @@ def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recip
     admin.close()
     url = f"redis://kt:kt-secret-staple@127.0.0.1:{server.port}/0"
     env = _kt_env(KT_DATA_DIR=str(tmp_path / "kt"))
-    with LocalWorkers(url, count=1, concurrency=1, node_prefix="acl", ready_timeout_s=120,
-                      log_dir=tmp_path / "logs", loglevel="INFO"):
+    with LocalWorkers(
+        url,
+        count=1,
+        concurrency=1,
+        node_prefix="acl",
+        ready_timeout_s=120,
+        log_dir=tmp_path / "logs",
+        loglevel="INFO",
+    ):
         sub = subprocess.run(
             [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis", url],
-            env=env, capture_output=True, text=True, timeout=120)
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert sub.returncode == 0, sub.stderr
         batch_id = sub.stdout.strip().splitlines()[-1]
         got = subprocess.run(
-            [sys.executable, "-m", "knights_tour", "collect", batch_id, "--wait", "--timeout",
-             "120", "--format", "jsonl", "--redis", url],
-            env=env, capture_output=True, text=True, timeout=180)
+            [
+                sys.executable,
+                "-m",
+                "knights_tour",
+                "collect",
+                batch_id,
+                "--wait",
+                "--timeout",
+                "120",
+                "--format",
+                "jsonl",
+                "--redis",
+                url,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert got.returncode == 0, got.stderr
     assert len(got.stdout.splitlines()) == 25  # one record per start square of 5x5
     log = (tmp_path / "logs" / "acl1.log").read_text(errors="replace")
     assert "NOPERM" not in log and "Traceback" not in log
     # the same user with a wrong password: one line, and no worker started
     wrong = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis",
-         url.replace("kt-secret-staple", "wrong-staple")],
-        env=env, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "knights_tour",
+            "submit",
+            "--sizes",
+            "5",
+            "--redis",
+            url.replace("kt-secret-staple", "wrong-staple"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert wrong.returncode == 2 and len(_stderr_lines(wrong)) == 1, wrong.stderr

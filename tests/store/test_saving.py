@@ -19,13 +19,20 @@ def test_first_record_kept_and_each_job_counted_once(redis_client):
     jobs = make_batch_jobs([5])[:4]
     batch_id = create_batch(redis_client, jobs, {})
     a, b, c, d = jobs
-    assert save_records(redis_client, batch_id, [_row(a), _row(b, "no_tour", True)]) == [True,
-                                                                                         True]
+    assert save_records(redis_client, batch_id, [_row(a), _row(b, "no_tour", True)]) == [True, True]
     # a again, identical (a retried write): stored; b again, different: the first is kept;
     # c twice in one call: its first row is kept; d new.
-    got = save_records(redis_client, batch_id, [
-        _row(a), _row(b, "found", False, "other"), _row(c, "unknown"),
-        _row(c, "found", False, "second"), _row(d, "error")])
+    got = save_records(
+        redis_client,
+        batch_id,
+        [
+            _row(a),
+            _row(b, "found", False, "other"),
+            _row(c, "unknown"),
+            _row(c, "found", False, "second"),
+            _row(d, "error"),
+        ],
+    )
     assert got == [True, False, True, False, True]
     assert redis_client.hget(keys.batch_records(batch_id), b.key) == f"rec:{b.key}"
     assert redis_client.hget(keys.batch_records(batch_id), c.key) == f"rec:{c.key}"
@@ -40,8 +47,11 @@ def test_first_record_kept_and_each_job_counted_once(redis_client):
 def test_bookkeeping_is_cleared_and_the_end_announced_once(redis_client):
     jobs = make_batch_jobs([5])[:3]
     batch_id = create_batch(redis_client, jobs, {})
-    for name in (keys.batch_started(batch_id), keys.batch_attempts(batch_id),
-                 keys.batch_requeued(batch_id)):
+    for name in (
+        keys.batch_started(batch_id),
+        keys.batch_attempts(batch_id),
+        keys.batch_requeued(batch_id),
+    ):
         redis_client.hset(name, mapping={j.key: "x" for j in jobs})
     with Wakeup(redis_client, keys.batch_events(batch_id)) as wakeup:
         save_records(redis_client, batch_id, [_row(jobs[0]), _row(jobs[1])])

@@ -12,19 +12,19 @@ import random
 import signal
 import subprocess
 
-import psutil
 import msgspec
+import psutil
 import pytest
 
-from knights_tour.store import keys
 from knights_tour.board import Board
-from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
-from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.result import Status
-from knights_tour.settings import get_settings
 from knights_tour.service.batches import wait_for_batch
+from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
 from knights_tour.service.waiting import WaitHooks
+from knights_tour.settings import get_settings
+from knights_tour.store import keys
 from knights_tour.store.batches import (
     batch_jobs,
     batch_progress,
@@ -78,7 +78,12 @@ def test_batch_round_trip_sorted_and_counted(redis_client, records_5x5):
     jobs, records = records_5x5
     batch_id = create_batch(redis_client, jobs, {"sizes": "5"})
     status = batch_status(redis_client, batch_id)
-    assert (status["total"], status["done"], status["missing"], status["complete"]) == (25, 0, 25, False)
+    assert (status["total"], status["done"], status["missing"], status["complete"]) == (
+        25,
+        0,
+        25,
+        False,
+    )
     shuffled = list(records)
     random.Random(7).shuffle(shuffled)
     for rec in shuffled:
@@ -103,8 +108,9 @@ def test_the_first_record_stored_for_a_job_is_kept(redis_client, records_5x5):
     for rec in records[:3]:
         assert save_record(redis_client, batch_id, rec) is True
     assert save_record(redis_client, batch_id, records[0]) is True  # a retried write
-    again = msgspec.structs.replace(records[0], worker="second-run",
-                                    finished_at=records[0].finished_at + 1)
+    again = msgspec.structs.replace(
+        records[0], worker="second-run", finished_at=records[0].finished_at + 1
+    )
     assert save_record(redis_client, batch_id, again) is False
     got = collect(redis_client, batch_id)
     assert len(got) == 3 and got[0] == records[0]
@@ -120,11 +126,15 @@ def test_progress_from_the_tally_matches_the_full_status(redis_client, records_5
     shown = ("total", "done", "counts", "mismatches", "missing", "complete", "params")
     for i, rec in enumerate(records):
         if i in (0, 7, len(records) - 1):
-            full, quick = batch_status(redis_client, batch_id), batch_progress(redis_client, batch_id)
+            full, quick = (
+                batch_status(redis_client, batch_id),
+                batch_progress(redis_client, batch_id),
+            )
             assert {k: quick[k] for k in shown} == {k: full[k] for k in shown}
         save_record(redis_client, batch_id, rec)
-        save_record(redis_client, batch_id,
-                    msgspec.structs.replace(rec, status=Status.ERROR))  # kept out: not counted
+        save_record(
+            redis_client, batch_id, msgspec.structs.replace(rec, status=Status.ERROR)
+        )  # kept out: not counted
     quick = batch_progress(redis_client, batch_id)
     assert quick["complete"] and quick["counts"] == batch_status(redis_client, batch_id)["counts"]
     # 25 starts of 5x5: 13 of the majority colour have tours, 12 are ruled out by colour parity.
@@ -144,7 +154,10 @@ def test_batches_are_separate_and_listed_in_order(redis_client, records_5x5):
     assert collect(redis_client, second) == []
     listed = list_batches(redis_client)
     assert [b["batch_id"] for b in listed] == [first, second]
-    assert [(b["total"], b["done"], b["params"]) for b in listed] == [(2, 1, {"n": 1}), (4, 0, {"n": 2})]
+    assert [(b["total"], b["done"], b["params"]) for b in listed] == [
+        (2, 1, {"n": 1}),
+        (4, 0, {"n": 2}),
+    ]
 
 
 def test_mismatch_and_missing_are_reported(redis_client, records_5x5):
@@ -190,8 +203,9 @@ def test_wait_for_batch_reports_progress_and_times_out(redis_client, records_5x5
     batch_id = create_batch(redis_client, jobs[:2], {})
     save_record(redis_client, batch_id, records[0])
     seen = []
-    status = wait_for_batch(redis_client, batch_id, timeout_s=0.3,
-                            hooks=WaitHooks(on_progress=seen.append), poll_s=0.05)
+    status = wait_for_batch(
+        redis_client, batch_id, timeout_s=0.3, hooks=WaitHooks(on_progress=seen.append), poll_s=0.05
+    )
     assert not status["complete"] and status["done"] == 1 and seen and seen[-1]["done"] == 1
     save_record(redis_client, batch_id, records[1])
     assert wait_for_batch(redis_client, batch_id, timeout_s=5)["complete"]
@@ -235,7 +249,9 @@ def test_a_second_embedded_redis_on_the_same_dir_attaches_or_refuses(tmp_path):
 def test_a_stale_state_file_is_replaced(tmp_path):
     dead = subprocess.Popen(["sleep", "0"])
     dead.wait()
-    (tmp_path / STATE_FILE).write_text(json.dumps({"pid": dead.pid, "port": free_port(), "password": None}))
+    (tmp_path / STATE_FILE).write_text(
+        json.dumps({"pid": dead.pid, "port": free_port(), "password": None})
+    )
     with EmbeddedRedis(tmp_path) as server:
         assert server.owned and server.pid != dead.pid
         assert json.loads((tmp_path / STATE_FILE).read_text())["pid"] == server.pid
@@ -342,7 +358,9 @@ def test_use_redis_drops_the_old_result_backend(tmp_path, redis_db_url):
     app = use_redis(redis_db_url)  # the old server is stopped now
     from urllib.parse import urlsplit
 
-    assert app.backend.client.connection_pool.connection_kwargs["port"] == urlsplit(redis_db_url).port
+    assert (
+        app.backend.client.connection_pool.connection_kwargs["port"] == urlsplit(redis_db_url).port
+    )
     app.send_task("knights_tour.no_such_task", queue="kt-backend-test")
     assert connect(redis_db_url).llen("kt-backend-test") == 1
 
@@ -354,5 +372,8 @@ def test_the_last_user_of_a_shared_embedded_redis_shuts_it_down(tmp_path):
     owner.stop()  # the run ends first: the guest still uses the server, so it stays up
     assert guest.is_running() and (tmp_path / STATE_FILE).exists()
     guest.stop()  # the last one out shuts it down, although it did not start it
-    assert not psutil.pid_exists(owner.pid) or psutil.Process(owner.pid).status() == psutil.STATUS_ZOMBIE
+    assert (
+        not psutil.pid_exists(owner.pid)
+        or psutil.Process(owner.pid).status() == psutil.STATUS_ZOMBIE
+    )
     assert not (tmp_path / STATE_FILE).exists()

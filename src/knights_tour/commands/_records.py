@@ -30,16 +30,22 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     table, with a total row when there are several boards."""
     verify = any(r["cpsat_checked"] for r in rows)
     table = Table(title=title)
-    for col in ("board", "starts", "found", "no tour (proof)", "unknown", "errors",
-                "mismatches"):
+    for col in ("board", "starts", "found", "no tour (proof)", "unknown", "errors", "mismatches"):
         table.add_column(col, justify="left" if col in ("board", "no tour (proof)") else "right")
     if verify:
         table.add_column("cpsat agrees", justify="right")
     table.add_column("job s", justify="right")
 
     def cells(r: dict[str, Any], no_tour: str) -> list[str]:
-        out = [r["board"], str(r["starts"]), str(r["found"]), no_tour, str(r["unknown"]),
-               str(r["error"]), str(r["mismatch"])]
+        out = [
+            r["board"],
+            str(r["starts"]),
+            str(r["found"]),
+            no_tour,
+            str(r["unknown"]),
+            str(r["error"]),
+            str(r["mismatch"]),
+        ]
         if verify:
             out.append(f"{r['cpsat_agree']}/{r['cpsat_checked']}")
         return out + [f"{r['seconds']:.2f}"]
@@ -72,8 +78,7 @@ def report_mismatches(tally: Tally) -> None:
         con.print(f"[red]  ... and {tally.failed_count - 50} more (see the records)[/]")
 
 
-def write_records(client: redis.Redis, batch_id: str, out: str | None,
-                   fmt: str = "jsonl") -> Tally:
+def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str = "jsonl") -> Tally:
     """Stream the records of the batch as JSON Lines, JSON, CSV or Parquet to ``out`` (``-`` =
     stdout, not for Parquet; a file is written atomically; None = nowhere), counting them as
     they pass; returns the counts."""
@@ -104,19 +109,33 @@ def batch_info(status: dict[str, Any]) -> str:
     return info
 
 
-def wait_with_progress(client, batch_id: str, total: int, timeout: float | None, recover_url: str,
-          check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def wait_with_progress(
+    client,
+    batch_id: str,
+    total: int,
+    timeout: float | None,
+    recover_url: str,
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Wait for the batch with a progress bar (a line every ``KT_PROGRESS_S`` when stderr is
     not a terminal); once it is complete, one line saying how long it took."""
     began = time.monotonic()
     with progress_hooks("jobs", total, batch_info, check, what=f"batch {batch_id}") as hooks:
-        status = wait_for_batch(client, batch_id, timeout_s=timeout, recover_url=recover_url,
-                                hooks=WaitHooks(**hooks))
+        status = wait_for_batch(
+            client, batch_id, timeout_s=timeout, recover_url=recover_url, hooks=WaitHooks(**hooks)
+        )
     if status["complete"]:
-        note(f"batch {batch_id}: {status['done']}/{status['total']} jobs done in "
-             f"{time.monotonic() - began:.1f} s")
+        note(
+            f"batch {batch_id}: {status['done']}/{status['total']} jobs done in "
+            f"{time.monotonic() - began:.1f} s"
+        )
     return status
 
 
-__all__ = ["summary_table", "report_mismatches", "write_records", "batch_info",
-           "wait_with_progress"]
+__all__ = [
+    "summary_table",
+    "report_mismatches",
+    "write_records",
+    "batch_info",
+    "wait_with_progress",
+]

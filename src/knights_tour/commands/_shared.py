@@ -35,8 +35,14 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output.grouping import format_eta
@@ -112,7 +118,11 @@ url_redis_option = click.option(
 """``--redis URL`` of the commands that need workers' Redis (``submit``, ``workers``)."""
 
 workers_option = click.option(
-    "--workers", "workers", type=int, default=None, metavar="K",
+    "--workers",
+    "workers",
+    type=int,
+    default=None,
+    metavar="K",
     help="Local worker processes to start (default KT_WORKERS = cores; with --redis "
     "none: the workers already listening there are used).",
 )
@@ -120,7 +130,10 @@ workers_option = click.option(
 
 
 yes_option = click.option(
-    "--yes", "-y", "yes", is_flag=True,
+    "--yes",
+    "-y",
+    "yes",
+    is_flag=True,
     help="Submit without asking even if the estimate is above KT_CONFIRM_JOBS, "
     "KT_CONFIRM_OUTPUT_MB or KT_CONFIRM_HOURS.",
 )
@@ -197,7 +210,8 @@ def require_workers(workers: int | None, redis_url: str | None) -> None:
         raise click.BadParameter(
             "0 starts no worker, and no other worker can reach the embedded Redis; give "
             "--redis URL (or KT_REDIS_URL) of a server with workers, or K >= 1",
-            param_hint="--workers")
+            param_hint="--workers",
+        )
 
 
 def check_out_path(out: str | None) -> None:
@@ -217,8 +231,9 @@ def check_out_path(out: str | None) -> None:
     if target.is_dir():
         raise OutputPathError(f"cannot write {out}: it is a directory", errno.EISDIR)
     if not parent.is_dir():
-        raise OutputPathError(f"cannot write {out}: directory {parent} does not exist",
-                              errno.ENOENT)
+        raise OutputPathError(
+            f"cannot write {out}: directory {parent} does not exist", errno.ENOENT
+        )
     if target.exists() and not os.access(target, os.W_OK):
         raise OutputPathError(f"cannot write {out}: permission denied", errno.EACCES)
     if target.exists() and not target.is_file():  # a device or pipe, written in place
@@ -241,7 +256,7 @@ def refused_write(exc: BaseException, redis_given: bool) -> str | None:
     text = str(exc)
     if not type(exc).__module__.startswith("redis") or "MISCONF" not in text:
         return None
-    reason = text[text.index("MISCONF") + len("MISCONF"):].strip()
+    reason = text[text.index("MISCONF") + len("MISCONF") :].strip()
     if redis_given or get_settings().redis_url:
         return f"Redis refuses writes: {reason}"
     where = get_settings().data_dir / "redis"
@@ -271,8 +286,9 @@ class ProgressLines:
     rate is measured since the first status seen, so jobs recorded before (a resumed batch)
     do not inflate it."""
 
-    def __init__(self, what: str, label: str, every_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, what: str, label: str, every_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.what, self.label, self.every_s, self.clock = what, label, every_s, clock
         self.first: tuple[float, int] | None = None
         self.last_line: float | None = None
@@ -286,9 +302,11 @@ class ProgressLines:
         rate = (done - d0) / (now - t0) if now > t0 and done > d0 else None
         eta = (total - done) / rate if rate else None
         head = f"{self.what}: " if self.what else ""
-        return (f"{head}{done}/{total} {self.label} done, "
-                + (f"{rate:,.1f}/s" if rate is not None else "rate -")
-                + f", ETA {format_eta(eta)}")
+        return (
+            f"{head}{done}/{total} {self.label} done, "
+            + (f"{rate:,.1f}/s" if rate is not None else "rate -")
+            + f", ETA {format_eta(eta)}"
+        )
 
     def __call__(self, done: int, total: int) -> None:
         """Note the line if ``every_s`` passed since the last one (the first poll starts the
@@ -305,8 +323,11 @@ class ProgressLines:
 
 @contextlib.contextmanager
 def progress_hooks(
-    label: str, total: int, info: Callable[[dict[str, Any]], str],
-    check: Callable[[dict[str, Any]], None] | None = None, what: str = "",
+    label: str,
+    total: int,
+    info: Callable[[dict[str, Any]], str],
+    check: Callable[[dict[str, Any]], None] | None = None,
+    what: str = "",
 ) -> Iterator[dict[str, Callable[..., None] | None]]:
     """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.service.waiting`), as keyword
     arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
@@ -314,12 +335,17 @@ def progress_hooks(
     about ``what`` every ``KT_PROGRESS_S`` seconds; Redis outages and re-sent jobs reported
     as ``ktour:`` lines, and ``check``. The bar ends with the block."""
     console = Console(stderr=True)
-    lines = None if console.is_terminal else ProgressLines(what, label,
-                                                           get_settings().progress_s)
+    lines = None if console.is_terminal else ProgressLines(what, label, get_settings().progress_s)
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-        console=console, transient=False, disable=not console.is_terminal,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
     ) as progress:
         task = progress.add_task(label, total=total, info="")
 
@@ -327,23 +353,39 @@ def progress_hooks(
             if lines is not None:
                 lines(int(status["done"]), int(status["total"]))
                 return
-            progress.update(task, completed=status["done"], total=status["total"],
-                            info=info(status))
+            progress.update(
+                task, completed=status["done"], total=status["total"], info=info(status)
+            )
 
         yield {
             "on_progress": on_progress,
-            "on_outage": lambda lost: note("lost contact with Redis; retrying" if lost
-                                           else "Redis is back"),
+            "on_outage": lambda lost: note(
+                "lost contact with Redis; retrying" if lost else "Redis is back"
+            ),
             "on_resent": lambda n: note(f"re-sent {n} job(s) whose worker was lost"),
             "check": check,
         }
 
 
 __all__ = [
-    "ExitCode", "err", "note", "stdout_console", "solver_option", "redis_option",
+    "ExitCode",
+    "err",
+    "note",
+    "stdout_console",
+    "solver_option",
+    "redis_option",
     "url_redis_option",
-    "workers_option", "require_positive", "require_non_negative", "require_workers",
+    "workers_option",
+    "require_positive",
+    "require_non_negative",
+    "require_workers",
     "check_out_path",
-    "refused_write", "write_output", "progress_hooks", "ProgressLines", "yes_option",
-    "Declined", "confirm_big", "stdin_is_terminal",
+    "refused_write",
+    "write_output",
+    "progress_hooks",
+    "ProgressLines",
+    "yes_option",
+    "Declined",
+    "confirm_big",
+    "stdin_is_terminal",
 ]

@@ -21,10 +21,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from knights_tour.commands._records import (report_mismatches, summary_table,
-                                            wait_with_progress, write_records)
-from knights_tour.commands._shared import (ExitCode, check_out_path, redis_option,
-                                           stdout_console)
+from knights_tour.commands._records import (
+    report_mismatches,
+    summary_table,
+    wait_with_progress,
+    write_records,
+)
+from knights_tour.commands._shared import ExitCode, check_out_path, redis_option, stdout_console
 from knights_tour.errors import KnightsTourError
 from knights_tour.service.local import open_store
 from knights_tour.service.monitor import batch_progress, batch_states, format_eta, live_workers
@@ -34,19 +37,39 @@ from knights_tour.store.batches import CANCELLED, batch_state, batch_status, lis
 
 @click.command()
 @click.argument("batch_id", metavar="BATCH")
-@click.option("--format", "fmt",
-              type=click.Choice(["table", "json", "jsonl", "csv", "parquet"]),
-              default="table", show_default=True,
-              help="table = per-board summary; json/jsonl/csv/parquet = every record.")
-@click.option("--out", "out", default=None, metavar="FILE",
-              help="Write the records to FILE atomically instead of stdout (needed for "
-              "parquet).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "jsonl", "csv", "parquet"]),
+    default="table",
+    show_default=True,
+    help="table = per-board summary; json/jsonl/csv/parquet = every record.",
+)
+@click.option(
+    "--out",
+    "out",
+    default=None,
+    metavar="FILE",
+    help="Write the records to FILE atomically instead of stdout (needed for parquet).",
+)
 @click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
-@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
-              help="With --wait: give up after S seconds.")
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --wait: give up after S seconds.",
+)
 @redis_option
-def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float | None,
-            redis_url: str | None) -> ExitCode:
+def collect(
+    batch_id: str,
+    fmt: str,
+    out: str | None,
+    wait: bool,
+    timeout: float | None,
+    redis_url: str | None,
+) -> ExitCode:
     """Records of BATCH, one per job, sorted by board and start square.
 
     Without --redis / KT_REDIS_URL the embedded Redis is started on the data dir (so a batch
@@ -62,8 +85,7 @@ def collect(batch_id: str, fmt: str, out: str | None, wait: bool, timeout: float
         st = batch_status(backend.client, batch_id)
         if wait and not st["complete"]:
             st = wait_with_progress(backend.client, batch_id, st["total"], timeout, backend.url)
-        tally = write_records(backend.client, batch_id,
-                               None if fmt == "table" else out or "-", fmt)
+        tally = write_records(backend.client, batch_id, None if fmt == "table" else out or "-", fmt)
     if fmt == "table":
         stdout_console().print(summary_table(tally.rows(), f"batch {batch_id}"))
         if not st["complete"]:
@@ -85,21 +107,27 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
         for b in items:
             b["state"] = states.get(b["batch_id"])
             if b["state"] not in ("complete", "collected") and (
-                    batch_state(backend.client, b["batch_id"]) == CANCELLED):
+                batch_state(backend.client, b["batch_id"]) == CANCELLED
+            ):
                 b["state"] = CANCELLED
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return ExitCode.OK
     table = Table(title="batches")
-    for col in ("batch", "created (UTC)", "state", "done", "sizes", "solver", "verify",
-                "closed"):
+    for col in ("batch", "created (UTC)", "state", "done", "sizes", "solver", "verify", "closed"):
         table.add_column(col)
     for b in items:
         p = b.get("params") or {}
-        table.add_row(b["batch_id"], str(b.get("created_iso") or ""), str(b.get("state")),
-                      f"{b['done']}/{b['total']}", str(p.get("sizes", "")),
-                      str(p.get("solver", "")), str(p.get("verify") or "-"),
-                      "yes" if p.get("closed") else "no")
+        table.add_row(
+            b["batch_id"],
+            str(b.get("created_iso") or ""),
+            str(b.get("state")),
+            f"{b['done']}/{b['total']}",
+            str(p.get("sizes", "")),
+            str(p.get("solver", "")),
+            str(p.get("verify") or "-"),
+            "yes" if p.get("closed") else "no",
+        )
     stdout_console().print(table)
     if not items:
         click.echo("no batches")
@@ -122,13 +150,15 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
     ]
     params = p.get("params") or {}
     if params:
-        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()
-                                            if v not in (None, False)))
+        lines.append(
+            "params: " + ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
+        )
     return lines
 
 
-def _progress_poller(client: redis.Redis, url: str, batch_id: str,
-                     interval: float) -> Callable[[], dict[str, Any]]:
+def _progress_poller(
+    client: redis.Redis, url: str, batch_id: str, interval: float
+) -> Callable[[], dict[str, Any]]:
     """A function returning :func:`~knights_tour.service.monitor.batch_progress` of the batch,
     with the ETA from the rate measured since its first call. The returned function raises
     :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
@@ -159,8 +189,9 @@ def _watch_done(p: dict[str, Any]) -> bool:
     return bool(p["complete"] or p.get("cancelled"))
 
 
-def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
-           timeout: float | None) -> dict[str, Any]:
+def _watch(
+    poll: Callable[[], dict[str, Any]], as_json: bool, interval: float, timeout: float | None
+) -> dict[str, Any]:
     """``status --watch``: a live view on a terminal, else one line (or JSON object) per
     refresh, until the batch is complete or ``timeout`` seconds pass; returns the last
     progress."""
@@ -168,14 +199,16 @@ def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
     if console.is_terminal and not as_json:
         with Live(Text(""), console=console, refresh_per_second=4) as live:
             hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
-            return poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval,
-                                       is_done=_watch_done)
+            return poll_until_complete(
+                poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+            )
     if as_json:
         hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
     else:
         hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
-    p = poll_until_complete(poll, timeout_s=timeout, hooks=hooks, poll_s=interval,
-                            is_done=_watch_done)
+    p = poll_until_complete(
+        poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+    )
     if not as_json:
         click.echo(_status_lines(p)[0])
     return p
@@ -186,12 +219,30 @@ def _watch(poll: Callable[[], dict[str, Any]], as_json: bool, interval: float,
 @redis_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
-@click.option("--interval", type=float, default=2.0, show_default=True, metavar="S",
-              help="With --watch: seconds between refreshes.")
-@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
-              help="With --watch: stop after S seconds.")
-def status(batch_id: str | None, redis_url: str | None, as_json: bool, watch: bool = False,
-           interval: float = 2.0, timeout: float | None = None) -> ExitCode:
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    metavar="S",
+    help="With --watch: seconds between refreshes.",
+)
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --watch: stop after S seconds.",
+)
+def status(
+    batch_id: str | None,
+    redis_url: str | None,
+    as_json: bool,
+    watch: bool = False,
+    interval: float = 2.0,
+    timeout: float | None = None,
+) -> ExitCode:
     """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
     counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
     is executing (Celery inspect). Exit 0 if complete, 1 if not.

@@ -40,8 +40,13 @@ def forget(batch_id: str, redis_url: str | None) -> ExitCode:
 
 
 @click.command()
-@click.option("--older-than", "older_than", required=True, metavar="AGE",
-              help="Age of what is removed: '7d', '12h', '90m', '1d12h' or seconds.")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="AGE",
+    help="Age of what is removed: '7d', '12h', '90m', '1d12h' or seconds.",
+)
 @redis_option
 def prune(older_than: str, redis_url: str | None) -> ExitCode:
     """Forget every batch and count created longer than AGE ago (their Redis keys, records and
@@ -53,8 +58,9 @@ def prune(older_than: str, redis_url: str | None) -> ExitCode:
     age_s = parse_interval(older_than, "--older-than")
     settings = get_settings()
     with open_store(redis_url) as backend:
-        done = cleanup.prune(backend.client, age_s, settings.reports_path,
-                             settings.data_dir / "logs")
+        done = cleanup.prune(
+            backend.client, age_s, settings.reports_path, settings.data_dir / "logs"
+        )
     click.echo(done.describe())
     return ExitCode.NOT_OK if done.busy else ExitCode.OK
 

@@ -40,8 +40,10 @@ class _LayerProgress:
         self.last = now
         rate = stat.transitions / stat.seconds if stat.seconds > 0 else 0.0
         parts = f", {stat.parts} parts" if stat.parts > 1 else ""
-        note(f"dp {name}: layer {stat.step + 1}/{n_steps}, {stat.states:,} states, "
-             f"{rate:,.0f} transitions/s{parts}")
+        note(
+            f"dp {name}: layer {stat.step + 1}/{n_steps}, {stat.states:,} states, "
+            f"{rate:,.0f} transitions/s{parts}"
+        )
 
 
 def _grid_lines(report: CountReport) -> list[str]:
@@ -49,27 +51,44 @@ def _grid_lines(report: CountReport) -> list[str]:
     cells = [["-" if v is None else str(v) for v in row] for row in report.grid]
     width = max(len(c) for row in cells for c in row)
     label_w = len(str(board.rows))
-    lines = [f"{board.rows - r:>{label_w}}  " + " ".join(c.rjust(width) for c in row)
-             for r, row in enumerate(cells)]
-    lines.append(" " * (label_w + 2) + " ".join(
-        board.file_name(c).rjust(width) for c in range(board.cols)))
+    lines = [
+        f"{board.rows - r:>{label_w}}  " + " ".join(c.rjust(width) for c in row)
+        for r, row in enumerate(cells)
+    ]
+    lines.append(
+        " " * (label_w + 2) + " ".join(board.file_name(c).rjust(width) for c in range(board.cols))
+    )
     return lines
 
 
-def run_dp_count(board: Board, start_sq: Square | None, choice: MethodChoice, *,
-                 memory_gb: float, as_json: bool, out: str | None) -> ExitCode:
+def run_dp_count(
+    board: Board,
+    start_sq: Square | None,
+    choice: MethodChoice,
+    *,
+    memory_gb: float,
+    as_json: bool,
+    out: str | None,
+) -> ExitCode:
     """Count by the DP in this process and print (or write) the report; exit code 0."""
     note(f"method: {choice.reason}")
     checkpoints = get_settings().data_dir / "frontier"
-    note(f"dp: layers checkpointed under {checkpoints} (the same command resumes); tables "
-         f"bounded by {memory_gb:g} GiB")
+    note(
+        f"dp: layers checkpointed under {checkpoints} (the same command resumes); tables "
+        f"bounded by {memory_gb:g} GiB"
+    )
 
     def class_done(rep: Square, value: int, seconds: float) -> None:
         note(f"dp: start {board.algebraic(rep)}: {value:,} tours ({seconds:.1f} s)")
 
-    report = dp_count(board, start_sq, memory_bytes=int(memory_gb * 2**30),
-                      checkpoint_dir=checkpoints, progress=_LayerProgress(),
-                      class_done=class_done)
+    report = dp_count(
+        board,
+        start_sq,
+        memory_bytes=int(memory_gb * 2**30),
+        checkpoint_dir=checkpoints,
+        progress=_LayerProgress(),
+        class_done=class_done,
+    )
     record = report.to_dict()
     record["method_reason"] = choice.reason
     if out is not None:
@@ -87,8 +106,10 @@ def run_dp_count(board: Board, start_sq: Square | None, choice: MethodChoice, *,
         click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
     click.echo(report.symmetry_note)
     click.echo(f"method: {choice.reason}")
-    click.echo(f"transitions {report.nodes:,}; wall {report.elapsed_s:.2f} s; peak RSS "
-               f"{record['peak_rss_bytes'] / 2**30:.2f} GiB")
+    click.echo(
+        f"transitions {report.nodes:,}; wall {report.elapsed_s:.2f} s; peak RSS "
+        f"{record['peak_rss_bytes'] / 2**30:.2f} GiB"
+    )
     return ExitCode.OK
 
 

@@ -23,20 +23,50 @@ from typing import Any
 import click
 import redis
 
-from knights_tour.commands._records import (report_mismatches, summary_table,
-                                            wait_with_progress, write_records)
-from knights_tour.commands._shared import (ExitCode, check_out_path, confirm_big, note,
-                                           redis_option, require_positive, require_workers,
-                                           solver_option, stdout_console, url_redis_option,
-                                           workers_option, yes_option)
+from knights_tour.commands._records import (
+    report_mismatches,
+    summary_table,
+    wait_with_progress,
+    write_records,
+)
+from knights_tour.commands._shared import (
+    ExitCode,
+    check_out_path,
+    confirm_big,
+    note,
+    redis_option,
+    require_positive,
+    require_workers,
+    solver_option,
+    stdout_console,
+    url_redis_option,
+    workers_option,
+    yes_option,
+)
 from knights_tour.core.jobs import JobOptions
 from knights_tour.errors import KnightsTourError, OutputPathError
-from knights_tour.service.batches import (DEFAULT_CHUNK_SIZE, cancel_batch, make_jobs,
-                                          resume_batch, start_or_resume, submit_batch)
-from knights_tour.service.estimate import (batch_concerns, describe_batch, estimate_batch,
-                                           parse_sizes)
-from knights_tour.service.local import (NO_WORKERS_WARNING, Backend, configured_redis_url,
-                                        no_worker_answers, open_backend, open_store)
+from knights_tour.service.batches import (
+    DEFAULT_CHUNK_SIZE,
+    cancel_batch,
+    make_jobs,
+    resume_batch,
+    start_or_resume,
+    submit_batch,
+)
+from knights_tour.service.estimate import (
+    batch_concerns,
+    describe_batch,
+    estimate_batch,
+    parse_sizes,
+)
+from knights_tour.service.local import (
+    NO_WORKERS_WARNING,
+    Backend,
+    configured_redis_url,
+    no_worker_answers,
+    open_backend,
+    open_store,
+)
 from knights_tour.service.verdict import Tally
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
@@ -47,21 +77,47 @@ from knights_tour.store.connection import connect, mask_url
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by ``run`` and ``submit`` (what each job asks)."""
     opts = [
-        click.option("--sizes", "sizes", multiple=True, required=True, metavar="LIST",
-                     help="Boards: 5-12 (range of n x n), 8,10, 6x8; repeat to add more."),
+        click.option(
+            "--sizes",
+            "sizes",
+            multiple=True,
+            required=True,
+            metavar="LIST",
+            help="Boards: 5-12 (range of n x n), 8,10, 6x8; repeat to add more.",
+        ),
         solver_option,
-        click.option("--verify", "verify", type=click.Choice(["none", "cpsat"]),
-                     default="none", show_default=True,
-                     help="Cross-check every job with the CP-SAT model."),
+        click.option(
+            "--verify",
+            "verify",
+            type=click.Choice(["none", "cpsat"]),
+            default="none",
+            show_default=True,
+            help="Cross-check every job with the CP-SAT model.",
+        ),
         click.option("--closed", is_flag=True, help="Ask for closed (re-entrant) tours."),
-        click.option("--exhaustive", is_flag=True,
-                     help="Engine searches without a node budget (proves no_tour)."),
-        click.option("--time-limit", "time_limit", type=float, default=None, metavar="S",
-                     help="Solver wall-clock limit per job, seconds (default: backend's)."),
-        click.option("--node-limit", type=int, default=None, metavar="N",
-                     help="Engine node budget per job."),
-        click.option("--chunk-size", type=int, default=None, metavar="N",
-                     help="Jobs per Celery task (default: sized by the jobs' estimated cost)."),
+        click.option(
+            "--exhaustive",
+            is_flag=True,
+            help="Engine searches without a node budget (proves no_tour).",
+        ),
+        click.option(
+            "--time-limit",
+            "time_limit",
+            type=float,
+            default=None,
+            metavar="S",
+            help="Solver wall-clock limit per job, seconds (default: backend's).",
+        ),
+        click.option(
+            "--node-limit", type=int, default=None, metavar="N", help="Engine node budget per job."
+        ),
+        click.option(
+            "--chunk-size",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Jobs per Celery task (default: sized by the jobs' estimated cost).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -71,24 +127,36 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size):
     """``(boards, jobs, params, chunk)`` from the job options; usage errors for bad limits."""
     require_positive(time_limit, "--time-limit")
-    options = JobOptions(solver=solver, closed=closed,
-                         verify=None if verify == "none" else verify,
-                         time_limit_s=time_limit, exhaustive=exhaustive, node_limit=node_limit)
+    options = JobOptions(
+        solver=solver,
+        closed=closed,
+        verify=None if verify == "none" else verify,
+        time_limit_s=time_limit,
+        exhaustive=exhaustive,
+        node_limit=node_limit,
+    )
     boards, jobs, params = make_jobs(sizes, options)
     if chunk_size is not None and chunk_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
     return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE
 
 
-def _guard(sizes: tuple[str, ...], solver: str, verify: str, time_limit: float | None,
-           workers: int | None, yes: bool) -> None:
+def _guard(
+    sizes: tuple[str, ...],
+    solver: str,
+    verify: str,
+    time_limit: float | None,
+    workers: int | None,
+    yes: bool,
+) -> None:
     """Estimate the batch before any job is made; above the thresholds ask (or refuse
     without a terminal and --yes). Bad input is reported first, as without the guard."""
     check_solver_name(solver)
     require_positive(time_limit, "--time-limit")
     k = workers or get_settings().workers
-    est = estimate_batch(parse_sizes(sizes), solver, None if verify == "none" else verify,
-                         time_limit)
+    est = estimate_batch(
+        parse_sizes(sizes), solver, None if verify == "none" else verify, time_limit
+    )
     confirm_big(describe_batch(est, k), batch_concerns(est, k), yes)
 
 
@@ -101,14 +169,20 @@ def _stopped(backend: Backend, batch_id: str, why: str, hint: str) -> None:
         got = f"{st['done']}/{st['total']} jobs done"
     except (redis.RedisError, KnightsTourError):  # Redis going away: say what we know
         got = "the jobs done so far"
-    drop = (f"its {dropped} queued task(s) dropped, other batches' untouched"
-            if dropped is not None else "its queued tasks could not be dropped (no Redis)")
-    note(f"batch {batch_id} cancelled {why}: {got}, their records kept (ktour collect "
-         f"{batch_id}); {drop}; continue with: {hint}")
+    drop = (
+        f"its {dropped} queued task(s) dropped, other batches' untouched"
+        if dropped is not None
+        else "its queued tasks could not be dropped (no Redis)"
+    )
+    note(
+        f"batch {batch_id} cancelled {why}: {got}, their records kept (ktour collect "
+        f"{batch_id}); {drop}; continue with: {hint}"
+    )
 
 
-def _follow(backend: Backend, batch_id: str, total: int, deadline: float | None,
-            out: str | None, hint: str) -> tuple[ExitCode, dict[str, Any], Tally | None, str]:
+def _follow(
+    backend: Backend, batch_id: str, total: int, deadline: float | None, out: str | None, hint: str
+) -> tuple[ExitCode, dict[str, Any], Tally | None, str]:
     """Wait for the batch until it is complete, the deadline passes (monotonic seconds),
     Ctrl-C, or a cancel from elsewhere; then write its records to ``out`` (complete only).
 
@@ -118,27 +192,41 @@ def _follow(backend: Backend, batch_id: str, total: int, deadline: float | None,
     out_path = out or f"results-{batch_id}.jsonl"
     try:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        status = wait_with_progress(backend.client, batch_id, total, left, backend.url,
-                       check=backend.check_workers(f"batch {batch_id}", "jobs"))
+        status = wait_with_progress(
+            backend.client,
+            batch_id,
+            total,
+            left,
+            backend.url,
+            check=backend.check_workers(f"batch {batch_id}", "jobs"),
+        )
     except KeyboardInterrupt:
         _stopped(backend, batch_id, "by Ctrl-C", hint)
         return ExitCode.INTERRUPTED, {}, None, out_path
     if status.get("state") == CANCELLED:
         backend.stop_work()
-        note(f"batch {batch_id} was cancelled from elsewhere (ktour cancel): {status['done']}/"
-             f"{status['total']} jobs done, their records kept (ktour collect {batch_id}); "
-             f"continue with: {hint}")
+        note(
+            f"batch {batch_id} was cancelled from elsewhere (ktour cancel): {status['done']}/"
+            f"{status['total']} jobs done, their records kept (ktour collect {batch_id}); "
+            f"continue with: {hint}"
+        )
         return ExitCode.NOT_OK, status, None, out_path
     if not status["complete"]:
         _stopped(backend, batch_id, "by --timeout", hint)
         return ExitCode.NOT_OK, status, None, out_path
     backend.finished()  # nothing to drop if writing the file fails
     try:
-        tally = write_records(backend.client, batch_id, out_path,
-                               "parquet" if out_path.endswith(".parquet") else "jsonl")
+        tally = write_records(
+            backend.client,
+            batch_id,
+            out_path,
+            "parquet" if out_path.endswith(".parquet") else "jsonl",
+        )
     except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
-        raise OutputPathError(f"{exc}; the records of batch {batch_id} are kept: ktour "
-                              f"collect {batch_id} --out FILE", exc.errno) from None
+        raise OutputPathError(
+            f"{exc}; the records of batch {batch_id} are kept: ktour collect {batch_id} --out FILE",
+            exc.errno,
+        ) from None
     return ExitCode.OK, status, tally, out_path
 
 
@@ -161,13 +249,22 @@ def _resume_hint(batch_id: str, redis_url: str | None) -> str:
 
 
 _out_option = click.option(
-    "--out", "out", default=None, metavar="FILE",
+    "--out",
+    "out",
+    default=None,
+    metavar="FILE",
     help="File for all records: JSON Lines, or Parquet if FILE ends in .parquet "
-    "(default results-<batch>.jsonl; '-' = stdout).")
+    "(default results-<batch>.jsonl; '-' = stdout).",
+)
 _timeout_option = click.option(
-    "--timeout", "timeout", type=float, default=None, metavar="S",
+    "--timeout",
+    "timeout",
+    type=float,
+    default=None,
+    metavar="S",
     help="Give up S seconds after the start: the batch is cancelled (only its own queued "
-    "tasks dropped), its records kept, and 'ktour resume BATCH' continues it; exit 1.")
+    "tasks dropped), its records kept, and 'ktour resume BATCH' continues it; exit 1.",
+)
 
 
 @click.command()
@@ -176,11 +273,28 @@ _timeout_option = click.option(
 @_out_option
 @redis_option
 @_timeout_option
-@click.option("--fresh", is_flag=True,
-              help="Start a new batch even if an unfinished one with the same arguments exists.")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start a new batch even if an unfinished one with the same arguments exists.",
+)
 @yes_option
-def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
-        workers, out, redis_url, timeout, fresh=False, yes=False) -> ExitCode:
+def run(
+    sizes,
+    solver,
+    verify,
+    closed,
+    exhaustive,
+    time_limit,
+    node_limit,
+    chunk_size,
+    workers,
+    out,
+    redis_url,
+    timeout,
+    fresh=False,
+    yes=False,
+) -> ExitCode:
     """Run a batch: one job per start square of every board, in parallel, and collect it.
 
     Without --redis (and KT_REDIS_URL) an embedded Redis is started with its data under the
@@ -200,8 +314,9 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
     require_workers(workers, redis_url)
     check_out_path(out or "results-<batch>.jsonl")  # the default name is in this directory
     _guard(sizes, solver, verify, time_limit, workers, yes)
-    boards, jobs, params, chunk = _jobs(sizes, solver, verify, closed, exhaustive, time_limit,
-                                        node_limit, chunk_size)
+    boards, jobs, params, chunk = _jobs(
+        sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size
+    )
     deadline = None if timeout is None else began + timeout
     with open_backend(redis_url, workers, notify=note) as backend:
         known: list[str] = []
@@ -216,22 +331,28 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
             backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
 
         try:
-            batch_id, reused = start_or_resume(backend.url, jobs, params, chunk, fresh=fresh,
-                                               on_id=on_id)
+            batch_id, reused = start_or_resume(
+                backend.url, jobs, params, chunk, fresh=fresh, on_id=on_id
+            )
         except KeyboardInterrupt:
             if not known:
                 raise
             _stopped(backend, known[0], "by Ctrl-C", _resume_hint(known[0], redis_url))
             return ExitCode.INTERRUPTED
         if reused or any(resumed):
-            note(f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
-                 f"recorded, not recomputed; {len(jobs) - reused} sent to "
-                 f"{backend.where} (--fresh starts over)")
+            note(
+                f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
+                f"recorded, not recomputed; {len(jobs) - reused} sent to "
+                f"{backend.where} (--fresh starts over)"
+            )
         else:
-            note(f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
-                 f"to {backend.where}")
-        code, status, tally, out_path = _follow(backend, batch_id, len(jobs), deadline, out,
-                                                _resume_hint(batch_id, redis_url))
+            note(
+                f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
+                f"to {backend.where}"
+            )
+        code, status, tally, out_path = _follow(
+            backend, batch_id, len(jobs), deadline, out, _resume_hint(batch_id, redis_url)
+        )
     if tally is None:
         return code
     return _finish(batch_id, status, tally, out_path)
@@ -243,9 +364,14 @@ def run(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk
 @_out_option
 @redis_option
 @_timeout_option
-@click.option("--chunk-size", type=int, default=None, metavar="N",
-              help="Jobs per Celery task for the jobs sent again (default: sized by the "
-              "jobs' estimated cost).")
+@click.option(
+    "--chunk-size",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Jobs per Celery task for the jobs sent again (default: sized by the "
+    "jobs' estimated cost).",
+)
 def resume(batch_id, workers, out, redis_url, timeout, chunk_size) -> ExitCode:
     """Resume BATCH: send again only its jobs with no record, wait, and collect it.
 
@@ -269,17 +395,19 @@ def resume(batch_id, workers, out, redis_url, timeout, chunk_size) -> ExitCode:
             backend.start_workers()
             backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
             try:
-                reused, sent = resume_batch(backend.url, batch_id,
-                                            chunk_size or DEFAULT_CHUNK_SIZE)
+                reused, sent = resume_batch(backend.url, batch_id, chunk_size or DEFAULT_CHUNK_SIZE)
             except KeyboardInterrupt:
                 _stopped(backend, batch_id, "by Ctrl-C", _resume_hint(batch_id, redis_url))
                 return ExitCode.INTERRUPTED
-            note(f"resuming batch {batch_id}: {reused} of {st['total']} jobs already "
-                 f"recorded, not recomputed; {sent} sent to {backend.where}")
+            note(
+                f"resuming batch {batch_id}: {reused} of {st['total']} jobs already "
+                f"recorded, not recomputed; {sent} sent to {backend.where}"
+            )
         else:
             note(f"batch {batch_id} is complete ({st['done']}/{st['total']} jobs): collecting")
-        code, status, tally, out_path = _follow(backend, batch_id, st["total"], deadline, out,
-                                                _resume_hint(batch_id, redis_url))
+        code, status, tally, out_path = _follow(
+            backend, batch_id, st["total"], deadline, out, _resume_hint(batch_id, redis_url)
+        )
     if tally is None:
         return code
     return _finish(batch_id, status, tally, out_path)
@@ -298,9 +426,11 @@ def cancel(batch_id: str, redis_url: str | None) -> ExitCode:
     with open_store(redis_url) as backend:
         dropped = cancel_batch(backend.client, batch_id)
         st = batch_status(backend.client, batch_id, max_missing=0)
-    click.echo(f"batch {batch_id} cancelled: {st['done']}/{st['total']} jobs done, "
-               f"{dropped} queued task(s) dropped; continue with: "
-               f"{_resume_hint(batch_id, redis_url)}")
+    click.echo(
+        f"batch {batch_id} cancelled: {st['done']}/{st['total']} jobs done, "
+        f"{dropped} queued task(s) dropped; continue with: "
+        f"{_resume_hint(batch_id, redis_url)}"
+    )
     return ExitCode.OK
 
 
@@ -308,8 +438,18 @@ def cancel(batch_id: str, redis_url: str | None) -> ExitCode:
 @job_options
 @url_redis_option
 @yes_option
-def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size,
-           redis_url, yes=False) -> ExitCode:
+def submit(
+    sizes,
+    solver,
+    verify,
+    closed,
+    exhaustive,
+    time_limit,
+    node_limit,
+    chunk_size,
+    redis_url,
+    yes=False,
+) -> ExitCode:
     """Submit a batch to the workers listening on a Redis server and return at once.
 
     Needs --redis or KT_REDIS_URL (for a local batch use 'ktour run'). A batch estimated above
@@ -324,8 +464,9 @@ def submit(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, ch
             "for a local batch use 'ktour run'"
         )
     _guard(sizes, solver, verify, time_limit, None, yes)
-    boards, jobs, params, chunk = _jobs(sizes, solver, verify, closed, exhaustive, time_limit,
-                                        node_limit, chunk_size)
+    boards, jobs, params, chunk = _jobs(
+        sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size
+    )
     connect(url).close()
     if no_worker_answers(url):
         note(NO_WORKERS_WARNING)

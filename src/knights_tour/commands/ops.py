@@ -8,7 +8,7 @@ Exit 0 on success, 2 on bad input or an unreachable Redis (a
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -28,8 +28,8 @@ def _iso(t: float | datetime | None) -> str:
     if t is None:
         return "-"
     if isinstance(t, datetime):
-        return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    return datetime.fromtimestamp(float(t), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 # -- schedule show ------------------------------------------------------------------------------
@@ -41,10 +41,20 @@ def schedule_group() -> None:
 
 
 @schedule_group.command("show")
-@click.option("--file", "path", default=None, metavar="FILE",
-              help="Schedule file to show (default: KT_SCHEDULE_FILE).")
-@click.option("--count", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="Next run times to list per entry.")
+@click.option(
+    "--file",
+    "path",
+    default=None,
+    metavar="FILE",
+    help="Schedule file to show (default: KT_SCHEDULE_FILE).",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 50),
+    default=3,
+    show_default=True,
+    help="Next run times to list per entry.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule as JSON.")
 def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
     """Print the active schedule and each entry's next run times (UTC).
@@ -53,9 +63,12 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
     so the times shown assume beat starts now. Exit 2 if the schedule is invalid.
     """
     settings = get_settings()
-    config = (load_schedule(path, default_collect_s=settings.collect_interval_s)
-              if path else schedule_from_settings(settings))
-    now = datetime.now(timezone.utc)
+    config = (
+        load_schedule(path, default_collect_s=settings.collect_interval_s)
+        if path
+        else schedule_from_settings(settings)
+    )
+    now = datetime.now(UTC)
     sweeps = {f"sweep:{s.name}": s for s in config.sweeps}
     rows: list[dict[str, Any]] = []
     for name, task, timing in config.entries():
@@ -63,14 +76,21 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
         what = "collect finished batches into " + str(settings.reports_path)
         if sweep is not None:
             opts = sweep.options
-            what = (f"sizes {sweep.sizes}, solver {opts.solver}, "
-                    f"verify {opts.verify or 'none'}" + (", closed" if opts.closed else ""))
-        rows.append({
-            "entry": name, "task": task, "when": timing.describe(), "cron": timing.cron,
-            "every_s": timing.every_s, "what": what,
-            "next_runs": [t.isoformat() for t in next_run_times(timing, now, count)],
-            "sweep": sweep.to_dict() if sweep is not None else None,
-        })
+            what = f"sizes {sweep.sizes}, solver {opts.solver}, verify {opts.verify or 'none'}" + (
+                ", closed" if opts.closed else ""
+            )
+        rows.append(
+            {
+                "entry": name,
+                "task": task,
+                "when": timing.describe(),
+                "cron": timing.cron,
+                "every_s": timing.every_s,
+                "what": what,
+                "next_runs": [t.isoformat() for t in next_run_times(timing, now, count)],
+                "sweep": sweep.to_dict() if sweep is not None else None,
+            }
+        )
     if as_json:
         click.echo(json.dumps({"source": config.source, "entries": rows}, indent=2))
         return ExitCode.OK
@@ -92,10 +112,20 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
 
 
 @click.command("reports")
-@click.option("--dir", "reports_dir", default=None, metavar="DIR",
-              help="Reports directory (default KT_REPORTS_DIR, else <data dir>/reports).")
-@click.option("--redis", "redis_url", default=None, metavar="URL",
-              help="List the collections recorded in this Redis instead (every host's).")
+@click.option(
+    "--dir",
+    "reports_dir",
+    default=None,
+    metavar="DIR",
+    help="Reports directory (default KT_REPORTS_DIR, else <data dir>/reports).",
+)
+@click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    metavar="URL",
+    help="List the collections recorded in this Redis instead (every host's).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> ExitCode:
     """List the reports written by collections (oldest first).
@@ -111,8 +141,8 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
         finally:
             client.close()
         items = [
-            {"batch_id": bid, **m} for bid, m in sorted(markers.items(),
-                                                        key=lambda kv: kv[1].get("at", 0))
+            {"batch_id": bid, **m}
+            for bid, m in sorted(markers.items(), key=lambda kv: kv[1].get("at", 0))
         ]
         for it in items:
             it["collected_iso"] = _iso(it.get("at"))
@@ -123,12 +153,22 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
         last = None
         source = str(where)
     if as_json:
-        click.echo(json.dumps({"source": source, "reports": items, "last_collection": last},
-                              indent=2))
+        click.echo(
+            json.dumps({"source": source, "reports": items, "last_collection": last}, indent=2)
+        )
         return ExitCode.OK
     table = Table(title=f"reports ({source})")
-    for col in ("batch", "collected (UTC)", "schedule", "jobs", "found", "no_tour", "unknown",
-                "error", "state"):
+    for col in (
+        "batch",
+        "collected (UTC)",
+        "schedule",
+        "jobs",
+        "found",
+        "no_tour",
+        "unknown",
+        "error",
+        "state",
+    ):
         table.add_column(col)
     for it in items:
         counts = it.get("counts") or {}
@@ -137,16 +177,21 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
             state = f"{'clean' if it.get('clean') else 'not clean'} @ {it.get('host')}"
         when = str(it.get("collected_iso") or "-").replace("T", " ").replace("+00:00", "")
         table.add_row(
-            str(it.get("batch_id")), when,
-            str(it.get("schedule") or "-"), str(it.get("total", "")),
-            *(str(counts.get(s, 0)) for s in ("found", "no_tour", "unknown", "error")), state,
+            str(it.get("batch_id")),
+            when,
+            str(it.get("schedule") or "-"),
+            str(it.get("total", "")),
+            *(str(counts.get(s, 0)) for s in ("found", "no_tour", "unknown", "error")),
+            state,
         )
     stdout_console().print(table)
     if not items:
         click.echo("no reports yet")
     if last:
-        click.echo(f"last collection: {_iso(last.get('at'))} UTC on {last.get('host')}, "
-                   f"{len(last.get('written') or [])} report(s) written")
+        click.echo(
+            f"last collection: {_iso(last.get('at'))} UTC on {last.get('host')}, "
+            f"{len(last.get('written') or [])} report(s) written"
+        )
     return ExitCode.OK
 
 
@@ -162,8 +207,15 @@ def _require_url(redis_url: str | None, what: str) -> str:
 
 @click.command("workers")
 @url_redis_option
-@click.option("--timeout", "timeout", type=float, default=1.0, show_default=True, metavar="S",
-              help="Seconds to wait for the workers' replies.")
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for the workers' replies.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def workers(redis_url: str | None, timeout: float, as_json: bool) -> ExitCode:
     """List the live Celery workers and what they are running (Celery ping + inspect active).
@@ -187,13 +239,20 @@ def workers(redis_url: str | None, timeout: float, as_json: bool) -> ExitCode:
         if not n["active"]:
             table.add_row(n["name"], "idle" if n["answered_inspect"] else "?", "", "", "", "")
         for i, t in enumerate(n["active"]):
-            table.add_row(n["name"] if i == 0 else "", str(len(n["active"])) if i == 0 else "",
-                          str(t["task"]), str(t["batch_id"] or "-"),
-                          str(t["jobs"] if t["jobs"] is not None else "-"), _iso(t["started"]))
+            table.add_row(
+                n["name"] if i == 0 else "",
+                str(len(n["active"])) if i == 0 else "",
+                str(t["task"]),
+                str(t["batch_id"] or "-"),
+                str(t["jobs"] if t["jobs"] is not None else "-"),
+                _iso(t["started"]),
+            )
     stdout_console().print(table)
     if not nodes:
-        click.echo("no worker answered (start one: celery -A knights_tour.worker worker "
-                   "-Q knights_tour -n NAME@%h)")
+        click.echo(
+            "no worker answered (start one: celery -A knights_tour.worker worker "
+            "-Q knights_tour -n NAME@%h)"
+        )
     return ExitCode.OK if nodes else ExitCode.NOT_OK
 
 

@@ -62,14 +62,22 @@ def load_drawable(
         try:
             board, tour, meta = read_tour_file(source, record=index)
         except TourFormatError as exc:  # the reader's hint names verify's options
-            text = str(exc).replace("choose one with --record N (or check every record with "
-                                    "--all)", "choose one with --index N or --start SQ")
+            text = str(exc).replace(
+                "choose one with --record N (or check every record with --all)",
+                "choose one with --index N or --start SQ",
+            )
             raise TourFormatError(text) from None
         if meta.get("format") == "json":
             return dict(meta["record"])
-        return {"rows": board.rows, "cols": board.cols, "start": list(tour[0]),
-                "tour": [list(sq) for sq in tour], "closed": is_closed(tour), "status": "found",
-                "solver": ""}
+        return {
+            "rows": board.rows,
+            "cols": board.cols,
+            "start": list(tour[0]),
+            "tour": [list(sq) for sq in tour],
+            "closed": is_closed(tour),
+            "status": "found",
+            "solver": "",
+        }
     want_board = parse_board(size) if size is not None else None
     matches = []
     for rec in read_jsonl(source):
@@ -98,25 +106,57 @@ def load_drawable(
 
 
 @click.command()
-@click.argument("source", metavar="RECORD_OR_FILE",
-                type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--svg", "svg_out", default=None, metavar="FILE",
-              help="Write the drawing as SVG to FILE ('-' = stdout) instead of printing a board.")
-@click.option("--index", type=int, default=None, metavar="N",
-              help="JSON Lines: the N-th record (1-based); with --start, the N-th match.")
-@click.option("--start", default=None, metavar="SQ",
-              help="JSON Lines: the record starting on SQ (a1 or r,c).")
-@click.option("--size", default=None, metavar="N|RxC",
-              help="With --start: only records of this board.")
-@click.option("--numbers/--no-numbers", default=None,
-              help="Step numbers in the SVG (default: when they are legible).")
-@click.option("--px", type=click.IntRange(16, 20000), default=None, metavar="PX",
-              help="SVG size in px of the board's longer side (default: 60 px a square, "
-              "320..1600).")
-@click.option("--ascii", "ascii_", is_flag=True,
-              help="Terminal board in plain ASCII (default when output is not a terminal).")
-def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
-         size: str | None, numbers: bool | None, px: int | None, ascii_: bool) -> ExitCode:
+@click.argument(
+    "source", metavar="RECORD_OR_FILE", type=click.Path(dir_okay=False, allow_dash=True)
+)
+@click.option(
+    "--svg",
+    "svg_out",
+    default=None,
+    metavar="FILE",
+    help="Write the drawing as SVG to FILE ('-' = stdout) instead of printing a board.",
+)
+@click.option(
+    "--index",
+    type=int,
+    default=None,
+    metavar="N",
+    help="JSON Lines: the N-th record (1-based); with --start, the N-th match.",
+)
+@click.option(
+    "--start", default=None, metavar="SQ", help="JSON Lines: the record starting on SQ (a1 or r,c)."
+)
+@click.option(
+    "--size", default=None, metavar="N|RxC", help="With --start: only records of this board."
+)
+@click.option(
+    "--numbers/--no-numbers",
+    default=None,
+    help="Step numbers in the SVG (default: when they are legible).",
+)
+@click.option(
+    "--px",
+    type=click.IntRange(16, 20000),
+    default=None,
+    metavar="PX",
+    help="SVG size in px of the board's longer side (default: 60 px a square, 320..1600).",
+)
+@click.option(
+    "--ascii",
+    "ascii_",
+    is_flag=True,
+    help="Terminal board in plain ASCII (default when output is not a terminal).",
+)
+def draw(
+    source: str,
+    svg_out: str | None,
+    index: int | None,
+    start: str | None,
+    size: str | None,
+    numbers: bool | None,
+    px: int | None,
+    ascii_: bool,
+) -> ExitCode:
     """Draw one tour: a JSON record, a JSON Lines file of records (pick with --index or
     --start [--size]) or a step-number matrix file ('-' = stdin).
 
@@ -132,8 +172,9 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
     rec = load_drawable(source, index=index, start=start, size=size)
     view = tour_view(rec)
     if view.tour is not None:
-        verdict = verify_tour(view.board, view.tour, start=view.start,
-                              closed=bool(rec.get("closed")))
+        verdict = verify_tour(
+            view.board, view.tour, start=view.start, closed=bool(rec.get("closed"))
+        )
         if not verdict.ok:
             click.echo(f"ktour: warning: not a valid knight's tour: {verdict.reason}", err=True)
     if svg_out is not None:
@@ -145,20 +186,45 @@ def draw(source: str, svg_out: str | None, index: int | None, start: str | None,
 
 @click.command()
 @click.argument("batch_id", metavar="[BATCH]", required=False)
-@click.option("--from-jsonl", "from_jsonl", default=None, metavar="FILE",
-              type=click.Path(dir_okay=False, allow_dash=True),
-              help="Read the records from a JSON Lines file (e.g. 'ktour run --out') instead "
-              "of Redis; works offline.")
-@click.option("--html", "html_out", default=None, metavar="FILE",
-              help="Write the HTML report (one self-contained file) to FILE.")
-@click.option("--markdown", "md_out", default=None, metavar="FILE",
-              help="Write the Markdown summary to FILE ('-' = stdout; the default when "
-              "--html is not given).")
+@click.option(
+    "--from-jsonl",
+    "from_jsonl",
+    default=None,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read the records from a JSON Lines file (e.g. 'ktour run --out') instead "
+    "of Redis; works offline.",
+)
+@click.option(
+    "--html",
+    "html_out",
+    default=None,
+    metavar="FILE",
+    help="Write the HTML report (one self-contained file) to FILE.",
+)
+@click.option(
+    "--markdown",
+    "md_out",
+    default=None,
+    metavar="FILE",
+    help="Write the Markdown summary to FILE ('-' = stdout; the default when --html is not given).",
+)
 @click.option("--title", default=None, help="Report title.")
-@click.option("--redis", "redis_url", default=None, metavar="URL",
-              help="Redis URL for BATCH; default KT_REDIS_URL, else the embedded Redis.")
-def report(batch_id: str | None, from_jsonl: str | None, html_out: str | None,
-           md_out: str | None, title: str | None, redis_url: str | None) -> ExitCode:
+@click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    metavar="URL",
+    help="Redis URL for BATCH; default KT_REDIS_URL, else the embedded Redis.",
+)
+def report(
+    batch_id: str | None,
+    from_jsonl: str | None,
+    html_out: str | None,
+    md_out: str | None,
+    title: str | None,
+    redis_url: str | None,
+) -> ExitCode:
     """Report on a batch: BATCH from Redis, or --from-jsonl FILE.
 
     --html FILE writes one self-contained page (summary per board and tour kind, a grid of

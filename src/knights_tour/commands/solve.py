@@ -8,14 +8,17 @@ import sys
 import click
 
 from knights_tour.board import Board, parse_board
-from knights_tour.commands._shared import (ExitCode, require_positive, solver_option,
-                                           write_output)
+from knights_tour.commands._shared import ExitCode, require_positive, solver_option, write_output
 from knights_tour.core.jobs import Job
 from knights_tour.errors import StepNumbersError
 from knights_tour.output.render import print_board
 from knights_tour.output.svg import tour_svg
-from knights_tour.output.tourfile import (format_step_matrix, read_jsonl, read_tour_file,
-                                          record_to_tour)
+from knights_tour.output.tourfile import (
+    format_step_matrix,
+    read_jsonl,
+    read_tour_file,
+    record_to_tour,
+)
 from knights_tour.result import Status, TourResult
 from knights_tour.solvers import check_solver_name
 from knights_tour.solvers.api import solve as api_solve
@@ -29,8 +32,10 @@ def _status_line(result: TourResult) -> str:
     parts = [f"status {result.status.value}"]
     if result.status == Status.FOUND:
         tour = result.tour if result.tour is not None else []  # a list, or numpy (N, 2)
-        parts.append(f"{'closed' if is_closed(tour) else 'open'} tour of "
-                     f"{result.rows}x{result.cols} from {result.start_square}")
+        parts.append(
+            f"{'closed' if is_closed(tour) else 'open'} tour of "
+            f"{result.rows}x{result.cols} from {result.start_square}"
+        )
     elif result.status == Status.NO_TOUR:
         parts.append(f"no {where}")
     else:
@@ -45,8 +50,9 @@ def _status_line(result: TourResult) -> str:
     return "# " + "; ".join(parts)
 
 
-def _print_result(board: Board, result: TourResult, labels: bool, ascii_board: bool,
-                  colour_board: bool) -> None:
+def _print_result(
+    board: Board, result: TourResult, labels: bool, ascii_board: bool, colour_board: bool
+) -> None:
     """The board with step numbers (a picture on a terminal), then the status line."""
     if result.tour is not None and result.status == Status.FOUND:
         out = sys.stdout
@@ -69,18 +75,39 @@ def _print_result(board: Board, result: TourResult, labels: bool, ascii_board: b
     is_flag=True,
     help="Search without a node budget, so a finished search proves no_tour (engine).",
 )
-@click.option("--time-limit", "time_limit", type=float, default=None, metavar="S",
-              help="Wall-clock limit in seconds; on expiry the status is unknown.")
-@click.option("--node-limit", type=int, default=None, metavar="N",
-              help="Override the engine's node budget.")
+@click.option(
+    "--time-limit",
+    "time_limit",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Wall-clock limit in seconds; on expiry the status is unknown.",
+)
+@click.option(
+    "--node-limit", type=int, default=None, metavar="N", help="Override the engine's node budget."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead.")
 @click.option("--labels", is_flag=True, help="Print rank/file labels around the board.")
-@click.option("--ascii", "ascii_board", is_flag=True,
-              help="Print the board as an ASCII picture: labels, start [ 1], end (N).")
-@click.option("--colour", "--color", "colour_board", is_flag=True,
-              help="Print the board in colour (the default on a terminal; plain when piped).")
-@click.option("--svg", "svg_out", default=None, metavar="FILE",
-              help="Also draw the tour (or the board and start square) as SVG to FILE.")
+@click.option(
+    "--ascii",
+    "ascii_board",
+    is_flag=True,
+    help="Print the board as an ASCII picture: labels, start [ 1], end (N).",
+)
+@click.option(
+    "--colour",
+    "--color",
+    "colour_board",
+    is_flag=True,
+    help="Print the board in colour (the default on a terminal; plain when piped).",
+)
+@click.option(
+    "--svg",
+    "svg_out",
+    default=None,
+    metavar="FILE",
+    help="Also draw the tour (or the board and start square) as SVG to FILE.",
+)
 def solve(
     size: str,
     start: str,
@@ -108,11 +135,24 @@ def solve(
     require_positive(node_limit, "--node-limit")
     # The limits of a batch job apply here too: a finite time limit, a board the solver can
     # take (e.g. CP-SAT at most 2500 squares). InvalidJobError -> exit 2.
-    Job(rows=board.rows, cols=board.cols, start=start_sq, solver=solver, closed=closed,
-        time_limit_s=time_limit, exhaustive=exhaustive, node_limit=node_limit)
+    Job(
+        rows=board.rows,
+        cols=board.cols,
+        start=start_sq,
+        solver=solver,
+        closed=closed,
+        time_limit_s=time_limit,
+        exhaustive=exhaustive,
+        node_limit=node_limit,
+    )
     result = api_solve(
-        board, start_sq, solver=solver, closed=closed, time_limit_s=time_limit,
-        exhaustive=exhaustive, node_limit=node_limit,
+        board,
+        start_sq,
+        solver=solver,
+        closed=closed,
+        time_limit_s=time_limit,
+        exhaustive=exhaustive,
+        node_limit=node_limit,
     )
     if as_json:
         click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
@@ -127,15 +167,29 @@ def solve(
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--closed", is_flag=True, help="Require a closed (re-entrant) tour.")
-@click.option("--start", "start", default=None, metavar="SQ",
-              help="Require the tour to start on this square (a1 or r,c).")
-@click.option("--record", type=int, default=None, metavar="N",
-              help="For a JSON Lines file: check the N-th record (1-based).")
-@click.option("--all", "all_records", is_flag=True,
-              help="For a JSON Lines file (e.g. from 'ktour run'): check the tour of every "
-              "record.")
-def verify(file: str, closed: bool, start: str | None, record: int | None,
-           all_records: bool = False) -> ExitCode:
+@click.option(
+    "--start",
+    "start",
+    default=None,
+    metavar="SQ",
+    help="Require the tour to start on this square (a1 or r,c).",
+)
+@click.option(
+    "--record",
+    type=int,
+    default=None,
+    metavar="N",
+    help="For a JSON Lines file: check the N-th record (1-based).",
+)
+@click.option(
+    "--all",
+    "all_records",
+    is_flag=True,
+    help="For a JSON Lines file (e.g. from 'ktour run'): check the tour of every record.",
+)
+def verify(
+    file: str, closed: bool, start: str | None, record: int | None, all_records: bool = False
+) -> ExitCode:
     """Check the tour in FILE ('-' = stdin).
 
     FILE is a step-number matrix (one line per row, top row first; the number k on a square
@@ -179,16 +233,19 @@ def _verify_all(file: str, closed: bool) -> ExitCode:
                 without += 1
             continue
         board, tour, meta = record_to_tour(rec, where)
-        verdict = verify_tour(board, tour, start=meta.get("start"),
-                              closed=closed or bool(meta.get("closed")))
+        verdict = verify_tour(
+            board, tour, start=meta.get("start"), closed=closed or bool(meta.get("closed"))
+        )
         if verdict.ok:
             valid += 1
         else:
             invalid += 1
-            click.echo(f"{where} ({board.label} from {rec.get('start_square')}): "
-                       f"invalid: {verdict.reason}")
-    click.echo(f"{len(records)} records: {valid} valid tours, {invalid} invalid, "
-               f"{without} without a tour")
+            click.echo(
+                f"{where} ({board.label} from {rec.get('start_square')}): invalid: {verdict.reason}"
+            )
+    click.echo(
+        f"{len(records)} records: {valid} valid tours, {invalid} invalid, {without} without a tour"
+    )
     return ExitCode.OK if invalid == 0 else ExitCode.NOT_OK
 
 

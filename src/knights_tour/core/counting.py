@@ -134,7 +134,9 @@ def count_subjob(
     """
     squares = check_prefix(board, prefix)
     nbr, ndeg = knight_graph(board)
-    count, nodes = count_kernel().count_completions(nbr, ndeg, _prefix_array(board, squares), bool(closed))
+    count, nodes = count_kernel().count_completions(
+        nbr, ndeg, _prefix_array(board, squares), bool(closed)
+    )
     return int(count), int(nodes)
 
 
@@ -478,8 +480,14 @@ def warm_up() -> None:
     split(Board(3, 4), (0, 0), 1)
 
 
-def count_tours(board: Board, start: Square | None = None, *, closed: bool = False,
-                depth: int | None = None, use_symmetry: bool = True) -> CountReport:
+def count_tours(
+    board: Board,
+    start: Square | None = None,
+    *,
+    closed: bool = False,
+    depth: int | None = None,
+    use_symmetry: bool = True,
+) -> CountReport:
     """Count tours in this process, one sub-job after another (the reference for the
     distributed count, and for small boards; 5×5 takes well under a second once compiled).
 

@@ -44,8 +44,11 @@ def cross_check_cpsat(result: Record, time_limit_s: float | None = None) -> None
     if result.status == Status.FOUND and result.tour is not None:
         t0 = time.perf_counter()
         left_s = max(budget_s - (t0 - began), MIN_CHECK_S)
-        accepted = bool(get_checker("cpsat")(board, result.tour, result.start,
-                                              closed=result.closed, time_limit_s=left_s))
+        accepted = bool(
+            get_checker("cpsat")(
+                board, result.tour, result.start, closed=result.closed, time_limit_s=left_s
+            )
+        )
         cp_elapsed += time.perf_counter() - t0
 
     note: str | None = None

@@ -30,10 +30,7 @@ from knights_tour.solvers.api import solve
 VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
 """Accepted values of ``Job.verify`` besides ``None``."""
 
-MAX_SQUARES: dict[str, int] = {
-    "warnsdorff": 25_000_000,
-    "cpsat": 2_500,
-}
+MAX_SQUARES: dict[str, int] = {"warnsdorff": 25_000_000, "cpsat": 2_500}
 """Largest board (rows*cols) a job may ask of each backend.
 
 The engine is linear in rows*cols (5000×5000 is its stated target); the CP-SAT model has one
@@ -47,7 +44,14 @@ MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
 """Upper bound on a job's ``time_limit_s`` (one week), to catch unit mistakes."""
 
 _FIELDS = (
-    "rows", "cols", "start", "solver", "closed", "verify", "time_limit_s", "exhaustive",
+    "rows",
+    "cols",
+    "start",
+    "solver",
+    "closed",
+    "verify",
+    "time_limit_s",
+    "exhaustive",
     "node_limit",
 )
 _REQUIRED = ("rows", "cols", "start", "solver")
@@ -131,9 +135,14 @@ class Job(msgspec.Struct, frozen=True):
     @property
     def options(self) -> JobOptions:
         """The job's :class:`JobOptions`."""
-        return JobOptions(solver=self.solver, closed=self.closed, verify=self.verify,
-                          time_limit_s=self.time_limit_s, exhaustive=self.exhaustive,
-                          node_limit=self.node_limit)
+        return JobOptions(
+            solver=self.solver,
+            closed=self.closed,
+            verify=self.verify,
+            time_limit_s=self.time_limit_s,
+            exhaustive=self.exhaustive,
+            node_limit=self.node_limit,
+        )
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -209,11 +218,7 @@ def _validate(job: Job) -> None:
         if not 1 <= value <= MAX_SIDE:
             raise InvalidJobError(f"job {name} must be between 1 and {MAX_SIDE}, got {value}")
     start = job.start
-    if (
-        not isinstance(start, tuple)
-        or len(start) != 2
-        or not all(_is_int(v) for v in start)
-    ):
+    if not isinstance(start, tuple) or len(start) != 2 or not all(_is_int(v) for v in start):
         raise InvalidJobError(f"job start must be a (row, col) pair of integers, got {start!r}")
     if not (0 <= start[0] < job.rows and 0 <= start[1] < job.cols):
         raise InvalidJobError(
@@ -312,14 +317,23 @@ def error_record(
         message, error_type = str(exc), "Error"
     if isinstance(job, Job):
         return Record(
-            rows=job.rows, cols=job.cols, start=job.start, solver=job.solver, closed=job.closed,
-            status=Status.ERROR, reason=message, batch_id=batch_id,
-            job_key=job_key or job.key, verify=job.verify, error_type=error_type,
+            rows=job.rows,
+            cols=job.cols,
+            start=job.start,
+            solver=job.solver,
+            closed=job.closed,
+            status=Status.ERROR,
+            reason=message,
+            batch_id=batch_id,
+            job_key=job_key or job.key,
+            verify=job.verify,
+            error_type=error_type,
         )
     raw = dict(job) if isinstance(job, Mapping) else {}
     rows, cols, start = raw.get("rows"), raw.get("cols"), raw.get("start")
-    if not (isinstance(start, (list, tuple)) and len(start) == 2
-            and all(_is_int(v) for v in start)):
+    if not (
+        isinstance(start, (list, tuple)) and len(start) == 2 and all(_is_int(v) for v in start)
+    ):
         start = (0, 0)
     verify = raw.get("verify")
     return Record(
@@ -328,8 +342,12 @@ def error_record(
         start=(start[0], start[1]),
         solver=str(_plain(raw.get("solver"))),
         closed=raw.get("closed") is True,
-        status=Status.ERROR, reason=message, batch_id=batch_id, job_key=job_key,
-        verify=verify if isinstance(verify, str) else None, error_type=error_type,
+        status=Status.ERROR,
+        reason=message,
+        batch_id=batch_id,
+        job_key=job_key,
+        verify=verify if isinstance(verify, str) else None,
+        error_type=error_type,
     )
 
 
@@ -422,8 +440,7 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
     return record
 
 
-def order_key(rows: Any, cols: Any, start: Any, solver: Any, closed: Any,
-              job_key: Any) -> tuple:
+def order_key(rows: Any, cols: Any, start: Any, solver: Any, closed: Any, job_key: Any) -> tuple:
     """Deterministic order of records and jobs: (rows, cols, start, solver, closed, job key),
     robust to the odd values an invalid-job error record may carry."""
 
@@ -439,11 +456,22 @@ def order_key(rows: Any, cols: Any, start: Any, solver: Any, closed: Any,
 
 def record_sort_key(record: Record) -> tuple:
     """:func:`order_key` of a record: (rows, cols, start, solver, closed, job key)."""
-    return order_key(record.rows, record.cols, record.start, record.solver, record.closed,
-                     record.job_key)
+    return order_key(
+        record.rows, record.cols, record.start, record.solver, record.closed, record.job_key
+    )
 
 
 __all__ = [
-    "Job", "JobOptions", "VERIFY_NAMES", "MAX_SQUARES", "make_batch_jobs", "run_job", "error_record",
-    "record_sort_key", "order_key", "solver_names", "unwrap_interruption", "TIME_LIMIT_EXCEPTIONS",
+    "Job",
+    "JobOptions",
+    "VERIFY_NAMES",
+    "MAX_SQUARES",
+    "make_batch_jobs",
+    "run_job",
+    "error_record",
+    "record_sort_key",
+    "order_key",
+    "solver_names",
+    "unwrap_interruption",
+    "TIME_LIMIT_EXCEPTIONS",
 ]

@@ -25,9 +25,19 @@ import numpy as np
 
 from knights_tour.result import DECIDED, Record, Status, Tour, as_tour
 
-__all__ = ["Record", "DECIDED", "KNIGHT_MOVES", "STORED_PREFIX", "encode_moves", "decode_moves",
-           "encode_stored", "decode_stored", "decode_many", "from_legacy",
-           "encode_record"]
+__all__ = [
+    "Record",
+    "DECIDED",
+    "KNIGHT_MOVES",
+    "STORED_PREFIX",
+    "encode_moves",
+    "decode_moves",
+    "encode_stored",
+    "decode_stored",
+    "decode_many",
+    "from_legacy",
+    "encode_record",
+]
 
 KNIGHT_MOVES = ((-2, 1), (-1, 2), (1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1))
 """The eight knight moves ``(d_row, d_col)``, clockwise from "two up, one right"; a move of a
@@ -73,12 +83,12 @@ def decode_moves(data: bytes) -> Tour:
     ValueError
         If ``data`` is shorter than its head says.
     """
-    head = np.frombuffer(data[:_HEAD.itemsize], dtype=_HEAD)[0]
+    head = np.frombuffer(data[: _HEAD.itemsize], dtype=_HEAD)[0]
     n = int(head["moves"])
     bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8, offset=_HEAD.itemsize))
     if bits.size < 3 * n:
         raise ValueError(f"stored tour is cut short: {n} moves announced")
-    codes = bits[:3 * n].reshape(n, 3) @ np.array([4, 2, 1], dtype=np.uint8)
+    codes = bits[: 3 * n].reshape(n, 3) @ np.array([4, 2, 1], dtype=np.uint8)
     tour = np.empty((n + 1, 2), dtype=np.int32)
     tour[0] = (head["row"], head["col"])
     np.cumsum(_MOVES[codes], axis=0, out=tour[1:])
@@ -144,10 +154,9 @@ def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
     ValueError
         If a payload is shorter than its head says.
     """
-    heads = np.frombuffer(b"".join(p[:_HEAD.itemsize].tobytes() for p in payloads),
-                          dtype=_HEAD)
+    heads = np.frombuffer(b"".join(p[: _HEAD.itemsize].tobytes() for p in payloads), dtype=_HEAD)
     n = heads["moves"].astype(np.int64)
-    bodies = [p[_HEAD.itemsize:] for p in payloads]
+    bodies = [p[_HEAD.itemsize :] for p in payloads]
     body_len = np.array([len(b) for b in bodies], dtype=np.int64)
     if np.any(body_len * 8 < 3 * n):
         raise ValueError("a stored tour is cut short")
@@ -199,12 +208,18 @@ def decode_many(values: Iterable[bytes | str | None]) -> list[Record]:
     for stored in values:
         if stored is None:
             continue
-        if isinstance(stored, (bytes, bytearray, memoryview)) and bytes(stored[:2]) == STORED_PREFIX:
+        if (
+            isinstance(stored, (bytes, bytearray, memoryview))
+            and bytes(stored[:2]) == STORED_PREFIX
+        ):
             arr = _ARRAY_DECODER.decode(memoryview(stored)[2:])
             out.append(Record(**{f: getattr(arr, f) for f in _FIELDS}))
         else:
-            text = (stored.decode("utf-8") if isinstance(stored, (bytes, bytearray, memoryview))
-                    else stored)
+            text = (
+                stored.decode("utf-8")
+                if isinstance(stored, (bytes, bytearray, memoryview))
+                else stored
+            )
             out.append(from_legacy(_legacy_dict(text)))
     pending = [r for r in out if _pending(r)]
     if pending:
@@ -230,7 +245,7 @@ def _legacy_dict(text: str) -> dict[str, Any]:
     if not text.startswith(_LEGACY_PREFIX):
         return json.loads(text)
     try:
-        raw = zlib.decompress(base64.b64decode(text[len(_LEGACY_PREFIX):], validate=True))
+        raw = zlib.decompress(base64.b64decode(text[len(_LEGACY_PREFIX) :], validate=True))
     except zlib.error as exc:
         raise ValueError(f"corrupt stored record: {exc}") from None
     data = json.loads(raw)

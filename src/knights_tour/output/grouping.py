@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knights_tour.board import Board
-from knights_tour.errors import KnightsTourError, TourFormatError
 from knights_tour.core.records import from_legacy
+from knights_tour.errors import KnightsTourError, TourFormatError
 from knights_tour.result import Proof, Record, Status
 
 STATUS_RANK = {Status.FOUND: 0, Status.NO_TOUR: 1, Status.UNKNOWN: 2, Status.ERROR: 3}
@@ -79,8 +79,14 @@ class Cell:
         """The proof of the first ``no_tour`` record, when the best outcome is ``no_tour``."""
         if self.status != Status.NO_TOUR:
             return None
-        return next((r.proof.value if r.proof else None
-                     for r in self.records if r.status == Status.NO_TOUR), None)
+        return next(
+            (
+                r.proof.value if r.proof else None
+                for r in self.records
+                if r.status == Status.NO_TOUR
+            ),
+            None,
+        )
 
     @property
     def conflict(self) -> bool:
@@ -114,15 +120,13 @@ class Cell:
             if r.cpsat_elapsed_s is not None:
                 cps += f" (CP-SAT {fmt_seconds(r.cpsat_elapsed_s)})"
             lines.append(
-                f"{r.solver or '?'}: {st}{extra}, {fmt_seconds(r.elapsed_s)}, "
-                f"{r.nodes} nodes{cps}"
+                f"{r.solver or '?'}: {st}{extra}, {fmt_seconds(r.elapsed_s)}, {r.nodes} nodes{cps}"
             )
             if r.cpsat_note:
                 lines.append(f"  {r.cpsat_note}")
         if self.conflict:
             lines.append("CONFLICT: a tour was found and also claimed impossible")
         return "\n".join(lines)
-
 
 
 @dataclass
@@ -179,7 +183,8 @@ class BoardGroup:
             "mismatches": sum(r.mismatch for r in self.records),
             "cpsat_time_s": (
                 sum(r.cpsat_elapsed_s or 0.0 for r in self.records)
-                if any(r.cpsat_elapsed_s is not None for r in self.records) else None
+                if any(r.cpsat_elapsed_s is not None for r in self.records)
+                else None
             ),
             "verifier_fail": sum(v is False for v in ver),
             "time_total_s": sum(times),
@@ -189,9 +194,7 @@ class BoardGroup:
         }
 
 
-def group_records(
-    records: Iterable[Record | Mapping[str, Any]],
-) -> tuple[list[BoardGroup], int]:
+def group_records(records: Iterable[Record | Mapping[str, Any]]) -> tuple[list[BoardGroup], int]:
     """Group records by ``(rows, cols, closed)``, sorted by board size then open before closed.
 
     Returns
@@ -226,8 +229,20 @@ def totals(groups: list[BoardGroup]) -> dict[str, Any]:
     """The summaries of all groups added up (starts, jobs, statuses, proofs, CP-SAT agreement,
     times, CP-SAT time, longest job) plus ``solvers``: the sorted solver names seen."""
     sums = [g.summary() for g in groups]
-    keys = ("starts", "jobs", "found", "no_tour", "unknown", "error", "conflicts",
-            "cpsat_checked", "cpsat_agree", "mismatches", "verifier_fail", "time_total_s")
+    keys = (
+        "starts",
+        "jobs",
+        "found",
+        "no_tour",
+        "unknown",
+        "error",
+        "conflicts",
+        "cpsat_checked",
+        "cpsat_agree",
+        "mismatches",
+        "verifier_fail",
+        "time_total_s",
+    )
     tot: dict[str, Any] = {k: sum(s[k] for s in sums) for k in keys}
     by_proof: dict[str, int] = {}
     for s in sums:
@@ -242,6 +257,13 @@ def totals(groups: list[BoardGroup]) -> dict[str, Any]:
 
 
 __all__ = [
-    "Cell", "BoardGroup", "group_records", "totals", "fmt_seconds", "format_eta", "STATUS_RANK", "PROOFS",
+    "Cell",
+    "BoardGroup",
+    "group_records",
+    "totals",
+    "fmt_seconds",
+    "format_eta",
+    "STATUS_RANK",
+    "PROOFS",
     "PROOF_LETTER",
 ]

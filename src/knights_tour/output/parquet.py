@@ -34,16 +34,30 @@ def _pyarrow() -> tuple[Any, Any]:
         import pyarrow.parquet as pq  # noqa: PLC0415
     except ImportError:
         raise KnightsTourError(
-            "--format parquet needs pyarrow: pip install 'knights-tour[parquet]'") from None
+            "--format parquet needs pyarrow: pip install 'knights-tour[parquet]'"
+        ) from None
     return pa, pq
 
 
 def _columns() -> list[tuple[str, str]]:
     """(column, kind) per field: kind is int, float, bool, str, start, tour."""
-    kinds = {"start": "start", "tour": "tour", "rows": "int", "cols": "int", "nodes": "int",
-             "restarts": "int", "cpsat_nodes": "int", "attempts": "int", "closed": "bool",
-             "mismatch": "bool", "cpsat_tour_accepted": "bool", "elapsed_s": "float",
-             "cpsat_elapsed_s": "float", "job_elapsed_s": "float", "finished_at": "float"}
+    kinds = {
+        "start": "start",
+        "tour": "tour",
+        "rows": "int",
+        "cols": "int",
+        "nodes": "int",
+        "restarts": "int",
+        "cpsat_nodes": "int",
+        "attempts": "int",
+        "closed": "bool",
+        "mismatch": "bool",
+        "cpsat_tour_accepted": "bool",
+        "elapsed_s": "float",
+        "cpsat_elapsed_s": "float",
+        "job_elapsed_s": "float",
+        "finished_at": "float",
+    }
     out: list[tuple[str, str]] = []
     for name in Record.__struct_fields__:
         if name == "checks":
@@ -61,14 +75,20 @@ def schema() -> Any:
     """The pyarrow schema of :func:`write`'s files."""
     pa, _ = _pyarrow()
     square = pa.list_(pa.int32(), 2)
-    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(),
-             "str": pa.string(), "start": square, "tour": pa.list_(square)}
+    types = {
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "bool": pa.bool_(),
+        "str": pa.string(),
+        "start": square,
+        "tour": pa.list_(square),
+    }
     return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
 
 
 def _value(record: Record, column: str) -> Any:
     if column.startswith("checks_"):
-        return getattr(record.checks, column[len("checks_"):])
+        return getattr(record.checks, column[len("checks_") :])
     value = getattr(record, column)
     return value.value if isinstance(value, Enum) else value
 
@@ -79,8 +99,9 @@ def _tour_column(pa: Any, records: list[Record]) -> Any:
     offsets = np.zeros(len(tours) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     present = [t for t in tours if t is not None and len(t)]
-    flat = (np.concatenate(present).astype(np.int32).ravel() if present
-            else np.empty(0, dtype=np.int32))
+    flat = (
+        np.concatenate(present).astype(np.int32).ravel() if present else np.empty(0, dtype=np.int32)
+    )
     squares = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.int32()), 2)
     mask = pa.array([t is None for t in tours])
     return pa.ListArray.from_arrays(pa.array(offsets), squares, mask=mask)

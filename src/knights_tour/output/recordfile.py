@@ -123,7 +123,7 @@ def record_from_csv_row(row: dict[str, str]) -> Record:
     data: dict[str, Any] = {}
     for name, cell in row.items():
         if name.startswith("checks_"):
-            data.setdefault("checks", {})[name[len("checks_"):]] = _parse_cell(cell, "bool")
+            data.setdefault("checks", {})[name[len("checks_") :]] = _parse_cell(cell, "bool")
         elif name in types:
             data[name] = _parse_cell(cell, types[name])
     data["tour"] = as_tour(data.get("tour"))
@@ -165,5 +165,13 @@ def _csv_lines(records: Iterable[Record]) -> Iterator[str]:
         yield buf.getvalue()
 
 
-__all__ = ["FORMATS", "jsonl_line", "records_to_jsonl", "record_lines", "records_to_csv",
-           "CSV_FIELDS", "csv_row", "record_from_csv_row"]
+__all__ = [
+    "FORMATS",
+    "jsonl_line",
+    "records_to_jsonl",
+    "record_lines",
+    "records_to_csv",
+    "CSV_FIELDS",
+    "csv_row",
+    "record_from_csv_row",
+]

@@ -118,8 +118,10 @@ def tour_view(obj: TourLike) -> TourView:
         start = board.check_square(tuple(int(v) for v in start_raw))
     elif tour:
         start = tour[0]
-    closed = bool(obj.get("closed", False)) and bool(tour) and (
-        len(tour) == 1 or is_knight_move(tour[-1], tour[0])
+    closed = (
+        bool(obj.get("closed", False))
+        and bool(tour)
+        and (len(tour) == 1 or is_knight_move(tour[-1], tour[0]))
     )
     status = str(obj.get("status") or ("found" if tour else "unknown"))
     return TourView(

@@ -52,6 +52,7 @@ from knights_tour.output.render import tour_view
 from knights_tour.output.svg import default_size_px, tour_svg
 from knights_tour.result import TourResult
 
+
 def _proof_words(by_proof: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {p}" for p, n in by_proof.items()) or "–"
 
@@ -259,7 +260,7 @@ def html_report(
     for gi, g in enumerate(groups):
         tours = []
         first: tuple[dict[str, Any], Cell] | None = None
-        for (r, c) in sorted(g.cells):
+        for r, c in sorted(g.cells):
             cell = g.cells[(r, c)]
             rec = cell.tour_record
             if rec is None:
@@ -307,6 +308,12 @@ def html_report(
 
 
 __all__ = [
-    "html_report", "markdown_report", "group_records", "start_map", "encode_tour", "decode_tour",
-    "BoardGroup", "Cell",
+    "html_report",
+    "markdown_report",
+    "group_records",
+    "start_map",
+    "encode_tour",
+    "decode_tour",
+    "BoardGroup",
+    "Cell",
 ]

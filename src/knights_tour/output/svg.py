@@ -159,9 +159,17 @@ class _Layout:
         ox, oy = margin + pad, pad
         dense = cell < DENSE_CELL_PX
         return cls(
-            side=side, cell=cell, labels=labels, label_px=label_px, margin=margin, ox=ox, oy=oy,
-            width=ox + b.cols * cell + pad, height=oy + b.rows * cell + margin + pad,
-            dense=dense, stroke=max(0.6, cell * (0.1 if dense else 0.07)),
+            side=side,
+            cell=cell,
+            labels=labels,
+            label_px=label_px,
+            margin=margin,
+            ox=ox,
+            oy=oy,
+            width=ox + b.cols * cell + pad,
+            height=oy + b.rows * cell + margin + pad,
+            dense=dense,
+            stroke=max(0.6, cell * (0.1 if dense else 0.07)),
             font_px=number_font_px(b, cell),
         )
 
@@ -205,8 +213,14 @@ def _draw_board(dwg: svgwrite.Drawing, b: Board, lay: _Layout) -> None:
     """Light background, all dark squares as one path."""
     light, dark_fill = (LIGHT_DENSE, DARK_DENSE) if lay.dense else (LIGHT, DARK)
     ox, oy, cell = lay.ox, lay.oy, lay.cell
-    dwg.add(dwg.rect(insert=(_f(ox), _f(oy)), size=(_f(b.cols * cell), _f(b.rows * cell)),
-                     fill=light, class_="kt-board"))
+    dwg.add(
+        dwg.rect(
+            insert=(_f(ox), _f(oy)),
+            size=(_f(b.cols * cell), _f(b.rows * cell)),
+            fill=light,
+            class_="kt-board",
+        )
+    )
     c = _f(cell)
     dark = "".join(
         f"M{_f(ox + col * cell)} {_f(oy + row * cell)}h{c}v{c}h-{c}z"
@@ -222,12 +236,20 @@ def _draw_labels(dwg: svgwrite.Drawing, b: Board, lay: _Layout) -> None:
     """Rank numbers on the left, file letters below."""
     for row in range(b.rows):
         y = lay.centre((row, 0))[1]
-        dwg.add(dwg.text(str(b.rows - row), insert=(_f(lay.ox - lay.margin / 2), _f(y)),
-                         class_="kt-lab"))
+        dwg.add(
+            dwg.text(
+                str(b.rows - row), insert=(_f(lay.ox - lay.margin / 2), _f(y)), class_="kt-lab"
+            )
+        )
     bottom = lay.oy + b.rows * lay.cell + lay.margin / 2
     for col in range(b.cols):
-        dwg.add(dwg.text(Board.file_name(col), insert=(_f(lay.centre((0, col))[0]), _f(bottom)),
-                         class_="kt-lab"))
+        dwg.add(
+            dwg.text(
+                Board.file_name(col),
+                insert=(_f(lay.centre((0, col))[0]), _f(bottom)),
+                class_="kt-lab",
+            )
+        )
 
 
 def _draw_ends(dwg: svgwrite.Drawing, view: TourView, lay: _Layout) -> None:
@@ -238,12 +260,21 @@ def _draw_ends(dwg: svgwrite.Drawing, view: TourView, lay: _Layout) -> None:
     for sq, radius, fill, cls in marks:
         if sq is not None:
             x, y = lay.centre(sq)
-            dwg.add(dwg.circle(center=(_f(x), _f(y)), r=_f(lay.cell * radius), fill=fill,
-                               stroke="#fff", stroke_width=_f(lay.stroke * 0.6), class_=cls))
+            dwg.add(
+                dwg.circle(
+                    center=(_f(x), _f(y)),
+                    r=_f(lay.cell * radius),
+                    fill=fill,
+                    stroke="#fff",
+                    stroke_width=_f(lay.stroke * 0.6),
+                    class_=cls,
+                )
+            )
 
 
-def _draw_path(dwg: svgwrite.Drawing, view: TourView, lay: _Layout, id_prefix: str,
-               numbers: bool) -> None:
+def _draw_path(
+    dwg: svgwrite.Drawing, view: TourView, lay: _Layout, id_prefix: str, numbers: bool
+) -> None:
     """The knight's path as one polyline (closed tours return to the start), and step numbers."""
     pts = [lay.centre(sq) for sq in view.tour]
     if view.closed and len(view.tour) > 1:

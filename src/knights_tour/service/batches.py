@@ -24,8 +24,8 @@ import redis
 from knights_tour import messages
 from knights_tour.board import Board, parse_board_list
 from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs
-from knights_tour.result import Record
 from knights_tour.errors import InvalidJobError, KnightsTourError
+from knights_tour.result import Record
 from knights_tour.service import recovery
 from knights_tour.service._celery import celery_worker, unacked_keys
 from knights_tour.service.chunking import plan_chunks
@@ -33,9 +33,9 @@ from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_c
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
 from knights_tour.store import keys, queue
-from knights_tour.store.ledger import Ledger, activate, deactivate
-from knights_tour.store.events import Wakeup
 from knights_tour.store.connection import connect
+from knights_tour.store.events import Wakeup
+from knights_tour.store.ledger import Ledger, activate, deactivate
 
 DEFAULT_CHUNK_SIZE: int | None = None
 """Jobs per task by default: None, i.e. chunks sized by the jobs' estimated cost
@@ -44,8 +44,9 @@ so small jobs travel in large chunks (figures in ``benchmarks/README.md``); each
 its own record key."""
 
 
-def make_jobs(sizes: Sequence[str], options: JobOptions
-              ) -> tuple[list[Board], list[Job], dict[str, Any]]:
+def make_jobs(
+    sizes: Sequence[str], options: JobOptions
+) -> tuple[list[Board], list[Job], dict[str, Any]]:
     """The jobs of a batch: one per start square of every board named in ``sizes``.
 
     Parameters
@@ -90,12 +91,18 @@ def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
     """
     if size < 1:
         raise ValueError("chunk size must be at least 1")
-    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] | None = None,
-                 chunk_size: int | None = DEFAULT_CHUNK_SIZE, batch_id: str | None = None,
-                 only_missing: bool = False, largest_first: bool = True) -> str:
+def submit_batch(
+    redis_url: str,
+    jobs: Sequence[Job],
+    params: Mapping[str, Any] | None = None,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
+    batch_id: str | None = None,
+    only_missing: bool = False,
+    largest_first: bool = True,
+) -> str:
     """Register a batch in Redis and send its jobs to the workers; returns the batch id.
 
     Parameters
@@ -154,8 +161,13 @@ def submit_batch(redis_url: str, jobs: Sequence[Job], params: Mapping[str, Any] 
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:
         for chunk in plan_chunks(to_send, chunk_size):
-            celery.send(messages.TASK_RUN_JOBS, [batch_id, [j.to_dict() for j in chunk]],
-                        url=redis_url, producer=producer, priority=messages.BATCH_PRIORITY)
+            celery.send(
+                messages.TASK_RUN_JOBS,
+                [batch_id, [j.to_dict() for j in chunk]],
+                url=redis_url,
+                producer=producer,
+                priority=messages.BATCH_PRIORITY,
+            )
     r.close()
     return batch_id
 
@@ -164,8 +176,12 @@ def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) 
     """Put one run-jobs task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
     :data:`knights_tour.messages.RECOVERY_PRIORITY`, so it runs before the batch's still-queued
     jobs."""
-    celery_worker().send(messages.TASK_RUN_JOBS, [batch_id, job_dicts], url=redis_url,
-                         priority=messages.RECOVERY_PRIORITY)
+    celery_worker().send(
+        messages.TASK_RUN_JOBS,
+        [batch_id, job_dicts],
+        url=redis_url,
+        priority=messages.RECOVERY_PRIORITY,
+    )
 
 
 def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str]:
@@ -243,8 +259,14 @@ def wait_for_batch(
     # Subscribed before the first poll, so the announcement of the end cannot fall between.
     with Wakeup(r, keys.batch_events(batch_id)) as wakeup:
         return poll_until_complete(
-            status_fn, timeout_s=timeout_s, recover_fn=recover_fn, hooks=hooks, poll_s=poll_s,
-            outage_s=outage_s, is_done=_ended, pause=wakeup.wait,
+            status_fn,
+            timeout_s=timeout_s,
+            recover_fn=recover_fn,
+            hooks=hooks,
+            poll_s=poll_s,
+            outage_s=outage_s,
+            is_done=_ended,
+            pause=wakeup.wait,
         )
 
 
@@ -266,8 +288,9 @@ def batch_digest(jobs: Sequence[Job], params: Mapping[str, Any]) -> str:
     name). The Redis target is implicit: the pointer is stored in the Redis the batch runs
     on."""
     asked = {k: v for k, v in params.items() if k not in _NOT_ASKED}
-    text = json.dumps({"jobs": sorted(j.key for j in jobs), "params": asked},
-                      sort_keys=True, default=str)
+    text = json.dumps(
+        {"jobs": sorted(j.key for j in jobs), "params": asked}, sort_keys=True, default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -316,8 +339,9 @@ def start_or_resume(
         r.close()
 
 
-def resume_batch(redis_url: str, batch_id: str,
-                 chunk_size: int | None = DEFAULT_CHUNK_SIZE) -> tuple[int, int]:
+def resume_batch(
+    redis_url: str, batch_id: str, chunk_size: int | None = DEFAULT_CHUNK_SIZE
+) -> tuple[int, int]:
     """Resume ``batch_id``, whoever made it and however it stopped (cancelled, timed out,
     abandoned by a process that died): its tasks still queued are dropped, its ``cancelled``
     state cleared, and only its jobs without a record are sent again (from the jobs stored
@@ -346,8 +370,7 @@ def resume_batch(redis_url: str, batch_id: str,
         drop_queued(r, batch_id)
         store.set_batch_state(r, batch_id, None)
         jobs = store.batch_jobs(r, batch_id)
-        submit_batch(redis_url, jobs, chunk_size=chunk_size, batch_id=batch_id,
-                     only_missing=True)
+        submit_batch(redis_url, jobs, chunk_size=chunk_size, batch_id=batch_id, only_missing=True)
         return int(st["done"]), int(st["total"] - st["done"])
     finally:
         r.close()
@@ -440,7 +463,19 @@ def stream_records(r: redis.Redis, batch_id: str) -> Iterator[Record]:
 
 
 __all__ = [
-    "DEFAULT_CHUNK_SIZE", "make_jobs", "chunked", "submit_batch", "resend_jobs",
-    "recover_lost_jobs", "wait_for_batch", "collect", "batch_digest", "start_or_resume",
-    "resume_batch", "cancel_batch", "drop_queued", "drop_held", "stream_records",
+    "DEFAULT_CHUNK_SIZE",
+    "make_jobs",
+    "chunked",
+    "submit_batch",
+    "resend_jobs",
+    "recover_lost_jobs",
+    "wait_for_batch",
+    "collect",
+    "batch_digest",
+    "start_or_resume",
+    "resume_batch",
+    "cancel_batch",
+    "drop_queued",
+    "drop_held",
+    "stream_records",
 ]

@@ -42,8 +42,13 @@ def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
     # that comes up late holds a message through its warm-up while an earlier one idles.
     app_module.warm_up_engine_in_this_process()
     worker = app_module.app.Worker(
-        hostname=node, pool_cls="prefork", concurrency=concurrency, queues=[queue],
-        loglevel=loglevel.upper(), without_gossip=True, without_mingle=True,
+        hostname=node,
+        pool_cls="prefork",
+        concurrency=concurrency,
+        queues=[queue],
+        loglevel=loglevel.upper(),
+        without_gossip=True,
+        without_mingle=True,
         without_heartbeat=True,
     )
     worker.start()

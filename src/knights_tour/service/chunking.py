@@ -36,7 +36,8 @@ def estimated_cost_s(job: Job) -> float:
     with ``verify="cpsat"``. Unknown backends are priced as CP-SAT (slow)."""
     squares = job.rows * job.cols
     cost = _FIXED_S.get(job.solver, _FIXED_S["cpsat"]) + squares * _PER_SQUARE_S.get(
-        job.solver, _PER_SQUARE_S["cpsat"])
+        job.solver, _PER_SQUARE_S["cpsat"]
+    )
     if job.verify == "cpsat":
         cost += _FIXED_S["cpsat"] + squares * _PER_SQUARE_S["cpsat"]
     return cost
@@ -65,7 +66,7 @@ def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list
     if chunk_size is not None:
         if chunk_size < 1:
             raise ValueError("chunk size must be at least 1")
-        return [list(jobs[i:i + chunk_size]) for i in range(0, len(jobs), chunk_size)]
+        return [list(jobs[i : i + chunk_size]) for i in range(0, len(jobs), chunk_size)]
     costs = [estimated_cost_s(j) for j in jobs]
     target = min(TARGET_CHUNK_S, sum(costs) / MIN_CHUNKS)
     chunks: list[list[Job]] = []

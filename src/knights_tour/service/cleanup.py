@@ -52,10 +52,13 @@ class Cleanup:
         """One line: ``forgot 2 batch(es) and 1 count(s): 1,240 records, 57 keys, 1.2 MB in
         Redis; 3 file(s), 40 kB``."""
         what = f"forgot {len(self.batches)} batch(es)" + (
-            f" and {len(self.counts)} count(s)" if self.counts else "")
-        line = (f"{what}: {self.redis.records:,} records, {self.redis.keys:,} keys, "
-                f"{format_bytes(self.redis.bytes)} in Redis; {self.files} file(s), "
-                f"{format_bytes(self.file_bytes)}")
+            f" and {len(self.counts)} count(s)" if self.counts else ""
+        )
+        line = (
+            f"{what}: {self.redis.records:,} records, {self.redis.keys:,} keys, "
+            f"{format_bytes(self.redis.bytes)} in Redis; {self.files} file(s), "
+            f"{format_bytes(self.file_bytes)}"
+        )
         if self.busy:
             line += f"; left {len(self.busy)} with jobs running now: {', '.join(self.busy)}"
         return line
@@ -127,13 +130,19 @@ def forget(r: redis.Redis, batch_id: str, reports_dir: Path) -> Cleanup:
         held = leases.running(r, leases.Ledger.for_batch(batch_id))
         raise KnightsTourError(
             f"batch {batch_id} has {len(held)} job(s) running now; it "
-            "is cancelled (nothing new of it starts): forget it again once they end")
+            "is cancelled (nothing new of it starts): forget it again once they end"
+        )
     _forget_reports(reports_dir, {batch_id}, out)
     return out
 
 
-def prune(r: redis.Redis, older_than_s: float, reports_dir: Path, log_dir: Path | None,
-          now: float | None = None) -> Cleanup:
+def prune(
+    r: redis.Redis,
+    older_than_s: float,
+    reports_dir: Path,
+    log_dir: Path | None,
+    now: float | None = None,
+) -> Cleanup:
     """Forget every batch and count created more than ``older_than_s`` seconds ago (except
     those with a job running now, listed in :attr:`Cleanup.busy`), their collection reports,
     and the worker log files in ``log_dir`` last written before then.

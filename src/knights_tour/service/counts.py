@@ -54,8 +54,12 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:
         for sj in subjobs:
-            celery.send(messages.TASK_COUNT_SUBJOBS, [count_id, [sj.to_dict()]], url=redis_url,
-                        producer=producer)
+            celery.send(
+                messages.TASK_COUNT_SUBJOBS,
+                [count_id, [sj.to_dict()]],
+                url=redis_url,
+                producer=producer,
+            )
     return len(subjobs)
 
 
@@ -68,17 +72,27 @@ def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    return recovery.recover(r, leases.Ledger.for_count(count_id),
-                            recovery.sender(messages.TASK_COUNT_SUBJOBS, url=redis_url))
+    return recovery.recover(
+        r,
+        leases.Ledger.for_count(count_id),
+        recovery.sender(messages.TASK_COUNT_SUBJOBS, url=redis_url),
+    )
 
 
 def _count_done(status: dict[str, Any]) -> bool:
     return bool(status["complete"] or status["errors"])
 
 
-def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = None,
-                   recover_url: str | None = None, hooks: WaitHooks | None = None,
-                   poll_s: float = 0.5, outage_s: float = REDIS_OUTAGE_S) -> dict[str, Any]:
+def wait_for_count(
+    r: redis.Redis,
+    count_id: str,
+    *,
+    timeout_s: float | None = None,
+    recover_url: str | None = None,
+    hooks: WaitHooks | None = None,
+    poll_s: float = 0.5,
+    outage_s: float = REDIS_OUTAGE_S,
+) -> dict[str, Any]:
     """Wait until every sub-job of ``count_id`` has a partial count or one failed.
 
     The arguments are those of :func:`knights_tour.service.batches.wait_for_batch`; with
@@ -105,8 +119,13 @@ def wait_for_count(r: redis.Redis, count_id: str, *, timeout_s: float | None = N
     # Subscribed before the first poll, so the announcement of the end cannot fall between.
     with Wakeup(r, keys.count_events(count_id)) as wakeup:
         return poll_until_complete(
-            lambda: count_store.count_status(r, count_id), timeout_s=timeout_s, hooks=hooks,
-            recover_fn=recover_fn, poll_s=poll_s, outage_s=outage_s, is_done=_count_done,
+            lambda: count_store.count_status(r, count_id),
+            timeout_s=timeout_s,
+            hooks=hooks,
+            recover_fn=recover_fn,
+            poll_s=poll_s,
+            outage_s=outage_s,
+            is_done=_count_done,
             pause=wakeup.wait,
         )
 
@@ -124,8 +143,9 @@ def stop_count(r: redis.Redis, count_id: str) -> int:
         If Redis cannot be reached.
     """
     leases.deactivate(r, leases.Ledger.for_count(count_id))
-    return (drop_queued(r, count_id, messages.TASK_COUNT_SUBJOBS)
-            + drop_held(r, count_id, messages.TASK_COUNT_SUBJOBS))
+    return drop_queued(r, count_id, messages.TASK_COUNT_SUBJOBS) + drop_held(
+        r, count_id, messages.TASK_COUNT_SUBJOBS
+    )
 
 
 __all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs", "stop_count"]

@@ -20,10 +20,13 @@ from knights_tour.store import keys
 
 def _live_users(client: redis.Redis) -> tuple[int, int]:
     """(entries, live entries) of the server's user set (see ``EmbeddedRedis`` Sharing)."""
-    entries = [raw.decode() if isinstance(raw, bytes) else str(raw)
-               for raw in client.smembers(keys.embedded_users())]
-    live = sum(1 for e in entries
-               if e.split(":", 1)[0].isdigit() and _alive(int(e.split(":", 1)[0])))
+    entries = [
+        raw.decode() if isinstance(raw, bytes) else str(raw)
+        for raw in client.smembers(keys.embedded_users())
+    ]
+    live = sum(
+        1 for e in entries if e.split(":", 1)[0].isdigit() and _alive(int(e.split(":", 1)[0]))
+    )
     return len(entries), live
 
 

@@ -76,16 +76,18 @@ def tour_chars(board: Board) -> int:
     """Characters of the tour of ``board`` in a JSON record: ``[r,c]`` per square, commas
     between them and the outer brackets, the digits of every row and column index counted
     exactly."""
+
     def digits(n: int) -> int:  # total digits of 0 .. n-1
         total, width, low = 0, 1, 0
         while low < n:
-            high = min(n, 10 ** width)
+            high = min(n, 10**width)
             total += (high - low) * width
             low, width = high, width + 1
         return total
 
-    return board.rows * digits(board.cols) + board.cols * digits(board.rows) \
-        + 4 * board.n_squares + 1
+    return (
+        board.rows * digits(board.cols) + board.cols * digits(board.rows) + 4 * board.n_squares + 1
+    )
 
 
 def parse_sizes(sizes: Sequence[str]) -> list[Board]:
@@ -106,9 +108,13 @@ def parse_sizes(sizes: Sequence[str]) -> list[Board]:
     return boards
 
 
-def estimate_batch(boards: Sequence[Board], solver: str = "warnsdorff", verify: str | None = None,
-                   time_limit_s: float | None = None,
-                   settings: Settings | None = None) -> BatchEstimate:
+def estimate_batch(
+    boards: Sequence[Board],
+    solver: str = "warnsdorff",
+    verify: str | None = None,
+    time_limit_s: float | None = None,
+    settings: Settings | None = None,
+) -> BatchEstimate:
     """Estimate a batch of one job per start square of every board.
 
     Parameters
@@ -130,8 +136,11 @@ def estimate_batch(boards: Sequence[Board], solver: str = "warnsdorff", verify: 
         n = b.n_squares
         jobs += n
         out += n * (RECORD_FIELDS_BYTES + tour_chars(b))
-        per_job = JOB_OVERHEAD_S + (min(cpsat_limit, CPSAT_S_PER_SQUARE * n) if solver == "cpsat"
-                                    else min(job_limit, ENGINE_S_PER_SQUARE * n))
+        per_job = JOB_OVERHEAD_S + (
+            min(cpsat_limit, CPSAT_S_PER_SQUARE * n)
+            if solver == "cpsat"
+            else min(job_limit, ENGINE_S_PER_SQUARE * n)
+        )
         if verify == "cpsat":
             per_job += min(cpsat_limit, CPSAT_S_PER_SQUARE * n)
         cpu += n * per_job
@@ -171,8 +180,7 @@ def format_hours(hours: float) -> str:
     return f"{hours / 24:,.0f} days"
 
 
-def batch_concerns(est: BatchEstimate, workers: int,
-                   settings: Settings | None = None) -> list[str]:
+def batch_concerns(est: BatchEstimate, workers: int, settings: Settings | None = None) -> list[str]:
     """What makes the batch big enough to confirm: the thresholds it passes (empty: none)."""
     settings = settings or get_settings()
     out = []
@@ -187,9 +195,11 @@ def batch_concerns(est: BatchEstimate, workers: int,
 
 def describe_batch(est: BatchEstimate, workers: int) -> str:
     """``"1,000,000 jobs on 1 board(s), records ~ 10 TB, ~ 3.2 h on 2 worker(s)"``."""
-    return (f"{est.jobs:,} jobs on {est.boards} board(s), records ~ "
-            f"{format_bytes(est.output_bytes)}, ~ {format_hours(est.hours_on(workers))} on "
-            f"{workers} worker(s)")
+    return (
+        f"{est.jobs:,} jobs on {est.boards} board(s), records ~ "
+        f"{format_bytes(est.output_bytes)}, ~ {format_hours(est.hours_on(workers))} on "
+        f"{workers} worker(s)"
+    )
 
 
 def count_concerns(cpu_s: float, workers: int, settings: Settings | None = None) -> list[str]:
@@ -202,6 +212,15 @@ def count_concerns(cpu_s: float, workers: int, settings: Settings | None = None)
 
 
 __all__ = [
-    "BatchEstimate", "estimate_batch", "parse_sizes", "tour_chars", "count_cpu_s", "dp_count_s",
-    "batch_concerns", "count_concerns", "describe_batch", "format_bytes", "format_hours",
+    "BatchEstimate",
+    "estimate_batch",
+    "parse_sizes",
+    "tour_chars",
+    "count_cpu_s",
+    "dp_count_s",
+    "batch_concerns",
+    "count_concerns",
+    "describe_batch",
+    "format_bytes",
+    "format_hours",
 ]

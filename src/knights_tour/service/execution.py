@@ -30,14 +30,14 @@ import redis
 from knights_tour.core.counting import SubJob
 from knights_tour.core.jobs import Job, error_record, run_job
 from knights_tour.core.records import encode_record
+from knights_tour.messages import DEFAULT_REDIS_URL
+from knights_tour.service.lease_keeper import LeaseKeeper, keeper
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
 from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.ledger import Ledger
 from knights_tour.store.saving import Row, save_records
-from knights_tour.service.lease_keeper import LeaseKeeper, keeper
-from knights_tour.messages import DEFAULT_REDIS_URL
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ Send = Callable[[list[dict[str, Any]]], None]
 """Puts one task for a list of job dicts of the running batch on the queue, served first."""
 
 T = TypeVar("T")
+
 
 def redis_client() -> redis.Redis:
     """This worker process's Redis client (the broker's server, ``KT_REDIS_URL``): one per
@@ -113,8 +114,12 @@ def _status(record: Any) -> str:
 
 
 def _row(record: Any) -> Row:
-    return (str(_field(record, "job_key")), _status(record), bool(_field(record, "mismatch")),
-            encode_record(record))
+    return (
+        str(_field(record, "job_key")),
+        _status(record),
+        bool(_field(record, "mismatch")),
+        encode_record(record),
+    )
 
 
 class _Records:
@@ -142,9 +147,12 @@ class _Records:
             self.rows = []
             dropped = [job_key for (job_key, *_), kept in zip(rows, stored) if not kept]
             if dropped:  # one line for all of them: a lapse is one event
-                log.warning("job(s) %s of batch %s ran a second time (the lease lapsed while "
-                            "they ran); the records stored first are kept",
-                            ", ".join(dropped), self.batch_id)
+                log.warning(
+                    "job(s) %s of batch %s ran a second time (the lease lapsed while "
+                    "they ran); the records stored first are kept",
+                    ", ".join(dropped),
+                    self.batch_id,
+                )
         self.last = time.monotonic()
 
 
@@ -170,7 +178,7 @@ class _Claimed:
         outcomes: dict[str, str] = {}
         self.careful = False
         for i in range(0, len(names), leases.SCRIPT_BATCH):
-            part = names[i:i + leases.SCRIPT_BATCH]
+            part = names[i : i + leases.SCRIPT_BATCH]
             self.token, got = _retrying(lambda: self.keeper.claim(self.r, self.led, part))
             self.careful = self.careful or got.careful
             self.claim_id = got.claim
@@ -181,8 +189,7 @@ class _Claimed:
         self.unfinished.update(k for k, _ in mine)
         return deque(i for _, i in mine)
 
-    def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]
-              ) -> deque[T]:
+    def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]) -> deque[T]:
         """``todo`` if the lease is alive; else (the process was stalled past its lease) what
         is left of it once claimed again under a new token."""
         if self.keeper.known_alive():
@@ -191,17 +198,21 @@ class _Claimed:
         if _retrying(lambda: self.keeper.confirm(self.r)):
             return todo
         rest = list(todo)
-        log.warning("%s %s: the lease lapsed before its job started for %s (this process was "
-                    "stalled longer than %.1f s); claiming them again", self.led.kind,
-                    self.led.id, ", ".join(key(i) for i in rest), self.keeper.lease_s)
+        log.warning(
+            "%s %s: the lease lapsed before its job started for %s (this process was "
+            "stalled longer than %.1f s); claiming them again",
+            self.led.kind,
+            self.led.id,
+            ", ".join(key(i) for i in rest),
+            self.keeper.lease_s,
+        )
         self.unfinished.difference_update(key(i) for i in rest)
         return self.claim(rest, key)
 
     def start(self, item_key: str) -> int:
         """Mark ``item_key`` started (careful mode only); returns the deaths blamed on it."""
         if self.careful:
-            _retrying(lambda: leases.begin(self.r, self.led, self.token, item_key,
-                                           self.claim_id))
+            _retrying(lambda: leases.begin(self.r, self.led, self.token, item_key, self.claim_id))
         return self.deaths.get(item_key, 0)
 
     def done(self, item_key: str) -> None:
@@ -220,8 +231,9 @@ class _Claimed:
 
 
 def _worker_lost(job: Job, deaths: int, batch_id: str) -> Any:
-    record = error_record(job, f"worker lost {deaths} times while running this job; given up",
-                          batch_id)
+    record = error_record(
+        job, f"worker lost {deaths} times while running this job; given up", batch_id
+    )
     _stamp(record, error_type="WorkerLost")
     return record
 
@@ -230,8 +242,9 @@ def _job_key(job: Job) -> str:
     return job.key
 
 
-def _validate(job_dicts: Any, batch_id: str, worker: str | None, records: _Records,
-              counts: Counter[str]) -> list[Job]:
+def _validate(
+    job_dicts: Any, batch_id: str, worker: str | None, records: _Records, counts: Counter[str]
+) -> list[Job]:
     """The valid jobs of a message; an error record is buffered for each invalid one."""
     valid: list[Job] = []
     for raw in job_dicts if isinstance(job_dicts, list) else [job_dicts]:
@@ -245,8 +258,14 @@ def _validate(job_dicts: Any, batch_id: str, worker: str | None, records: _Recor
     return valid
 
 
-def _run_jobs(held: _Claimed, todo: deque[Job], records: _Records, counts: Counter[str],
-              worker: str | None, send: Send) -> None:
+def _run_jobs(
+    held: _Claimed,
+    todo: deque[Job],
+    records: _Records,
+    counts: Counter[str],
+    worker: str | None,
+    send: Send,
+) -> None:
     """Run the claimed jobs ``todo`` in order, buffering their records; after a job that hit
     the soft time limit, hand the rest to a fresh task."""
     batch_id = held.led.id
@@ -359,8 +378,15 @@ def run_count_chunk(
             valid.append(SubJob.from_dict(raw))
         except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
             name = raw.get("key") if isinstance(raw, dict) else None
-            count_store.save_partial(r, count_id, str(name or invalid_key(raw)), None, 0,
-                                     worker=worker, error=f"{type(exc).__name__}: {exc}")
+            count_store.save_partial(
+                r,
+                count_id,
+                str(name or invalid_key(raw)),
+                None,
+                0,
+                worker=worker,
+                error=f"{type(exc).__name__}: {exc}",
+            )
             errors += 1
     held = _Claimed(r, led, keeper())
     max_attempts = get_settings().max_attempts
@@ -375,22 +401,33 @@ def run_count_chunk(
             deaths = held.start(sj.key)
             if deaths >= max_attempts:
                 count_store.save_partial(
-                    r, count_id, sj.key, None, 0, worker=worker,
-                    error=f"WorkerLost: worker lost {deaths} times on this sub-job; given up")
+                    r,
+                    count_id,
+                    sj.key,
+                    None,
+                    0,
+                    worker=worker,
+                    error=f"WorkerLost: worker lost {deaths} times on this sub-job; given up",
+                )
                 errors += 1
             else:
                 began = time.perf_counter()
                 count, nodes = sj.run()
-                count_store.save_partial(r, count_id, sj.key, count, nodes,
-                                         time.perf_counter() - began, worker)
+                count_store.save_partial(
+                    r, count_id, sj.key, count, nodes, time.perf_counter() - began, worker
+                )
                 ran += 1
             leases.finish(r, led, [sj.key])
             held.done(sj.key)
     finally:
         held.release()
-    return {"count_id": count_id, "ran": ran, "skipped": held.skipped, "errors": errors,
-            "worker": worker}
+    return {
+        "count_id": count_id,
+        "ran": ran,
+        "skipped": held.skipped,
+        "errors": errors,
+        "worker": worker,
+    }
 
 
-__all__ = ["run_chunk", "run_count_chunk", "redis_client", "invalid_key", "SAVE_RETRY_S",
-           "FLUSH_S"]
+__all__ = ["run_chunk", "run_count_chunk", "redis_client", "invalid_key", "SAVE_RETRY_S", "FLUSH_S"]

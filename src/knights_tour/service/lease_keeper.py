@@ -100,8 +100,10 @@ class LeaseKeeper:
         """True if the lease is certainly alive now: renewed successfully less than
         ``lease_s - margin_s`` seconds ago (no Redis call)."""
         with self._lock:
-            return (self._token is not None
-                    and time.monotonic() - self._last_ok < self.lease_s - self.margin_s)
+            return (
+                self._token is not None
+                and time.monotonic() - self._last_ok < self.lease_s - self.margin_s
+            )
 
     def confirm(self, r: redis.Redis) -> bool:
         """True if the lease is alive: known locally, else renewed now (one call). False if it
@@ -125,8 +127,9 @@ class LeaseKeeper:
         self._lapsed(token)
         return False
 
-    def claim(self, r: redis.Redis, led: Ledger, item_keys: Sequence[str]
-              ) -> tuple[str, leases.Claim]:
+    def claim(
+        self, r: redis.Redis, led: Ledger, item_keys: Sequence[str]
+    ) -> tuple[str, leases.Claim]:
         """Claim ``item_keys`` of ``led`` under this process's token
         (:func:`knights_tour.store.leases.claim`), taking a new token if the lease lapsed.
 
@@ -158,8 +161,12 @@ class LeaseKeeper:
                 return
             self._token = None
             self._last_ok = float("-inf")
-        log.warning("the lease of this process (%s) lapsed (no renewal within %.1f s): the jobs "
-                    "it held may be run by another worker", token, self.lease_s)
+        log.warning(
+            "the lease of this process (%s) lapsed (no renewal within %.1f s): the jobs "
+            "it held may be run by another worker",
+            token,
+            self.lease_s,
+        )
 
     # -- heartbeat ------------------------------------------------------------------------
     def _ensure_thread(self) -> None:
@@ -201,8 +208,12 @@ class LeaseKeeper:
         more = ""
         if self._late_count > 1:
             more = f" ({self._late_count - 1} more since the last warning)"
-        log.warning("lease heartbeat ran %.2f s late (lease %.1f s): this process was "
-                    "stalled%s", late_s, self.lease_s, more)
+        log.warning(
+            "lease heartbeat ran %.2f s late (lease %.1f s): this process was stalled%s",
+            late_s,
+            self.lease_s,
+            more,
+        )
         self._late_logged, self._late_count = now, 0
 
     def _renew_from_heartbeat(self, client: redis.Redis, token: str) -> None:

@@ -40,7 +40,6 @@ NO_WORKERS_WARNING = (
 """What :func:`open_backend` (and ``ktour submit``) say when no worker listens on the Redis."""
 
 
-
 def _to_stderr(message: str) -> None:
     print(f"ktour: {message}", file=sys.stderr)
 
@@ -127,8 +126,7 @@ class Backend:
         if self.server is not None:
             # The embedded server's watchdog waits for these too before shutting it down.
             with contextlib.suppress(redis.RedisError):
-                self.client.sadd(keys.embedded_users(),
-                                 *(f"{pid}:worker" for pid in local.pids))
+                self.client.sadd(keys.embedded_users(), *(f"{pid}:worker" for pid in local.pids))
 
     def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
@@ -186,16 +184,16 @@ class Backend:
         KnightsTourError
             From the returned callable, naming how far ``what`` got and where the logs are.
         """
+
         def check(status: dict[str, Any]) -> None:
             local = self.workers
-            if local is not None and local.procs and all(
-                p.poll() is not None for p in local.procs
-            ):
+            if local is not None and local.procs and all(p.poll() is not None for p in local.procs):
                 raise KnightsTourError(
                     f"all local workers exited before {what} finished "
                     f"({status['done']}/{status['total']} {unit} done); see the worker logs "
                     f"in {local.log_dir}"
                 )
+
         return check
 
     def abandon_on_error(self, what: str, stop: Callable[[redis.Redis], int]) -> None:
@@ -242,8 +240,10 @@ class Backend:
             return
         dropped = self.stop_work()
         if dropped is not None:
-            self.notify(f"{what} abandoned: its {dropped} queued task(s) dropped (other work "
-                        "on this Redis untouched); its results so far are kept")
+            self.notify(
+                f"{what} abandoned: its {dropped} queued task(s) dropped (other work "
+                "on this Redis untouched); its results so far are kept"
+            )
 
 
 def _local_worker_count(workers: int | None, embedded: bool) -> int:
@@ -263,13 +263,15 @@ def _spawn_workers(url: str, count: int) -> LocalWorkers:
     # crashing main process would take every pool process with it. The workers are not
     # awaited: messages wait in Redis until they listen, and Backend.check_workers notices if
     # they all exit.
-    return LocalWorkers(url, count, log_dir=get_settings().data_dir / "logs",
-                        death_signal=signal.SIGQUIT).spawn()
+    return LocalWorkers(
+        url, count, log_dir=get_settings().data_dir / "logs", death_signal=signal.SIGQUIT
+    ).spawn()
 
 
 @contextlib.contextmanager
-def open_store(redis_url: str | None,
-               on_launch: Callable[[str], None] | None = None) -> Iterator[Backend]:
+def open_store(
+    redis_url: str | None, on_launch: Callable[[str], None] | None = None
+) -> Iterator[Backend]:
     """Connect to ``redis_url`` / ``KT_REDIS_URL``, or start (or attach to) the embedded Redis
     on the data dir; everything is closed or stopped when the block ends.
 
@@ -287,8 +289,9 @@ def open_store(redis_url: str | None,
         url = configured_redis_url(redis_url)
         server = None
         if url is None:
-            server = EmbeddedRedis(embedded_dir(), password=secrets.token_urlsafe(18),
-                                   reuse=True, on_launch=on_launch)
+            server = EmbeddedRedis(
+                embedded_dir(), password=secrets.token_urlsafe(18), reuse=True, on_launch=on_launch
+            )
             stack.enter_context(server)
             url = server.url
         client = connect(url)
@@ -390,6 +393,11 @@ def no_worker_answers(url: str) -> bool:
 
 
 __all__ = [
-    "Backend", "open_store", "open_backend", "configured_redis_url", "embedded_dir",
-    "no_worker_answers", "NO_WORKERS_WARNING",
+    "Backend",
+    "open_store",
+    "open_backend",
+    "configured_redis_url",
+    "embedded_dir",
+    "no_worker_answers",
+    "NO_WORKERS_WARNING",
 ]

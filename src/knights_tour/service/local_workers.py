@@ -28,7 +28,9 @@ from knights_tour.store import keys
 from knights_tour.store.connection import mask_url
 
 
-def _pdeathsig(sig: int = signal.SIGTERM, parent_pid: int | None = None) -> None:  # pragma: no cover - runs in the child
+def _pdeathsig(
+    sig: int = signal.SIGTERM, parent_pid: int | None = None
+) -> None:  # pragma: no cover - runs in the child
     """In a child process: ask Linux to send ``sig`` to it when the thread that started it
     dies (best effort). If the parent is already gone (it died between fork and here), send
     it now."""
@@ -201,8 +203,12 @@ class LocalWorkers:
         # celery_worker_main = `celery -A knights_tour.worker worker` with the options of the
         # class docstring, without importing Celery's command line and its plugins.
         return [
-            sys.executable, "-m", "knights_tour.service.celery_worker_main",
-            f"{self.node_prefix}{i}@{self.hostname}", str(self.concurrency), keys.QUEUE,
+            sys.executable,
+            "-m",
+            "knights_tour.service.celery_worker_main",
+            f"{self.node_prefix}{i}@{self.hostname}",
+            str(self.concurrency),
+            keys.QUEUE,
             loglevel,
         ]
 
@@ -232,8 +238,9 @@ class LocalWorkers:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             settings = get_settings()
             # room for this start's files within KT_LOG_KEEP
-            rotate_logs(self.log_dir, max(0, settings.log_keep - self.count),
-                        int(settings.log_max_mb * 1e6))
+            rotate_logs(
+                self.log_dir, max(0, settings.log_keep - self.count), int(settings.log_max_mb * 1e6)
+            )
         watch = functools.partial(_pdeathsig, self.death_signal, os.getpid())
         try:
             for i in range(len(self.procs) + 1, self.count + 1):
@@ -242,9 +249,13 @@ class LocalWorkers:
                     out = open(self.log_dir / f"{self.node_prefix}{i}.log", "ab")  # noqa: SIM115
                 try:
                     proc = subprocess.Popen(
-                        self._command(i, loglevel), env=env, stdin=subprocess.DEVNULL,
-                        stdout=out, stderr=subprocess.STDOUT,
-                        start_new_session=True, preexec_fn=watch,
+                        self._command(i, loglevel),
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=watch,
                     )
                 finally:
                     if out is not subprocess.DEVNULL:

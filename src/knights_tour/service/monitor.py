@@ -19,10 +19,10 @@ import redis
 
 from knights_tour.core.jobs import Job
 from knights_tour.output.grouping import format_eta
+from knights_tour.service._celery import celery_worker
 from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.service._celery import celery_worker
 
 
 def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]:
@@ -57,11 +57,13 @@ def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]
     out = []
     for name in nodes:
         tasks = active.get(name)
-        out.append({
-            "name": name,
-            "answered_inspect": tasks is not None,
-            "active": [_task_info(t) for t in (tasks or [])],
-        })
+        out.append(
+            {
+                "name": name,
+                "answered_inspect": tasks is not None,
+                "active": [_task_info(t) for t in (tasks or [])],
+            }
+        )
     return out
 
 

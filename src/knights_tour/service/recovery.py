@@ -45,8 +45,9 @@ def sender(task_name: str, url: str | None = None) -> Send:
     :data:`knights_tour.messages.RECOVERY_PRIORITY`."""
 
     def send(unit_id: str, dicts: list[dict[str, Any]]) -> None:
-        celery_worker().send(task_name, [unit_id, dicts], url=url,
-                             priority=messages.RECOVERY_PRIORITY)
+        celery_worker().send(
+            task_name, [unit_id, dicts], url=url, priority=messages.RECOVERY_PRIORITY
+        )
 
     return send
 
@@ -66,12 +67,13 @@ def resend(r: redis.Redis, led: Ledger, candidates: Sequence[str], send: Send) -
     taken = leases.take_for_resend(r, led, candidates)
     dicts = [json.loads(raw) for _, raw in taken]
     for i in range(0, len(dicts), RESEND_CHUNK):
-        send(led.id, dicts[i:i + RESEND_CHUNK])
+        send(led.id, dicts[i : i + RESEND_CHUNK])
     return [k for k, _ in taken]
 
 
-def recover(r: redis.Redis, led: Ledger, send: Send, min_interval_s: float | None = None
-            ) -> list[str]:
+def recover(
+    r: redis.Redis, led: Ledger, send: Send, min_interval_s: float | None = None
+) -> list[str]:
     """Re-send the items of ``led``'s unit lost with a worker or a Redis restart; returns their
     keys. The one recovery pass, whoever runs it.
 

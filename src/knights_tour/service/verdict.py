@@ -16,6 +16,7 @@ from typing import Any
 
 from knights_tour.result import Record, Status
 
+
 def cpsat_failed(rec: Record) -> bool:
     """True if the record disagrees with CP-SAT (``mismatch``) or failed the CP-SAT check."""
     return rec.cpsat_failed
@@ -123,8 +124,15 @@ def problems(records: list[Record], total: int) -> list[str]:
 
 def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
     return {
-        "board": f"{key[0]}x{key[1]}", "starts": 0, "found": 0, "no_tour": Counter(),
-        "unknown": 0, "error": 0, "mismatch": 0, "cpsat_agree": 0, "cpsat_checked": 0,
+        "board": f"{key[0]}x{key[1]}",
+        "starts": 0,
+        "found": 0,
+        "no_tour": Counter(),
+        "unknown": 0,
+        "error": 0,
+        "mismatch": 0,
+        "cpsat_agree": 0,
+        "cpsat_checked": 0,
         "seconds": 0.0,
     }
 
@@ -164,9 +172,18 @@ def summary_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
 def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The rows of :func:`summary_rows` added up (``no_tour`` summed over proofs), board
     ``"total"``."""
-    total: dict[str, Any] = {"board": "total", "starts": 0, "found": 0, "no_tour": 0,
-                             "unknown": 0, "error": 0, "mismatch": 0, "cpsat_agree": 0,
-                             "cpsat_checked": 0, "seconds": 0.0}
+    total: dict[str, Any] = {
+        "board": "total",
+        "starts": 0,
+        "found": 0,
+        "no_tour": 0,
+        "unknown": 0,
+        "error": 0,
+        "mismatch": 0,
+        "cpsat_agree": 0,
+        "cpsat_checked": 0,
+        "seconds": 0.0,
+    }
     for r in rows:
         for key in total:
             if key == "no_tour":
@@ -177,6 +194,12 @@ def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 __all__ = [
-    "cpsat_failed", "is_clean", "mismatches", "problems",
-    "summary_rows", "summary_total", "Tally", "tally",
+    "cpsat_failed",
+    "is_clean",
+    "mismatches",
+    "problems",
+    "summary_rows",
+    "summary_total",
+    "Tally",
+    "tally",
 ]

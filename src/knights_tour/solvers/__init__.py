@@ -29,9 +29,7 @@ SOLVERS: dict[str, str] = {
 }
 """Registered backends: name -> ``"module:function"``. The only place a backend is named."""
 
-CHECKERS: dict[str, str] = {
-    "cpsat": "knights_tour.solvers.cpsat:check_tour",
-}
+CHECKERS: dict[str, str] = {"cpsat": "knights_tour.solvers.cpsat:check_tour"}
 """Model checks of a finished tour: name -> ``"module:function"`` with the shape
 ``check(board, tour, start, closed=False) -> bool`` (used by the ``verify="cpsat"`` cross-check)."""
 
@@ -47,9 +45,16 @@ DEFAULT_SOLVER = "warnsdorff"
 class SolverFn(Protocol):
     """The shape of a backend's ``solve`` (see the module docstring)."""
 
-    def __call__(self, board: Board, start: Square, *, closed: bool = False,
-                 time_limit_s: float | None = None, exhaustive: bool = False,
-                 node_limit: int | None = None) -> TourResult: ...
+    def __call__(
+        self,
+        board: Board,
+        start: Square,
+        *,
+        closed: bool = False,
+        time_limit_s: float | None = None,
+        exhaustive: bool = False,
+        node_limit: int | None = None,
+    ) -> TourResult: ...
 
 
 def solver_names() -> list[str]:

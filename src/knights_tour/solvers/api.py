@@ -11,9 +11,15 @@ from knights_tour.solvers import DEFAULT_SOLVER, get_solver
 from knights_tour.verify import verify_tour
 
 
-def solve(size: int | str | Sequence[int] | Board, start: Square | str,
-          solver: str = DEFAULT_SOLVER, closed: bool = False, time_limit_s: float | None = None,
-          exhaustive: bool = False, node_limit: int | None = None) -> TourResult:
+def solve(
+    size: int | str | Sequence[int] | Board,
+    start: Square | str,
+    solver: str = DEFAULT_SOLVER,
+    closed: bool = False,
+    time_limit_s: float | None = None,
+    exhaustive: bool = False,
+    node_limit: int | None = None,
+) -> TourResult:
     """Find a knight's tour from ``start``, or prove there is none, and verify the answer.
 
     Parameters

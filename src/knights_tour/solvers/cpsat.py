@@ -104,11 +104,7 @@ class _TourModel:
     """
 
     def __init__(
-        self,
-        board: Board,
-        start: Square,
-        closed: bool,
-        fixed: set[tuple[int, int]] | None = None,
+        self, board: Board, start: Square, closed: bool, fixed: set[tuple[int, int]] | None = None
     ) -> None:
         self.board = board
         self.start = start

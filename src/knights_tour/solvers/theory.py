@@ -48,7 +48,7 @@ SCHWENK_1991 = (
 )
 OPEN_TOUR_THEOREM = (
     'Cull & De Curtins 1978, "Knight\'s tour revisited", Fibonacci Quart. 16(3); Conrad, '
-    'Hindrichs, Morsy & Wegener 1994, "Solution of the knight\'s Hamiltonian path problem on '
+    "Hindrichs, Morsy & Wegener 1994, \"Solution of the knight's Hamiltonian path problem on "
     'chessboards", Discrete Appl. Math. 50(2)'
 )
 
@@ -267,7 +267,11 @@ def no_tour_proof(board: Board, start: Square, closed: bool = False) -> tuple[Pr
 
 
 __all__ = [
-    "parity_proof", "closed_tour_exists", "open_tour_exists", "middle_rows_proof",
-    "no_tour_proof", "SCHWENK_1991",
+    "parity_proof",
+    "closed_tour_exists",
+    "open_tour_exists",
+    "middle_rows_proof",
+    "no_tour_proof",
+    "SCHWENK_1991",
     "OPEN_TOUR_THEOREM",
 ]

@@ -24,17 +24,18 @@ import json
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
 
 from knights_tour.core.jobs import Job, order_key
-from knights_tour.result import Record
 from knights_tour.errors import KnightsTourError
+from knights_tour.result import Record
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, records, registry
 from knights_tour.store.saving import save_record, save_records
+
 
 def _ttl() -> int:
     return int(get_settings().result_ttl_s)
@@ -42,7 +43,7 @@ def _ttl() -> int:
 
 def new_batch_id() -> str:
     """A fresh batch id: UTC time plus randomness, e.g. ``20261120-232512-9f3a1c``; sorts by time."""
-    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def _job_dict(job: Job | Mapping[str, Any]) -> dict[str, Any]:
@@ -86,11 +87,12 @@ def create_batch(
     elif not batch_id or any(c.isspace() for c in batch_id) or ":" in batch_id:
         raise KnightsTourError(f"malformed batch id {batch_id!r}")
     mapping = {_job_key(j): registry.dumps(_job_dict(j)) for j in jobs}
-    meta = registry.open_meta(r, keys.batch(batch_id), "batch_id", batch_id,
-                              {"params": dict(params or {})})
+    meta = registry.open_meta(
+        r, keys.batch(batch_id), "batch_id", batch_id, {"params": dict(params or {})}
+    )
     pipe = r.pipeline(transaction=True)
     for i in range(0, len(mapping), 5000):
-        pipe.hset(keys.batch_jobs(batch_id), mapping=dict(list(mapping.items())[i:i + 5000]))
+        pipe.hset(keys.batch_jobs(batch_id), mapping=dict(list(mapping.items())[i : i + 5000]))
     pipe.execute()
     total = r.hlen(keys.batch_jobs(batch_id))
     meta["total"] = total
@@ -112,8 +114,9 @@ def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
     KnightsTourError
         ``unknown batch 'id'`` if there is no such batch (or it expired).
     """
-    return registry.read_meta(r, keys.batch(batch_id),
-                              f"unknown batch {batch_id!r} (see `ktour batches`)")
+    return registry.read_meta(
+        r, keys.batch(batch_id), f"unknown batch {batch_id!r} (see `ktour batches`)"
+    )
 
 
 def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
@@ -126,8 +129,7 @@ def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
     """
     get_batch_meta(r, batch_id)
     jobs = [Job.from_dict(json.loads(v)) for v in r.hvals(keys.batch_jobs(batch_id))]
-    return sorted(jobs, key=lambda j: order_key(j.rows, j.cols, j.start, j.solver, j.closed,
-                                                j.key))
+    return sorted(jobs, key=lambda j: order_key(j.rows, j.cols, j.start, j.solver, j.closed, j.key))
 
 
 def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[str, Any]:
@@ -148,7 +150,8 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
     """
     meta = get_batch_meta(r, batch_id)
     job_set, statuses = registry.items_and_results(
-        r, keys.batch_jobs(batch_id), keys.batch_status(batch_id))
+        r, keys.batch_jobs(batch_id), keys.batch_status(batch_id)
+    )
     counts: Counter[str] = Counter()
     mismatches = 0
     for value in statuses.values():
@@ -215,8 +218,7 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
     }
 
 
-def iter_records(r: redis.Redis, batch_id: str, chunk: int = records.PAGE
-                 ) -> Iterator[Record]:
+def iter_records(r: redis.Redis, batch_id: str, chunk: int = records.PAGE) -> Iterator[Record]:
     """The records of a batch, one per job, in record order, read a page at a time
     (:func:`knights_tour.store.records.iter_records`).
 
@@ -323,7 +325,22 @@ def records_by_key(records: Iterable[Record]) -> dict[str, Record]:
 
 
 __all__ = [
-    "CANCELLED", "set_batch_state", "batch_state", "resumable_batch", "remember_batch",
-    "new_batch_id", "create_batch", "save_record", "save_records", "get_batch_meta", "batch_jobs", "batch_progress",
-    "batch_status", "iter_records", "collect", "list_batches", "delete_batch", "records_by_key",
+    "CANCELLED",
+    "set_batch_state",
+    "batch_state",
+    "resumable_batch",
+    "remember_batch",
+    "new_batch_id",
+    "create_batch",
+    "save_record",
+    "save_records",
+    "get_batch_meta",
+    "batch_jobs",
+    "batch_progress",
+    "batch_status",
+    "iter_records",
+    "collect",
+    "list_batches",
+    "delete_batch",
+    "records_by_key",
 ]

@@ -50,7 +50,7 @@ def _delete(r: redis.Redis, names: list[str]) -> int:
     """Memory of ``names`` (bytes, as Redis reports it), then delete them; returns the bytes."""
     total = 0
     for i in range(0, len(names), 500):
-        part = names[i:i + 500]
+        part = names[i : i + 500]
         pipe = r.pipeline(transaction=False)
         for name in part:
             pipe.memory_usage(name)
@@ -130,5 +130,11 @@ def counts_created_before(r: redis.Redis, t: float) -> list[str]:
     return [_text(c) for c in r.zrangebyscore(keys.counts(), "-inf", f"({t}")]
 
 
-__all__ = ["Freed", "batch_keys_now", "forget_batch", "forget_count",
-           "batches_created_before", "counts_created_before"]
+__all__ = [
+    "Freed",
+    "batch_keys_now",
+    "forget_batch",
+    "forget_count",
+    "batches_created_before",
+    "counts_created_before",
+]

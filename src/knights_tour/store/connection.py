@@ -113,6 +113,7 @@ def check_redis_url(url: str) -> str:
         missing host or socket path, a port that is not in 1..65535, or a database that is not
         a non-negative integer.
     """
+
     def bad(why: str) -> InvalidRedisUrlError:
         return InvalidRedisUrlError(f"invalid Redis URL {mask_url(url)}: {why}")
 
@@ -151,8 +152,7 @@ def tcp_keepalive_options(idle_s: int) -> dict[int, int]:
     Options this platform lacks are left out.
     """
     wanted = {"TCP_KEEPIDLE": idle_s, "TCP_KEEPINTVL": max(1, idle_s // 3), "TCP_KEEPCNT": 3}
-    return {getattr(socket, name): value for name, value in wanted.items()
-            if hasattr(socket, name)}
+    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
 
 
 def redis_options(settings: Settings | None = None) -> dict[str, Any]:
@@ -181,19 +181,25 @@ def redis_options(settings: Settings | None = None) -> dict[str, Any]:
         "socket_keepalive": True,
         "socket_keepalive_options": tcp_keepalive_options(s.redis_keepalive_s),
         "health_check_interval": s.redis_health_check_s,
-        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.1), 1,
-                       supported_errors=(redis.ConnectionError,)),
+        "retry": Retry(
+            ExponentialBackoff(cap=1.0, base=0.1), 1, supported_errors=(redis.ConnectionError,)
+        ),
     }
 
 
-_REFUSED = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password", "invalid password",
-            "Authentication required", "HELLO must be called with the client already "
-            "authenticated")
+_REFUSED = (
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+    "invalid username-password",
+    "invalid password",
+    "Authentication required",
+    "HELLO must be called with the client already authenticated",
+)
 """Words of the replies that mean "reachable, but these credentials are wrong"."""
 
 
-def connect(url: str, timeout_s: float | None = None, *,
-            check_policy: bool = True) -> redis.Redis:
+def connect(url: str, timeout_s: float | None = None, *, check_policy: bool = True) -> redis.Redis:
     """A redis-py client for ``url`` (``decode_responses=True``, :func:`redis_options`),
     checked with PING and, unless ``check_policy`` is False, refused if the server may evict
     keys (:func:`knights_tour.store.memory.check_memory`, ``KT_ALLOW_EVICTING_REDIS``).
@@ -242,21 +248,32 @@ def connect(url: str, timeout_s: float | None = None, *,
         if (refused or any(w in reason for w in _REFUSED)) and urlsplit(url).password is None:
             raise RedisRefusedError(
                 f"Redis at {mask_url(url)} requires a password, and the URL has none "
-                f"(redis://[user]:PASSWORD@host:port/db)") from None
+                f"(redis://[user]:PASSWORD@host:port/db)"
+            ) from None
         if refused or any(w in reason for w in _REFUSED):
             raise RedisRefusedError(
                 f"Redis at {mask_url(url)} refused the credentials: {reason} (check the "
-                f"user and password in the URL)") from None
+                f"user and password in the URL)"
+            ) from None
         if reason.startswith("MISCONF"):  # it cannot persist (e.g. a full disk)
             raise BackendUnavailableError(
-                f"Redis at {mask_url(url)} refuses writes: {reason[7:].strip()}") from None
+                f"Redis at {mask_url(url)} refuses writes: {reason[7:].strip()}"
+            ) from None
         if "DB index is out of range" in reason:
             db = _url_database(urlsplit(url))
             raise BackendUnavailableError(
-                f"Redis at {mask_url(url)} has no database {db}") from None
+                f"Redis at {mask_url(url)} has no database {db}"
+            ) from None
         raise BackendUnavailableError(f"cannot reach Redis at {mask_url(url)}: {reason}") from None
     return client
 
 
-__all__ = ["REDIS_ERRORS", "REDIS_SCHEMES", "mask_url", "check_redis_url", "connect",
-           "redis_options", "tcp_keepalive_options"]
+__all__ = [
+    "REDIS_ERRORS",
+    "REDIS_SCHEMES",
+    "mask_url",
+    "check_redis_url",
+    "connect",
+    "redis_options",
+    "tcp_keepalive_options",
+]

@@ -56,22 +56,29 @@ def register_count(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    meta = registry.open_meta(r, keys.count(count_id), "count_id", count_id, {
-        "rows": plan.board.rows,
-        "cols": plan.board.cols,
-        "closed": plan.closed,
-        "depth": plan.depth,
-        "use_symmetry": plan.use_symmetry,
-        "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
-        "params": dict(params or {}),
-    })
+    meta = registry.open_meta(
+        r,
+        keys.count(count_id),
+        "count_id",
+        count_id,
+        {
+            "rows": plan.board.rows,
+            "cols": plan.board.cols,
+            "closed": plan.closed,
+            "depth": plan.depth,
+            "use_symmetry": plan.use_symmetry,
+            "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
+            "params": dict(params or {}),
+        },
+    )
     meta["total"] = len(plan.subjobs)
     mapping = {sj.key: registry.dumps(sj.to_dict()) for sj in plan.subjobs}
     pipe = r.pipeline(transaction=True)
     if mapping:
         pipe.hset(keys.count_subjobs(count_id), mapping=mapping)
-    registry.write_meta(pipe, keys.count(count_id), keys.counts(), count_id, meta,
-                        len(plan.subjobs))
+    registry.write_meta(
+        pipe, keys.count(count_id), keys.counts(), count_id, meta, len(plan.subjobs)
+    )
     pipe.execute()
     return meta
 
@@ -99,8 +106,15 @@ def save_partial(
     }
     if error is not None:
         entry["error"] = error
-    r.eval(_SAVE_PARTIAL_LUA, 2, keys.count_partials(count_id), keys.count_subjobs(count_id),
-           subjob_key, registry.dumps(entry), keys.count_events(count_id))
+    r.eval(
+        _SAVE_PARTIAL_LUA,
+        2,
+        keys.count_partials(count_id),
+        keys.count_subjobs(count_id),
+        subjob_key,
+        registry.dumps(entry),
+        keys.count_events(count_id),
+    )
 
 
 _SAVE_PARTIAL_LUA = """
@@ -138,7 +152,8 @@ def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[s
     if not r.hexists(keys.count(count_id), "meta"):
         raise KnightsTourError(f"unknown count {count_id!r}")
     wanted, raw = registry.items_and_results(
-        r, keys.count_subjobs(count_id), keys.count_partials(count_id))
+        r, keys.count_subjobs(count_id), keys.count_partials(count_id)
+    )
     entries = {k: json.loads(v) for k, v in raw.items()}
     done = {k for k, e in entries.items() if e.get("count") is not None}
     errors = {k for k, e in entries.items() if e.get("count") is None}
@@ -201,7 +216,14 @@ def delete_count(r: redis.Redis, count_id: str) -> None:
 
 
 __all__ = [
-    "count_id_for", "register_count", "save_partial", "has_partial", "load_partials",
-    "count_status", "missing_subjobs", "assemble_count", "get_report",
+    "count_id_for",
+    "register_count",
+    "save_partial",
+    "has_partial",
+    "load_partials",
+    "count_status",
+    "missing_subjobs",
+    "assemble_count",
+    "get_report",
     "delete_count",
 ]

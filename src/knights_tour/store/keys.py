@@ -117,8 +117,13 @@ def batch_tally(batch_id: str) -> str:
 
 def batch_keys(batch_id: str) -> list[str]:
     """Every key belonging to one batch (for expiry and deletion)."""
-    return [batch(batch_id), batch_jobs(batch_id), batch_records(batch_id), batch_status(batch_id),
-            batch_tally(batch_id)]
+    return [
+        batch(batch_id),
+        batch_jobs(batch_id),
+        batch_records(batch_id),
+        batch_status(batch_id),
+        batch_tally(batch_id),
+    ]
 
 
 def lease(token: str) -> str:
@@ -224,18 +229,49 @@ def embedded_users() -> str:
 
 def count_keys(count_id: str) -> list[str]:
     """Every key belonging to one count (for deletion)."""
-    return [count(count_id), count_subjobs(count_id), count_partials(count_id),
-            count_started(count_id), count_attempts(count_id), count_requeued(count_id)]
+    return [
+        count(count_id),
+        count_subjobs(count_id),
+        count_partials(count_id),
+        count_started(count_id),
+        count_attempts(count_id),
+        count_requeued(count_id),
+    ]
 
 
 __all__ = [
-    "PREFIX", "QUEUE", "batches", "batch", "batch_jobs", "batch_records", "batch_status",
-    "batch_tally", "batch_events",
-    "batch_keys", "counts", "count", "count_subjobs", "count_partials", "count_keys",
-    "collect_lock", "collected", "last_collection", "latest_summary",
-    "lease", "lease_prefix", "batch_started", "batch_attempts", "batch_requeued", "batch_recovery_keys",
-    "embedded_users", "count_started", "count_attempts", "count_requeued",
-    "active_batches", "active_counts", "batch_resume",
+    "PREFIX",
+    "QUEUE",
+    "batches",
+    "batch",
+    "batch_jobs",
+    "batch_records",
+    "batch_status",
+    "batch_tally",
+    "batch_events",
+    "batch_keys",
+    "counts",
+    "count",
+    "count_subjobs",
+    "count_partials",
+    "count_keys",
+    "collect_lock",
+    "collected",
+    "last_collection",
+    "latest_summary",
+    "lease",
+    "lease_prefix",
+    "batch_started",
+    "batch_attempts",
+    "batch_requeued",
+    "batch_recovery_keys",
+    "embedded_users",
+    "count_started",
+    "count_attempts",
+    "count_requeued",
+    "active_batches",
+    "active_counts",
+    "batch_resume",
 ]
 
 

@@ -58,18 +58,32 @@ class Ledger:
     @classmethod
     def for_batch(cls, batch_id: str) -> Ledger:
         """The ledger of batch ``batch_id``."""
-        return cls(batch_id, "batch", keys.batch_jobs(batch_id), keys.batch_records(batch_id),
-                   keys.batch_status(batch_id), keys.batch_started(batch_id),
-                   keys.batch_attempts(batch_id), keys.batch_requeued(batch_id),
-                   keys.batch(batch_id))
+        return cls(
+            batch_id,
+            "batch",
+            keys.batch_jobs(batch_id),
+            keys.batch_records(batch_id),
+            keys.batch_status(batch_id),
+            keys.batch_started(batch_id),
+            keys.batch_attempts(batch_id),
+            keys.batch_requeued(batch_id),
+            keys.batch(batch_id),
+        )
 
     @classmethod
     def for_count(cls, count_id: str) -> Ledger:
         """The ledger of count ``count_id`` (sub-jobs and partial counts)."""
-        return cls(count_id, "count", keys.count_subjobs(count_id),
-                   keys.count_partials(count_id), keys.count_partials(count_id),
-                   keys.count_started(count_id), keys.count_attempts(count_id),
-                   keys.count_requeued(count_id), keys.count(count_id))
+        return cls(
+            count_id,
+            "count",
+            keys.count_subjobs(count_id),
+            keys.count_partials(count_id),
+            keys.count_partials(count_id),
+            keys.count_started(count_id),
+            keys.count_attempts(count_id),
+            keys.count_requeued(count_id),
+            keys.count(count_id),
+        )
 
     @property
     def active_set(self) -> str:
@@ -94,8 +108,9 @@ def active(r: redis.Redis) -> list[Ledger]:
     pipe.smembers(keys.active_batches())
     pipe.smembers(keys.active_counts())
     b, c = pipe.execute()
-    return ([Ledger.for_batch(text(x)) for x in sorted(b)]
-            + [Ledger.for_count(text(x)) for x in sorted(c)])
+    return [Ledger.for_batch(text(x)) for x in sorted(b)] + [
+        Ledger.for_count(text(x)) for x in sorted(c)
+    ]
 
 
 def cancelled(r: redis.Redis, led: Ledger) -> bool:
@@ -126,5 +141,4 @@ def missing(r: redis.Redis, led: Ledger) -> list[str]:
     return sorted(k for k in (text(i) for i in items) if k not in done)
 
 
-__all__ = ["Ledger", "text", "activate", "deactivate", "active", "cancelled", "finished",
-           "missing"]
+__all__ = ["Ledger", "text", "activate", "deactivate", "active", "cancelled", "finished", "missing"]

@@ -102,23 +102,39 @@ def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> di
     info = memory_info(r)
     limit, used = info["maxmemory"], info["used_memory"]
     if limit and used is not None and used >= FULL_FRACTION * limit:
-        _warn_once(f"full:{where}", "Redis at %s uses %d%% of its maxmemory (%.1f of %.1f "
-                   "MiB); when full it refuses writes: raise maxmemory, or delete collected "
-                   "batches (ktour prune --older-than AGE, ktour forget BATCH)", where,
-                   round(100 * used / limit), used / 2**20, limit / 2**20)
+        _warn_once(
+            f"full:{where}",
+            "Redis at %s uses %d%% of its maxmemory (%.1f of %.1f "
+            "MiB); when full it refuses writes: raise maxmemory, or delete collected "
+            "batches (ktour prune --older-than AGE, ktour forget BATCH)",
+            where,
+            round(100 * used / limit),
+            used / 2**20,
+            limit / 2**20,
+        )
     policy = info["maxmemory_policy"]
     if policy is None:
-        _warn_once(f"unknown:{where}", "cannot read maxmemory-policy of Redis at %s (no "
-                   "permission for INFO or CONFIG GET): make sure it is noeviction", where)
+        _warn_once(
+            f"unknown:{where}",
+            "cannot read maxmemory-policy of Redis at %s (no "
+            "permission for INFO or CONFIG GET): make sure it is noeviction",
+            where,
+        )
     elif policy != SAFE_POLICY:
         if not allow_evicting:
             raise RedisRefusedError(
                 f"Redis at {where} has maxmemory-policy {policy}: it may delete records and "
                 f"queued jobs when full; set maxmemory-policy {SAFE_POLICY} (or "
-                f"KT_ALLOW_EVICTING_REDIS=1 to accept the risk)")
-        _warn_once(f"evicting:{where}", "Redis at %s has maxmemory-policy %s (accepted by "
-                   "KT_ALLOW_EVICTING_REDIS): records and queued jobs may be deleted when it "
-                   "is full", where, policy)
+                f"KT_ALLOW_EVICTING_REDIS=1 to accept the risk)"
+            )
+        _warn_once(
+            f"evicting:{where}",
+            "Redis at %s has maxmemory-policy %s (accepted by "
+            "KT_ALLOW_EVICTING_REDIS): records and queued jobs may be deleted when it "
+            "is full",
+            where,
+            policy,
+        )
     return info
 
 

@@ -31,8 +31,9 @@ def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes],
     return dropped
 
 
-def drop_unacked(r: redis.Redis, hash_key: str, index_key: str,
-                 match: Callable[[bytes | str], bool]) -> int:
+def drop_unacked(
+    r: redis.Redis, hash_key: str, index_key: str, match: Callable[[bytes | str], bool]
+) -> int:
     """Remove from kombu's hash of delivered, unacknowledged messages (``hash_key``, entries
     ``tag -> [message, exchange, routing key]``, and its time index ``index_key``) every
     message for which ``match(message JSON)`` is true; returns how many. For messages held by

@@ -34,8 +34,7 @@ def _key_order(job_key: str) -> tuple | None:
     if m is None:
         return None
     rows, cols, row, col, solver, kind = m.groups()
-    return order_key(int(rows), int(cols), (int(row), int(col)), solver, kind == "closed",
-                     job_key)
+    return order_key(int(rows), int(cols), (int(row), int(col)), solver, kind == "closed", job_key)
 
 
 def _text(value: bytes | str) -> str:
@@ -47,8 +46,9 @@ def fetch(r: redis.Redis, batch_id: str, job_keys: list[str]) -> list[bytes | No
     one HMGET."""
     if not job_keys:
         return []
-    return r.execute_command("HMGET", keys.batch_records(batch_id), *job_keys,
-                             **{NEVER_DECODE: True})
+    return r.execute_command(
+        "HMGET", keys.batch_records(batch_id), *job_keys, **{NEVER_DECODE: True}
+    )
 
 
 def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
@@ -60,10 +60,13 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
     order = {k: _key_order(k) for k in names}
     odd = [k for k, v in order.items() if v is None]
     for i in range(0, len(odd), PAGE):
-        part = odd[i:i + PAGE]
+        part = odd[i : i + PAGE]
         for k, raw in zip(part, fetch(r, batch_id, part)):
-            order[k] = (record_sort_key(decode_stored(raw)) if raw is not None
-                        else order_key(None, None, None, None, False, k))
+            order[k] = (
+                record_sort_key(decode_stored(raw))
+                if raw is not None
+                else order_key(None, None, None, None, False, k)
+            )
     return sorted(names, key=order.__getitem__)
 
 
@@ -72,7 +75,7 @@ def iter_pages(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[list
     decode per page)."""
     names = record_keys(r, batch_id)
     for i in range(0, len(names), page):
-        yield decode_many(fetch(r, batch_id, names[i:i + page]))
+        yield decode_many(fetch(r, batch_id, names[i : i + page]))
 
 
 def iter_records(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[Record]:

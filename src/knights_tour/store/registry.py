@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -32,7 +32,7 @@ def utc_iso(t: float | None) -> str | None:
     """
     if t is None:
         return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
 
 
 def open_meta(
@@ -67,8 +67,12 @@ def open_meta(
 
 
 def write_meta(
-    pipe: redis.client.Pipeline, meta_key: str, index_key: str, item_id: str,
-    meta: Mapping[str, Any], total: int,
+    pipe: redis.client.Pipeline,
+    meta_key: str,
+    index_key: str,
+    item_id: str,
+    meta: Mapping[str, Any],
+    total: int,
 ) -> None:
     """Queue on ``pipe`` the writes of ``meta`` and ``total`` and the index entry of ``item_id``
     (scored by ``meta["created"]``)."""
@@ -90,7 +94,9 @@ def read_meta(r: redis.Redis, meta_key: str, unknown: str) -> dict[str, Any]:
     return json.loads(raw)
 
 
-def items_and_results(r: redis.Redis, items_key: str, results_key: str) -> tuple[set[str], dict[str, str]]:
+def items_and_results(
+    r: redis.Redis, items_key: str, results_key: str
+) -> tuple[set[str], dict[str, str]]:
     """``(work item keys, result hash)`` in one round trip: the two reads every progress check
     makes. Result entries of keys that are not work items are dropped."""
     pipe = r.pipeline(transaction=False)
@@ -107,5 +113,12 @@ def delete(r: redis.Redis, item_keys: Sequence[str], index_key: str, item_id: st
     r.zrem(index_key, item_id)
 
 
-__all__ = ["dumps", "utc_iso", "open_meta", "write_meta", "read_meta", "items_and_results",
-           "delete"]
+__all__ = [
+    "dumps",
+    "utc_iso",
+    "open_meta",
+    "write_meta",
+    "read_meta",
+    "items_and_results",
+    "delete",
+]

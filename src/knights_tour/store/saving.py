@@ -117,18 +117,22 @@ def save_records(r: redis.Redis, batch_id: str, rows: Sequence[Row]) -> list[boo
         If Redis is unreachable (the caller retries: a retried write counts as stored).
     """
     ttl = max(int(get_settings().result_ttl_s), 0)
-    names = [keys.batch_records(batch_id), keys.batch_status(batch_id),
-             keys.batch_jobs(batch_id), keys.batch_tally(batch_id),
-             keys.batch_started(batch_id), keys.batch_attempts(batch_id),
-             keys.batch_requeued(batch_id)]
+    names = [
+        keys.batch_records(batch_id),
+        keys.batch_status(batch_id),
+        keys.batch_jobs(batch_id),
+        keys.batch_tally(batch_id),
+        keys.batch_started(batch_id),
+        keys.batch_attempts(batch_id),
+        keys.batch_requeued(batch_id),
+    ]
     out: list[bool] = []
     for i in range(0, len(rows), SAVE_BATCH):
         args: list[Any] = [ttl, keys.batch_events(batch_id)]
-        for job_key, status, mismatch, payload in rows[i:i + SAVE_BATCH]:
+        for job_key, status, mismatch, payload in rows[i : i + SAVE_BATCH]:
             if not job_key:
                 raise KnightsTourError("a record needs a job_key to be stored")
-            args += [job_key, getattr(status, "value", status), "1" if mismatch else "0",
-                     payload]
+            args += [job_key, getattr(status, "value", status), "1" if mismatch else "0", payload]
         out += [bool(x) for x in r.eval(_SAVE_LUA, len(names), *names, *args)]
     return out
 

@@ -14,6 +14,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import numpy as np
+
 from knights_tour.solvers._numba import njit
 
 _DR = np.array([-2, -1, 1, 2, 2, 1, -1, -2], np.int64)
@@ -21,8 +22,9 @@ _DC = np.array([1, 2, 2, 1, -1, -2, -2, -1], np.int64)
 
 
 @njit(cache=True)
-def place_blocks(cols, row_start, row_len, col_start, col_len, btype, type_off, type_cols,
-                 loc_nb, nb):
+def place_blocks(
+    cols, row_start, row_len, col_start, col_len, btype, type_off, type_cols, loc_nb, nb
+):
     """Write the tour neighbours of every block into ``nb``.
 
     Block ``(i, j)`` covers rows ``row_start[i] .. + row_len[i]`` and columns ``col_start[j] ..
@@ -126,8 +128,7 @@ def merge_blocks(rows, cols, row_start, col_start, rblk, cblk, nb):
             x = col_start[j + 1]
             root_b = _find(parent, i * n_bcols + j + 1)
             if _find(parent, i * n_bcols + j) != root_b:
-                _merge_strip(rows, cols, nb, parent, rblk, cblk, n_bcols, r0, r1, x - 2, x,
-                             root_b)
+                _merge_strip(rows, cols, nb, parent, rblk, cblk, n_bcols, r0, r1, x - 2, x, root_b)
     for i in range(n_brows - 1):
         y = row_start[i + 1]
         for j in range(n_bcols):
@@ -135,8 +136,7 @@ def merge_blocks(rows, cols, row_start, col_start, rblk, cblk, nb):
             c1 = col_start[j + 1] if j + 1 < n_bcols else cols
             root_b = _find(parent, (i + 1) * n_bcols + j)
             if _find(parent, i * n_bcols + j) != root_b:
-                _merge_strip(rows, cols, nb, parent, rblk, cblk, n_bcols, y - 2, y, c0, c1,
-                             root_b)
+                _merge_strip(rows, cols, nb, parent, rblk, cblk, n_bcols, y - 2, y, c0, c1, root_b)
     roots = 0
     for b in range(n_brows * n_bcols):
         if _find(parent, b) == b:

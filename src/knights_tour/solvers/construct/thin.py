@@ -26,7 +26,7 @@ This module imports neither Celery nor Redis.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -99,8 +99,14 @@ def small_tour(
     return [squares[i] for i in path] if status == 1 else None
 
 
-def _apply(nb: np.ndarray, cols: int, tour: list[Square], forced: list[tuple[Square, Square]],
-           closed: bool, offsets: np.ndarray) -> None:
+def _apply(
+    nb: np.ndarray,
+    cols: int,
+    tour: list[Square],
+    forced: list[tuple[Square, Square]],
+    closed: bool,
+    offsets: np.ndarray,
+) -> None:
     """Write a small tour into ``nb`` at every column offset in ``offsets`` (vectorised): the
     small tour's squares get its neighbours; a forced-edge end keeps its region neighbour and
     swaps its partner for its other neighbour on the small tour (``-1`` if it ends there)."""
@@ -139,7 +145,7 @@ def _right_edge(x: int) -> tuple[Square, Square]:
     return (0, x - 1), (2, x - 2)
 
 
-@lru_cache(maxsize=None)
+@cache
 def connector() -> list[Square]:
     """The connector: a Hamiltonian cycle of columns ``0..3`` plus the forced edges
     :func:`_right_edge` ``(0)`` and :func:`_left_edge` ``(4)`` (see the module docstring).
@@ -194,9 +200,18 @@ def lay_closed(nb: np.ndarray, cols: int, x0: int, width: int) -> bool:
     type_cols = np.array(shapes + [CONNECTOR_WIDTH], np.int64)
     col_len = np.array(parts, np.int64)
     col_start = x0 + np.concatenate(([0], np.cumsum(col_len)[:-1])).astype(np.int64)
-    CK.place_blocks(cols, np.zeros(1, np.int64), np.full(1, 3, np.int64), col_start, col_len,
-                    np.array([types], np.int64), type_off, type_cols,
-                    np.concatenate(tables).astype(np.int32), nb)
+    CK.place_blocks(
+        cols,
+        np.zeros(1, np.int64),
+        np.full(1, 3, np.int64),
+        col_start,
+        col_len,
+        np.array([types], np.int64),
+        type_off,
+        type_cols,
+        np.concatenate(tables).astype(np.int32),
+        nb,
+    )
     offsets = col_start[1::2]  # first columns of the connectors
     if len(offsets):
         forced = [_right_edge(0), _left_edge(CONNECTOR_WIDTH)]

@@ -12,7 +12,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -34,7 +34,7 @@ BlockPath = Callable[[Board, Square], "np.ndarray | None"]
 or None if none was found."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _small_split(length: int, sizes: tuple[int, ...]) -> tuple[int, ...] | None:
     """``length`` as a sum of ``sizes`` with the fewest parts, or None (dynamic programming)."""
     best: list[tuple[int, ...] | None] = [()] + [None] * length
@@ -171,8 +171,18 @@ def assemble(
     col_start = np.concatenate(([0], np.cumsum(col_len)[:-1])).astype(np.int64)
     rows, cols = board.rows, board.cols
     nb = np.empty((rows * cols, 2), np.int32)
-    CK.place_blocks(cols, row_start, row_len, col_start, col_len, btype, type_off,
-                    np.array(type_cols, np.int64), loc_nb, nb)
+    CK.place_blocks(
+        cols,
+        row_start,
+        row_len,
+        col_start,
+        col_len,
+        btype,
+        type_off,
+        np.array(type_cols, np.int64),
+        loc_nb,
+        nb,
+    )
     rblk = np.repeat(np.arange(len(row_parts), dtype=np.int64), row_len)
     cblk = np.repeat(np.arange(len(col_parts), dtype=np.int64), col_len)
     if CK.merge_blocks(rows, cols, row_start, col_start, rblk, cblk, nb) != 1:

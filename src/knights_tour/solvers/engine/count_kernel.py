@@ -43,8 +43,8 @@ Pruning (exact: a branch is cut only when no tour can complete it)
 from __future__ import annotations
 
 import numpy as np
-from knights_tour.solvers._numba import njit
 
+from knights_tour.solvers._numba import njit
 
 DEAD = -2
 """Returned by :func:`_root_checks` when the prefix cannot be completed."""
@@ -69,8 +69,9 @@ def _setup(nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray):
 
 
 @njit(cache=True)
-def _complete_ok(ndeg: np.ndarray, nbr: np.ndarray, prefix: np.ndarray, closed: bool,
-                 adj_start: np.ndarray) -> bool:
+def _complete_ok(
+    ndeg: np.ndarray, nbr: np.ndarray, prefix: np.ndarray, closed: bool, adj_start: np.ndarray
+) -> bool:
     """Whether a prefix covering every square is a counted tour (closed: last attacks first;
     a one-square tour is never closed, as in :func:`knights_tour.verify.verify_tour`)."""
     if not closed:
@@ -81,8 +82,16 @@ def _complete_ok(ndeg: np.ndarray, nbr: np.ndarray, prefix: np.ndarray, closed: 
 
 
 @njit(cache=True)
-def _root_checks(nbr: np.ndarray, ndeg: np.ndarray, visited: np.ndarray, free: np.ndarray,
-                 head: int, remaining: int, closed: bool, adj_start: np.ndarray) -> int:
+def _root_checks(
+    nbr: np.ndarray,
+    ndeg: np.ndarray,
+    visited: np.ndarray,
+    free: np.ndarray,
+    head: int,
+    remaining: int,
+    closed: bool,
+    adj_start: np.ndarray,
+) -> int:
     """The pruning tests of the module docstring on a whole state, plus colour parity.
 
     Returns :data:`DEAD` if no completion exists, else the must-end square (or -1).
@@ -150,16 +159,24 @@ def prefix_viable(nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray, closed:
     visited, free, adj_start = _setup(nbr, ndeg, prefix)
     if prefix.shape[0] == n:
         return _complete_ok(ndeg, nbr, prefix, closed, adj_start)
-    return _root_checks(nbr, ndeg, visited, free, prefix[prefix.shape[0] - 1],
-                        n - prefix.shape[0], closed, adj_start) != DEAD
+    return (
+        _root_checks(
+            nbr,
+            ndeg,
+            visited,
+            free,
+            prefix[prefix.shape[0] - 1],
+            n - prefix.shape[0],
+            closed,
+            adj_start,
+        )
+        != DEAD
+    )
 
 
 @njit(cache=True)
 def count_completions(
-    nbr: np.ndarray,
-    ndeg: np.ndarray,
-    prefix: np.ndarray,
-    closed: bool,
+    nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray, closed: bool
 ) -> tuple[int, int]:
     """Count the knight's tours that begin with ``prefix``.
 
@@ -187,8 +204,9 @@ def count_completions(
     visited, free, adj_start = _setup(nbr, ndeg, prefix)
     if length == n:
         return (1 if _complete_ok(ndeg, nbr, prefix, closed, adj_start) else 0), 1
-    ends0 = _root_checks(nbr, ndeg, visited, free, prefix[length - 1], n - length, closed,
-                         adj_start)
+    ends0 = _root_checks(
+        nbr, ndeg, visited, free, prefix[length - 1], n - length, closed, adj_start
+    )
     if ends0 == DEAD:
         return 0, 1
 

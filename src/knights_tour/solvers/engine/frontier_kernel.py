@@ -281,8 +281,27 @@ def _insert(tkeys, tcounts, logcap, key, cnt):
 
 
 @njit(cache=True)
-def expand(keys, counts, i0, k, scal, back, o2n, newcol, newrem1, adj_static, adj_col,
-           adj_fs, part, nparts, tkeys, tcounts, logcap, fill, max_fill):
+def expand(
+    keys,
+    counts,
+    i0,
+    k,
+    scal,
+    back,
+    o2n,
+    newcol,
+    newrem1,
+    adj_static,
+    adj_col,
+    adj_fs,
+    part,
+    nparts,
+    tkeys,
+    tcounts,
+    logcap,
+    fill,
+    max_fill,
+):
     """Take step ``k``: the successors of states ``keys[i0:]`` (with ``counts``) that fall in
     part ``part`` of ``nparts`` are added into the open-addressing table ``tkeys``/``tcounts``
     (capacity ``2**logcap``, ``fill`` entries used).
@@ -354,8 +373,9 @@ def expand(keys, counts, i0, k, scal, back, o2n, newcol, newrem1, adj_static, ad
                 done += st
             if done > 0 and scal[k, C_IS_LAST] == 0:
                 continue
-            ok, nkey = _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col,
-                                  adj_fs, done, y, lab)
+            ok, nkey = _successor(
+                x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, done, y, lab
+            )
             if not ok:
                 continue
             trans += 1

@@ -57,6 +57,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 import numpy as np
+
 from knights_tour.solvers._numba import njit
 
 TIE_FIXED = 0
@@ -154,8 +155,9 @@ def _unvisit(q, inc, offs, visited, deg, st):
 
 
 @njit(cache=True, inline="always")
-def _expand(p, remaining, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, st, keys,
-            moves):
+def _expand(
+    p, remaining, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, st, keys, moves
+):
     """Expand the path ending at ``p`` with ``remaining`` unvisited squares.
 
     Returns 0 if the sound pruning test (module docstring) shows no tour can complete the path;
@@ -226,8 +228,9 @@ def _expand(p, remaining, closed, W, rows, cols, tie, offs, mdr, mdc, visited, d
 
 
 @njit(cache=True)
-def start_attempt(start, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt,
-                  st):
+def start_attempt(
+    start, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt, st
+):
     """Begin an attempt from padded square ``start`` on a freshly initialised board: set the
     counters, put the start on the path and order its moves."""
     n_sq = rows * cols
@@ -254,13 +257,15 @@ def start_attempt(start, closed, W, rows, cols, tie, offs, mdr, mdc, visited, de
         return
     keys = np.empty(8, np.int64)
     moves = np.empty(8, np.int64)
-    cand[0] = _expand(start, n_sq - 1, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg,
-                      st, keys, moves)
+    cand[0] = _expand(
+        start, n_sq - 1, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, st, keys, moves
+    )
 
 
 @njit(cache=True)
-def run_attempt(budget, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt,
-                st):
+def run_attempt(
+    budget, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt, st
+):
     """Continue the attempt for at most ``budget`` more nodes.
 
     Returns the status: ``FOUND`` (``pos[:rows*cols]`` is the tour), ``EXHAUSTED`` (the
@@ -302,8 +307,23 @@ def run_attempt(budget, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg
             d += 1
             pos[d] = q
             nxt[d] = 0
-            cand[d] = _expand(q, last - d, closed, W, rows, cols, tie, offs, mdr, mdc, visited,
-                              deg, st, keys, moves)
+            cand[d] = _expand(
+                q,
+                last - d,
+                closed,
+                W,
+                rows,
+                cols,
+                tie,
+                offs,
+                mdr,
+                mdc,
+                visited,
+                deg,
+                st,
+                keys,
+                moves,
+            )
         else:
             if d == 0:
                 status = EXHAUSTED
