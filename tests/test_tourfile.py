@@ -1,4 +1,5 @@
-"""Tests for knights_tour.output.tourfile: step-number matrices, JSON records, atomic writes.
+"""Tests for knights_tour.output.tourfile (step-number matrices, JSON records) and
+knights_tour.output.atomicfile (atomic writes).
 
 The reference tour is OEIS A226697: the closed 8x8 knight's tour attributed to L. Euler (1759)
 (Gardner, *Mathematical Magic Show*, 1989, fig. 86), written as a 1-based step-number matrix.
@@ -16,8 +17,8 @@ from hypothesis import strategies as st
 
 from knights_tour.board import Board
 from knights_tour.errors import TourFormatError
+from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.output.tourfile import (
-    atomic_write_text,
     format_step_matrix,
     parse_step_matrix,
     read_jsonl,
@@ -233,7 +234,8 @@ def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     import json as _json
 
     from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
-    from knights_tour.output.tourfile import atomic_write_lines, record_lines, records_to_csv
+    from knights_tour.output.atomicfile import atomic_write_lines
+    from knights_tour.output.tourfile import record_lines, records_to_csv
 
     odd = error_record(Job(5, 5, (0, 0)), 'é\n"quoted"', "b1")  # not ASCII, not one line
     recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [odd]

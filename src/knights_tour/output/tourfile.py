@@ -21,27 +21,37 @@ A **JSON record** is one object as written by :meth:`knights_tour.result.TourRes
 (fields ``rows``, ``cols``, ``tour`` = list of ``[row, col]``; ``start``, ``closed`` optional). A
 JSON Lines file holds one record per line.
 
+Writing is elsewhere: files are written atomically by :mod:`knights_tour.output.atomicfile`
+and records as lines by :mod:`knights_tour.output.recordfile`; the names the commands use from
+both are re-exported here, so a command that reads and writes tour files imports one module.
+
 This module imports neither Celery nor Redis.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import re
 import sys
-import tempfile
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from knights_tour.board import Board, Square
-from knights_tour.errors import (InvalidBoardError, OutputPathError, StepNumbersError,
-                                 TourFormatError)
-from knights_tour.output.recordfile import (CSV_FIELDS, jsonl_line, record_lines,
-                                             records_to_csv, records_to_jsonl)
+from knights_tour.errors import InvalidBoardError, StepNumbersError, TourFormatError
+from knights_tour.output.atomicfile import (
+    atomic_write_lines,
+    atomic_write_text,
+    current_umask,
+    new_file_mode,
+)
+from knights_tour.output.recordfile import (
+    CSV_FIELDS,
+    jsonl_line,
+    record_lines,
+    records_to_csv,
+    records_to_jsonl,
+)
 
 MAX_TOUR_FILE_BYTES = 64 * 1024 * 1024
 """Largest tour file :func:`read_tour_file` reads (64 MiB: a 2000×2000 step matrix fits)."""
@@ -127,8 +137,7 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
     for lineno, tokens in rows_tokens:
         if len(tokens) != n_cols:
             raise TourFormatError(
-                f"line {lineno}: ragged rows: {len(tokens)} numbers, but the first row has "
-                f"{n_cols}"
+                f"line {lineno}: ragged rows: {len(tokens)} numbers, but the first row has {n_cols}"
             )
     try:
         board = Board(n_rows, n_cols)
@@ -149,9 +158,7 @@ def _parse_matrix(text: str) -> tuple[Board, list[Square], int]:
     n = board.n_squares
     base = min(min(row) for row in numbers)
     if base not in (0, 1):
-        raise StepNumbersError(
-            f"step numbers must start at 1 (or 0), but the smallest is {base}"
-        )
+        raise StepNumbersError(f"step numbers must start at 1 (or 0), but the smallest is {base}")
     where: dict[int, tuple[int, int]] = {}
     for r, row in enumerate(numbers):
         lineno = rows_tokens[r][0]
@@ -224,8 +231,10 @@ def format_step_matrix(
 def _read_limited(path: str | os.PathLike[str], max_bytes: int) -> str:
     """Read a text file (``"-"`` = stdin), refusing anything larger than ``max_bytes``."""
     if str(path) == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1) if hasattr(sys.stdin, "buffer") else (
-            sys.stdin.read(max_bytes + 1).encode()
+        data = (
+            sys.stdin.buffer.read(max_bytes + 1)
+            if hasattr(sys.stdin, "buffer")
+            else (sys.stdin.read(max_bytes + 1).encode())
         )
         name = "stdin"
     else:
@@ -249,7 +258,9 @@ def _read_limited(path: str | os.PathLike[str], max_bytes: int) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise TourFormatError(f"{name}: not a UTF-8 text file ({exc.reason} at byte {exc.start})")
+        raise TourFormatError(
+            f"{name}: not a UTF-8 text file ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def record_to_tour(record: Any, where: str = "record") -> tuple[Board, list[Square], dict]:
@@ -302,10 +313,7 @@ def record_to_tour(record: Any, where: str = "record") -> tuple[Board, list[Squa
 
 
 def read_tour_file(
-    path: str | os.PathLike[str],
-    *,
-    record: int | None = None,
-    max_bytes: int = MAX_TOUR_FILE_BYTES,
+    path: str | os.PathLike[str], *, record: int | None = None, max_bytes: int = MAX_TOUR_FILE_BYTES
 ) -> tuple[Board, list[Square], dict[str, Any]]:
     """Read one tour from a file: a step-number matrix, a JSON record, or a JSON Lines file.
 
@@ -375,93 +383,9 @@ def read_tour_file(
     return board, tour, {"format": "matrix", "base": base}
 
 
-# -- writing --------------------------------------------------------------------------------
-
-
-def current_umask() -> int:
-    """This process's umask (read from ``/proc/self/status`` where there is one, so no
-    other thread sees it changed; else set and restored)."""
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def new_file_mode(target: str | os.PathLike[str]) -> int:
-    """The permissions a file written at ``target`` gets, as ``open(target, "w")`` would give
-    it: an existing file's own, else ``0o666`` less the umask (a temporary file is created
-    ``0600``, so it is set explicitly before the rename)."""
-    with contextlib.suppress(OSError):
-        return os.stat(target).st_mode & 0o7777
-    return 0o666 & ~current_umask()
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a
-    rename, so a reader never sees a half-written file and an interrupted or failed write
-    (e.g. a full disk) leaves none, and an existing file at ``path`` unchanged. A ``path``
-    that exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place.
-
-    Raises
-    ------
-    OutputPathError
-        ``cannot write <path>: <reason>`` (the path as given, never the temporary file's) if
-        ``path`` is a directory, its directory is missing or not writable, or the disk is full.
-        It is also an ``OSError`` with the original ``errno``.
-    """
-    return atomic_write_lines(path, (text,))
-
-
-def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> Path:
-    """Write the strings of ``lines`` to ``path`` as they come (each holds its own line
-    ending), atomically as :func:`atomic_write_text` does: memory stays bounded by one line
-    whatever the file's size.
-
-    Raises
-    ------
-    OutputPathError
-        As :func:`atomic_write_text`. Whatever ``lines`` raises is raised too, and then no
-        file is left behind.
-    """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise OutputPathError(f"cannot write {path}: it is a directory", errno.EISDIR)
-    if target.exists() and not target.is_file():  # a device or pipe: written in place
-        try:
-            with open(target, "w", encoding="utf-8", newline="") as fh:
-                fh.writelines(lines)
-        except OSError as exc:
-            raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}",
-                                  exc.errno) from None
-        return target
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        os.fchmod(fd, new_file_mode(target))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.writelines(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, OutputPathError):
-            reason = exc.strerror or str(exc)
-            if exc.errno == errno.ENOENT and not directory.is_dir():
-                reason = f"directory {directory} does not exist"
-            raise OutputPathError(f"cannot write {path}: {reason}", exc.errno) from None
-        raise
-    return target
-
-
-def read_jsonl(path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_BYTES * 16) -> list[dict]:
+def read_jsonl(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_BYTES * 16
+) -> list[dict]:
     """Read a JSON Lines file of records.
 
     Raises
@@ -486,9 +410,19 @@ def read_jsonl(path: str | os.PathLike[str], *, max_bytes: int = MAX_TOUR_FILE_B
 
 
 __all__ = [
-    "MAX_TOUR_FILE_BYTES", "parse_step_matrix", "format_step_matrix", "read_tour_file",
-    "record_to_tour", "atomic_write_text", "atomic_write_lines", "jsonl_line", "record_lines",
-    "new_file_mode", "current_umask",
-    "records_to_jsonl", "read_jsonl", "records_to_csv",
+    "MAX_TOUR_FILE_BYTES",
+    "parse_step_matrix",
+    "format_step_matrix",
+    "read_tour_file",
+    "record_to_tour",
+    "atomic_write_text",
+    "atomic_write_lines",
+    "jsonl_line",
+    "record_lines",
+    "new_file_mode",
+    "current_umask",
+    "records_to_jsonl",
+    "read_jsonl",
+    "records_to_csv",
     "CSV_FIELDS",
 ]
