@@ -17,17 +17,25 @@ from typing import Any
 import click
 
 from knights_tour.board import Board, Square, parse_board
-from knights_tour.commands._shared import (ExitCode, check_out_path, confirm_big, note,
-                                           progress_hooks, redis_option, require_non_negative,
-                                           require_positive, require_workers, workers_option,
-                                           yes_option)
+from knights_tour.commands._shared import (
+    ExitCode,
+    check_out_path,
+    confirm_big,
+    note,
+    progress_hooks,
+    redis_option,
+    require_non_negative,
+    require_positive,
+    require_workers,
+    workers_option,
+    yes_option,
+)
 from knights_tour.commands.count_dp import run_dp_count
-from knights_tour.core.count_method import METHODS, choose_method
+from knights_tour.core.count_method import METHODS, MethodChoice, choose_method
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import stop_count, submit_count, wait_for_count
-from knights_tour.service.estimate import (count_concerns, count_cpu_s, dp_count_s,
-                                           format_hours)
+from knights_tour.service.estimate import count_concerns, count_cpu_s, dp_count_s, format_hours
 from knights_tour.service.local import Backend, open_backend
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.settings import get_settings
@@ -44,13 +52,15 @@ def _format_count_grid(report: CountReport) -> list[str]:
     lines = []
     for r, row in enumerate(cells):
         lines.append(f"{board.rows - r:>{label_w}}  " + " ".join(c.rjust(width) for c in row))
-    lines.append(" " * (label_w + 2) + " ".join(
-        board.file_name(c).rjust(width) for c in range(board.cols)))
+    lines.append(
+        " " * (label_w + 2) + " ".join(board.file_name(c).rjust(width) for c in range(board.cols))
+    )
     return lines
 
 
-def _send_and_wait(backend: Backend, count_id: str, plan: CountPlan,
-                   timeout: float | None) -> tuple[dict[str, Any], int]:
+def _send_and_wait(
+    backend: Backend, count_id: str, plan: CountPlan, timeout: float | None
+) -> tuple[dict[str, Any], int]:
     """Send the sub-jobs without a stored partial count and wait for the count; returns the
     last count status and how many sub-jobs were reused from an earlier run."""
     client = backend.client
@@ -58,22 +68,29 @@ def _send_and_wait(backend: Backend, count_id: str, plan: CountPlan,
     reused = len(plan.subjobs) - len(missing)
     if not missing:
         if not plan.subjobs:
-            note(f"count {count_id}: every start square is ruled out without search "
-                 "(no sub-jobs)")
+            note(f"count {count_id}: every start square is ruled out without search (no sub-jobs)")
         else:
-            note(f"count {count_id}: all {len(plan.subjobs)} sub-jobs already counted; "
-                 "summing the stored partial counts")
+            note(
+                f"count {count_id}: all {len(plan.subjobs)} sub-jobs already counted; "
+                "summing the stored partial counts"
+            )
         return count_store.count_status(client, count_id), reused
     backend.start_workers()
     backend.abandon_on_error(f"count {count_id}", lambda r: stop_count(r, count_id))
     submit_count(backend.url, count_id, missing)
-    note(f"count {count_id}: {len(missing)} of {len(plan.subjobs)} sub-jobs submitted to "
-         f"{backend.where}" + (f" ({reused} already counted)" if reused else ""))
+    note(
+        f"count {count_id}: {len(missing)} of {len(plan.subjobs)} sub-jobs submitted to "
+        f"{backend.where}" + (f" ({reused} already counted)" if reused else "")
+    )
     check = backend.check_workers(f"count {count_id}", "sub-jobs")
-    with progress_hooks("sub-jobs", len(plan.subjobs), lambda st: f"nodes {st['nodes']:,}",
-                        check, what=f"count {count_id}") as callbacks:
-        status = wait_for_count(client, count_id, timeout_s=timeout,
-                                hooks=WaitHooks(**callbacks))
+    with progress_hooks(
+        "sub-jobs",
+        len(plan.subjobs),
+        lambda st: f"nodes {st['nodes']:,}",
+        check,
+        what=f"count {count_id}",
+    ) as callbacks:
+        status = wait_for_count(client, count_id, timeout_s=timeout, hooks=WaitHooks(**callbacks))
     if status["complete"]:
         backend.finished()
     return status, reused
@@ -86,16 +103,31 @@ def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] |
     if status is None:
         with contextlib.suppress(Exception):  # best effort: Redis may be going away
             status = count_store.count_status(backend.client, count_id)
-    got = f"{status['done']}/{status['total']} sub-jobs counted (kept)" if status else (
-        "sub-jobs counted so far kept")
-    drop = (f"{dropped} queued task(s) of this count dropped" if dropped is not None
-            else "its queued tasks could not be dropped (Redis unreachable)")
-    note(f"count {count_id} stopped {why}: {got}; {drop}, other work untouched; "
-         "the same command resumes it")
+    got = (
+        f"{status['done']}/{status['total']} sub-jobs counted (kept)"
+        if status
+        else ("sub-jobs counted so far kept")
+    )
+    drop = (
+        f"{dropped} queued task(s) of this count dropped"
+        if dropped is not None
+        else "its queued tasks could not be dropped (Redis unreachable)"
+    )
+    note(
+        f"count {count_id} stopped {why}: {got}; {drop}, other work untouched; "
+        "the same command resumes it"
+    )
 
 
-def _print_report(report: CountReport, record: dict[str, Any], board: Board, plan: CountPlan,
-                  start_sq: Square | None, closed: bool, count_id: str) -> None:
+def _print_report(
+    report: CountReport,
+    record: dict[str, Any],
+    board: Board,
+    plan: CountPlan,
+    start_sq: Square | None,
+    closed: bool,
+    count_id: str,
+) -> None:
     kind = "closed" if closed else "open"
     click.echo(f"directed {kind} knight's tours per start square, {board.label}:")
     for line in _format_count_grid(report):
@@ -106,42 +138,94 @@ def _print_report(report: CountReport, record: dict[str, Any], board: Board, pla
         sq = start_sq if start_sq is not None else next(iter(plan.classes))
         click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
     click.echo(report.symmetry_note)
-    click.echo(f"sub-jobs: {report.subjobs} (depth {report.depth}; "
-               f"{record['reused_subjobs']} reused from an earlier run); nodes "
-               f"{report.nodes:,}; summed sub-job time {record['subjob_s']:.2f} s; wall "
-               f"{report.elapsed_s:.2f} s")
+    click.echo(
+        f"sub-jobs: {report.subjobs} (depth {report.depth}; "
+        f"{record['reused_subjobs']} reused from an earlier run); nodes "
+        f"{report.nodes:,}; summed sub-job time {record['subjob_s']:.2f} s; wall "
+        f"{report.elapsed_s:.2f} s"
+    )
     click.echo(f"count id: {count_id}")
 
 
 @click.command()
 @click.argument("size")
-@click.option("--start", "start", default=None, metavar="SQ",
-              help="Count only the tours from this square (a1 or r,c) and its symmetric images.")
+@click.option(
+    "--start",
+    "start",
+    default=None,
+    metavar="SQ",
+    help="Count only the tours from this square (a1 or r,c) and its symmetric images.",
+)
 @workers_option
 @click.option("--closed", is_flag=True, help="Count closed (re-entrant) tours instead.")
-@click.option("--depth", type=int, default=None, metavar="K",
-              help="Moves fixed per sub-job (default: about 12 sub-jobs per counted square; "
-              "no split up to 25 squares).")
-@click.option("--no-symmetry", "no_symmetry", is_flag=True,
-              help="Count every square directly instead of one per symmetry class.")
-@click.option("--fresh", is_flag=True,
-              help="Discard partial counts stored by an earlier run of the same count.")
+@click.option(
+    "--depth",
+    type=int,
+    default=None,
+    metavar="K",
+    help="Moves fixed per sub-job (default: about 12 sub-jobs per counted square; "
+    "no split up to 25 squares).",
+)
+@click.option(
+    "--no-symmetry",
+    "no_symmetry",
+    is_flag=True,
+    help="Count every square directly instead of one per symmetry class.",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Discard partial counts stored by an earlier run of the same count.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead.")
-@click.option("--out", "out", default=None, metavar="FILE",
-              help="Also write the report as JSON to FILE.")
-@click.option("--method", "method", type=click.Choice(METHODS), default="auto",
-              show_default=True, help="Enumeration (every tour searched) or the frontier "
-              "DP (counts without listing tours); auto: enumeration up to 6x6, the DP beyond.")
-@click.option("--memory-gb", "memory_gb", type=float, default=8.0, show_default=True,
-              metavar="G", help="DP only: bound on one layer's table (GiB); a layer "
-              "that needs more is built in parts.")
+@click.option(
+    "--out", "out", default=None, metavar="FILE", help="Also write the report as JSON to FILE."
+)
+@click.option(
+    "--method",
+    "method",
+    type=click.Choice(METHODS),
+    default="auto",
+    show_default=True,
+    help="Enumeration (every tour searched) or the frontier "
+    "DP (counts without listing tours); auto: enumeration up to 6x6, the DP beyond.",
+)
+@click.option(
+    "--memory-gb",
+    "memory_gb",
+    type=float,
+    default=8.0,
+    show_default=True,
+    metavar="G",
+    help="DP only: bound on one layer's table (GiB); a layer that needs more is built in parts.",
+)
 @redis_option
-@click.option("--timeout", "timeout", type=float, default=None, metavar="S",
-              help="Stop after S seconds: its queued sub-jobs are dropped, partial counts "
-              "stay stored (the same command resumes); exit 1.")
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Stop after S seconds: its queued sub-jobs are dropped, partial counts "
+    "stay stored (the same command resumes); exit 1.",
+)
 @yes_option
-def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out, redis_url,
-          timeout, yes=False, method="auto", memory_gb=8.0) -> ExitCode:
+def count(
+    size,
+    start,
+    workers,
+    closed,
+    depth,
+    no_symmetry,
+    fresh,
+    as_json,
+    out,
+    redis_url,
+    timeout,
+    yes=False,
+    method="auto",
+    memory_gb=8.0,
+) -> ExitCode:
     """Count the knight's tours from every start square of SIZE (exhaustively), in parallel.
 
     Directed open tours are counted (an open tour is counted once from each end; the grid of
@@ -165,24 +249,80 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
     choice = choose_method(board, closed=closed, method=method)
     if choice.method == "dp":  # in this process: one machine, one core
         dp_s = dp_count_s(board)
-        confirm_big(f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
-                    "in this process", count_concerns(dp_s, 1), yes)
-        return run_dp_count(board, start_sq, choice, memory_gb=memory_gb, as_json=as_json,
-                            out=out)
-    plan = plan_count(board, start_sq, closed=closed, depth=depth,
-                      use_symmetry=not no_symmetry)
+        confirm_big(
+            f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
+            "in this process",
+            count_concerns(dp_s, 1),
+            yes,
+        )
+        return run_dp_count(board, start_sq, choice, memory_gb=memory_gb, as_json=as_json, out=out)
+    plan = plan_count(board, start_sq, closed=closed, depth=depth, use_symmetry=not no_symmetry)
+    _confirm_enumeration(board, plan, start_sq, closed, no_symmetry, workers, yes)
+    params = {
+        "size": board.label,
+        "start": None if start_sq is None else list(start_sq),
+        "closed": closed,
+        "depth": plan.depth,
+        "symmetry": not no_symmetry,
+    }
     count_id = count_store.count_id_for(plan, start_sq)
-    local = workers or get_settings().workers  # a count with --workers 0 runs elsewhere
-    full = plan if start_sq is None and not no_symmetry else plan_count(board, closed=closed,
-                                                                         depth=plan.depth)
-    cpu_s = count_cpu_s(board, len(plan.classes), len(full.classes)) if plan.subjobs else 0.0
-    confirm_big(f"an exhaustive count on {board.label} takes ~ "
-                f"{format_hours(cpu_s / 3600)} of CPU, ~ {format_hours(cpu_s / local / 3600)} "
-                f"on {local} worker(s)", count_concerns(cpu_s, local), yes)
-    params = {"size": board.label, "start": None if start_sq is None else list(start_sq),
-              "closed": closed, "depth": plan.depth, "symmetry": not no_symmetry}
     began = time.monotonic()
-    report = None
+    got = _enumerate(plan, count_id, params, choice, redis_url, workers, fresh, timeout, began)
+    if isinstance(got, ExitCode):
+        return got
+    report, reused = got
+    record = report.to_dict()
+    record["reused_subjobs"] = reused
+    if out is not None:
+        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(record, separators=(",", ":")))
+        return ExitCode.OK
+    _print_report(report, record, board, plan, start_sq, closed, count_id)
+    return ExitCode.OK
+
+
+def _confirm_enumeration(
+    board: Board,
+    plan: CountPlan,
+    start_sq: Square | None,
+    closed: bool,
+    no_symmetry: bool,
+    workers: int | None,
+    yes: bool,
+) -> None:
+    """Ask before an enumeration estimated above the confirmation limits (see
+    :func:`knights_tour.commands._shared.confirm_big`)."""
+    local = workers or get_settings().workers  # a count with --workers 0 runs elsewhere
+    full = (
+        plan
+        if start_sq is None and not no_symmetry
+        else plan_count(board, closed=closed, depth=plan.depth)
+    )
+    cpu_s = count_cpu_s(board, len(plan.classes), len(full.classes)) if plan.subjobs else 0.0
+    confirm_big(
+        f"an exhaustive count on {board.label} takes ~ "
+        f"{format_hours(cpu_s / 3600)} of CPU, ~ {format_hours(cpu_s / local / 3600)} "
+        f"on {local} worker(s)",
+        count_concerns(cpu_s, local),
+        yes,
+    )
+
+
+def _enumerate(
+    plan: CountPlan,
+    count_id: str,
+    params: dict[str, Any],
+    choice: MethodChoice,
+    redis_url: str | None,
+    workers: int | None,
+    fresh: bool,
+    timeout: float | None,
+    began: float,
+) -> tuple[CountReport, int] | ExitCode:
+    """Register the count, send its missing sub-jobs and wait: ``(report, sub-jobs reused)``
+    when complete, ExitCode.INTERRUPTED on Ctrl-C, ExitCode.NOT_OK when stopped or failed
+    (said in one line; the same command resumes)."""
     with open_backend(redis_url, workers, start_workers=False, notify=note) as backend:
         note(f"method: {choice.reason}")  # once Redis answers: a bad URL is the only line
         try:
@@ -194,26 +334,20 @@ def count(size, start, workers, closed, depth, no_symmetry, fresh, as_json, out,
             _stopped(backend, count_id, "by Ctrl-C", None)
             return ExitCode.INTERRUPTED
         if status["complete"]:
-            report = count_store.assemble_count(backend.client, count_id, plan,
-                                                elapsed_s=time.monotonic() - began)
-        elif status.get("errors"):
+            report = count_store.assemble_count(
+                backend.client, count_id, plan, elapsed_s=time.monotonic() - began
+            )
+            return report, reused
+        if status.get("errors"):
             backend.stop_work()
-            note(f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
-                 f"{status['done']}/{status['total']} sub-jobs done; run the same command "
-                 "again to resume")
+            note(
+                f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
+                f"{status['done']}/{status['total']} sub-jobs done; run the same command "
+                "again to resume"
+            )
         else:
             _stopped(backend, count_id, f"by --timeout after {timeout:g} s", status)
-    if report is None:
-        return ExitCode.NOT_OK
-    record = report.to_dict()
-    record["reused_subjobs"] = reused
-    if out is not None:
-        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
-    if as_json:
-        click.echo(json.dumps(record, separators=(",", ":")))
-        return ExitCode.OK
-    _print_report(report, record, board, plan, start_sq, closed, count_id)
-    return ExitCode.OK
+    return ExitCode.NOT_OK
 
 
 __all__ = ["count"]

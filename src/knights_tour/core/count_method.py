@@ -28,8 +28,15 @@ from typing import Any
 from knights_tour.board import Board, Square
 from knights_tour.core import frontier
 from knights_tour.core.counting import CountReport
-from knights_tour.core.frontier_run import (DEFAULT_MEMORY_BYTES, Progress, SweepResult,
-                                            count_paths, join_halves, plan_digest, run_sweep)
+from knights_tour.core.frontier_run import (
+    DEFAULT_MEMORY_BYTES,
+    Progress,
+    SweepResult,
+    count_paths,
+    join_halves,
+    plan_digest,
+    run_sweep,
+)
 from knights_tour.core.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers.engine.frontier_kernel import MAX_SLOTS
@@ -81,23 +88,33 @@ def choose_method(board: Board, *, closed: bool = False, method: str = "auto") -
         return MethodChoice("enumerate", "enumeration (asked for with --method enumerate)")
     if closed:
         if method == "dp":
-            raise InvalidJobError("the frontier DP counts open tours only; closed tours are "
-                                  "counted by enumeration")
+            raise InvalidJobError(
+                "the frontier DP counts open tours only; closed tours are counted by enumeration"
+            )
         return MethodChoice("enumerate", "enumeration: the frontier DP counts open tours only")
     width = dp_width(board)
     if width > MAX_SLOTS:
         if method == "dp":
-            raise InvalidJobError(f"the frontier DP on {board.label} needs {width} frontier "
-                                  f"slots; its keys hold {MAX_SLOTS}")
-        return MethodChoice("enumerate", f"enumeration: the DP's frontier ({width} squares) "
-                            f"is wider than its keys hold ({MAX_SLOTS})")
+            raise InvalidJobError(
+                f"the frontier DP on {board.label} needs {width} frontier "
+                f"slots; its keys hold {MAX_SLOTS}"
+            )
+        return MethodChoice(
+            "enumerate",
+            f"enumeration: the DP's frontier ({width} squares) "
+            f"is wider than its keys hold ({MAX_SLOTS})",
+        )
     if method == "dp":
         return MethodChoice("dp", f"frontier DP (asked for with --method dp; frontier {width})")
     if board.n_squares <= ENUMERATION_MAX_SQUARES:
-        return MethodChoice("enumerate", f"enumeration: faster than the DP up to "
-                            f"{ENUMERATION_MAX_SQUARES} squares")
-    return MethodChoice("dp", f"frontier DP: enumeration grows with the number of tours, "
-                        f"the DP with its frontier ({width} squares) on {board.label}")
+        return MethodChoice(
+            "enumerate", f"enumeration: faster than the DP up to {ENUMERATION_MAX_SQUARES} squares"
+        )
+    return MethodChoice(
+        "dp",
+        f"frontier DP: enumeration grows with the number of tours, "
+        f"the DP with its frontier ({width} squares) on {board.label}",
+    )
 
 
 ClassDone = Callable[[Square, int, float], None]
@@ -112,10 +129,16 @@ def peak_rss_bytes() -> int:
     return max(own, kids) * 1024
 
 
-def dp_count(board: Board, start: Square | None = None, *,
-             memory_bytes: int = DEFAULT_MEMORY_BYTES, checkpoint_dir: str | Path | None = None,
-             progress: Progress | None = None, class_done: ClassDone | None = None,
-             halves: bool | None = None) -> CountReport:
+def dp_count(
+    board: Board,
+    start: Square | None = None,
+    *,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    checkpoint_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    class_done: ClassDone | None = None,
+    halves: bool | None = None,
+) -> CountReport:
     """Count the directed open tours from every square (or ``start``'s class) by the DP.
 
     One square per symmetry class of the majority colour is counted (squares of the minority
@@ -137,54 +160,112 @@ def dp_count(board: Board, start: Square | None = None, *,
         As in :func:`knights_tour.core.frontier_run.count_paths`.
     """
     began = time.perf_counter()
-    all_classes = symmetry_classes(board)
-    if start is not None:
-        rep = representative(board, board.check_square(start))
-        classes = {rep: all_classes[rep]}
-    else:
-        classes = all_classes
-    class_counts: dict[Square, int] = {}
-    figures: list[dict[str, object]] = []
-    lowers: dict[str, SweepResult] = {}
-    trunks: list[SweepResult] = []
+    classes = _classes(board, start)
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
     searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
-    for rep in classes:
-        if rep not in searched:
-            class_counts[rep] = count_paths(board, rep).paths
-            figures.append({"representative": list(rep), "count": class_counts[rep],
-                            "method": "no search (colour or isolated square)"})
+    class_counts, figures = _trivial_classes(board, [r for r in classes if r not in searched])
+    lowers: dict[str, SweepResult] = {}
+    trunks: list[SweepResult] = []
     cut = _common_cut(board, searched) if halves and searched else None
-    for rep in searched if cut is not None else ():
-        t0 = time.perf_counter()
-        class_counts[rep], fig = _halves_class(board, rep, cut, lowers, opts)
-        figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
-        if class_done is not None:
-            class_done(rep, class_counts[rep], time.perf_counter() - t0)
-    if cut is None and searched:
+    if cut is not None:
+        lowers = _halves_classes(board, searched, cut, class_counts, figures, class_done, opts)
+    elif searched:
         trunks = _trunk_classes(board, searched, class_counts, figures, class_done, opts)
     transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
     transitions += sum(int(f.get("transitions", 0)) for f in figures)
+    wall = time.perf_counter() - began
+    note = (
+        f"symmetry: counted {len(classes)} representative square(s) by the frontier DP, "
+        f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes"
+    )
+    extra = {
+        "method": "frontier DP",
+        "dp_classes": figures,
+        "wall_s": round(wall, 3),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()],
+        "trunks": [[ls.to_dict() for ls in tr.layers] for tr in trunks],
+    }
+    return CountReport(
+        board.rows,
+        board.cols,
+        False,
+        _grid(board, classes, class_counts),
+        class_counts,
+        dict(classes),
+        subjobs=len(classes),
+        depth=0,
+        nodes=transitions,
+        elapsed_s=wall,
+        symmetry_note=note,
+        extra=extra,
+    )
+
+
+def _classes(board: Board, start: Square | None) -> dict[Square, list[Square]]:
+    """The symmetry classes to count: every class, or ``start``'s only."""
+    all_classes = symmetry_classes(board)
+    if start is None:
+        return dict(all_classes)
+    rep = representative(board, board.check_square(start))
+    return {rep: all_classes[rep]}
+
+
+def _trivial_classes(
+    board: Board, reps: list[Square]
+) -> tuple[dict[Square, int], list[dict[str, object]]]:
+    """The counts (all 0, or 1 on one square) and figures of classes needing no search."""
+    counts: dict[Square, int] = {}
+    figures: list[dict[str, object]] = []
+    for rep in reps:
+        counts[rep] = count_paths(board, rep).paths
+        figures.append(
+            {
+                "representative": list(rep),
+                "count": counts[rep],
+                "method": "no search (colour or isolated square)",
+            }
+        )
+    return counts, figures
+
+
+def _grid(
+    board: Board, classes: dict[Square, list[Square]], counts: dict[Square, int]
+) -> list[list[int | None]]:
+    """The per-square grid: each class's count copied to its squares, None elsewhere."""
     grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]
     for rep, members in classes.items():
         for r, c in members:
-            grid[r][c] = class_counts[rep]
-    wall = time.perf_counter() - began
-    note = (f"symmetry: counted {len(classes)} representative square(s) by the frontier DP, "
-            f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes")
-    extra = {"method": "frontier DP", "dp_classes": figures, "wall_s": round(wall, 3),
-             "peak_rss_bytes": peak_rss_bytes(),
-             "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()],
-             "trunks": [[ls.to_dict() for ls in tr.layers] for tr in trunks]}
-    return CountReport(board.rows, board.cols, False, grid, class_counts, dict(classes),
-                       subjobs=len(classes), depth=0, nodes=transitions, elapsed_s=wall,
-                       symmetry_note=note, extra=extra)
+            grid[r][c] = counts[rep]
+    return grid
 
 
-def _halves_class(board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult],
-                  opts: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def _halves_classes(
+    board: Board,
+    reps: list[Square],
+    cut: int,
+    counts: dict[Square, int],
+    figures: list[dict[str, Any]],
+    class_done: ClassDone | None,
+    opts: dict[str, Any],
+) -> dict[str, SweepResult]:
+    """Classes by two halves met below ``cut``, one lower half per distinct plan (one for all
+    when the cut is common). Fills ``counts`` and ``figures``; returns the lower halves."""
+    lowers: dict[str, SweepResult] = {}
+    for rep in reps:
+        t0 = time.perf_counter()
+        counts[rep], fig = _halves_class(board, rep, cut, lowers, opts)
+        figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
+        if class_done is not None:
+            class_done(rep, counts[rep], time.perf_counter() - t0)
+    return lowers
+
+
+def _halves_class(
+    board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult], opts: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
     """One class by two halves; the lower half is run once per distinct plan (``lowers``)."""
     g = frontier.image_graph(board, rep)
     up_plan, low_plan = frontier.half_sweeps(g, g.square.index(rep), cut)
@@ -193,15 +274,24 @@ def _halves_class(board: Board, rep: Square, cut: int, lowers: dict[str, SweepRe
         lowers[digest] = run_sweep(low_plan, **opts)
     up = run_sweep(up_plan, **opts)
     count, pairs = join_halves(g, up_plan, low_plan, up, lowers[digest])
-    return count, {"representative": list(rep), "count": count,
-                   "method": f"two halves met below row {cut} of the image",
-                   "upper_peak_states": up.peak_states, "pairs": pairs,
-                   "transitions": up.transitions}
+    return count, {
+        "representative": list(rep),
+        "count": count,
+        "method": f"two halves met below row {cut} of the image",
+        "upper_peak_states": up.peak_states,
+        "pairs": pairs,
+        "transitions": up.transitions,
+    }
 
 
-def _trunk_classes(board: Board, reps: list[Square], counts: dict[Square, int],
-                   figures: list[dict[str, Any]], class_done: ClassDone | None,
-                   opts: dict[str, Any]) -> list[SweepResult]:
+def _trunk_classes(
+    board: Board,
+    reps: list[Square],
+    counts: dict[Square, int],
+    figures: list[dict[str, Any]],
+    class_done: ClassDone | None,
+    opts: dict[str, Any],
+) -> list[SweepResult]:
     """Classes by full sweeps that share their first layers: every start of one colour (on
     the same image graph) sees the same sweep until its square is taken, so one trunk
     (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
@@ -217,8 +307,11 @@ def _trunk_classes(board: Board, reps: list[Square], counts: dict[Square, int],
         tr = None
         if last > 0:
             cands = frozenset(s for _, _, s in members)
-            tr = run_sweep(frontier.trunk_sweep(members[0][1], colour, last, cands),
-                           keep={s - 1 for _, _, s in members if s > 0}, **opts)
+            tr = run_sweep(
+                frontier.trunk_sweep(members[0][1], colour, last, cands),
+                keep={s - 1 for _, _, s in members if s > 0},
+                **opts,
+            )
             trunks.append(tr)
         for rep, g, s in sorted(members, key=lambda m: -m[2]):
             t0 = time.perf_counter()
@@ -228,11 +321,17 @@ def _trunk_classes(board: Board, reps: list[Square], counts: dict[Square, int],
             first = s if initial is not None else 0
             res = run_sweep(frontier.full_sweep(g, s), first_step=first, initial=initial, **opts)
             counts[rep] = int(res.counts[0]) if len(res.keys) else 0
-            figures.append({"representative": list(rep), "count": counts[rep],
-                            "method": f"full sweep from the trunk's layer {s}",
-                            "seconds": round(time.perf_counter() - t0, 3),
-                            "peak_states": res.peak_states, "transitions": res.transitions,
-                            "layers": [ls.to_dict() for ls in res.layers]})
+            figures.append(
+                {
+                    "representative": list(rep),
+                    "count": counts[rep],
+                    "method": f"full sweep from the trunk's layer {s}",
+                    "seconds": round(time.perf_counter() - t0, 3),
+                    "peak_states": res.peak_states,
+                    "transitions": res.transitions,
+                    "layers": [ls.to_dict() for ls in res.layers],
+                }
+            )
             if class_done is not None:
                 class_done(rep, counts[rep], time.perf_counter() - t0)
     return trunks
@@ -263,5 +362,13 @@ def count_paths_trivial(board: Board, square: Square) -> bool:
     return need is None or need[g.colour[s]] == 0 or any(len(nb) == 0 for nb in g.nbrs)
 
 
-__all__ = ["ENUMERATION_MAX_SQUARES", "METHODS", "MethodChoice", "choose_method", "dp_width",
-           "dp_count", "peak_rss_bytes", "count_paths_trivial"]
+__all__ = [
+    "ENUMERATION_MAX_SQUARES",
+    "METHODS",
+    "MethodChoice",
+    "choose_method",
+    "dp_width",
+    "dp_count",
+    "peak_rss_bytes",
+    "count_paths_trivial",
+]

@@ -64,11 +64,14 @@ def _images(board: Board) -> list[tuple[int, int, Callable[[int, int], Square]]]
             continue
         for flip_r in (False, True):
             for flip_c in (False, True):
-                def to_orig(r: int, c: int, t=transpose, fr=flip_r, fc=flip_c,
-                            rr=rows, cc=cols) -> Square:
+
+                def to_orig(
+                    r: int, c: int, t=transpose, fr=flip_r, fc=flip_c, rr=rows, cc=cols
+                ) -> Square:
                     r2 = rr - 1 - r if fr else r
                     c2 = cc - 1 - c if fc else c
                     return (c2, r2) if t else (r2, c2)
+
                 out.append((rows, cols, to_orig))
     return out
 
@@ -128,9 +131,15 @@ def _need(g: Graph) -> tuple[int, int] | None:
     return {1: (2, 0), 0: (1, 1), -1: (0, 2)}.get(t)
 
 
-def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
-                start: int | None, final: bool, reserve: int | None = None,
-                candidates: frozenset[int] = frozenset()) -> SweepPlan:
+def build_sweep(
+    g: Graph,
+    name: str,
+    steps: Sequence[tuple[int, Sequence[int]]],
+    start: int | None,
+    final: bool,
+    reserve: int | None = None,
+    candidates: frozenset[int] = frozenset(),
+) -> SweepPlan:
     """The kernel tables of a sweep.
 
     Parameters
@@ -151,62 +160,140 @@ def build_sweep(g: Graph, name: str, steps: Sequence[tuple[int, Sequence[int]]],
     """
     need = _need(g)
     assert need is not None
-    n_steps = len(steps)
-    und = [len(g.nbrs[v]) for v in range(g.n)]      # undecided edges per vertex
-    undecided = {(min(a, b), max(a, b)) for a in range(g.n) for b in g.nbrs[a]}
-    taken: list[int] = []
-    taken_set: set[int] = set()
-    scal = np.zeros((n_steps, fk.N_SCALARS), np.int64)
-    back = np.full((n_steps, 8), -1, np.int64)
-    o2n = np.full((n_steps, 16), -1, np.int64)
-    newcol = np.zeros((n_steps, 16), np.int64)
-    newrem1 = np.zeros((n_steps, 16), np.int64)
-    adj_static = np.zeros((n_steps, fk.MAX_ADJ), np.int64)
-    adj_col = np.zeros((n_steps, fk.MAX_ADJ), np.int64)
-    adj_fs = np.zeros((n_steps, fk.MAX_ADJ), np.int64)
-    frontier: list[int] = []
+    state = _SweepState(g)
+    tables = _Tables.empty(len(steps))
     frontier_after: list[list[int]] = []
-    bw = 0
     for k, (v, joins) in enumerate(steps):
-        old = list(frontier)
+        old = state.take(v, joins)
+        if len(state.frontier) > fk.MAX_SLOTS or len(old) > fk.MAX_SLOTS:
+            raise InvalidJobError(
+                f"{name}: frontier of {len(state.frontier)} vertices exceeds "
+                f"the kernel's {fk.MAX_SLOTS} slots"
+            )
         slot_old = {u: i for i, u in enumerate(old)}
-        b = [slot_old[u] for u in joins]
-        back[k, :len(b)] = b
-        for u in joins:
-            undecided.discard((min(u, v), max(u, v)))
-            und[u] -= 1
-            und[v] -= 1
-        taken.append(v)
-        taken_set.add(v)
-        bw += 1 - 2 * g.colour[v]
-        frontier = [u for u in old + [v] if und[u] > 0]
-        if len(frontier) > fk.MAX_SLOTS or len(old) > fk.MAX_SLOTS:
-            raise InvalidJobError(f"{name}: frontier of {len(frontier)} vertices exceeds the "
-                                  f"kernel's {fk.MAX_SLOTS} slots")
-        slot_new = {u: j for j, u in enumerate(frontier)}
-        for u, i in slot_old.items():
-            o2n[k, i] = slot_new.get(u, -1)
-        for u, j in slot_new.items():
-            newcol[k, j] = g.colour[u]
-            newrem1[k, j] = 1 if und[u] == 1 else 0
-        (static_b, static_w, static_cand), adj = _untaken(g, taken_set, undecided, slot_new,
-                                                          start, candidates)
+        slot_new = {u: j for j, u in enumerate(state.frontier)}
+        tables.slots(k, g, state, slot_old, slot_new, [slot_old[u] for u in joins])
+        static, adj = _untaken(g, state.taken, state.undecided, slot_new, start, candidates)
         if len(adj) > fk.MAX_ADJ:
             raise InvalidJobError(f"{name}: {len(adj)} untaken vertices next to the frontier")
+        tables.untaken(k, adj)
+        tables.scal[k] = [
+            len(old),
+            len(joins),
+            fk.DANGLE if v == start else fk.ISO,
+            slot_new.get(v, -1),
+            len(state.frontier),
+            len(adj),
+            static[0],
+            static[1],
+            state.bw,
+            1 if final and k == len(steps) - 1 else 0,
+            need[0],
+            need[1],
+            int(reserve == 0),
+            int(reserve == 1),
+            static[2],
+        ]
+        frontier_after.append(list(state.frontier))
+    return SweepPlan(name, [v for v, _ in steps], tables.as_tuple(), frontier_after, final)
+
+
+class _SweepState:
+    """What a sweep has done after each step: the vertices taken, the edges still undecided
+    (and their number per vertex), the frontier in slot order, and the taken vertices'
+    black-minus-white count ``bw``."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.und = [len(g.nbrs[v]) for v in range(g.n)]  # undecided edges per vertex
+        self.undecided = {(min(a, b), max(a, b)) for a in range(g.n) for b in g.nbrs[a]}
+        self.taken: set[int] = set()
+        self.frontier: list[int] = []
+        self.bw = 0
+
+    def take(self, v: int, joins: Sequence[int]) -> list[int]:
+        """Take ``v``, deciding its edges to ``joins``; returns the frontier before."""
+        old = list(self.frontier)
+        for u in joins:
+            self.undecided.discard((min(u, v), max(u, v)))
+            self.und[u] -= 1
+            self.und[v] -= 1
+        self.taken.add(v)
+        self.bw += 1 - 2 * self.g.colour[v]
+        self.frontier = [u for u in old + [v] if self.und[u] > 0]
+        return old
+
+
+@dataclass
+class _Tables:
+    """The kernel's per-step arrays (one row per step; see :class:`SweepPlan`)."""
+
+    scal: np.ndarray
+    back: np.ndarray
+    o2n: np.ndarray
+    newcol: np.ndarray
+    newrem1: np.ndarray
+    adj_static: np.ndarray
+    adj_col: np.ndarray
+    adj_fs: np.ndarray
+
+    @classmethod
+    def empty(cls, n_steps: int) -> _Tables:
+        return cls(
+            np.zeros((n_steps, fk.N_SCALARS), np.int64),
+            np.full((n_steps, 8), -1, np.int64),
+            np.full((n_steps, 16), -1, np.int64),
+            np.zeros((n_steps, 16), np.int64),
+            np.zeros((n_steps, 16), np.int64),
+            np.zeros((n_steps, fk.MAX_ADJ), np.int64),
+            np.zeros((n_steps, fk.MAX_ADJ), np.int64),
+            np.zeros((n_steps, fk.MAX_ADJ), np.int64),
+        )
+
+    def slots(
+        self,
+        k: int,
+        g: Graph,
+        state: _SweepState,
+        slot_old: dict[int, int],
+        slot_new: dict[int, int],
+        back: list[int],
+    ) -> None:
+        """Step ``k``'s slot tables: the old slots joined to the new vertex, where each old
+        slot goes, and each new slot's colour and whether it has one undecided edge left."""
+        self.back[k, : len(back)] = back
+        for u, i in slot_old.items():
+            self.o2n[k, i] = slot_new.get(u, -1)
+        for u, j in slot_new.items():
+            self.newcol[k, j] = g.colour[u]
+            self.newrem1[k, j] = 1 if state.und[u] == 1 else 0
+
+    def untaken(self, k: int, adj: list[tuple[int, int, int]]) -> None:
+        """Step ``k``'s untaken vertices next to the frontier (see :func:`_untaken`)."""
         for a, (st, cu, fs) in enumerate(adj):
-            adj_static[k, a], adj_col[k, a], adj_fs[k, a] = st, cu, fs
-        scal[k] = [len(old), len(b), fk.DANGLE if v == start else fk.ISO,
-                   slot_new.get(v, -1), len(frontier), len(adj), static_b, static_w, bw,
-                   1 if final and k == n_steps - 1 else 0, need[0], need[1],
-                   int(reserve == 0), int(reserve == 1), static_cand]
-        frontier_after.append(list(frontier))
-    tables = (scal, back, o2n, newcol, newrem1, adj_static, adj_col, adj_fs)
-    return SweepPlan(name, [v for v, _ in steps], tables, frontier_after, final)
+            self.adj_static[k, a], self.adj_col[k, a], self.adj_fs[k, a] = st, cu, fs
+
+    def as_tuple(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.scal,
+            self.back,
+            self.o2n,
+            self.newcol,
+            self.newrem1,
+            self.adj_static,
+            self.adj_col,
+            self.adj_fs,
+        )
 
 
-def _untaken(g: Graph, taken: set[int], undecided: set[Edge], slot_new: dict[int, int],
-             start: int | None, candidates: frozenset[int] = frozenset()
-             ) -> tuple[tuple[int, int, int], list[tuple[int, int, int]]]:
+def _untaken(
+    g: Graph,
+    taken: set[int],
+    undecided: set[Edge],
+    slot_new: dict[int, int],
+    start: int | None,
+    candidates: frozenset[int] = frozenset(),
+) -> tuple[tuple[int, int, int], list[tuple[int, int, int]]]:
     """The untaken vertices as the kernel's pruning sees them: ``(black, white, candidates)``
     end points forced whatever the state (the untaken start; a vertex with at most one untaken
     neighbour and no frontier neighbour; how many of those are start candidates), and per
@@ -219,8 +306,11 @@ def _untaken(g: Graph, taken: set[int], undecided: set[Edge], slot_new: dict[int
         if u in taken:
             continue
         st = sum(1 for w in g.nbrs[u] if w not in taken)
-        fs = sum(1 << slot_new[w] for w in g.nbrs[u]
-                 if w in taken and (min(u, w), max(u, w)) in undecided)
+        fs = sum(
+            1 << slot_new[w]
+            for w in g.nbrs[u]
+            if w in taken and (min(u, w), max(u, w)) in undecided
+        )
         if u == start:
             forced[g.colour[u]] += 1
         elif fs:
@@ -255,14 +345,15 @@ def trunk_sweep(g: Graph, colour: int, n_steps: int, candidates: frozenset[int])
     if not candidates:
         raise InvalidJobError("a trunk needs the start squares it serves")
     steps = [(v, [u for u in g.nbrs[v] if u < v]) for v in range(n_steps)]
-    return build_sweep(g, f"trunk{colour}", steps, None, final=False, reserve=colour,
-                       candidates=candidates)
+    return build_sweep(
+        g, f"trunk{colour}", steps, None, final=False, reserve=colour, candidates=candidates
+    )
 
 
 def full_sweep_width(g: Graph) -> int:
     """Widest frontier of :func:`full_sweep` on ``g`` (the slots its keys need), without
     building its tables."""
-    last = [max(g.nbrs[v], default=-1) for v in range(g.n)]   # last neighbour in the order
+    last = [max(g.nbrs[v], default=-1) for v in range(g.n)]  # last neighbour in the order
     return max((sum(1 for u in range(k + 1) if last[u] > k) for k in range(g.n)), default=0)
 
 
@@ -276,8 +367,9 @@ def default_cut(g: Graph, start: int | None) -> int | None:
     return cut if 1 <= cut <= g.rows - 2 else None
 
 
-def half_sweeps(g: Graph, start: int | None, cut: int,
-                partial_upper: bool = False) -> tuple[SweepPlan, SweepPlan]:
+def half_sweeps(
+    g: Graph, start: int | None, cut: int, partial_upper: bool = False
+) -> tuple[SweepPlan, SweepPlan]:
     """The upper and lower halves met at ``cut`` (rows ``0 .. cut-1`` above).
 
     The upper half takes the rows above the cut in row-major order, the lower half the rows
@@ -311,9 +403,20 @@ def half_sweeps(g: Graph, start: int | None, cut: int,
     else:
         interface = [v for v in above[::-1] if any(u >= a_end for u in g.nbrs[v])]
         lower += [(v, [u for u in g.nbrs[v] if u >= a_end]) for v in interface]
-    return (build_sweep(g, "upper", upper, start, final=False),
-            build_sweep(g, "lower", lower, None, final=False))
+    return (
+        build_sweep(g, "upper", upper, start, final=False),
+        build_sweep(g, "lower", lower, None, final=False),
+    )
 
 
-__all__ = ["Graph", "SweepPlan", "image_graph", "build_sweep", "full_sweep", "trunk_sweep", "full_sweep_width", "default_cut",
-           "half_sweeps"]
+__all__ = [
+    "Graph",
+    "SweepPlan",
+    "image_graph",
+    "build_sweep",
+    "full_sweep",
+    "trunk_sweep",
+    "full_sweep_width",
+    "default_cut",
+    "half_sweeps",
+]

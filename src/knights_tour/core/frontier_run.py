@@ -54,8 +54,13 @@ class LayerStat:
     parts: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "states": self.states, "transitions": self.transitions,
-                "seconds": round(self.seconds, 3), "parts": self.parts}
+        return {
+            "step": self.step,
+            "states": self.states,
+            "transitions": self.transitions,
+            "seconds": round(self.seconds, 3),
+            "parts": self.parts,
+        }
 
 
 @dataclass
@@ -90,8 +95,8 @@ def plan_digest(plan: frontier.SweepPlan) -> str:
     """A short hash of a sweep's name and tables: equal digests, equal sweeps."""
     h = hashlib.sha256(plan.name.encode())
     scal = plan.tables[0]
-    if not scal[:, fk.C_RESERVE_B:].any():
-        scal = scal[:, :fk.C_RESERVE_B]     # plans without a reserved end hash as before
+    if not scal[:, fk.C_RESERVE_B :].any():
+        scal = scal[:, : fk.C_RESERVE_B]  # plans without a reserved end hash as before
     for arr in (scal, *plan.tables[1:]):
         h.update(np.ascontiguousarray(arr).tobytes())
     return h.hexdigest()[:16]
@@ -151,8 +156,14 @@ class _Checkpoints:
         return np.load(path, mmap_mode="r") if path.exists() else None
 
 
-def _expand_part(plan: frontier.SweepPlan, k: int, inputs: list[np.ndarray], part: int,
-                 nparts: int, max_logcap: int) -> tuple[np.ndarray, int] | None:
+def _expand_part(
+    plan: frontier.SweepPlan,
+    k: int,
+    inputs: list[np.ndarray],
+    part: int,
+    nparts: int,
+    max_logcap: int,
+) -> tuple[np.ndarray, int] | None:
     """One part of step ``k``: its compacted ``(n, 2)`` rows and the transitions generated, or
     None if its table would need more than ``2**max_logcap`` slots."""
     est = sum(len(a) for a in inputs) * 2 // nparts + 1024
@@ -167,8 +178,19 @@ def _expand_part(plan: frontier.SweepPlan, k: int, inputs: list[np.ndarray], par
         i = 0
         while i < len(keys):
             i, fill, tr, overflow = fk.expand(
-                keys, counts, i, k, *plan.tables, part, nparts, tkeys, tcounts, logcap, fill,
-                int(MAX_FILL * (1 << logcap)))
+                keys,
+                counts,
+                i,
+                k,
+                *plan.tables,
+                part,
+                nparts,
+                tkeys,
+                tcounts,
+                logcap,
+                fill,
+                int(MAX_FILL * (1 << logcap)),
+            )
             trans += tr
             if overflow:
                 raise ArithmeticError(f"{plan.name} step {k}: a path count passed 2**64")
@@ -181,10 +203,16 @@ def _expand_part(plan: frontier.SweepPlan, k: int, inputs: list[np.ndarray], par
     return np.stack([ok, oc], axis=1), trans
 
 
-def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-              checkpoint_dir: str | Path | None = None,
-              progress: Progress | None = None, first_step: int = 0,
-              initial: np.ndarray | None = None, keep: Collection[int] = ()) -> SweepResult:
+def run_sweep(
+    plan: frontier.SweepPlan,
+    *,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    checkpoint_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    first_step: int = 0,
+    initial: np.ndarray | None = None,
+    keep: Collection[int] = (),
+) -> SweepResult:
     """Run every step of ``plan`` from the empty start state (or its last checkpoint).
 
     Parameters
@@ -219,37 +247,13 @@ def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BY
     """
     max_logcap = max(12, int(np.floor(np.log2(max(memory_bytes, 1) / ENTRY_BYTES))))
     store = _Checkpoints(Path(checkpoint_dir), plan) if checkpoint_dir is not None else None
-    inputs: list[np.ndarray] = [np.array([[0, 1]], dtype=np.uint64) if initial is None
-                                else initial]
-    stats: list[LayerStat] = []
-    first = first_step
-    resumed = -1
-    kept: dict[int, np.ndarray] = {}
-    if store is not None:
-        found = store.load_last()
-        if found is not None:
-            resumed, inputs, stats = found
-            first = resumed + 1
-        kept = {k: got for k in keep if (got := store.load_kept(k)) is not None}
+    start = np.array([[0, 1]], dtype=np.uint64) if initial is None else initial
+    inputs, stats, first, resumed, kept = _resume(store, [start], first_step, keep)
     nparts = 1
     for k in range(first, plan.n_steps):
         began = time.perf_counter()
-        while True:
-            parts: list[np.ndarray] = []
-            trans = 0
-            for j in range(nparts):
-                got = _expand_part(plan, k, inputs, j, nparts, max_logcap)
-                if got is None:
-                    break
-                parts.append(got[0])
-                trans = got[1]
-            else:
-                break
-            nparts *= 2
-            if nparts > 4096:
-                raise MemoryError(f"{plan.name} step {k}: a part exceeds {memory_bytes} bytes")
-        stat = LayerStat(k, sum(len(p) for p in parts), trans, time.perf_counter() - began,
-                         nparts)
+        parts, trans, nparts = _run_step(plan, k, inputs, nparts, max_logcap, memory_bytes)
+        stat = LayerStat(k, sum(len(p) for p in parts), trans, time.perf_counter() - began, nparts)
         stats.append(stat)
         inputs = store.save(k, parts, stats) if store is not None else parts
         if k in keep:
@@ -258,12 +262,73 @@ def run_sweep(plan: frontier.SweepPlan, *, memory_bytes: int = DEFAULT_MEMORY_BY
             progress(plan.name, stat, plan.n_steps)
         nparts = max(1, nparts // 2)
     layer = np.concatenate(inputs) if len(inputs) > 1 else np.asarray(inputs[0])
-    return SweepResult(plan.name, np.ascontiguousarray(layer[:, 0]),
-                       np.ascontiguousarray(layer[:, 1]), stats, resumed, kept)
+    return SweepResult(
+        plan.name,
+        np.ascontiguousarray(layer[:, 0]),
+        np.ascontiguousarray(layer[:, 1]),
+        stats,
+        resumed,
+        kept,
+    )
 
 
-def join_halves(g: frontier.Graph, upper: frontier.SweepPlan, lower: frontier.SweepPlan,
-                up: SweepResult, low: SweepResult) -> tuple[int, int]:
+def _resume(
+    store: _Checkpoints | None, inputs: list[np.ndarray], first: int, keep: Collection[int]
+) -> tuple[list[np.ndarray], list[LayerStat], int, int, dict[int, np.ndarray]]:
+    """Where a sweep starts: ``(inputs, stats, first step, step resumed from or -1, kept
+    layers)``, from its last checkpoint if ``store`` has one, else from ``inputs`` at
+    ``first``."""
+    stats: list[LayerStat] = []
+    resumed = -1
+    kept: dict[int, np.ndarray] = {}
+    if store is not None:
+        found = store.load_last()
+        if found is not None:
+            resumed, inputs, stats = found
+            first = resumed + 1
+        kept = {k: got for k in keep if (got := store.load_kept(k)) is not None}
+    return inputs, stats, first, resumed, kept
+
+
+def _run_step(
+    plan: frontier.SweepPlan,
+    k: int,
+    inputs: list[np.ndarray],
+    nparts: int,
+    max_logcap: int,
+    memory_bytes: int,
+) -> tuple[list[np.ndarray], int, int]:
+    """Step ``k`` in ``nparts`` parts, doubling them until each part's table fits in
+    ``2**max_logcap`` slots; returns ``(parts, transitions, parts used)``.
+
+    Raises
+    ------
+    MemoryError
+        If a part does not fit even in 4096 parts.
+    """
+    while True:
+        parts: list[np.ndarray] = []
+        trans = 0
+        for j in range(nparts):
+            got = _expand_part(plan, k, inputs, j, nparts, max_logcap)
+            if got is None:
+                break
+            parts.append(got[0])
+            trans = got[1]
+        else:
+            return parts, trans, nparts
+        nparts *= 2
+        if nparts > 4096:
+            raise MemoryError(f"{plan.name} step {k}: a part exceeds {memory_bytes} bytes")
+
+
+def join_halves(
+    g: frontier.Graph,
+    upper: frontier.SweepPlan,
+    lower: frontier.SweepPlan,
+    up: SweepResult,
+    low: SweepResult,
+) -> tuple[int, int]:
     """The number of Hamiltonian paths made of an upper and a lower state (see
     :mod:`knights_tour.solvers.engine.frontier_join`); returns ``(count, pairs_checked)``.
 
@@ -286,8 +351,9 @@ def join_halves(g: frontier.Graph, upper: frontier.SweepPlan, lower: frontier.Sw
     need = frontier._need(g)
     assert need is not None
     end_ok = np.array([need[g.colour[v]] > 0 for v in ufr], dtype=np.bool_)
-    total, pairs, overflow = fj.join(up.keys, up.counts, len(ufr), lkeys, lcounts, gkeys,
-                                     gfirst, gend, logcap, end_ok)
+    total, pairs, overflow = fj.join(
+        up.keys, up.counts, len(ufr), lkeys, lcounts, gkeys, gfirst, gend, logcap, end_ok
+    )
     if overflow:
         raise ArithmeticError("the joined path count passed 2**64")
     return int(total), int(pairs)
@@ -316,18 +382,27 @@ class DPCount:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "start": None if self.start is None else list(self.start), "paths": self.paths,
-            "method": self.method, "pairs": self.pairs, "elapsed_s": round(self.elapsed_s, 3),
-            "peak_states": self.peak_states, "transitions": self.transitions,
+            "start": None if self.start is None else list(self.start),
+            "paths": self.paths,
+            "method": self.method,
+            "pairs": self.pairs,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "peak_states": self.peak_states,
+            "transitions": self.transitions,
             "sweeps": {s.name: [ls.to_dict() for ls in s.layers] for s in self.sweeps},
         }
 
 
-def count_paths(board: Board, start: Square | None = None, *, halves: bool = False,
-                cut: int | None = None,
-                memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                checkpoint_dir: str | Path | None = None,
-                progress: Progress | None = None) -> DPCount:
+def count_paths(
+    board: Board,
+    start: Square | None = None,
+    *,
+    halves: bool = False,
+    cut: int | None = None,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    checkpoint_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> DPCount:
     """Count the open knight's tours of ``board`` from ``start`` by the frontier DP.
 
     Parameters
@@ -368,19 +443,30 @@ def count_paths(board: Board, start: Square | None = None, *, halves: bool = Fal
         cut = frontier.default_cut(g, s)
     if not halves or cut is None:
         plan = frontier.full_sweep(g, s)
-        res = run_sweep(plan, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir,
-                        progress=progress)
+        res = run_sweep(
+            plan, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress
+        )
         paths = int(res.counts[0]) if len(res.keys) else 0
-        return DPCount(board, start, paths, "frontier DP, one sweep", [res], 0,
-                       time.perf_counter() - began)
+        return DPCount(
+            board, start, paths, "frontier DP, one sweep", [res], 0, time.perf_counter() - began
+        )
     upper, lower = frontier.half_sweeps(g, s, cut)
-    up = run_sweep(upper, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir,
-                   progress=progress)
-    low = run_sweep(lower, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir,
-                    progress=progress)
+    up = run_sweep(
+        upper, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress
+    )
+    low = run_sweep(
+        lower, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress
+    )
     paths, pairs = join_halves(g, upper, lower, up, low)
-    return DPCount(board, start, paths, f"frontier DP, two halves met below row {cut}",
-                   [up, low], pairs, time.perf_counter() - began)
+    return DPCount(
+        board,
+        start,
+        paths,
+        f"frontier DP, two halves met below row {cut}",
+        [up, low],
+        pairs,
+        time.perf_counter() - began,
+    )
 
 
 def _trivial(board: Board, g: frontier.Graph, s: int | None) -> int | None:
@@ -396,5 +482,13 @@ def _trivial(board: Board, g: frontier.Graph, s: int | None) -> int | None:
     return None
 
 
-__all__ = ["DEFAULT_MEMORY_BYTES", "LayerStat", "SweepResult", "DPCount", "run_sweep",
-           "join_halves", "count_paths", "plan_digest"]
+__all__ = [
+    "DEFAULT_MEMORY_BYTES",
+    "LayerStat",
+    "SweepResult",
+    "DPCount",
+    "run_sweep",
+    "join_halves",
+    "count_paths",
+    "plan_digest",
+]
