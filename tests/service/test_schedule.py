@@ -1,5 +1,6 @@
-"""Tests of the beat schedule (knights_tour.service.schedule): TOML format, cron/interval timing, the
-example file and the README example, next run times, the beat scheduler class.
+"""Tests of the beat schedule: its TOML format, cron/interval timing, the example file and the
+README example (knights_tour.service.schedule_file); next run times and the beat scheduler class
+(knights_tour.service.schedule).
 
 Facts from outside the code: crontab(5) field meaning (minute hour day-of-month month
 day-of-week, 0 = Sunday); the calendar (Python's datetime: which days are Friday the 13th);
@@ -16,15 +17,13 @@ from pathlib import Path
 import pytest
 from celery.schedules import crontab, schedule
 
-from knights_tour.service.schedule import (
+from knights_tour.service.schedule import ScheduleFileScheduler, beat_schedule, next_run_times
+from knights_tour.service.schedule_file import (
     COLLECT_ENTRY,
     InvalidScheduleError,
-    ScheduleFileScheduler,
     Sweep,
     Timing,
-    beat_schedule,
     load_schedule,
-    next_run_times,
     parse_interval,
     parse_schedule,
     schedule_from_settings,
