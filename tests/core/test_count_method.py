@@ -61,6 +61,17 @@ def test_trunk_shared_by_the_starts_of_a_colour(tmp_path):
     assert again.grid == report.grid
 
 
+def test_classes_counted_on_disk_need_no_trunk(tmp_path):
+    board = Board(4, 7)
+    ref = count_tours(board).grid
+    assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
+    again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
+    assert again.grid == ref and again.extra["trunks"] == []
+    one = dp_count(board, (0, 0), checkpoint_dir=tmp_path, halves=False)
+    # a trunk for this class alone would differ from the shared one: none is run
+    assert one.grid[0][0] == ref[0][0] and one.extra["trunks"] == []
+
+
 def test_a_trunk_resumed_past_a_start_still_counts_it(tmp_path):
     board = Board(4, 7)
     ref = count_tours(board).grid

@@ -94,6 +94,28 @@ def test_parts_and_checkpoints_resume(tmp_path):
     assert int(again.counts[0]) == int(whole.counts[0]) == count_tours(board, (0, 0)).grid[0][0]
 
 
+def test_a_later_given_layer_is_preferred_to_an_earlier_checkpoint(tmp_path):
+    board = Board(5, 6)
+    g = frontier.image_graph(board, (0, 0))
+    plan = frontier.full_sweep(g, g.square.index((0, 0)))
+    whole = run_sweep(plan, keep={14})
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_5(name, stat, n_steps):
+        if stat.step == 5:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_sweep(plan, checkpoint_dir=tmp_path, progress=kill_at_5)
+    later = run_sweep(plan, checkpoint_dir=tmp_path, first_step=15, initial=whole.kept[14])
+    assert later.resumed_from == -1 and later.layers[0].step == 15  # not from layer 5
+    assert int(later.counts[0]) == int(whole.counts[0]) == count_tours(board, (0, 0)).grid[0][0]
+    again = run_sweep(plan, checkpoint_dir=tmp_path, first_step=15, initial=whole.kept[14])
+    assert again.resumed_from == plan.n_steps - 1  # its own last layer is later still
+
+
 def test_frontier_too_wide_is_refused():
     from knights_tour.errors import InvalidJobError
 

@@ -34,9 +34,9 @@ from knights_tour.core.frontier_run import (
     SweepResult,
     count_paths,
     join_halves,
-    plan_digest,
     run_sweep,
 )
+from knights_tour.core.frontier_store import plan_digest, sweep_done
 from knights_tour.core.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers.engine.frontier_kernel import MAX_SLOTS
@@ -303,9 +303,12 @@ def _trunk_classes(
         groups.setdefault((g.nbrs, g.colour, g.colour[s]), []).append((rep, g, s))
     trunks = []
     for (_, _, colour), members in groups.items():
+        plans = {rep: frontier.full_sweep(g, s) for rep, g, s in members}
+        ckpt = opts["checkpoint_dir"]
+        counted = ckpt is not None and all(sweep_done(p, ckpt) for p in plans.values())
         last = max(s for _, _, s in members)
         tr = None
-        if last > 0:
+        if last > 0 and not counted:  # every class on disk already: no trunk needed
             cands = frozenset(s for _, _, s in members)
             tr = run_sweep(
                 frontier.trunk_sweep(members[0][1], colour, last, cands),
@@ -313,13 +316,13 @@ def _trunk_classes(
                 **opts,
             )
             trunks.append(tr)
-        for rep, g, s in sorted(members, key=lambda m: -m[2]):
+        for rep, _, s in sorted(members, key=lambda m: -m[2]):
             t0 = time.perf_counter()
             initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
             # a trunk resumed past this start without keeping its layer: the class's own
             # checkpoints resume it, or it is swept from the first layer
             first = s if initial is not None else 0
-            res = run_sweep(frontier.full_sweep(g, s), first_step=first, initial=initial, **opts)
+            res = run_sweep(plans[rep], first_step=first, initial=initial, **opts)
             counts[rep] = int(res.counts[0]) if len(res.keys) else 0
             figures.append(
                 {

@@ -12,16 +12,13 @@ one part at a time (the input is read once per part). With a ``checkpoint_dir`` 
 written there (one ``.npy`` file of ``(key, count)`` rows per part, then a manifest, atomically)
 and the next step reads it memory-mapped, so the previous layer is on disk, not in the heap; a
 run that is killed resumes from the last complete layer (the manifest names the plan, so a
-different count never resumes from it).
+different count never resumes from it; files: :mod:`knights_tour.core.frontier_store`).
 
 Pure: no Celery, no Redis.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -32,6 +29,7 @@ import numpy as np
 
 from knights_tour.board import Board, Square
 from knights_tour.core import frontier
+from knights_tour.core.frontier_store import Checkpoints, LayerStat, plan_digest
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers.engine import frontier_join as fj
 from knights_tour.solvers.engine import frontier_kernel as fk
@@ -41,26 +39,6 @@ DEFAULT_MEMORY_BYTES = 8 * 2**30
 MAX_FILL = 0.7
 """Largest fraction of a table's slots in use before it grows."""
 ENTRY_BYTES = 16
-
-
-@dataclass
-class LayerStat:
-    """One step: states after it, successors generated (all parts), seconds, parts used."""
-
-    step: int
-    states: int
-    transitions: int
-    seconds: float
-    parts: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "states": self.states,
-            "transitions": self.transitions,
-            "seconds": round(self.seconds, 3),
-            "parts": self.parts,
-        }
 
 
 @dataclass
@@ -89,71 +67,6 @@ class SweepResult:
 
 Progress = Callable[[str, LayerStat, int], None]
 """``progress(sweep_name, layer_stat, n_steps)`` after every step."""
-
-
-def plan_digest(plan: frontier.SweepPlan) -> str:
-    """A short hash of a sweep's name and tables: equal digests, equal sweeps."""
-    h = hashlib.sha256(plan.name.encode())
-    scal = plan.tables[0]
-    if not scal[:, fk.C_RESERVE_B :].any():
-        scal = scal[:, : fk.C_RESERVE_B]  # plans without a reserved end hash as before
-    for arr in (scal, *plan.tables[1:]):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    return h.hexdigest()[:16]
-
-
-class _Checkpoints:
-    """Layers of one sweep on disk: ``layer-K.part-J.npy`` files and ``manifest.json``."""
-
-    def __init__(self, root: Path, plan: frontier.SweepPlan) -> None:
-        self.dir = root / f"{plan.name}-{plan_digest(plan)}"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.manifest = self.dir / "manifest.json"
-
-    def load_last(self) -> tuple[int, list[np.ndarray], list[LayerStat]] | None:
-        try:
-            record = json.loads(self.manifest.read_text())
-        except (OSError, ValueError):
-            return None
-        k = int(record["step"])
-        parts = [np.load(self.dir / name, mmap_mode="r") for name in record["files"]]
-        stats = [LayerStat(**d) for d in record["layers"]]
-        return k, parts, stats
-
-    def save(self, k: int, parts: list[np.ndarray], stats: list[LayerStat]) -> list[np.ndarray]:
-        names = []
-        for j, arr in enumerate(parts):
-            name = f"layer-{k}.part-{j}.npy"
-            tmp = self.dir / (name + ".tmp")
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.dir / name)
-            names.append(name)
-        record = {"step": k, "files": names, "layers": [s.to_dict() for s in stats]}
-        tmp = self.manifest.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self.manifest)
-        for old in self.dir.glob("layer-*.npy"):
-            if not old.name.startswith(f"layer-{k}."):
-                old.unlink(missing_ok=True)
-        return [np.load(self.dir / name, mmap_mode="r") for name in names]
-
-    def save_kept(self, k: int, parts: list[np.ndarray]) -> np.ndarray:
-        """Keep layer ``k`` (beyond the next save) as ``kept-K.npy``; returns it mapped."""
-        path = self.dir / f"kept-{k}.npy"
-        tmp = self.dir / f"kept-{k}.npy.tmp"
-        with open(tmp, "wb") as fh:
-            np.save(fh, np.concatenate(parts) if len(parts) > 1 else np.asarray(parts[0]))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return np.load(path, mmap_mode="r")
-
-    def load_kept(self, k: int) -> np.ndarray | None:
-        path = self.dir / f"kept-{k}.npy"
-        return np.load(path, mmap_mode="r") if path.exists() else None
 
 
 def _expand_part(
@@ -246,7 +159,7 @@ def run_sweep(
         If one part would need a table above ``memory_bytes`` even with 4096 parts.
     """
     max_logcap = max(12, int(np.floor(np.log2(max(memory_bytes, 1) / ENTRY_BYTES))))
-    store = _Checkpoints(Path(checkpoint_dir), plan) if checkpoint_dir is not None else None
+    store = Checkpoints(Path(checkpoint_dir), plan) if checkpoint_dir is not None else None
     start = np.array([[0, 1]], dtype=np.uint64) if initial is None else initial
     inputs, stats, first, resumed, kept = _resume(store, [start], first_step, keep)
     nparts = 1
@@ -273,17 +186,17 @@ def run_sweep(
 
 
 def _resume(
-    store: _Checkpoints | None, inputs: list[np.ndarray], first: int, keep: Collection[int]
+    store: Checkpoints | None, inputs: list[np.ndarray], first: int, keep: Collection[int]
 ) -> tuple[list[np.ndarray], list[LayerStat], int, int, dict[int, np.ndarray]]:
     """Where a sweep starts: ``(inputs, stats, first step, step resumed from or -1, kept
-    layers)``, from its last checkpoint if ``store`` has one, else from ``inputs`` at
-    ``first``."""
+    layers)``: from the last checkpoint in ``store`` unless it is behind step ``first``, else
+    from ``inputs`` at ``first``."""
     stats: list[LayerStat] = []
     resumed = -1
     kept: dict[int, np.ndarray] = {}
     if store is not None:
         found = store.load_last()
-        if found is not None:
+        if found is not None and found[0] + 1 >= first:  # never behind the given layer
             resumed, inputs, stats = found
             first = resumed + 1
         kept = {k: got for k in keep if (got := store.load_kept(k)) is not None}
