@@ -1,23 +1,6 @@
 """What the command modules share: exit codes, options, consoles, messages, progress bars.
 
-Exit codes (all commands), :class:`ExitCode`:
-
-* ``0`` – success (``solve``: the job was decided, ``found`` or ``no_tour``; ``verify``: valid;
-  ``run``/``collect --wait``: every job decided, no error, no mismatch).
-* ``1`` – the command ran but the answer is not a clean success: ``solve`` ended ``unknown``
-  (limit reached) or ``error``; ``verify`` found the tour invalid; ``run``/``resume`` had
-  undecided jobs, errors or a CP-SAT disagreement, or stopped unfinished - ``--timeout`` or a
-  ``ktour cancel`` from another shell (the batch is cancelled, its records kept, ``ktour
-  resume BATCH`` continues it); ``count`` timed out or a sub-job failed; a confirmation
-  (``run``, ``submit``, ``count`` above the ``KT_CONFIRM_*`` thresholds) was answered no;
-  ``forget``/``prune`` left a batch whose job is running.
-* ``2`` – bad input or unusable environment (unknown solver, off-board start square, malformed
-  size, unreadable tour file, unreachable Redis, usage error; a batch or count above the
-  ``KT_CONFIRM_*`` thresholds without ``--yes`` and without a terminal to ask on): one line
-  ``ktour: error: ...`` on stderr, nothing written, nothing submitted.
-* ``130`` – interrupted (Ctrl-C, SIGTERM); everything the command started is shut down first
-  (``run``/``resume``/``count``: the batch or count is stopped, only its own queued tasks
-  dropped, its results kept; one line says how to continue).
+Exit codes and the error line: :mod:`knights_tour.commands._errors` (re-exported here).
 """
 
 from __future__ import annotations
@@ -29,7 +12,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -44,33 +26,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from knights_tour.commands._errors import ExitCode, err
 from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output.grouping import format_eta
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.settings import get_settings
 from knights_tour.solvers import DEFAULT_SOLVER, solver_names
-
-
-class ExitCode(IntEnum):
-    """Exit status of ``ktour`` (see the module docstring)."""
-
-    OK = 0
-    """Success: the answer is a clean one."""
-
-    NOT_OK = 1
-    """The command ran, but the answer is not a clean success."""
-
-    BAD_INPUT = 2
-    """Bad input or unusable environment; one ``ktour: error:`` line on stderr."""
-
-    INTERRUPTED = 130
-    """Ctrl-C (or SIGTERM during ``run``/``count``)."""
-
-
-def err(message: str) -> None:
-    """One line on stderr, prefixed ``ktour: error:`` (whitespace folded)."""
-    first = " ".join(str(message).split())
-    click.echo(f"ktour: error: {first}", err=True)
 
 
 def note(message: str) -> None:
@@ -246,23 +207,6 @@ def check_out_path(out: str | None) -> None:
     os.unlink(probe)
 
 
-def refused_write(exc: BaseException, redis_given: bool) -> str | None:
-    """The one-line message for a Redis server refusing writes because it cannot persist them
-    (a ``MISCONF`` reply, e.g. its disk is full), or None if ``exc`` is something else.
-
-    ``redis_given``: a URL was given (``--redis``/``KT_REDIS_URL``); otherwise the message names
-    the embedded Redis's data directory, under ``KT_DATA_DIR``.
-    """
-    text = str(exc)
-    if not type(exc).__module__.startswith("redis") or "MISCONF" not in text:
-        return None
-    reason = text[text.index("MISCONF") + len("MISCONF") :].strip()
-    if redis_given or get_settings().redis_url:
-        return f"Redis refuses writes: {reason}"
-    where = get_settings().data_dir / "redis"
-    return f"the embedded Redis cannot write its data under {where}: {reason}"
-
-
 def write_output(path: str, text: str, what: str) -> None:
     """Write ``text`` to ``path`` (``-`` = stdout) atomically, and say so on stderr.
 
@@ -380,7 +324,6 @@ __all__ = [
     "require_non_negative",
     "require_workers",
     "check_out_path",
-    "refused_write",
     "write_output",
     "progress_hooks",
     "ProgressLines",

@@ -1,0 +1,179 @@
+"""How ``ktour`` ends: its exit codes, the one error line, and every user error turned into them.
+
+Exit codes (all commands), :class:`ExitCode`:
+
+* ``0`` – success (``solve``: the job was decided, ``found`` or ``no_tour``; ``verify``: valid;
+  ``run``/``collect --wait``: every job decided, no error, no mismatch).
+* ``1`` – the command ran but the answer is not a clean success: ``solve`` ended ``unknown``
+  (limit reached) or ``error``; ``verify`` found the tour invalid; ``run``/``resume`` had
+  undecided jobs, errors or a CP-SAT disagreement, or stopped unfinished - ``--timeout`` or a
+  ``ktour cancel`` from another shell (the batch is cancelled, its records kept, ``ktour
+  resume BATCH`` continues it); ``count`` timed out or a sub-job failed; a confirmation
+  (``run``, ``submit``, ``count`` above the ``KT_CONFIRM_*`` thresholds) was answered no;
+  ``forget``/``prune`` left a batch whose job is running.
+* ``2`` – bad input or unusable environment (unknown solver, off-board start square, malformed
+  size, unreadable tour file, unreachable Redis, usage error; a batch or count above the
+  ``KT_CONFIRM_*`` thresholds without ``--yes`` and without a terminal to ask on): one line
+  ``ktour: error: ...`` on stderr, nothing written, nothing submitted.
+* ``130`` – interrupted (Ctrl-C, SIGTERM); everything the command started is shut down first
+  (``run``/``resume``/``count``: the batch or count is stopped, only its own queued tasks
+  dropped, its results kept; one line says how to continue).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import sys
+from enum import IntEnum
+
+import click
+from pydantic import ValidationError
+
+from knights_tour.errors import KnightsTourError
+from knights_tour.settings import get_settings
+
+
+class ExitCode(IntEnum):
+    """Exit status of ``ktour`` (see the module docstring)."""
+
+    OK = 0
+    """Success: the answer is a clean one."""
+
+    NOT_OK = 1
+    """The command ran, but the answer is not a clean success."""
+
+    BAD_INPUT = 2
+    """Bad input or unusable environment; one ``ktour: error:`` line on stderr."""
+
+    INTERRUPTED = 130
+    """Ctrl-C (or SIGTERM during ``run``/``count``)."""
+
+
+def err(message: str) -> None:
+    """One line on stderr, prefixed ``ktour: error:`` (whitespace folded)."""
+    first = " ".join(str(message).split())
+    click.echo(f"ktour: error: {first}", err=True)
+
+
+def exit_code(value: int) -> ExitCode | int:
+    """``value`` as an :class:`ExitCode` where it is one, else the integer itself."""
+    try:
+        return ExitCode(value)
+    except ValueError:
+        return value
+
+
+def stdout_writes_all() -> None:
+    """Give an unbuffered stdout (``python -u``, ``PYTHONUNBUFFERED``) a buffered writer.
+
+    Over a raw file a text stream passes on a pipe's partial write and drops the rest without
+    an error, so a reader that stops early (``| head``) went unnoticed; a buffered writer
+    writes everything or raises ``BrokenPipeError``. Line buffering keeps a terminal prompt.
+    """
+    stream = sys.__stdout__
+    if (
+        stream is None
+        or sys.stdout is not stream
+        or not isinstance(getattr(stream, "buffer", None), io.RawIOBase)
+    ):
+        return  # buffered already, or replaced (e.g. captured by a test): left alone
+    sys.stdout = open(  # noqa: SIM115
+        stream.fileno(),
+        "w",
+        encoding=stream.encoding,
+        errors=stream.errors,
+        closefd=False,
+        buffering=1,
+    )
+
+
+def _stdout_closed() -> ExitCode:
+    """The reader of stdout went away: say so, and silence the flush at interpreter exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    err("stdout was closed before all output was written (broken pipe)")
+    return ExitCode.BAD_INPUT
+
+
+def _settings_error(exc: ValidationError) -> str:
+    """First problem of a settings ``ValidationError`` in words, naming the KT_ variable."""
+    first = exc.errors()[0]
+    loc = [str(x) for x in first.get("loc", ()) if x]
+    name = f"KT_{loc[0].upper()}: " if loc else ""
+    msg = str(first.get("msg", exc)).removeprefix("Value error, ")
+    value = first.get("input")
+    shown = f" (got {value!r})" if loc and isinstance(value, (str, int, float)) else ""
+    return f"{name}{msg}{shown}"
+
+
+def refused_write(exc: BaseException, redis_given: bool) -> str | None:
+    """The one-line message for a Redis server refusing writes because it cannot persist them
+    (a ``MISCONF`` reply, e.g. its disk is full), or None if ``exc`` is something else.
+
+    ``redis_given``: a URL was given (``--redis``/``KT_REDIS_URL``); otherwise the message names
+    the embedded Redis's data directory, under ``KT_DATA_DIR``.
+    """
+    text = str(exc)
+    if not type(exc).__module__.startswith("redis") or "MISCONF" not in text:
+        return None
+    reason = text[text.index("MISCONF") + len("MISCONF") :].strip()
+    if redis_given or get_settings().redis_url:
+        return f"Redis refuses writes: {reason}"
+    where = get_settings().data_dir / "redis"
+    return f"the embedded Redis cannot write its data under {where}: {reason}"
+
+
+def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitCode | int:
+    """The exit code for ``exc``, raised by a command run with ``args``, after its one line
+    ``ktour: error: ...`` (or ``ktour: interrupted``) on stderr; ``exc`` itself is re-raised
+    when it is not a user error (a bug keeps its traceback).
+
+    User errors: a :class:`KnightsTourError`, a click usage error, a settings error, an
+    ``OSError`` (e.g. an unwritable ``--out``), a closed stdout pipe (``stdout_swapped``: click
+    replaced stdout, its answer to ``EPIPE``) or a Redis that refuses writes (``MISCONF``, e.g.
+    a full disk) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives :attr:`ExitCode.INTERRUPTED`.
+    """
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # pragma: no cover - click >= 8.2
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        return ExitCode.BAD_INPUT
+    if isinstance(exc, click.UsageError):
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        err(f"{exc.format_message()}{hint}")
+        return ExitCode.BAD_INPUT
+    if isinstance(exc, click.ClickException):
+        err(exc.format_message())
+        return exit_code(exc.exit_code) if exc.exit_code else ExitCode.BAD_INPUT
+    if isinstance(exc, click.exceptions.Exit):
+        return exit_code(exc.exit_code)
+    if isinstance(exc, (click.exceptions.Abort, KeyboardInterrupt)):
+        click.echo("ktour: interrupted", err=True)
+        return ExitCode.INTERRUPTED
+    if isinstance(exc, KnightsTourError):
+        err(str(exc))
+        return ExitCode.BAD_INPUT
+    if isinstance(exc, ValidationError):  # KT_ settings that do not parse
+        err(f"invalid configuration: {_settings_error(exc)}")
+        return ExitCode.BAD_INPUT
+    if isinstance(exc, SystemExit):
+        # click's own answer to EPIPE: it wraps stdout to silence its flush and exits 1. Its
+        # wrapper class is private (renamed in click 8.5), so the swap itself is the sign.
+        if stdout_swapped:
+            return _stdout_closed()
+        raise exc
+    if isinstance(exc, OSError):
+        if exc.errno == errno.EPIPE:
+            return _stdout_closed()
+        err(f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}")
+        return ExitCode.BAD_INPUT
+    if not isinstance(exc, Exception):
+        raise exc
+    message = refused_write(exc, any(a.split("=")[0] == "--redis" for a in args))
+    if message is None:
+        raise exc
+    err(message)
+    return ExitCode.BAD_INPUT
