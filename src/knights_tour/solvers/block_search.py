@@ -14,9 +14,9 @@ import itertools
 import numpy as np
 
 from knights_tour.board import KNIGHT_OFFSETS, Board
-from knights_tour.solvers import warnsdorff
 from knights_tour.solvers.construct.blocks import tour_edges_near_sides
 from knights_tour.solvers.engine import kernel as K
+from knights_tour.solvers.warnsdorff_attempts import KernelSearch
 
 
 def find_block_tour(rows: int, cols: int, tours: int = 400) -> str:
@@ -28,7 +28,8 @@ def find_block_tour(rows: int, cols: int, tours: int = 400) -> str:
     Returns
     -------
     str
-        The tour from ``(0, 0)`` as move digits, the format of :data:`knights_tour.solvers.construct.blocks.BLOCK_TOURS`.
+        The tour from ``(0, 0)`` as move digits, the format of
+        :data:`knights_tour.solvers.construct.blocks.BLOCK_TOURS`.
 
     Raises
     ------
@@ -36,7 +37,7 @@ def find_block_tour(rows: int, cols: int, tours: int = 400) -> str:
         If no closed tour was found.
     """
     board = Board(rows, cols)
-    engine = warnsdorff._Search(board)
+    engine = KernelSearch(board)
     squares = list(board.squares())[:: max(1, board.n_squares // 12)]
     found: dict[bytes, np.ndarray] = {}
     attempts = itertools.product(

@@ -38,6 +38,10 @@ Known limits: 4 × n boards have no construction here (no closed blocks exist to
 their open tours come from the search alone. Figures (nodes, seconds, decided counts) are in
 ``benchmarks/README.md`` (``benchmarks/bench_engine.py``).
 
+The attempts themselves (move orders, tie-breaks, budgets, where each starts, the kernel's
+state arrays) are :mod:`knights_tour.solvers.warnsdorff_attempts`; this module answers a job
+with them.
+
 Tours are returned as numpy ``int32`` arrays of shape ``(N, 2)`` on every board, so the cost
 per square does not depend on the size; :func:`knights_tour.verify.verify_tour` and
 :meth:`TourResult.to_dict` (a list of ``[row, col]``) accept them.
@@ -46,15 +50,21 @@ per square does not depend on the size; :func:`knights_tour.verify.verify_tour` 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
-from knights_tour.board import KNIGHT_OFFSETS, Board, Square
+from knights_tour.board import Board, Square
 from knights_tour.result import Proof, Status, TourResult
 from knights_tour.solvers import construct
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
+from knights_tour.solvers.warnsdorff_attempts import (
+    AttemptPlan,
+    KernelSearch,
+    attempt_schedule,
+    run_attempt,
+)
 
 NAME = "warnsdorff"
 
@@ -69,118 +79,13 @@ NODES_PER_SQUARE = 10
 
 MIN_DEFAULT_NODES = 20_000_000
 
-CHUNK_NODES = 1 << 20
-"""Nodes per kernel call between wall-clock checks (roughly 10-50 ms)."""
-
 BYTES_PER_SQUARE = 24
 """Rough upper bound of the peak memory of a search, per square (state arrays + the tour)."""
-
-
-def _orders() -> list[tuple[int, ...]]:
-    """The 16 cyclic move orders: the 8 rotations of :data:`KNIGHT_OFFSETS` (clockwise) and the
-    8 rotations of its reverse (anticlockwise)."""
-    cw = list(range(8))
-    out = []
-    for base in (cw, cw[::-1]):
-        for r in range(8):
-            out.append(tuple(base[r:] + base[:r]))
-    return out
-
-
-ORDERS = _orders()
 
 
 def default_node_limit(board: Board) -> int:
     """Default node budget of one job: ``max(10 * rows * cols, 20_000_000)`` nodes."""
     return max(NODES_PER_SQUARE * board.n_squares, MIN_DEFAULT_NODES)
-
-
-def luby(i: int) -> int:
-    """The i-th term (i >= 1) of Luby's universal restart sequence 1, 1, 2, 1, 1, 2, 4, 1, ...
-    (Luby, Sinclair & Zuckerman 1993, "Optimal speedup of Las Vegas algorithms")."""
-    k = 1
-    while (1 << k) - 1 < i:
-        k += 1
-    while True:
-        if i == (1 << k) - 1:
-            return 1 << (k - 1)
-        if i >= 1 << (k - 1):
-            i -= (1 << (k - 1)) - 1
-            k = 1
-            while (1 << k) - 1 < i:
-                k += 1
-        else:
-            k -= 1
-
-
-_FIRST = [(K.TIE_ROTH, 0), (K.TIE_POHL, 0), (K.TIE_RANDOM, 0), (K.TIE_FIXED, 3), (K.TIE_ROTH, 9),
-          (K.TIE_RANDOM, 5), (K.TIE_POHL, 12)]
-
-
-def _schedule(n_sq: int) -> Iterator[tuple[int, int, int, int]]:
-    """The attempts of one job as ``(tie_break, order_index, seed, budget)``, endless.
-
-    Budgets follow Luby's sequence times ``rows*cols + 16`` (a successful Warnsdorff run without
-    backtracking costs ``rows*cols`` nodes), so most attempts are cheap and varied, yet the
-    budgets grow without bound: with an unlimited node budget the search is complete."""
-    base = n_sq + 16
-    i = 0
-    while True:
-        i += 1
-        if i <= len(_FIRST):
-            tie, order = _FIRST[i - 1]
-        else:
-            tie = (K.TIE_RANDOM, K.TIE_ROTH, K.TIE_FIXED, K.TIE_POHL)[i % 4]
-            order = (i * 5) % 16
-        yield tie, order, i, base * luby(i)
-
-
-class _Search:
-    """Reusable state arrays of one board (allocated once per job)."""
-
-    def __init__(self, board: Board) -> None:
-        self.board = board
-        self.rows, self.cols = board.rows, board.cols
-        self.W = self.cols + 4
-        size = (self.rows + 4) * self.W
-        self.n_sq = board.n_squares
-        self.visited = np.empty(size, np.uint8)
-        self.deg = np.empty(size, np.int8)
-        self.pos = np.empty(self.n_sq, np.int32)  # padded indices (< 2**31, checked by search)
-        self.cand = np.empty(self.n_sq, np.int32)  # packed move lists (28 bits)
-        self.nxt = np.empty(self.n_sq, np.uint8)
-        self.st = np.zeros(K.ST_SIZE, np.int64)
-        self.moves_cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def moves(self, order: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(padded index offsets, d_row, d_col) of the 8 knight moves in move order ``order``."""
-        if order not in self.moves_cache:
-            mdr = np.array([KNIGHT_OFFSETS[k][0] for k in ORDERS[order]], np.int64)
-            mdc = np.array([KNIGHT_OFFSETS[k][1] for k in ORDERS[order]], np.int64)
-            self.moves_cache[order] = (mdr * self.W + mdc, mdr, mdc)
-        return self.moves_cache[order]
-
-    def start(self, start: Square, closed: bool, tie: int, order: int, seed: int) -> None:
-        offs, mdr, mdc = self.moves(order)
-        K.init_board(self.rows, self.cols, offs, self.visited, self.deg)
-        self.st[K.ST_RNG] = (seed * 0x9E3779B97F4A7C15 + 1) & 0x7FFFFFFFFFFFFFFF or 1
-        s = K.padded_index(start[0], start[1], self.W)
-        K.start_attempt(
-            s, closed, self.W, self.rows, self.cols, tie, offs, mdr, mdc, self.visited, self.deg,
-            self.pos, self.cand, self.nxt, self.st,
-        )
-
-    def run(self, budget: int, closed: bool, tie: int, order: int) -> int:
-        offs, mdr, mdc = self.moves(order)
-        return K.run_attempt(
-            budget, closed, self.W, self.rows, self.cols, tie, offs, mdr, mdc, self.visited,
-            self.deg, self.pos, self.cand, self.nxt, self.st,
-        )
-
-    def tour_array(self) -> np.ndarray:
-        out = np.empty((self.n_sq, 2), np.int32)
-        K.tour_coords(self.pos, self.n_sq, self.W, out)
-        return out
 
 
 def _block_path(block: Board, start: Square) -> np.ndarray | None:
@@ -203,23 +108,6 @@ def _construction(board: Board, start: Square, closed: bool) -> tuple[np.ndarray
             else "construction: open tour of joined blocks around the start"
         )
     return None if tour is None else (tour, note)
-
-
-def _closed_search_starts(board: Board, start: Square) -> list[Square]:
-    """Squares to run closed-tour attempts from, in turn. A closed tour is a cycle through every
-    square, so it can be searched from any square and rotated to begin on ``start``; searches
-    from central squares succeed far more often than from a corner."""
-    cr, cc = board.rows // 2, board.cols // 2
-    out: list[Square] = []
-    for dr, dc in ((0, 0), (-1, 0), (0, -1), (-1, -1), (1, 1), (-2, 0), (0, -2)):
-        sq = (min(max(cr + dr, 0), board.rows - 1), min(max(cc + dc, 0), board.cols - 1))
-        if sq not in out:
-            out.append(sq)
-    if start in out:
-        out.remove(start)
-    # central squares first (Roth's tie-break from the centre closes the tour greedily on
-    # square boards), the asked start every fourth attempt
-    return out[:3] + [start]
 
 
 def solve(
@@ -275,8 +163,9 @@ def solve(
     start = board.check_square(start)
     proof = no_tour_proof(board, start, closed)
     if proof is not None:
-        result = TourResult(rows=board.rows, cols=board.cols, start=start, solver=NAME,
-                            closed=closed)
+        result = TourResult(
+            rows=board.rows, cols=board.cols, start=start, solver=NAME, closed=closed
+        )
         result.status, result.proof, result.proof_detail = Status.NO_TOUR, proof[0], proof[1]
         result.elapsed_s = time.perf_counter() - began
         return result
@@ -284,8 +173,14 @@ def solve(
     if construct.constructible(board, closed):
         fallback = lambda: _construction(board, start, closed)  # noqa: E731
     return _search(
-        board, start, closed=closed, time_limit_s=time_limit_s, exhaustive=exhaustive,
-        node_limit=node_limit, began=began, fallback=fallback,
+        board,
+        start,
+        closed=closed,
+        time_limit_s=time_limit_s,
+        exhaustive=exhaustive,
+        node_limit=node_limit,
+        began=began,
+        fallback=fallback,
     )
 
 
@@ -308,8 +203,13 @@ def search(
         If ``start`` is off the board.
     """
     return _search(
-        board, board.check_square(start), closed=closed, time_limit_s=time_limit_s,
-        exhaustive=exhaustive, node_limit=node_limit, began=time.perf_counter(),
+        board,
+        board.check_square(start),
+        closed=closed,
+        time_limit_s=time_limit_s,
+        exhaustive=exhaustive,
+        node_limit=node_limit,
+        began=time.perf_counter(),
     )
 
 
@@ -333,60 +233,6 @@ def _too_large(board: Board) -> str | None:
     return None
 
 
-class _Plan:
-    """Where and how each attempt of one job searches (see the module docstring).
-
-    A closed tour, rotated, is also an open tour from any square. For open tours on boards that
-    have closed ones (Schwenk 1991), every second attempt therefore searches for a closed tour
-    from a central square. Such an attempt proves nothing about open tours when it is
-    exhausted; it is then just a failed attempt."""
-
-    def __init__(self, board: Board, start: Square, closed: bool) -> None:
-        n_sq = board.n_squares
-        self.start, self.closed = start, closed
-        self.closed_starts = _closed_search_starts(board, start)
-        self.thin = min(board.rows, board.cols) == 3 and n_sq >= 30
-        self.thin_starts = [(1, 0), (0, 1)] if board.rows == 3 else [(0, 1), (1, 0)]
-        self.via_closed = not closed and n_sq >= 30 and closed_tour_exists(board)
-        self.n_closed = 0
-
-    def attempt(
-        self, number: int, tie: int, order: int, budget: int, left: int | None
-    ) -> tuple[Square, bool, int, int, int]:
-        """``(from_sq, closed, tie, order, budget)`` of attempt ``number`` (1-based)."""
-        att_closed = self.closed or (self.via_closed and number % 2 == 0)
-        if not att_closed:
-            return self.start, False, tie, order, budget
-        k = self.n_closed
-        self.n_closed += 1
-        if self.thin and k % 4 != 3:
-            # 3 x n: fixed move orders from the middle square of an end line close the tour
-            # with little backtracking where central starts and other tie-breaks fail; cycle
-            # through all 16 orders
-            j = k - k // 4
-            budget = 4 * budget if left is None else min(4 * budget, left)
-            return self.thin_starts[j % 2], True, K.TIE_FIXED, (j // 2) % 16, budget
-        if not self.closed and k % 2 == 0:
-            tie = K.TIE_ROTH  # closes big boards greedily from the centre
-        return self.closed_starts[k % len(self.closed_starts)], True, tie, order, budget
-
-
-def _run_attempt(
-    engine: _Search, budget: int, closed: bool, tie: int, order: int, deadline: float | None
-) -> int:
-    """Run the started attempt in slices of :data:`CHUNK_NODES` until it ends, its ``budget``
-    is spent (``K.RUNNING``) or the deadline passes (``-1``); returns the kernel status."""
-    while True:
-        if deadline is not None and time.perf_counter() >= deadline:
-            return -1
-        room = budget - int(engine.st[K.ST_NODES])
-        if room <= 0:
-            return K.RUNNING
-        status = engine.run(min(room, CHUNK_NODES), closed, tie, order)
-        if status != K.RUNNING:
-            return status
-
-
 def _search(
     board: Board,
     start: Square,
@@ -400,8 +246,7 @@ def _search(
 ) -> TourResult:
     """The attempts of one job (module docstring); ``fallback`` is the construction, called
     once after :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes if the budget allows."""
-    result = TourResult(rows=board.rows, cols=board.cols, start=start, solver=NAME,
-                            closed=closed)
+    result = TourResult(rows=board.rows, cols=board.cols, start=start, solver=NAME, closed=closed)
 
     def finish(status: Status, **kw: object) -> TourResult:
         result.status = status
@@ -421,10 +266,10 @@ def _search(
     else:
         total_budget = None if exhaustive else default_node_limit(board)
     deadline = began + time_limit_s if time_limit_s is not None else None
-    plan = _Plan(board, start, closed)
-    engine = _Search(board)
+    plan = AttemptPlan(board, start, closed)
+    engine = KernelSearch(board)
     nodes = attempts = 0
-    for tie, order, seed, budget in _schedule(n_sq):
+    for tie, order, seed, budget in attempt_schedule(n_sq):
         left = None if total_budget is None else total_budget - nodes
         if left is not None and left <= 0:
             break
@@ -433,22 +278,22 @@ def _search(
             made = fallback() if affordable else None
             fallback = None
             if made is not None:
-                return finish(Status.FOUND, tour=made[0], nodes=nodes + n_sq,
-                              restarts=attempts, via=made[1])
+                return finish(
+                    Status.FOUND, tour=made[0], nodes=nodes + n_sq, restarts=attempts, via=made[1]
+                )
         attempts += 1
         from_sq, att_closed, tie, order, budget = plan.attempt(
             attempts, tie, order, budget if left is None else min(budget, left), left
         )
         engine.start(from_sq, att_closed, tie, order, seed)
-        status = _run_attempt(engine, budget, att_closed, tie, order, deadline)
+        status = run_attempt(engine, budget, att_closed, tie, order, deadline)
         nodes += int(engine.st[K.ST_NODES])
         if status == -1:
-            return finish(
-                Status.UNKNOWN, reason="time_limit", nodes=nodes, restarts=attempts
-            )
+            return finish(Status.UNKNOWN, reason="time_limit", nodes=nodes, restarts=attempts)
         if status == K.FOUND:
-            return finish(Status.FOUND, nodes=nodes,
-                          **_found(engine, board, start, from_sq, closed, attempts))
+            return finish(
+                Status.FOUND, nodes=nodes, **_found(engine, board, start, from_sq, closed, attempts)
+            )
         if status == K.EXHAUSTED and att_closed == closed:
             detail = (
                 f"complete backtracking search from {board.algebraic(from_sq)} found no "
@@ -460,13 +305,18 @@ def _search(
                     "; a closed tour passes through every square, so none starts on "
                     f"{board.algebraic(start)} either"
                 )
-            return finish(Status.NO_TOUR, proof=Proof.EXHAUSTIVE, proof_detail=detail,
-                          nodes=nodes, restarts=attempts)
+            return finish(
+                Status.NO_TOUR,
+                proof=Proof.EXHAUSTIVE,
+                proof_detail=detail,
+                nodes=nodes,
+                restarts=attempts,
+            )
     return finish(Status.UNKNOWN, reason="node_limit", nodes=nodes, restarts=attempts)
 
 
 def _found(
-    engine: _Search, board: Board, start: Square, from_sq: Square, closed: bool, attempts: int
+    engine: KernelSearch, board: Board, start: Square, from_sq: Square, closed: bool, attempts: int
 ) -> dict[str, object]:
     """``tour``, ``restarts`` and ``via`` of a found tour; a closed tour searched from another
     square is rotated to begin on ``start``."""
@@ -495,6 +345,4 @@ def warm_up() -> float:
     return time.perf_counter() - began
 
 
-__all__ = [
-    "solve", "search", "warm_up", "default_node_limit", "NAME", "HEURISTIC_NODES_PER_SQUARE",
-]
+__all__ = ["solve", "search", "warm_up", "default_node_limit", "NAME", "HEURISTIC_NODES_PER_SQUARE"]
