@@ -324,5 +324,4 @@ def parse_board_list(spec: str) -> list[Board]:
                     "6x8), a range of n x n boards a-b (e.g. 5-12), or a comma list of them "
                     "(e.g. 5-8,10,6x8)"
                 ) from None
-    seen: set[Board] = set()
-    return [b for b in boards if not (b in seen or seen.add(b))]
+    return list(dict.fromkeys(boards))  # first occurrences, in order

@@ -63,7 +63,7 @@ class OutputPathError(KnightsTourError, OSError):
 
     def __init__(self, message: str, errno: int | None = None) -> None:
         super().__init__(message)
-        self.errno = errno  # type: ignore[misc]
+        self.errno = errno
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -12,9 +12,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from knights_tour.board import Board, Square, is_knight_move, parse_board
+
+if TYPE_CHECKING:  # numpy is not imported on the verifier's start path
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Verdict:
 
 def verify_tour(
     size: int | str | Sequence[int] | Board,
-    tour: Sequence[Sequence[int]] | None,
+    tour: Sequence[Sequence[int]] | np.ndarray | None,
     start: Square | str | None = None,
     closed: bool = False,
 ) -> Verdict:
@@ -74,7 +77,7 @@ def verify_tour(
         return Verdict(False, "no tour given")
     if _is_ndarray(tour):
         return _verify_array(board, tour, start_sq, closed)
-    return _verify_list(board, tour, start_sq, closed)
+    return _verify_list(board, cast("Sequence[Sequence[int]]", tour), start_sq, closed)
 
 
 def _verify_list(
@@ -126,7 +129,7 @@ def _verify_list(
     return Verdict(True)
 
 
-def _is_ndarray(obj: object) -> bool:
+def _is_ndarray(obj: object) -> TypeGuard[np.ndarray]:
     """True for a numpy array (numpy is imported only if it is already loaded)."""
     np = sys.modules.get("numpy")
     return np is not None and isinstance(obj, np.ndarray)
@@ -213,4 +216,4 @@ def is_closed(tour: Sequence[Sequence[int]]) -> bool:
     """True if the last square of ``tour`` is a knight move from its first (no other checks)."""
     if len(tour) < 2:
         return False
-    return is_knight_move(tuple(tour[-1]), tuple(tour[0]))  # type: ignore[arg-type]
+    return is_knight_move(tuple(tour[-1]), tuple(tour[0]))

@@ -76,7 +76,7 @@ from knights_tour.store.connection import connect, mask_url
 
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by ``run`` and ``submit`` (what each job asks)."""
-    opts = [
+    opts: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option(
             "--sizes",
             "sizes",

@@ -236,10 +236,12 @@ def report(
         raise click.UsageError("give either BATCH or --from-jsonl FILE (one of them)")
     if html_out is None and md_out is None:
         md_out = "-"
+    records: list[Any]  # JSON record dicts from a file, Records from Redis
     if from_jsonl is not None:
         records = read_jsonl(from_jsonl)
         default_title = f"Knight's tours: {Path(from_jsonl).name if from_jsonl != '-' else 'stdin'}"
     else:
+        assert batch_id is not None  # exactly one of the two was given
         with open_store(redis_url) as backend:
             records = collect_records(backend.client, batch_id)
         default_title = f"Knight's tours: batch {batch_id}"

@@ -15,7 +15,7 @@ import math
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -57,7 +57,7 @@ _FIELDS = (
 _REQUIRED = ("rows", "cols", "start", "solver")
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -379,8 +379,8 @@ def unwrap_interruption(exc: Exception) -> BaseException:
 def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> Record:
     """Run one job in this process and return its record. Raises no ordinary exception.
 
-    Solves with :func:`knights_tour.solvers.api.solve` (which runs the verifier: a tour failing it is
-    reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
+    Solves with :func:`knights_tour.solvers.api.solve` (which runs the verifier: a tour failing
+    it is reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
     backend (its tour, if any, checked by the verifier too), the solver's tour is checked
     against the CP-SAT model (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
     answers must agree on whether a tour exists; see

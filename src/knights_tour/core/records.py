@@ -223,7 +223,9 @@ def decode_many(values: Iterable[bytes | str | None]) -> list[Record]:
             out.append(from_legacy(_legacy_dict(text)))
     pending = [r for r in out if _pending(r)]
     if pending:
-        for rec, tour in zip(pending, _decode_pending([r.tour for r in pending])):
+        for rec, tour in zip(
+            pending, _decode_pending([r.tour for r in pending if r.tour is not None])
+        ):
             rec.tour = tour
     return out
 

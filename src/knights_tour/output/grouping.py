@@ -1,5 +1,6 @@
 """Records grouped for the batch reports: one :class:`BoardGroup` per board and tour kind
-``(rows, cols, closed)``, one :class:`Cell` per start square (see :mod:`knights_tour.output.report`).
+``(rows, cols, closed)``, one :class:`Cell` per start square (see
+:mod:`knights_tour.output.report`).
 
 When several records share a start square (e.g. two solvers, or a retry), the square counts
 once with the best outcome (found > no_tour > unknown > error), and a start with both a found
@@ -22,7 +23,12 @@ from knights_tour.result import Proof, Record, Status
 
 STATUS_RANK = {Status.FOUND: 0, Status.NO_TOUR: 1, Status.UNKNOWN: 2, Status.ERROR: 3}
 PROOFS = tuple(p.value for p in Proof)
-PROOF_LETTER = {Proof.PARITY: "P", Proof.EXHAUSTIVE: "E", Proof.CPSAT: "C", Proof.THEOREM: "T"}
+PROOF_LETTER: dict[str, str] = {
+    Proof.PARITY: "P",
+    Proof.EXHAUSTIVE: "E",
+    Proof.CPSAT: "C",
+    Proof.THEOREM: "T",
+}
 
 
 def _as_record(obj: Record | Mapping[str, Any]) -> Record:

@@ -100,7 +100,7 @@ def _csv_value(value: Any) -> str:
 def csv_row(record: Record) -> list[str]:
     """The CSV cells of one record, in :data:`CSV_FIELDS` order: ``true``/``false`` for
     booleans, empty for None, compact JSON for ``start`` and ``tour``."""
-    row = []
+    row: list[str] = []
     for name in Record.__struct_fields__:
         value = getattr(record, name)
         if name == "checks":

@@ -120,7 +120,8 @@ def tour_view(obj: TourLike) -> TourView:
         start = tour[0]
     closed = (
         bool(obj.get("closed", False))
-        and bool(tour)
+        and tour is not None
+        and len(tour) > 0
         and (len(tour) == 1 or is_knight_move(tour[-1], tour[0]))
     )
     status = str(obj.get("status") or ("found" if tour else "unknown"))

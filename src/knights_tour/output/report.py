@@ -140,9 +140,9 @@ def markdown_report(
         nt = f"{s['no_tour']}" + (f" ({_proof_words(s['by_proof'])})" if s["no_tour"] else "")
         out.append(
             f"| {g.rows}×{g.cols} | {g.kind} | {s['starts']} | {s['found']} | {nt} | "
-            f"{s['unknown']} | {s['error']} | {_cpsat_words(s)} | {fmt_seconds(s['time_total_s'])} | "
-            f"{fmt_seconds(s['time_median_s'])} | {fmt_seconds(s['time_max_s'])} | "
-            f"{fmt_seconds(s['cpsat_time_s'])} |"
+            f"{s['unknown']} | {s['error']} | {_cpsat_words(s)} | "
+            f"{fmt_seconds(s['time_total_s'])} | {fmt_seconds(s['time_median_s'])} | "
+            f"{fmt_seconds(s['time_max_s'])} | {fmt_seconds(s['cpsat_time_s'])} |"
         )
     if maps and groups:
         out += [
@@ -258,8 +258,8 @@ def html_report(
     first_svg: list[str] = []
     first_cap: list[str] = []
     for gi, g in enumerate(groups):
-        tours = []
-        first: tuple[dict[str, Any], Cell] | None = None
+        tours: list[dict[str, Any]] = []
+        first: tuple[TourResult, Cell] | None = None
         for r, c in sorted(g.cells):
             cell = g.cells[(r, c)]
             rec = cell.tour_record

@@ -276,8 +276,9 @@ def _draw_path(
     dwg: svgwrite.Drawing, view: TourView, lay: _Layout, id_prefix: str, numbers: bool
 ) -> None:
     """The knight's path as one polyline (closed tours return to the start), and step numbers."""
-    pts = [lay.centre(sq) for sq in view.tour]
-    if view.closed and len(view.tour) > 1:
+    tour = view.tour or []
+    pts = [lay.centre(sq) for sq in tour]
+    if view.closed and len(tour) > 1:
         pts.append(pts[0])
     line = dwg.polyline(
         points=[(float(_f(x)), float(_f(y))) for x, y in pts],
@@ -294,7 +295,7 @@ def _draw_path(
     dwg.add(line)
     if numbers:
         g = dwg.g(class_="kt-nums")
-        for k, sq in enumerate(view.tour, start=1):
+        for k, sq in enumerate(tour, start=1):
             x, y = lay.centre(sq)
             g.add(dwg.text(str(k), insert=(_f(x), _f(y)), class_="kt-n"))
         dwg.add(g)

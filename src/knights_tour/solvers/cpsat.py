@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from knights_tour.board import Board, Square
-from knights_tour.result import Proof, Status, TourResult
+from knights_tour.result import Proof, Status, TourResult, as_tour
 from knights_tour.settings import get_settings
 
 SOLVER_NAME = "cpsat"
@@ -78,7 +79,7 @@ CHECK_PARAMETERS: dict[str, bool | int] = {"num_workers": 1}
 presolve settles such a model at once, cheaper than the root LP of :data:`SOLVER_PARAMETERS`."""
 
 
-def _literal_templates() -> tuple[object, object, object]:
+def _literal_templates() -> tuple[cp_model.CpModel, tuple[Any, Any, Any]]:
     """Variable protos to copy: a free Boolean, one fixed false, one fixed true.
 
     Copying a template into ``CpModelProto.variables`` in one ``extend`` is several times
@@ -218,11 +219,15 @@ def solve(
     solver = _make_solver(time_limit_s, SOLVER_PARAMETERS)
     status = solver.solve(tm.model)
     result = TourResult(
-        rows=board.rows, cols=board.cols, start=tuple(start), solver=SOLVER_NAME, closed=closed
+        rows=board.rows,
+        cols=board.cols,
+        start=(start[0], start[1]),
+        solver=SOLVER_NAME,
+        closed=closed,
     )
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         result.status = Status.FOUND
-        result.tour = tm.read_tour(solver)
+        result.tour = as_tour(tm.read_tour(solver))
     elif status == cp_model.INFEASIBLE:
         result.status = Status.NO_TOUR
         result.proof = Proof.CPSAT

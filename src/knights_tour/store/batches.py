@@ -25,7 +25,7 @@ import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -42,7 +42,8 @@ def _ttl() -> int:
 
 
 def new_batch_id() -> str:
-    """A fresh batch id: UTC time plus randomness, e.g. ``20261120-232512-9f3a1c``; sorts by time."""
+    """A fresh batch id: UTC time plus randomness, e.g. ``20261120-232512-9f3a1c``; sorts by
+    time."""
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
@@ -246,7 +247,7 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
 def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any]]:
     """Known batches, oldest first: dicts with ``batch_id``, ``created``, ``created_iso``,
     ``total``, ``done``, ``params``. Batches whose keys expired are dropped from the index."""
-    ids = r.zrange(keys.batches(), 0, -1)
+    ids = cast("list[str]", r.zrange(keys.batches(), 0, -1))  # decoded by the client
     if limit is not None:
         ids = ids[-limit:] if limit > 0 else []
     out: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ added later under the prefix go too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
@@ -122,12 +123,17 @@ def forget_count(r: redis.Redis, count_id: str) -> Freed:
 
 def batches_created_before(r: redis.Redis, t: float) -> list[str]:
     """Ids of the batches created before unix time ``t``, oldest first."""
-    return [_text(b) for b in r.zrangebyscore(keys.batches(), "-inf", f"({t}")]
+    return [
+        _text(b)
+        for b in cast("list[bytes | str]", r.zrangebyscore(keys.batches(), "-inf", f"({t}"))
+    ]
 
 
 def counts_created_before(r: redis.Redis, t: float) -> list[str]:
     """Ids of the counts created before unix time ``t``, oldest first."""
-    return [_text(c) for c in r.zrangebyscore(keys.counts(), "-inf", f"({t}")]
+    return [
+        _text(c) for c in cast("list[bytes | str]", r.zrangebyscore(keys.counts(), "-inf", f"({t}"))
+    ]
 
 
 __all__ = [

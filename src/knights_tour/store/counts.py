@@ -21,7 +21,7 @@ Typical use (what ``ktour count`` does)::
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -75,7 +75,7 @@ def register_count(
     mapping = {sj.key: registry.dumps(sj.to_dict()) for sj in plan.subjobs}
     pipe = r.pipeline(transaction=True)
     if mapping:
-        pipe.hset(keys.count_subjobs(count_id), mapping=mapping)
+        pipe.hset(keys.count_subjobs(count_id), mapping=cast("dict[Any, Any]", mapping))
     registry.write_meta(
         pipe, keys.count(count_id), keys.counts(), count_id, meta, len(plan.subjobs)
     )
@@ -130,13 +130,14 @@ return 1
 
 def has_partial(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
     """True if the sub-job already has a stored partial count (an error entry does not count)."""
-    raw = r.hget(keys.count_partials(count_id), subjob_key)
-    return bool(raw) and json.loads(raw).get("count") is not None
+    raw = cast("str | None", r.hget(keys.count_partials(count_id), subjob_key))
+    return bool(raw) and json.loads(raw or "{}").get("count") is not None
 
 
 def load_partials(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
     """All stored entries of a count: sub-job key -> entry dict (count, nodes, elapsed_s, ...)."""
-    return {k: json.loads(v) for k, v in r.hgetall(keys.count_partials(count_id)).items()}
+    entries = cast("dict[str, str]", r.hgetall(keys.count_partials(count_id)))
+    return {k: json.loads(v) for k, v in entries.items()}
 
 
 def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[str, Any]:

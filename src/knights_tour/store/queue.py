@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import redis
 
@@ -25,7 +26,7 @@ def drop_messages(r: redis.Redis, names: Sequence[str], match: Callable[[bytes],
     shared Redis holds other users' work)."""
     dropped = 0
     for name in names:
-        for raw in r.lrange(name, 0, -1):
+        for raw in cast("list[Any]", r.lrange(name, 0, -1)):  # bytes (raw client)
             if match(raw):
                 dropped += int(r.lrem(name, 1, raw))
     return dropped

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any, cast
 
 import redis
 from redis.client import NEVER_DECODE
@@ -26,7 +27,7 @@ PAGE = 500
 _JOB_KEY = re.compile(r"(\d+)x(\d+):(\d+),(\d+):([^:]+):(open|closed)")
 
 
-def _key_order(job_key: str) -> tuple | None:
+def _key_order(job_key: str) -> tuple[Any, ...] | None:
     """The record order of the record stored under a job key of the form of
     :attr:`~knights_tour.core.jobs.Job.key` (whose fields are the record's), or None for
     another key."""
@@ -67,7 +68,7 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
                 if raw is not None
                 else order_key(None, None, None, None, False, k)
             )
-    return sorted(names, key=order.__getitem__)
+    return sorted(names, key=lambda k: cast("tuple[Any, ...]", order[k]))
 
 
 def iter_pages(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[list[Record]]:

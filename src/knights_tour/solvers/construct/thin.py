@@ -112,7 +112,7 @@ def _apply(
     swaps its partner for its other neighbour on the small tour (``-1`` if it ends there)."""
     partner = {x: y for x, y in forced} | {y: x for x, y in forced}
     k = len(tour)
-    nbrs: dict[Square, list[Square | None]] = {sq: [] for sq in tour}
+    nbrs: dict[Square, list[Square]] = {sq: [] for sq in tour}
     for i, sq in enumerate(tour):
         if closed or i > 0:
             nbrs[sq].append(tour[i - 1])
@@ -130,8 +130,8 @@ def _apply(
             slot = np.where(nb[at, 0] == glob(partner[sq]), 0, 1)
             nb[at, slot] = new
         else:
-            around = around + [None] * (2 - len(around))
-            for j, u in enumerate(around):
+            padded: list[Square | None] = [*around, *[None] * (2 - len(around))]
+            for j, u in enumerate(padded):
                 nb[glob(sq), j] = glob(u) if u is not None else -1
 
 

@@ -41,7 +41,8 @@ def _small_split(length: int, sizes: tuple[int, ...]) -> tuple[int, ...] | None:
     for total in range(1, length + 1):
         for s in sizes:
             prev = best[total - s] if s <= total else None
-            if prev is not None and (best[total] is None or len(prev) + 1 < len(best[total])):
+            current = best[total]
+            if prev is not None and (current is None or len(prev) + 1 < len(current)):
                 best[total] = prev + (s,)
     return best[length]
 

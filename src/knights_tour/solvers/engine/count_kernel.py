@@ -263,9 +263,9 @@ def count_completions(
                 one_a[d] = oa
                 one_b[d] = ob
         # next untried unvisited neighbour of h that passes the end-square test
-        e = ends[d]
-        oa = one_a[d]
-        ob = one_b[d]
+        e = int(ends[d])
+        oa = int(one_a[d])
+        ob = int(one_b[d])
         x = -1
         end = -1
         while slot[d] < ndeg[h]:
