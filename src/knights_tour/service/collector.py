@@ -38,6 +38,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from redis.exceptions import LockError, LockNotOwnedError
 
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.recordfile import records_to_jsonl
+from knights_tour.result import Record
 from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.registry import utc_iso
@@ -65,7 +67,7 @@ def report_paths(reports_dir: str | os.PathLike[str], batch_id: str) -> tuple[Pa
 def summarize(
     batch_id: str,
     meta: Mapping[str, Any],
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     collected_at: float | None = None,
 ) -> dict[str, Any]:
     """The summary of a finished batch.
@@ -91,27 +93,13 @@ def summarize(
         seconds), ``solver_s`` (sum of the records' ``elapsed_s``).
     """
     collected_at = time.time() if collected_at is None else collected_at
-    counts: Counter[str] = Counter({s: 0 for s in _STATUSES})
-    boards: dict[tuple[Any, Any], Counter[str]] = {}
-    workers: Counter[str] = Counter()
-    mismatches = 0
-    finished: list[float] = []
-    solver_s = 0.0
-    for rec in records:
-        status = rec.status.value
-        counts[status] += 1
-        key = (rec.rows, rec.cols)
-        boards.setdefault(key, Counter())[status] += 1
-        workers[rec.worker or "?"] += 1
-        mismatches += rec.mismatch
-        if rec.finished_at is not None:
-            finished.append(rec.finished_at)
-        solver_s += rec.elapsed_s
+    tally = _Tally.of(records)
     params = dict(meta.get("params") or {})
     created = meta.get("created")
     total = int(meta.get("total") or len(records))
-    undecided = counts["unknown"] + counts["error"]
-    wall = (max(finished) - float(created)) if finished and created is not None else None
+    undecided = tally.counts["unknown"] + tally.counts["error"]
+    last = tally.last_finished
+    wall = (last - float(created)) if last is not None and created is not None else None
     return {
         "batch_id": batch_id,
         "schedule": params.get("schedule"),
@@ -122,19 +110,57 @@ def summarize(
         "collected_iso": utc_iso(collected_at),
         "total": total,
         "records": len(records),
-        "counts": dict(counts),
-        "mismatches": mismatches,
-        "clean": undecided == 0 and mismatches == 0 and len(records) >= total,
-        "boards": [
-            {"board": f"{r}x{c}", "rows": r, "cols": c, "jobs": sum(cnt.values()),
-             **{s: cnt.get(s, 0) for s in _STATUSES}}
-            for (r, c), cnt in sorted(boards.items(), key=lambda kv: (str(kv[0][0]).zfill(9),
-                                                                       str(kv[0][1]).zfill(9)))
-        ],
-        "workers": dict(sorted(workers.items())),
+        "counts": dict(tally.counts),
+        "mismatches": tally.mismatches,
+        "clean": undecided == 0 and tally.mismatches == 0 and len(records) >= total,
+        "boards": tally.board_rows(),
+        "workers": dict(sorted(tally.workers.items())),
         "wall_s": None if wall is None else round(wall, 3),
-        "solver_s": round(solver_s, 6),
+        "solver_s": round(tally.solver_s, 6),
     }
+
+
+@dataclass
+class _Tally:
+    """What a batch's records add up to: counts by status (all four present), by board and by
+    worker, mismatches, the last finish time (unix seconds) and the solvers' total seconds."""
+
+    counts: Counter[str] = field(default_factory=lambda: Counter({s: 0 for s in _STATUSES}))
+    boards: dict[tuple[Any, Any], Counter[str]] = field(default_factory=dict)
+    workers: Counter[str] = field(default_factory=Counter)
+    mismatches: int = 0
+    last_finished: float | None = None
+    solver_s: float = 0.0
+
+    @classmethod
+    def of(cls, records: Sequence[Record]) -> _Tally:
+        tally = cls()
+        for rec in records:
+            status = rec.status.value
+            tally.counts[status] += 1
+            tally.boards.setdefault((rec.rows, rec.cols), Counter())[status] += 1
+            tally.workers[rec.worker or "?"] += 1
+            tally.mismatches += rec.mismatch
+            last = tally.last_finished
+            if rec.finished_at is not None and (last is None or rec.finished_at > last):
+                tally.last_finished = rec.finished_at
+            tally.solver_s += rec.elapsed_s
+        return tally
+
+    def board_rows(self) -> list[dict[str, Any]]:
+        """One row per board, in order of size: board label, rows, cols, jobs, status counts."""
+        return [
+            {
+                "board": f"{r}x{c}",
+                "rows": r,
+                "cols": c,
+                "jobs": sum(cnt.values()),
+                **{s: cnt.get(s, 0) for s in _STATUSES},
+            }
+            for (r, c), cnt in sorted(
+                self.boards.items(), key=lambda kv: (str(kv[0][0]).zfill(9), str(kv[0][1]).zfill(9))
+            )
+        ]
 
 
 def _write_new(path: Path, text: str) -> bool:
@@ -263,7 +289,11 @@ def collect_finished(
     reports = Path(reports_dir)
     token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     result: dict[str, Any] = {
-        "locked": False, "written": [], "skipped": [], "unfinished": [], "at": now,
+        "locked": False,
+        "written": [],
+        "skipped": [],
+        "unfinished": [],
+        "at": now,
         "host": socket.gethostname(),
     }
     lock = r.lock(keys.collect_lock(), timeout=lock_timeout_s, blocking=False)
@@ -276,32 +306,46 @@ def collect_finished(
                 lock.reacquire()  # re-arm the timeout; lost it -> stop, someone else collects
             except LockError:
                 break
-            try:
-                st = store.batch_status(r, batch_id, max_missing=0)
-            except KnightsTourError:  # batch expired / deleted meanwhile
-                continue
-            if not st["complete"]:
-                result["unfinished"].append(batch_id)
-                continue
-            if not _claim(r, batch_id, token, now, lock_timeout_s):
-                result["skipped"].append(batch_id)
-                continue
-            try:
-                written = _write_report(r, reports, batch_id, now)
-            except BaseException:
-                _release_claim(r, batch_id, token)
-                raise
-            (result["written"] if written else result["skipped"]).append(batch_id)
+            outcome = _collect_batch(r, reports, batch_id, token, now, lock_timeout_s)
+            if outcome is not None:
+                result[outcome].append(batch_id)
     finally:
         with contextlib.suppress(LockNotOwnedError, LockError, redis.RedisError):
             lock.release()
-    if not result["written"]:
-        return result  # nothing new: nothing written, not even the last-collection note
-    with contextlib.suppress(redis.RedisError):
-        r.set(keys.last_collection(), json.dumps(
-            {k: result[k] for k in ("at", "host", "written", "skipped", "unfinished")}
-            | {"at_iso": utc_iso(now)}, separators=(",", ":")))
+    if result["written"]:  # nothing new: nothing written, not even the last-collection note
+        _note_collection(r, result, now)
     return result
+
+
+def _collect_batch(
+    r: redis.Redis, reports: Path, batch_id: str, token: str, now: float, stale_s: float
+) -> str | None:
+    """Collect one pending batch under the lock: ``"unfinished"`` (still running),
+    ``"skipped"`` (another collector claimed it, or its report file existed), ``"written"``,
+    or None (the batch expired or was deleted meanwhile). A claim whose write fails is
+    released before the error propagates, so the next collection retries the batch."""
+    try:
+        st = store.batch_status(r, batch_id, max_missing=0)
+    except KnightsTourError:
+        return None
+    if not st["complete"]:
+        return "unfinished"
+    if not _claim(r, batch_id, token, now, stale_s):
+        return "skipped"
+    try:
+        written = _write_report(r, reports, batch_id, now)
+    except BaseException:
+        _release_claim(r, batch_id, token)
+        raise
+    return "written" if written else "skipped"
+
+
+def _note_collection(r: redis.Redis, result: Mapping[str, Any], now: float) -> None:
+    """Keep what this collection did in Redis (:func:`last_collection`); best effort."""
+    note = {k: result[k] for k in ("at", "host", "written", "skipped", "unfinished")}
+    note["at_iso"] = utc_iso(now)
+    with contextlib.suppress(redis.RedisError):
+        r.set(keys.last_collection(), json.dumps(note, separators=(",", ":")))
 
 
 def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> bool:
@@ -311,8 +355,11 @@ def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> b
     records = store.collect(r, batch_id)
     summary = summarize(batch_id, meta, records, collected_at=now)
     jsonl_path, summary_path = report_paths(reports, batch_id)
-    summary["report"] = {"records": jsonl_path.name, "summary": summary_path.name,
-                         "host": socket.gethostname()}
+    summary["report"] = {
+        "records": jsonl_path.name,
+        "summary": summary_path.name,
+        "host": socket.gethostname(),
+    }
     reports.mkdir(parents=True, exist_ok=True)
     fresh = not summary_path.exists()
     if fresh:
@@ -321,10 +368,17 @@ def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> b
         # the summary goes last: its presence means the report is complete
         fresh = _write_new(summary_path, json.dumps(summary, indent=2) + "\n")
     marker = {
-        "state": "written", "at": now, "host": socket.gethostname(),
-        "records": jsonl_path.name, "summary": summary_path.name,
-        "reports_dir": str(reports), "counts": summary["counts"], "total": summary["total"],
-        "clean": summary["clean"], "schedule": summary["schedule"], "existing": not fresh,
+        "state": "written",
+        "at": now,
+        "host": socket.gethostname(),
+        "records": jsonl_path.name,
+        "summary": summary_path.name,
+        "reports_dir": str(reports),
+        "counts": summary["counts"],
+        "total": summary["total"],
+        "clean": summary["clean"],
+        "schedule": summary["schedule"],
+        "existing": not fresh,
     }
     pipe = r.pipeline(transaction=True)
     pipe.hset(keys.collected(), batch_id, json.dumps(marker, separators=(",", ":")))
@@ -332,12 +386,20 @@ def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> b
         pipe.set(keys.latest_summary(), json.dumps(summary, separators=(",", ":")))
     pipe.execute()
     if fresh:
-        _append_index(reports, {
-            "batch_id": batch_id, "collected_iso": summary["collected_iso"],
-            "schedule": summary["schedule"], "total": summary["total"],
-            "counts": summary["counts"], "mismatches": summary["mismatches"],
-            "clean": summary["clean"], "records": jsonl_path.name, "summary": summary_path.name,
-        })
+        _append_index(
+            reports,
+            {
+                "batch_id": batch_id,
+                "collected_iso": summary["collected_iso"],
+                "schedule": summary["schedule"],
+                "total": summary["total"],
+                "counts": summary["counts"],
+                "mismatches": summary["mismatches"],
+                "clean": summary["clean"],
+                "records": jsonl_path.name,
+                "summary": summary_path.name,
+            },
+        )
     return fresh
 
 
@@ -382,6 +444,13 @@ def last_collection(r: redis.Redis) -> dict[str, Any] | None:
 
 
 __all__ = [
-    "collect_finished", "summarize", "report_paths", "pending_batches", "read_index",
-    "collected_markers", "latest_summary", "last_collection", "INDEX_FILE",
+    "collect_finished",
+    "summarize",
+    "report_paths",
+    "pending_batches",
+    "read_index",
+    "collected_markers",
+    "latest_summary",
+    "last_collection",
+    "INDEX_FILE",
 ]
