@@ -9,8 +9,13 @@ variable                       meaning                                          
 =============================  ========================================================  =========
 ``KT_REDIS_URL``               broker and result store; unset = embedded Redis           unset
 ``KT_DATA_DIR``                embedded Redis data, reports (platformdirs user data)     per-user
-``KT_SOFT_TIME_LIMIT_S``       Celery soft time limit per task, seconds                  300
-``KT_HARD_TIME_LIMIT_S``       Celery hard time limit per task, seconds                  360
+``KT_SOFT_TIME_LIMIT_S``       Celery soft time limit of tasks that are not chunks of    300
+                               batch jobs (count sub-jobs, sweeps, collection), seconds
+``KT_HARD_TIME_LIMIT_S``       their hard time limit, seconds                            360
+``KT_TASK_MARGIN_S``           a chunk task's soft limit beyond the sum of its jobs'     30
+                               budgets (the chunk's limits: ``service/chunking.py``)
+``KT_TASK_GRACE_S``            a chunk task's hard limit after its soft one (time to     30
+                               store what is done and hand the rest back), seconds
 ``KT_VISIBILITY_TIMEOUT_S``    Redis visibility timeout, seconds (> hard limit)          420
 ``KT_JOB_TIME_LIMIT_S``        time budget per job (solver + cross-check), seconds       60
 ``KT_CPSAT_TIME_LIMIT_S``      CP-SAT limit when no job budget is given, seconds         60
@@ -57,50 +62,59 @@ variable                        meaning                                         
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
+import msgspec
 import platformdirs
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from msgspec import Meta
+
+from knights_tour.errors import KnightsTourError
 
 
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("knights-tour", appauthor=False))
 
 
-class Settings(BaseSettings):
-    """All ``KT_`` settings; see the module docstring for the table."""
-
-    model_config = SettingsConfigDict(env_prefix="KT_", extra="ignore")
+class Settings(msgspec.Struct, kw_only=True, frozen=True):
+    """All ``KT_`` settings; see the module docstring for the table. Built by
+    :func:`get_settings` from the environment, or directly (in tests) from keyword arguments.
+    """
 
     redis_url: str | None = None
-    data_dir: Path = Field(default_factory=_default_data_dir)
-    soft_time_limit_s: float = Field(300.0, gt=0)
-    hard_time_limit_s: float = Field(360.0, gt=0)
-    visibility_timeout_s: float = Field(420.0, gt=0)
-    job_time_limit_s: float = Field(60.0, gt=0)
-    cpsat_time_limit_s: float = Field(60.0, gt=0)
-    result_ttl_s: int = Field(0, ge=0)
-    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    data_dir: Path = msgspec.field(default_factory=_default_data_dir)
+    soft_time_limit_s: Annotated[float, Meta(gt=0)] = 300.0
+    hard_time_limit_s: Annotated[float, Meta(gt=0)] = 360.0
+    task_margin_s: Annotated[float, Meta(ge=0)] = 30.0
+    task_grace_s: Annotated[float, Meta(gt=0)] = 30.0
+    visibility_timeout_s: Annotated[float, Meta(gt=0)] = 420.0
+    job_time_limit_s: Annotated[float, Meta(gt=0)] = 60.0
+    cpsat_time_limit_s: Annotated[float, Meta(gt=0)] = 60.0
+    result_ttl_s: Annotated[int, Meta(ge=0)] = 0
+    workers: Annotated[int, Meta(ge=1)] = msgspec.field(
+        default_factory=lambda: max(1, os.cpu_count() or 1)
+    )
     log_level: str = "WARNING"
     schedule_file: Path | None = None
     reports_dir: Path | None = None
-    collect_interval_s: float = Field(60.0, gt=0)
-    collect_lock_timeout_s: float = Field(300.0, gt=0)
-    lease_s: float = Field(10.0, ge=1.0)
-    max_attempts: int = Field(3, ge=1)
-    confirm_jobs: int = Field(50_000, ge=1)
-    confirm_output_mb: float = Field(200.0, gt=0)
-    confirm_hours: float = Field(1.0, gt=0)
-    progress_s: float = Field(10.0, gt=0)
-    log_keep: int = Field(40, ge=1)
-    log_max_mb: float = Field(50.0, gt=0)
-    redis_socket_timeout_s: float = Field(10.0, gt=0)
-    redis_connect_timeout_s: float = Field(5.0, gt=0)
-    redis_keepalive_s: int = Field(10, ge=1)
-    redis_health_check_s: int = Field(5, ge=1)
-    redis_reconnect_max_s: float = Field(2.0, gt=0)
+    collect_interval_s: Annotated[float, Meta(gt=0)] = 60.0
+    collect_lock_timeout_s: Annotated[float, Meta(gt=0)] = 300.0
+    lease_s: Annotated[float, Meta(ge=1.0)] = 10.0
+    max_attempts: Annotated[int, Meta(ge=1)] = 3
+    confirm_jobs: Annotated[int, Meta(ge=1)] = 50_000
+    confirm_output_mb: Annotated[float, Meta(gt=0)] = 200.0
+    confirm_hours: Annotated[float, Meta(gt=0)] = 1.0
+    progress_s: Annotated[float, Meta(gt=0)] = 10.0
+    log_keep: Annotated[int, Meta(ge=1)] = 40
+    log_max_mb: Annotated[float, Meta(gt=0)] = 50.0
+    redis_socket_timeout_s: Annotated[float, Meta(gt=0)] = 10.0
+    redis_connect_timeout_s: Annotated[float, Meta(gt=0)] = 5.0
+    redis_keepalive_s: Annotated[int, Meta(ge=1)] = 10
+    redis_health_check_s: Annotated[int, Meta(ge=1)] = 5
+    redis_reconnect_max_s: Annotated[float, Meta(gt=0)] = 2.0
     allow_evicting_redis: bool = False
 
     @property
@@ -108,24 +122,92 @@ class Settings(BaseSettings):
         """``KT_REPORTS_DIR`` if set, else ``{KT_DATA_DIR}/reports``."""
         return self.reports_dir if self.reports_dir is not None else self.data_dir / "reports"
 
-    @field_validator("data_dir", "schedule_file", "reports_dir", mode="before")
-    @classmethod
-    def _path_not_empty(cls, value: object) -> object:
-        """An empty path would silently mean the current directory: refuse it."""
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("must be a path, not empty (unset it for the default)")
-        return value
+    def __post_init__(self) -> None:
+        """The time limits must nest: soft < hard < the visibility timeout.
 
-    @model_validator(mode="after")
-    def _limits_in_order(self) -> Settings:
+        Raises
+        ------
+        ValueError
+            If they do not.
+        """
         if self.hard_time_limit_s <= self.soft_time_limit_s:
             raise ValueError("KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S")
         if self.visibility_timeout_s <= self.hard_time_limit_s:
             raise ValueError("KT_VISIBILITY_TIMEOUT_S must be greater than KT_HARD_TIME_LIMIT_S")
-        return self
+
+
+class SettingsError(KnightsTourError, ValueError):
+    """A ``KT_`` variable that does not parse or is out of range; the message names it."""
+
+
+_PATHS = ("data_dir", "schedule_file", "reports_dir")
+_BOOLS = {
+    "yes": "true",
+    "on": "true",
+    "y": "true",
+    "t": "true",
+    "no": "false",
+    "off": "false",
+    "n": "false",
+    "f": "false",
+}
+
+
+def _decode(kind: type, value: object) -> object:
+    """msgspec's hook for the types it does not know: :class:`~pathlib.Path` from its text."""
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError(kind)
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``KT_`` variables of ``environ`` by field name (case-insensitive, as before), numbers
+    and booleans stripped of surrounding blanks, booleans also spelled yes/no/on/off."""
+    names = {f"KT_{name}".upper(): name for name in Settings.__struct_fields__}
+    found: dict[str, str] = {}
+    for key, value in environ.items():
+        name = names.get(key.upper())
+        if name is None:
+            continue
+        if name in _PATHS:
+            if not value.strip():
+                raise SettingsError(
+                    f"invalid configuration: KT_{name.upper()}: must be a path, not empty "
+                    "(unset it for the default)"
+                )
+            found[name] = value
+        elif name in ("redis_url", "log_level"):
+            found[name] = value
+        else:
+            found[name] = _BOOLS.get(value.strip().lower(), value.strip())
+    return found
+
+
+def settings_from(environ: Mapping[str, str]) -> Settings:
+    """The settings that ``environ`` (e.g. :data:`os.environ`) gives.
+
+    Raises
+    ------
+    SettingsError
+        For the first variable that does not parse or is out of range, named with its value:
+        ``invalid configuration: KT_WORKERS: Expected `int`, got `str` (got 'many')``.
+    """
+    values = _from_environment(environ)
+    try:
+        return msgspec.convert(values, Settings, strict=False, dec_hook=_decode)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        where = re.search(r" - at `\$\.(\w+)`$", text)
+        if where is None:  # the limits' order (__post_init__)
+            raise SettingsError(f"invalid configuration: {text}") from None
+        name = where.group(1)
+        raise SettingsError(
+            f"invalid configuration: KT_{name.upper()}: {text[: where.start()]} "
+            f"(got {values[name]!r})"
+        ) from None
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process's settings, read once from the environment."""
-    return Settings()
+    """The process's settings, read once from the environment (:func:`settings_from`)."""
+    return settings_from(os.environ)

@@ -4,19 +4,27 @@
 Each task takes JSON arguments and hands them to a service function; the names are spelled in
 :mod:`knights_tour.worker` and the app loads this module through its ``include``. Nothing in
 the package imports this module.
+
+A chunk of batch jobs runs under time limits derived from its jobs' budgets, not the app's
+fixed ones (:class:`ChunkRequest`). The worker main process's timer runs the recovery sweep
+and the Redis memory watch (:func:`recovery_tick`, :func:`memory_watch`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from celery.signals import worker_process_init
+from celery.worker.request import Request
 
 from knights_tour import worker
-from knights_tour.service import collector, execution, lease_keeper, recovery, schedule
+from knights_tour.errors import RedisRefusedError
+from knights_tour.service import chunking, collector, execution, lease_keeper, recovery, schedule
 from knights_tour.settings import get_settings
-from knights_tour.store.connection import REDIS_ERRORS, connect
+from knights_tour.store.connection import REDIS_ERRORS, connect, mask_url
+from knights_tour.store.memory import check_memory
 from knights_tour.worker import app
 
 log = logging.getLogger(__name__)
@@ -32,6 +40,22 @@ JOB_TASK_OPTIONS: dict[str, Any] = {
 acknowledgement, and retries with back-off when Redis is briefly unreachable."""
 
 
+class ChunkRequest(Request):
+    """The worker's request for a chunk of batch jobs (Celery's custom request class, set as
+    the task's ``Request``): unless the message carries time limits of its own, its soft and
+    hard limits are those of its chunk (:func:`knights_tour.service.chunking.chunk_time_limits`:
+    the sum of its jobs' budgets plus ``KT_TASK_MARGIN_S``, then ``KT_TASK_GRACE_S``), read
+    with this worker's settings, so no task limit cuts a job inside its budget. Built in the
+    worker main process, whose pool enforces them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not any(self.time_limits or ()):
+            job_dicts = self.args[1] if len(self.args) > 1 else []
+            soft, hard = chunking.chunk_time_limits(job_dicts)
+            self.time_limits = (hard, soft)  # Celery's order: (hard, soft)
+
+
 def _resend(batch_id: str) -> execution.Send:
     """Send more jobs of ``batch_id`` at recovery priority (hand-off, lost jobs)."""
 
@@ -41,10 +65,11 @@ def _resend(batch_id: str) -> execution.Send:
     return send
 
 
-@app.task(name=worker.TASK_RUN_JOBS, bind=True, **JOB_TASK_OPTIONS)
+@app.task(name=worker.TASK_RUN_JOBS, bind=True, Request=ChunkRequest, **JOB_TASK_OPTIONS)
 def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job
-    (:func:`knights_tour.service.execution.run_chunk`); returns its summary dict."""
+    (:func:`knights_tour.service.execution.run_chunk`; at the soft time limit the jobs not
+    decided are handed back); returns its summary dict."""
     node = getattr(self.request, "hostname", None)
     return execution.run_chunk(batch_id, job_dicts, node, _resend(batch_id))
 
@@ -118,4 +143,42 @@ def recovery_tick() -> dict[str, list[str]]:
     return resent
 
 
-__all__ = ["run_jobs", "count_subjobs", "submit_sweep", "collect_reports", "JOB_TASK_OPTIONS"]
+MEMORY_CHECK_S = 60.0
+"""How often a worker re-reads Redis's memory use and policy (warnings once per process)."""
+
+_memory_watch_state: dict[str, Any] = {"client": None, "last": 0.0}
+
+
+@worker.on_recovery_tick
+def memory_watch() -> None:
+    """Every :data:`MEMORY_CHECK_S`, read Redis's memory use and policy again, so a Redis
+    that fills up (or is switched to an evicting policy) while workers run is warned about
+    once (:func:`knights_tour.store.memory.check_memory`). Errors wait for the next tick."""
+    now = time.monotonic()
+    if now - _memory_watch_state["last"] < MEMORY_CHECK_S:
+        return
+    _memory_watch_state["last"] = now
+    url = get_settings().redis_url or worker.DEFAULT_REDIS_URL
+    if _memory_watch_state["client"] is None:
+        _memory_watch_state["client"] = connect(url, check_policy=False)
+    try:
+        check_memory(
+            _memory_watch_state["client"], mask_url(url), get_settings().allow_evicting_redis
+        )
+    except RedisRefusedError as exc:  # switched to an evicting policy while we run
+        if not _memory_watch_state.get("refused"):
+            _memory_watch_state["refused"] = True
+            log.error("%s", exc)
+
+
+__all__ = [
+    "run_jobs",
+    "count_subjobs",
+    "submit_sweep",
+    "collect_reports",
+    "JOB_TASK_OPTIONS",
+    "ChunkRequest",
+    "recovery_tick",
+    "memory_watch",
+    "MEMORY_CHECK_S",
+]

@@ -14,10 +14,13 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
 * late acknowledgement (``task_acks_late``) with ``task_reject_on_worker_lost``: a job whose
   worker dies is delivered again (records are keyed by job, and a job's first record is kept);
   ``worker_prefetch_multiplier = 1`` so a worker does not hoard messages it cannot start;
-* soft/hard task time limits ``KT_SOFT_TIME_LIMIT_S`` / ``KT_HARD_TIME_LIMIT_S``; the Redis
-  ``visibility_timeout`` (``KT_VISIBILITY_TIMEOUT_S``) is longer than the hard limit, because a
-  message not acknowledged within it is handed to another worker (Celery docs, "Using Redis:
-  Visibility Timeout"), and with late acks a task still running then would run twice;
+* a chunk of batch jobs runs under soft/hard time limits derived from its jobs' budgets
+  (:class:`knights_tour.tasks.ChunkRequest`); other tasks under ``KT_SOFT_TIME_LIMIT_S`` /
+  ``KT_HARD_TIME_LIMIT_S``. The Redis ``visibility_timeout`` (``KT_VISIBILITY_TIMEOUT_S``) is
+  longer than those, because a message not acknowledged within it is handed to another
+  worker (Celery docs, "Using Redis: Visibility Timeout"). A chunk that runs longer is handed
+  out again, and harmlessly so: its jobs are claimed by the running task's live lease, so
+  the second delivery skips them (:mod:`knights_tour.store.leases`);
 * every broker connection has the store's socket timeouts, TCP keepalive and health checks
   (``KT_REDIS_*``), and a worker reconnects for ever with short pauses
   (:class:`ReconnectingConsumer`); it refuses a Redis that rejects its credentials or may
@@ -72,8 +75,7 @@ from knights_tour.messages import (
 )
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store import keys
-from knights_tour.store.connection import connect, mask_url, tcp_keepalive_options
-from knights_tour.store.memory import check_memory
+from knights_tour.store.connection import connect, tcp_keepalive_options
 
 # Names, priorities and the default broker live in knights_tour.messages (no Celery there), so
 # the modules that only name a task need not load Celery; they are re-exported here.
@@ -176,8 +178,14 @@ def use_redis(url: str) -> Celery:
     return app if url == app.conf.broker_url else _client_app(url)
 
 
-def send(name: str, args: Sequence[Any], *, url: str | None = None,
-         priority: int | None = None, producer: Any = None) -> None:
+def send(
+    name: str,
+    args: Sequence[Any],
+    *,
+    url: str | None = None,
+    priority: int | None = None,
+    producer: Any = None,
+) -> None:
     """Put one task message on the project queue (JSON, result ignored).
 
     Parameters
@@ -248,8 +256,9 @@ class RecoveryTimer(bootsteps.StartStopStep):
     def start(self, parent: Any) -> None:
         interval = max(0.2, get_settings().lease_s / 2.0)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, args=(interval,),
-                                        name="kt-recovery-timer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(interval,), name="kt-recovery-timer", daemon=True
+        )
         self._thread.start()
 
     def _run(self, interval: float) -> None:
@@ -269,6 +278,7 @@ app.steps["worker"].add(RecoveryTimer)
 
 # -- network faults: reconnect quickly, refuse an unusable Redis, keep the log readable -------
 
+
 class ReconnectingConsumer(Consumer):
     """Celery's consumer, reconnecting to the broker with pauses of 0, 1, 2, ... seconds up to
     ``KT_REDIS_RECONNECT_MAX_S`` instead of kombu's 2, 4, 6, ... up to 30 s: after a long
@@ -278,8 +288,12 @@ class ReconnectingConsumer(Consumer):
 
     def ensure_connected(self, conn: Any) -> Any:
         conn.ensure_connection = functools.partial(
-            type(conn).ensure_connection, conn, interval_start=0, interval_step=1,
-            interval_max=get_settings().redis_reconnect_max_s)
+            type(conn).ensure_connection,
+            conn,
+            interval_start=0,
+            interval_step=1,
+            interval_max=get_settings().redis_reconnect_max_s,
+        )
         return super().ensure_connected(conn)
 
 
@@ -308,47 +322,37 @@ class RedisPreflight(bootsteps.StartStopStep):
 
 app.steps["worker"].add(RedisPreflight)
 
-MEMORY_CHECK_S = 60.0
-"""How often a worker re-reads Redis's memory use and policy (warnings once per process)."""
-
-_memory_watch_state: dict[str, Any] = {"client": None, "last": 0.0}
-
-
-@on_recovery_tick
-def _memory_watch() -> None:
-    """Every :data:`MEMORY_CHECK_S`, read Redis's memory use and policy again, so a Redis
-    that fills up (or is switched to an evicting policy) while workers run is warned about
-    once (:func:`knights_tour.store.memory.check_memory`). Errors wait for the next tick."""
-    now = time.monotonic()
-    if now - _memory_watch_state["last"] < MEMORY_CHECK_S:
-        return
-    _memory_watch_state["last"] = now
-    url = get_settings().redis_url or DEFAULT_REDIS_URL
-    if _memory_watch_state["client"] is None:
-        _memory_watch_state["client"] = connect(url, check_policy=False)
-    try:
-        check_memory(_memory_watch_state["client"], mask_url(url),
-                     get_settings().allow_evicting_redis)
-    except RedisRefusedError as exc:  # switched to an evicting policy while we run
-        if not _memory_watch_state.get("refused"):
-            _memory_watch_state["refused"] = True
-            log.error("%s", exc)
-
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError, redis.TimeoutError, OperationalError, ConnectionError, TimeoutError)
+    redis.ConnectionError,
+    redis.TimeoutError,
+    OperationalError,
+    ConnectionError,
+    TimeoutError,
+)
 """Exceptions that mean the network or Redis failed: logged as one line, no traceback."""
 
 REPEATED_CONDITIONS = (
-    "consumer: Cannot connect to", "consumer: Connection to broker lost",
-    "Redis BRPOP got no reply", "Redis pub/sub connection missed", "lease heartbeat ran",
-    "recovery tick failed", "cannot reach Redis",
+    "consumer: Cannot connect to",
+    "consumer: Connection to broker lost",
+    "Redis BRPOP got no reply",
+    "Redis pub/sub connection missed",
+    "lease heartbeat ran",
+    "recovery tick failed",
+    "cannot reach Redis",
 )
 """Warnings that repeat for as long as a fault lasts: each is shown at most once a minute."""
 
 QUIET_LOGGERS = (
-    "celery.worker.consumer.consumer", "celery.worker.consumer.connection", "celery.app.trace",
-    "celery.worker.request", "celery.worker.pidbox", "kombu.transport.redis",
-    "kombu.connection", "knights_tour.worker", "knights_tour.store.leases", "knights_tour.tasks",
+    "celery.worker.consumer.consumer",
+    "celery.worker.consumer.connection",
+    "celery.app.trace",
+    "celery.worker.request",
+    "celery.worker.pidbox",
+    "kombu.transport.redis",
+    "kombu.connection",
+    "knights_tour.worker",
+    "knights_tour.store.leases",
+    "knights_tour.tasks",
     "knights_tour.service.execution",
 )
 """Loggers :class:`NetworkFaultLogFilter` is attached to."""
@@ -378,8 +382,7 @@ class NetworkFaultLogFilter(logging.Filter):
                 return exc
             seen.add(id(exc))
             inner = getattr(exc, "exc", None) or getattr(exc, "reason", None)
-            exc = inner if isinstance(inner, BaseException) else (
-                exc.__cause__ or exc.__context__)
+            exc = inner if isinstance(inner, BaseException) else (exc.__cause__ or exc.__context__)
         return None
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -457,9 +460,24 @@ def _exit_pool_process_now(exitcode: int | None = None, **_: object) -> None:
 
 
 __all__ = [
-    "app", "use_redis", "celery_config", "send", "queue_lists", "DEFAULT_REDIS_URL",
-    "TASK_RUN_JOBS", "TASK_COUNT_SUBJOBS", "TASK_SUBMIT_SWEEP", "TASK_COLLECT",
-    "BATCH_PRIORITY", "RECOVERY_PRIORITY", "OPS_PRIORITY", "UNACKED_KEY", "RecoveryTimer",
-    "on_recovery_tick", "ReconnectingConsumer", "RedisPreflight", "NetworkFaultLogFilter",
+    "app",
+    "use_redis",
+    "celery_config",
+    "send",
+    "queue_lists",
+    "DEFAULT_REDIS_URL",
+    "TASK_RUN_JOBS",
+    "TASK_COUNT_SUBJOBS",
+    "TASK_SUBMIT_SWEEP",
+    "TASK_COLLECT",
+    "BATCH_PRIORITY",
+    "RECOVERY_PRIORITY",
+    "OPS_PRIORITY",
+    "UNACKED_KEY",
+    "RecoveryTimer",
+    "on_recovery_tick",
+    "ReconnectingConsumer",
+    "RedisPreflight",
+    "NetworkFaultLogFilter",
     "EX_CONFIG",
 ]

@@ -1,7 +1,9 @@
 """Fault: jobs that exceed their time limit. The engine's exhaustive search on a board far too
 big to finish in the limit, and a CP-SAT model whose solve runs in C++ (it does not see Python's
 signals; the job's limit is passed to CP-SAT's own ``max_time_in_seconds``), both end as
-``unknown`` with reason ``time_limit``; the worker survives and runs the next job."""
+``unknown`` with reason ``time_limit``; the worker survives and runs the next job. A chunk's
+task limits are derived from its jobs' budgets, and a task that reaches its soft limit hands
+back what it has not decided (never an ``error`` record)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,14 @@ import pytest
 from _faultkit import drive
 
 from knights_tour.core.jobs import Job
+from knights_tour.messages import TASK_RUN_JOBS
 from knights_tour.service.batches import submit_batch
-from knights_tour.store.batches import collect
+from knights_tour.store import keys
+from knights_tour.store.batches import collect, create_batch
 from knights_tour.store.connection import connect
+from knights_tour.store.ledger import Ledger, activate
 from knights_tour.verify import verify_tour
+from knights_tour.worker import use_redis
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 
@@ -62,4 +68,64 @@ def test_a_job_without_its_own_limit_gets_the_default_job_limit(fault_redis, wor
     recs = {rec.job_key: rec for rec in collect(r, batch_id)}
     assert (recs[endless.key].status, recs[endless.key].reason) == ("unknown", "time_limit")
     assert recs[after.key].status == "found"
+    assert worker.procs[0].poll() is None
+
+
+# -- the task's limits: derived from its chunk, and the hand-back when one is reached -----------
+def _slow_jobs(n: int) -> list[Job]:
+    """Engine searches of 0.6 s each (exhaustive on 2000x2000: they end at their own limit)."""
+    return [Job(2000, 2000, (0, c), exhaustive=True, time_limit_s=0.6) for c in range(n)]
+
+
+def test_a_chunk_longer_than_the_fixed_task_limit_is_not_cut(fault_redis, worker_pool):
+    """The app's fixed limits are 1 s soft / 2 s hard here; a chunk of four 0.6 s jobs and a
+    5x5 job runs under limits derived from its budgets, so all five end in the same task with
+    their own answers - none cut, none an error."""
+    url = fault_redis.url
+    env = {"KT_SOFT_TIME_LIMIT_S": "1", "KT_HARD_TIME_LIMIT_S": "2"}
+    worker = worker_pool.start("tchunk-", env=env)
+    pid = worker.pids[0]
+    r = connect(url)
+    slow = _slow_jobs(4)
+    after = Job(5, 5, (0, 0))  # a corner of 5x5 starts an open tour (Euler's board, 1759)
+    batch_id = submit_batch(url, [*slow, after], {"test": "derived limits"}, chunk_size=5)
+    d = drive(r, url, batch_id, timeout_s=150)
+    assert d.status.get("complete"), d.status
+    recs = {rec.job_key: rec for rec in collect(r, batch_id)}
+    assert sum(recs[j.key].job_elapsed_s for j in slow) > 2.0  # longer than the hard limit
+    for job in slow:
+        rec = recs[job.key]
+        assert (rec.status, rec.reason, rec.attempts) == ("unknown", "time_limit", 1)
+    assert recs[after.key].status == "found" and recs[after.key].attempts == 1
+    assert worker.procs[0].poll() is None and worker.pids[0] == pid
+
+
+def test_a_task_at_its_soft_limit_hands_back_what_it_has_not_decided(fault_redis, worker_pool):
+    """A chunk sent with a fixed 1 s soft limit of its own (Celery's per-message option, as
+    today's fixed limit was) and 3.6 s of jobs is cut inside a job or between two: the jobs
+    not decided go back to the queue and end in later tasks; no record is an error."""
+    url = fault_redis.url
+    worker = worker_pool.start("thandback-")
+    r = connect(url)
+    jobs = [*_slow_jobs(6), Job(5, 5, (0, 0))]
+    batch_id = create_batch(r, jobs, {"test": "hand-back"})
+    activate(r, Ledger.for_batch(batch_id))
+    celery_app = use_redis(url)
+    celery_app.send_task(
+        TASK_RUN_JOBS,
+        args=[batch_id, [j.to_dict() for j in jobs]],
+        queue=keys.QUEUE,
+        ignore_result=True,
+        soft_time_limit=1.0,
+        time_limit=60.0,
+    )
+    d = drive(r, url, batch_id, timeout_s=150)
+    assert d.status.get("complete"), d.status
+    recs = collect(r, batch_id)
+    assert len(recs) == len(jobs)
+    assert not [rec for rec in recs if rec.status == "error"], [rec.reason for rec in recs]
+    assert {rec.status for rec in recs} == {"unknown", "found"}
+    assert sum(rec.attempts > 1 for rec in recs) <= 1  # only the job the limit cut, if any
+    log_text = "".join(p.read_text(errors="replace") for p in worker_pool.log_dir.glob("*.log"))
+    assert "handed back" in log_text, log_text[-3000:]
     assert worker.procs[0].poll() is None

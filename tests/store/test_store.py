@@ -314,40 +314,6 @@ def test_task_writes_one_record_per_job_and_an_error_for_a_bad_one(task_env):
     assert batch_status(r, batch_id)["complete"]  # the bad dict is not one of the batch's jobs
 
 
-def test_task_hands_unstarted_jobs_on_after_a_soft_time_limit(task_env, monkeypatch):
-    from celery.exceptions import SoftTimeLimitExceeded
-
-    import knights_tour.solvers.warnsdorff as engine
-    from knights_tour.tasks import run_jobs
-
-    real_solve = engine.solve
-    calls = []
-
-    def slow_second(board, start, **kwargs):
-        calls.append(start)
-        if len(calls) == 2:
-            raise SoftTimeLimitExceeded()
-        return real_solve(board, start, **kwargs)
-
-    monkeypatch.setattr(engine, "solve", slow_second)
-    r = connect(task_env)
-    jobs = make_batch_jobs([5])[:4]
-    batch_id = create_batch(r, jobs, {})
-    summary = run_jobs.run(batch_id, [j.to_dict() for j in jobs])
-    assert summary["jobs"] == 2 and len(calls) == 2  # stopped after the job that hit the limit
-    got = {x.job_key: x for x in collect(r, batch_id)}
-    assert got[jobs[1].key].error_type == "SoftTimeLimitExceeded"
-    assert jobs[2].key not in got and jobs[3].key not in got
-    # The two unstarted jobs went back on the queue as one new task (JSON body).
-    assert r.llen(keys.QUEUE) == 1
-    message = json.loads(r.lindex(keys.QUEUE, 0))
-    assert message["content-type"] == "application/json"
-    import base64
-
-    args = json.loads(base64.b64decode(message["body"]))[0]
-    assert args == [batch_id, [jobs[2].to_dict(), jobs[3].to_dict()]]
-
-
 def test_use_redis_drops_the_old_result_backend(tmp_path, redis_db_url):
     """A send that does not ignore its result subscribes through the app's result backend; after
     switching URLs that backend must be the new server's, even once the old server is gone."""

@@ -8,13 +8,23 @@ batch, so that it still spreads over :data:`MIN_CHUNKS` tasks), and at most
 :data:`MAX_CHUNK` jobs. The estimate only sizes chunks; it is rough on purpose (linear in the
 squares of the board per backend), and a wrong estimate costs balance, never correctness.
 Measured costs are in ``benchmarks/README.md`` (``bench_redis_cost.py``, ``bench_scale.py``).
+
+A chunk's Celery time limits are derived from it, not fixed (:func:`chunk_time_limits`): its
+soft limit is the sum of its jobs' budgets (``time_limit_s``, else ``KT_JOB_TIME_LIMIT_S``:
+each covers its job's solver and cross-check) plus ``KT_TASK_MARGIN_S``, its hard limit
+``KT_TASK_GRACE_S`` later, so no task limit cuts a job inside its budget. The worker reads
+them from the message it receives (:class:`knights_tour.tasks.ChunkRequest`), with its own
+settings, since its ``KT_JOB_TIME_LIMIT_S`` is the one its jobs run with.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
-from knights_tour.core.jobs import Job
+from knights_tour.core.jobs import MAX_TIME_LIMIT_S, Job
+from knights_tour.settings import Settings, get_settings
 
 TARGET_CHUNK_S = 0.25
 """Estimated seconds of work per chunk."""
@@ -41,6 +51,42 @@ def estimated_cost_s(job: Job) -> float:
     if job.verify == "cpsat":
         cost += _FIXED_S["cpsat"] + squares * _PER_SQUARE_S["cpsat"]
     return cost
+
+
+def job_budget_s(job_dict: Any, default_s: float) -> float:
+    """The time budget in seconds of one job of a task message (untrusted: a dict as
+    :meth:`Job.to_dict` gives it): its ``time_limit_s`` when that is a valid budget (a finite
+    number in ``(0, MAX_TIME_LIMIT_S]``), else ``default_s`` (what the job runs with when it
+    names none; an invalid job becomes an error record at once, so its budget only pads)."""
+    tl = job_dict.get("time_limit_s") if isinstance(job_dict, dict) else None
+    if isinstance(tl, (int, float)) and not isinstance(tl, bool):
+        if math.isfinite(tl) and 0 < tl <= MAX_TIME_LIMIT_S:
+            return float(tl)
+    return default_s
+
+
+def chunk_time_limits(job_dicts: Any, settings: Settings | None = None) -> tuple[float, float]:
+    """The Celery ``(soft, hard)`` time limits in seconds of a task that runs ``job_dicts``.
+
+    ``soft`` = the sum of the jobs' budgets (:func:`job_budget_s`, default
+    ``KT_JOB_TIME_LIMIT_S``) + ``KT_TASK_MARGIN_S``; ``hard`` = ``soft`` +
+    ``KT_TASK_GRACE_S``. A task whose soft limit is reached all the same (a job that overran
+    its budget, a stalled machine) hands the jobs it has not decided back
+    (:func:`knights_tour.service.execution.run_chunk`); at the hard limit its process is
+    killed and recovery re-sends them (:mod:`knights_tour.service.recovery`).
+
+    Parameters
+    ----------
+    job_dicts : list of dict
+        The task message's jobs (untrusted; anything but a list counts as one job).
+    settings : Settings, optional
+        Default: :func:`knights_tour.settings.get_settings`.
+    """
+    settings = settings or get_settings()
+    dicts = job_dicts if isinstance(job_dicts, list) else [job_dicts]
+    budget = sum(job_budget_s(d, settings.job_time_limit_s) for d in dicts)
+    soft = budget + settings.task_margin_s
+    return soft, soft + settings.task_grace_s
 
 
 def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list[Job]]:
@@ -72,7 +118,7 @@ def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list
     chunks: list[list[Job]] = []
     current: list[Job] = []
     load = 0.0
-    for job, cost in zip(jobs, costs):
+    for job, cost in zip(jobs, costs, strict=True):
         if current and (load + cost > target or len(current) >= MAX_CHUNK):
             chunks.append(current)
             current, load = [], 0.0
@@ -83,4 +129,12 @@ def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list
     return chunks
 
 
-__all__ = ["TARGET_CHUNK_S", "MIN_CHUNKS", "MAX_CHUNK", "estimated_cost_s", "plan_chunks"]
+__all__ = [
+    "TARGET_CHUNK_S",
+    "MIN_CHUNKS",
+    "MAX_CHUNK",
+    "estimated_cost_s",
+    "plan_chunks",
+    "job_budget_s",
+    "chunk_time_limits",
+]

@@ -3,7 +3,8 @@ record (partial count) per item. The Celery tasks in :mod:`knights_tour.tasks` a
 wrappers around :func:`run_chunk` and :func:`run_count_chunk`.
 
 A chunk costs Redis a small constant number of calls, not a number per job: the whole chunk
-is claimed in one script call (:func:`knights_tour.store.leases.claim`; jobs already recorded
+is claimed in one script call (:class:`knights_tour.service.chunk_claims.ChunkClaim`,
+:func:`knights_tour.store.leases.claim`; jobs already recorded
 are skipped, so a duplicate delivery never runs them again, and jobs another live worker
 holds are left to it - recovery re-sends them if it dies), the lease is renewed by the
 process's heartbeat (:mod:`knights_tour.service.lease_keeper`), and the records are buffered
@@ -12,6 +13,17 @@ every :data:`FLUSH_S` seconds, whichever comes first, so progress stays live. A 
 workers died ``KT_MAX_ATTEMPTS`` times gets an ``error`` record (``error_type``
 ``WorkerLost``) instead of running. Messages are untrusted: an invalid job becomes an
 ``error`` record, never a crash.
+
+**At the task's time limit.** A chunk's limits leave every job its whole budget
+(:func:`knights_tour.service.chunking.chunk_time_limits`). A task whose soft limit is reached
+all the same (Celery raises ``SoftTimeLimitExceeded`` wherever the task is) stores the records
+of the jobs it finished and hands every job it has not decided back: released, sent again in
+one task at recovery priority and marked re-sent (:func:`_hand_back`). The job the limit
+interrupted keeps no record; it is blamed one attempt as a worker death in careful mode is
+(its next claim is careful), and once it has been cut ``KT_MAX_ATTEMPTS`` times it is recorded
+as undecided - ``unknown``, reason ``time_limit`` - never as an ``error`` that would hide a
+later answer. At the hard limit the process is killed; its lease lapses and recovery re-sends
+what it held (:mod:`knights_tour.service.recovery`).
 """
 
 from __future__ import annotations
@@ -23,15 +35,17 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 
 from knights_tour.core.counting import SubJob
-from knights_tour.core.jobs import Job, error_record, run_job
+from knights_tour.core.jobs import TIME_LIMIT_EXCEPTIONS, Job, error_record, run_job
 from knights_tour.core.records import encode_record
 from knights_tour.messages import DEFAULT_REDIS_URL
-from knights_tour.service.lease_keeper import LeaseKeeper, keeper
+from knights_tour.result import Status
+from knights_tour.service.chunk_claims import SAVE_RETRY_S, ChunkClaim, retrying
+from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
 from knights_tour.store import leases
@@ -41,17 +55,12 @@ from knights_tour.store.saving import Row, save_records
 
 log = logging.getLogger(__name__)
 
-SAVE_RETRY_S = 30.0
-"""How long a task keeps retrying to store records while Redis is unreachable, in seconds."""
-
 FLUSH_S = 0.5
 """Buffered records are stored at the latest when a job ends this many seconds after the last
 store (and always at the chunk's end), so a waiting client sees progress."""
 
 Send = Callable[[list[dict[str, Any]]], None]
 """Puts one task for a list of job dicts of the running batch on the queue, served first."""
-
-T = TypeVar("T")
 
 
 def redis_client() -> redis.Redis:
@@ -70,20 +79,6 @@ def redis_client() -> redis.Redis:
 def _client_for(url: str) -> redis.Redis:
     """The client of :func:`redis_client` for ``url`` (kept: connections are pooled)."""
     return connect(url)
-
-
-def _retrying(call: Callable[[], T]) -> T:
-    """``call()``, retried for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
-    deadline = time.monotonic() + SAVE_RETRY_S
-    delay = 0.2
-    while True:
-        try:
-            return call()
-        except REDIS_ERRORS:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
 
 
 def invalid_key(job_dict: object) -> str:
@@ -128,10 +123,13 @@ class _Records:
     def __init__(self, r: redis.Redis, batch_id: str) -> None:
         self.r, self.batch_id = r, batch_id
         self.rows: list[Row] = []
+        self.added: set[str] = set()  # job keys of every record of the chunk
         self.last = time.monotonic()
 
     def add(self, record: Any) -> None:
-        self.rows.append(_row(record))
+        row = _row(record)
+        self.rows.append(row)
+        self.added.add(row[0])
 
     def due(self) -> bool:
         return bool(self.rows) and time.monotonic() - self.last >= FLUSH_S
@@ -143,9 +141,11 @@ class _Records:
         if self.rows:
             rows = self.rows
             save = lambda: save_records(self.r, self.batch_id, rows)  # noqa: E731
-            stored = _retrying(save) if retry else save()
+            stored = retrying(save) if retry else save()
             self.rows = []
-            dropped = [job_key for (job_key, *_), kept in zip(rows, stored) if not kept]
+            dropped = [
+                job_key for (job_key, *_), kept in zip(rows, stored, strict=True) if not kept
+            ]
             if dropped:  # one line for all of them: a lapse is one event
                 log.warning(
                     "job(s) %s of batch %s ran a second time (the lease lapsed while "
@@ -154,80 +154,6 @@ class _Records:
                     self.batch_id,
                 )
         self.last = time.monotonic()
-
-
-class _Claimed:
-    """What one chunk holds of one ledger: the claim, the lease checks before each item, and
-    the re-claim after a lapse (the same for batch jobs and count sub-jobs)."""
-
-    def __init__(self, r: redis.Redis, led: Ledger, keeper_: LeaseKeeper) -> None:
-        self.r, self.led, self.keeper = r, led, keeper_
-        self.token = ""
-        self.claim_id = ""
-        self.careful = False
-        self.deaths: dict[str, int] = {}
-        self.unfinished: set[str] = set()
-        self.skipped = 0
-
-    def claim(self, items: Sequence[T], key: Callable[[T], str]) -> deque[T]:
-        """Claim ``items``; the ones now ours, in order (others are counted as skipped)."""
-        first: dict[str, T] = {}
-        for item in items:
-            first.setdefault(key(item), item)
-        names = list(first)
-        outcomes: dict[str, str] = {}
-        self.careful = False
-        for i in range(0, len(names), leases.SCRIPT_BATCH):
-            part = names[i : i + leases.SCRIPT_BATCH]
-            self.token, got = _retrying(lambda: self.keeper.claim(self.r, self.led, part))
-            self.careful = self.careful or got.careful
-            self.claim_id = got.claim
-            self.deaths.update(got.deaths)
-            outcomes.update(got.outcomes)
-        mine = [(k, i) for k, i in first.items() if outcomes.get(k) == leases.CLAIMED]
-        self.skipped += len(items) - len(mine)
-        self.unfinished.update(k for k, _ in mine)
-        return deque(i for _, i in mine)
-
-    def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]) -> deque[T]:
-        """``todo`` if the lease is alive; else (the process was stalled past its lease) what
-        is left of it once claimed again under a new token."""
-        if self.keeper.known_alive():
-            return todo
-        flush()
-        if _retrying(lambda: self.keeper.confirm(self.r)):
-            return todo
-        rest = list(todo)
-        log.warning(
-            "%s %s: the lease lapsed before its job started for %s (this process was "
-            "stalled longer than %.1f s); claiming them again",
-            self.led.kind,
-            self.led.id,
-            ", ".join(key(i) for i in rest),
-            self.keeper.lease_s,
-        )
-        self.unfinished.difference_update(key(i) for i in rest)
-        return self.claim(rest, key)
-
-    def start(self, item_key: str) -> int:
-        """Mark ``item_key`` started (careful mode only); returns the deaths blamed on it."""
-        if self.careful:
-            _retrying(lambda: leases.begin(self.r, self.led, self.token, item_key, self.claim_id))
-        return self.deaths.get(item_key, 0)
-
-    def done(self, item_key: str) -> None:
-        self.unfinished.discard(item_key)
-
-    def release(self, item_keys: Sequence[str] | None = None) -> None:
-        """Give up the claims on ``item_keys`` (default: every unfinished one), so another task
-        may run them at once. Redis errors are ignored (recovery re-sends them)."""
-        names = list(self.unfinished if item_keys is None else item_keys)
-        self.unfinished.difference_update(names)
-        if names and self.token:
-            try:
-                leases.release(self.r, self.led, self.token, names)
-            except REDIS_ERRORS:
-                pass
 
 
 def _worker_lost(job: Job, deaths: int, batch_id: str) -> Any:
@@ -258,16 +184,25 @@ def _validate(
     return valid
 
 
+class _TaskLimitReached(Exception):
+    """The task's soft time limit interrupted the job being run (its record is not kept)."""
+
+
+def _at_task_limit(exc: BaseException) -> bool:
+    """True if ``exc`` is the task's soft time limit (matched by name: no Celery here)."""
+    return isinstance(exc, _TaskLimitReached) or type(exc).__name__ in TIME_LIMIT_EXCEPTIONS
+
+
 def _run_jobs(
-    held: _Claimed,
-    todo: deque[Job],
-    records: _Records,
-    counts: Counter[str],
-    worker: str | None,
-    send: Send,
+    held: ChunkClaim, todo: deque[Job], records: _Records, counts: Counter[str], worker: str | None
 ) -> None:
-    """Run the claimed jobs ``todo`` in order, buffering their records; after a job that hit
-    the soft time limit, hand the rest to a fresh task."""
+    """Run the claimed jobs ``todo`` in order, buffering their records.
+
+    Raises
+    ------
+    _TaskLimitReached
+        If the task's soft time limit interrupted a job (:func:`_hand_back` takes over).
+    """
     batch_id = held.led.id
     max_attempts = get_settings().max_attempts
     while todo:
@@ -280,18 +215,66 @@ def _run_jobs(
             record = _worker_lost(job, deaths, batch_id)
         else:
             record = run_job(job, batch_id=batch_id, worker=worker)
+            if _field(record, "error_type") in TIME_LIMIT_EXCEPTIONS:
+                raise _TaskLimitReached(job.key)
         _stamp(record, attempts=deaths + 1, worker=worker)
         records.add(record)
         held.done(job.key)
         counts[_status(record)] += 1
         if held.careful or records.due():
             records.flush()
-        if _field(record, "error_type") == "SoftTimeLimitExceeded" and todo:
-            rest = [j.key for j in todo]
-            held.release(rest)
-            send([j.to_dict() for j in todo])
-            leases.mark_requeued(held.r, held.led, rest)
-            return
+
+
+def _hand_back(
+    held: ChunkClaim,
+    jobs: Sequence[Job],
+    records: _Records,
+    counts: Counter[str],
+    worker: str | None,
+    send: Send,
+) -> None:
+    """After the task's soft time limit: store the finished jobs' records, then hand back the
+    jobs of ``jobs`` this task has not decided (one task at recovery priority via ``send``;
+    released and marked re-sent). The job the limit interrupted is blamed one attempt
+    (``attempts`` entry + 1, so its next claim is careful); the cut that makes
+    ``KT_MAX_ATTEMPTS`` records it as ``unknown`` with reason ``time_limit`` instead.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis stays unreachable (the task layer retries the whole chunk).
+    """
+    r, led = held.r, held.led
+    cut = held.current
+    if cut is not None:
+        tries = held.deaths.get(cut, 0) + 1
+        job = next(j for j in jobs if j.key == cut)
+        if tries >= get_settings().max_attempts:
+            record = error_record(job, "time_limit", led.id)
+            _stamp(record, status=Status.UNKNOWN, error_type=None, attempts=tries, worker=worker)
+            records.add(record)
+            held.done(cut)
+            counts[_status(record)] += 1
+        else:
+            retrying(lambda: r.hincrby(led.attempts, cut, 1))
+    records.flush()
+    if held.claimed_all:
+        back = [j for j in jobs if j.key in held.unfinished]
+    else:  # stopped inside a claim: what it got is unknown; a job not ours is skipped again
+        back = [j for j in jobs if j.key not in records.added]
+    if not back:
+        return
+    names = [j.key for j in back]
+    held.release(names)
+    send([j.to_dict() for j in back])
+    retrying(lambda: leases.mark_requeued(r, led, names))
+    counts["handed_back"] += len(back)
+    log.warning(
+        "batch %s: the task's time limit was reached; %d job(s) handed back%s",
+        led.id,
+        len(back),
+        f" ({cut} was cut)" if cut is not None else "",
+    )
 
 
 def run_chunk(
@@ -308,13 +291,14 @@ def run_chunk(
         Node name of this worker, copied into the records.
     send : callable
         ``send(job_dicts)`` puts a task for more jobs of this batch on the queue at recovery
-        priority (the soft-time-limit hand-off).
+        priority (the hand-back at the task's soft time limit).
 
     Returns
     -------
     dict
         A tiny summary: ``batch_id``, ``jobs`` (records written and jobs skipped), ``counts``
-        by status (plus ``skipped``: recorded, held by another worker, or cancelled),
+        by status (plus ``skipped``: recorded, held by another worker, or cancelled;
+        ``handed_back``: sent again at the task's time limit),
         ``worker`` (node name) and ``elapsed_s``.
 
     Raises
@@ -327,9 +311,14 @@ def run_chunk(
     counts: Counter[str] = Counter()
     records = _Records(r, batch_id)
     valid = _validate(job_dicts, batch_id, worker, records, counts)
-    held = _Claimed(r, Ledger.for_batch(batch_id), keeper())
+    held = ChunkClaim(r, Ledger.for_batch(batch_id), keeper())
     try:
-        _run_jobs(held, held.claim(valid, _job_key), records, counts, worker, send)
+        try:
+            _run_jobs(held, held.claim(valid, _job_key), records, counts, worker)
+        except Exception as exc:
+            if not _at_task_limit(exc):
+                raise
+            _hand_back(held, valid, records, counts, worker, send)
         records.flush()
     finally:
         if records.rows:  # stopped by an exception: keep what was finished, if Redis allows
@@ -388,7 +377,7 @@ def run_count_chunk(
                 error=f"{type(exc).__name__}: {exc}",
             )
             errors += 1
-    held = _Claimed(r, led, keeper())
+    held = ChunkClaim(r, led, keeper())
     max_attempts = get_settings().max_attempts
     key = lambda s: s.key  # noqa: E731
     try:

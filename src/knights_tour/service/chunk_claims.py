@@ -1,0 +1,127 @@
+"""What one chunk of work holds of a ledger (a batch's jobs or a count's sub-jobs): its claim,
+the lease checks before each item, the re-claim after a lapse, the item running now and the
+release of what it did not finish (:class:`ChunkClaim`); and :func:`retrying`, how a task rides
+out a short Redis outage. The Redis side is :mod:`knights_tour.store.leases`; the process's
+lease and heartbeat are :mod:`knights_tour.service.lease_keeper`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import redis
+
+from knights_tour.service.lease_keeper import LeaseKeeper
+from knights_tour.store import leases
+from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+SAVE_RETRY_S = 30.0
+"""How long a task keeps retrying to store records while Redis is unreachable, in seconds."""
+
+T = TypeVar("T")
+
+
+def retrying(call: Callable[[], T]) -> T:
+    """``call()``, retried for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
+    deadline = time.monotonic() + SAVE_RETRY_S
+    delay = 0.2
+    while True:
+        try:
+            return call()
+        except REDIS_ERRORS:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+class ChunkClaim:
+    """What one chunk holds of one ledger: the claim, the lease checks before each item, and
+    the re-claim after a lapse (the same for batch jobs and count sub-jobs)."""
+
+    def __init__(self, r: redis.Redis, led: Ledger, keeper_: LeaseKeeper) -> None:
+        self.r, self.led, self.keeper = r, led, keeper_
+        self.token = ""
+        self.claim_id = ""
+        self.careful = False
+        self.deaths: dict[str, int] = {}
+        self.unfinished: set[str] = set()
+        self.skipped = 0
+        self.current: str | None = None  # the item running now
+        self.claimed_all = False  # every claim call of the chunk returned
+
+    def claim(self, items: Sequence[T], key: Callable[[T], str]) -> deque[T]:
+        """Claim ``items``; the ones now ours, in order (others are counted as skipped)."""
+        first: dict[str, T] = {}
+        for item in items:
+            first.setdefault(key(item), item)
+        names = list(first)
+        outcomes: dict[str, str] = {}
+        self.careful = False
+        for i in range(0, len(names), leases.SCRIPT_BATCH):
+            part = names[i : i + leases.SCRIPT_BATCH]
+            self.token, got = retrying(lambda part=part: self.keeper.claim(self.r, self.led, part))
+            self.careful = self.careful or got.careful
+            self.claim_id = got.claim
+            self.deaths.update(got.deaths)
+            outcomes.update(got.outcomes)
+        mine = [(k, i) for k, i in first.items() if outcomes.get(k) == leases.CLAIMED]
+        self.skipped += len(items) - len(mine)
+        self.unfinished.update(k for k, _ in mine)
+        self.claimed_all = True
+        return deque(i for _, i in mine)
+
+    def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]) -> deque[T]:
+        """``todo`` if the lease is alive; else (the process was stalled past its lease) what
+        is left of it once claimed again under a new token."""
+        if self.keeper.known_alive():
+            return todo
+        flush()
+        if retrying(lambda: self.keeper.confirm(self.r)):
+            return todo
+        rest = list(todo)
+        log.warning(
+            "%s %s: the lease lapsed before its job started for %s (this process was "
+            "stalled longer than %.1f s); claiming them again",
+            self.led.kind,
+            self.led.id,
+            ", ".join(key(i) for i in rest),
+            self.keeper.lease_s,
+        )
+        self.unfinished.difference_update(key(i) for i in rest)
+        self.claimed_all = False
+        return self.claim(rest, key)
+
+    def start(self, item_key: str) -> int:
+        """Mark ``item_key`` started (careful mode only); returns the deaths blamed on it."""
+        self.current = item_key
+        if self.careful:
+            retrying(lambda: leases.begin(self.r, self.led, self.token, item_key, self.claim_id))
+        return self.deaths.get(item_key, 0)
+
+    def done(self, item_key: str) -> None:
+        self.unfinished.discard(item_key)
+        if self.current == item_key:
+            self.current = None
+
+    def release(self, item_keys: Sequence[str] | None = None) -> None:
+        """Give up the claims on ``item_keys`` (default: every unfinished one), so another task
+        may run them at once. Redis errors are ignored (recovery re-sends them)."""
+        names = list(self.unfinished if item_keys is None else item_keys)
+        self.unfinished.difference_update(names)
+        token = self.token or self.keeper.token
+        if names and token:
+            try:
+                leases.release(self.r, self.led, token, names)
+            except REDIS_ERRORS:
+                pass
+
+
+__all__ = ["ChunkClaim", "retrying", "SAVE_RETRY_S"]
