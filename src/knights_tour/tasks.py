@@ -50,7 +50,8 @@ class ChunkRequest(Request):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not any(self.time_limits or ()):
+        given: Any = getattr(self, "time_limits", None)  # Celery's (hard, soft) of the message
+        if not any(given or ()):
             job_dicts = self.args[1] if len(self.args) > 1 else []
             soft, hard = chunking.chunk_time_limits(job_dicts)
             self.time_limits = (hard, soft)  # Celery's order: (hard, soft)

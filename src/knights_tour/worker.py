@@ -1,5 +1,10 @@
 """The Celery application (laid out like Celery's ``examples/next-steps/proj``).
 
+One module on purpose: Celery loads an app by module path (``-A knights_tour.worker``), and
+what a worker process must have before it consumes - the configuration, its bootsteps and
+consumer, its log filter, its process signals - is set up when this module is imported. The
+task bodies and what the worker's timer runs are apart, in :mod:`knights_tour.tasks`.
+
 Start a worker with::
 
     KT_REDIS_URL=redis://:PASSWORD@host:6379/0 \\
@@ -52,7 +57,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from celery import Celery, bootsteps
@@ -229,10 +234,12 @@ def queue_lists() -> list[str]:
 
 # -- recovery timer: every worker's main process re-sends work lost with other workers -------
 
-_RECOVERY_TICKS: list[Callable[[], None]] = []
+_RECOVERY_TICKS: list[Callable[[], object]] = []
+
+Tick = TypeVar("Tick", bound=Callable[[], object])
 
 
-def on_recovery_tick(fn: Callable[[], None]) -> Callable[[], None]:
+def on_recovery_tick(fn: Tick) -> Tick:
     """Register ``fn`` to run in the worker main process every ``KT_LEASE_S / 2`` seconds
     (:class:`RecoveryTimer`); :mod:`knights_tour.tasks` registers the recovery sweep. Returns
     ``fn`` (usable as a decorator)."""

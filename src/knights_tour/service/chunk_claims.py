@@ -7,6 +7,7 @@ lease and heartbeat are :mod:`knights_tour.service.lease_keeper`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
@@ -67,7 +68,7 @@ class ChunkClaim:
         self.careful = False
         for i in range(0, len(names), leases.SCRIPT_BATCH):
             part = names[i : i + leases.SCRIPT_BATCH]
-            self.token, got = retrying(lambda part=part: self.keeper.claim(self.r, self.led, part))
+            self.token, got = retrying(functools.partial(self.keeper.claim, self.r, self.led, part))
             self.careful = self.careful or got.careful
             self.claim_id = got.claim
             self.deaths.update(got.deaths)
