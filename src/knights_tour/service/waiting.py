@@ -107,28 +107,19 @@ def poll_until_complete(
     hooks = hooks or WaitHooks()
     began = time.monotonic()
     pauses = _pauses(poll_s)
-    outage_began: float | None = None
+    outage = _Outage(hooks, outage_s)
     status: Status | None = None
     while True:
         try:
             status = status_fn()
         except REDIS_ERRORS as exc:
-            now = time.monotonic()
-            if outage_began is None:
-                outage_began = now
-                if hooks.on_outage is not None:
-                    hooks.on_outage(True)
-            timed_out = timeout_s is not None and now - began > timeout_s
-            if now - outage_began > outage_s or (timed_out and status is None):
-                raise BackendUnavailableError(f"lost contact with Redis while waiting: {exc}") from None
+            timed_out = timeout_s is not None and time.monotonic() - began > timeout_s
+            outage.lost(exc, fatal=timed_out and status is None)
             if timed_out:
                 return status
             time.sleep(poll_s)
             continue
-        if outage_began is not None:
-            outage_began = None
-            if hooks.on_outage is not None:
-                hooks.on_outage(False)
+        outage.back()
         if _after_poll(status, is_done, recover_fn, hooks) or (
             timeout_s is not None and time.monotonic() - began > timeout_s
         ):
@@ -138,8 +129,40 @@ def poll_until_complete(
         pause(next(pauses))
 
 
-def _after_poll(status: Status, is_done: Callable[[Status], bool],
-                recover_fn: Callable[[], list[str]] | None, hooks: WaitHooks) -> bool:
+class _Outage:
+    """The current stretch without Redis, if any: reported through ``hooks.on_outage`` when it
+    begins (True) and when it ends (False); the wait fails once it lasted ``outage_s`` seconds."""
+
+    def __init__(self, hooks: WaitHooks, outage_s: float) -> None:
+        self.hooks = hooks
+        self.outage_s = outage_s
+        self.began: float | None = None
+
+    def lost(self, exc: Exception, *, fatal: bool = False) -> None:
+        """A poll failed with ``exc``: note when the outage began (monotonic clock), and raise
+        :class:`BackendUnavailableError` if it has lasted ``outage_s`` seconds or ``fatal``."""
+        now = time.monotonic()
+        if self.began is None:
+            self.began = now
+            if self.hooks.on_outage is not None:
+                self.hooks.on_outage(True)
+        if now - self.began > self.outage_s or fatal:
+            raise BackendUnavailableError(f"lost contact with Redis while waiting: {exc}") from None
+
+    def back(self) -> None:
+        """A poll succeeded: end the outage, if there was one."""
+        if self.began is not None:
+            self.began = None
+            if self.hooks.on_outage is not None:
+                self.hooks.on_outage(False)
+
+
+def _after_poll(
+    status: Status,
+    is_done: Callable[[Status], bool],
+    recover_fn: Callable[[], list[str]] | None,
+    hooks: WaitHooks,
+) -> bool:
     """Report progress; True if the wait is over, else run one recovery pass."""
     if hooks.on_progress is not None:
         hooks.on_progress(status)
