@@ -9,7 +9,6 @@ The lifecycle itself is :mod:`knights_tour.service.batches`; the backend is
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -29,8 +28,10 @@ from knights_tour.commands._records import (
 )
 from knights_tour.commands._shared import ExitCode, check_out_path, redis_option, stdout_console
 from knights_tour.errors import KnightsTourError
+from knights_tour.output.grouping import format_eta
 from knights_tour.service.local import open_store
-from knights_tour.service.monitor import batch_progress, batch_states, format_eta, live_workers
+from knights_tour.service.monitor import batch_states
+from knights_tour.service.status import batch_view, shown_params
 from knights_tour.service.waiting import WaitHooks, poll_until_complete
 from knights_tour.store.batches import CANCELLED, batch_state, batch_status, list_batches
 
@@ -137,56 +138,66 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
 # -- status -----------------------------------------------------------------------------------
 
 
+def _ago(seconds: float | None) -> str:
+    return "-" if seconds is None else format_eta(seconds)
+
+
+def _worker_line(w: dict[str, Any]) -> str:
+    """One process holding jobs of the batch: who, how many, which, since when."""
+    span = w["first"] if w["jobs"] == 1 else f"{w['first']} .. {w['last']}"
+    since = ""
+    if w["since"] is not None:
+        clock = time.strftime("%H:%M:%S", time.gmtime(w["since"]))
+        since = f", claimed {_ago(w['for_s'])} ago ({clock} UTC)"
+    now = f"; running {w['running_job']}" if w.get("running_job") else ""
+    dead = "" if w["live"] else " [lease expired]"
+    return f"  {w['worker']}{dead}: {w['jobs']} job(s) {span}{since}{now}"
+
+
 def _status_lines(p: dict[str, Any]) -> list[str]:
     counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
+    orphaned = f", orphaned {p['orphaned']}" if p.get("orphaned") else ""
     lines = [
-        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done "
-        f"({'complete' if p['complete'] else p['state'] if p.get('cancelled') else 'running'});"
-        f" {counts}; "
-        f"mismatches {p['mismatches']}",
-        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}, "
-        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}"
-        + (f"; on {', '.join(p['workers_busy'])}" if p["workers_busy"] else ""),
+        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done ({p['state']}); "
+        f"{counts}; mismatches {p['mismatches']}",
+        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}{orphaned}, "
+        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}",
     ]
-    params = p.get("params") or {}
+    if p.get("reason"):
+        lines.append(f"stalled: {p['reason']} (start workers, or `ktour resume {p['batch_id']}`)")
+    if not p["complete"]:
+        busy = len(p.get("workers_busy") or ())
+        lines.append(f"workers: {p.get('live_workers', 0)} live, {busy} on this batch")
+        lines += [_worker_line(w) for w in p.get("workers") or ()]
+    params = shown_params(p.get("params") or {})
     if params:
-        lines.append(
-            "params: " + ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, False))
-        )
+        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()))
     return lines
 
 
-def _progress_poller(
-    client: redis.Redis, url: str, batch_id: str, interval: float
-) -> Callable[[], dict[str, Any]]:
-    """A function returning :func:`~knights_tour.service.monitor.batch_progress` of the batch,
-    with the ETA from the rate measured since its first call. The returned function raises
+def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[str, Any]]:
+    """A function returning :func:`~knights_tour.service.status.batch_view` of the batch (from
+    Redis alone: no worker is asked), with the ETA from the rate measured since its first call
+    once the batch has moved. The returned function raises
     :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
     first: tuple[float, int] | None = None
 
     def poll() -> dict[str, Any]:
         nonlocal first
-        st = batch_status(client, batch_id, max_missing=0)  # unknown batch -> error
-        nodes: list[dict[str, Any]] = []
-        if not st["complete"]:
-            with contextlib.suppress(Exception):  # inspection is best effort
-                nodes = live_workers(url, timeout_s=min(1.0, interval))
-        now = time.time()
-        rate = None
-        if first is not None and st["done"] > first[1] and now > first[0]:
-            rate = (st["done"] - first[1]) / (now - first[0])  # rate while watching
-        p = batch_progress(client, batch_id, nodes, now=now, rate_jobs_per_s=rate)
-        if not p["complete"] and batch_state(client, batch_id) == CANCELLED:
-            p.update(state=CANCELLED, eta_s=None, queued=0, cancelled=True)
+        p = batch_view(client, batch_id)
+        now, remaining = time.monotonic(), p["total"] - p["done"]
         if first is None:
             first = (now, p["done"])
+        elif p["done"] > first[1] and remaining and p["state"] in ("running", "queued"):
+            rate = (p["done"] - first[1]) / (now - first[0])  # the rate while watching
+            p |= {"rate_jobs_per_s": round(rate, 3), "eta_s": round(remaining / rate, 1)}
         return p
 
     return poll
 
 
 def _watch_done(p: dict[str, Any]) -> bool:
-    return bool(p["complete"] or p.get("cancelled"))
+    return bool(p["complete"] or p["state"] == CANCELLED)
 
 
 def _watch(
@@ -244,8 +255,10 @@ def status(
     timeout: float | None = None,
 ) -> ExitCode:
     """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
-    counts by status, mismatches and an ETA. Running jobs are those in a chunk a live worker
-    is executing (Celery inspect). Exit 0 if complete, 1 if not.
+    counts by status, mismatches and an ETA. Also which worker process holds which jobs of it
+    since when. Read from Redis alone (the records' tally and the workers' leases; no worker
+    is asked). A batch no live worker has served for 1.5 lease periods (KT_LEASE_S) is
+    'stalled', with the reason. Exit 0 if complete, 1 if not.
     """
     if interval <= 0:
         raise click.BadParameter("must be positive", param_hint="--interval")
@@ -255,7 +268,7 @@ def status(
             if not items:
                 raise KnightsTourError("no batches yet (see `ktour submit`)")
             batch_id = items[-1]["batch_id"]
-        poll = _progress_poller(backend.client, backend.url, batch_id, interval)
+        poll = _progress_poller(backend.client, batch_id)
         if watch:
             p = _watch(poll, as_json, interval, timeout)
         else:

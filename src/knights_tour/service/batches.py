@@ -61,7 +61,8 @@ def make_jobs(
     -------
     (boards, jobs, params)
         The distinct boards, the jobs (boards in order, squares row-major) and the JSON-ready
-        ``params`` stored in the batch meta (``sizes`` and the options' fields).
+        ``params`` stored in the batch meta (``sizes``: the board list, ``sizes_asked``:
+        ``sizes`` as given, joined by commas, and the options' fields).
 
     Raises
     ------
@@ -77,7 +78,11 @@ def make_jobs(
     if options.time_limit_s is not None and options.time_limit_s <= 0:
         raise InvalidJobError(f"the time limit must be positive, got {options.time_limit_s}")
     jobs = make_batch_jobs(boards, options)
-    params = {"sizes": ",".join(b.label for b in boards), **options.to_dict()}
+    params = {
+        "sizes": ",".join(b.label for b in boards),
+        "sizes_asked": ",".join(sizes),  # as the user wrote them, for status and listings
+        **options.to_dict(),
+    }
     return boards, jobs, params
 
 
@@ -277,9 +282,10 @@ def _ended(status: Mapping[str, Any]) -> bool:
 
 # -- lifecycle: resume and cancel -----------------------------------------------------------
 
-_NOT_ASKED = frozenset({"schedule"})
-"""Params that say who asked for a batch, not what it computes: left out of its digest, so
-``ktour run`` with a sweep's arguments resumes the sweep's unfinished batch."""
+_NOT_ASKED = frozenset({"schedule", "sizes_asked"})
+"""Params that say who asked for a batch or how, not what it computes: left out of its digest,
+so ``ktour run`` with a sweep's arguments resumes the sweep's unfinished batch, and
+``--sizes 5-8`` resumes a batch asked for as ``--sizes 5,6,7,8``."""
 
 
 def batch_digest(jobs: Sequence[Job], params: Mapping[str, Any]) -> str:

@@ -12,6 +12,9 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:lease:{token}             string (TTL) the lease of one worker process (its token); the
                                               process's heartbeat renews it, so it vanishes
                                               soon after the process dies or stalls
+    kt:workers                   sorted set   token -> when its lease runs out (Redis clock,
+                                              unix s), set as it opens or renews; entries kept
+                                              a day after (``ktour status``: who serves)
     kt:batch:{id}:started        hash         job_key -> "token|mode|claim": the process that
                                               claimed it; mode p (plain chunk), c (careful
                                               chunk, not started), r (started by a careful
@@ -135,6 +138,14 @@ def lease(token: str) -> str:
     process dies or stalls, and is never written again once it has lapsed.
     """
     return f"{PREFIX}lease:{token}"
+
+
+def workers() -> str:
+    """Sorted set token -> when that worker process's lease runs out (Redis server clock, unix
+    seconds), written with each opening and renewal of a :func:`lease`; a lapsed lease's entry
+    stays (dropped a day later), so the time the last lease ended can be read back
+    (:mod:`knights_tour.store.holders`)."""
+    return f"{PREFIX}workers"
 
 
 def lease_prefix() -> str:
