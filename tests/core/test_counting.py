@@ -1,4 +1,4 @@
-"""Tests of tour counting (issue 7) against facts from outside the code.
+"""Tests of tour counting (core.counting, core.count_search) against facts from outside the code.
 
 Facts: OEIS A165134 (directed open tours = directed Hamiltonian paths of the n×n knight's graph):
 a(4) = 0, a(5) = 1728; its example table (G. Coserea, 2016) gives the 5×5 count per start
@@ -16,15 +16,8 @@ import json
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.counting import (
-    SubJob,
-    assemble,
-    check_prefix,
-    count_subjob,
-    count_tours,
-    plan_count,
-    split,
-)
+from knights_tour.core.count_search import check_prefix, count_subjob, split
+from knights_tour.core.counting import SubJob, assemble, count_tours, plan_count
 from knights_tour.core.symmetry import representative, symmetries, symmetry_classes
 from knights_tour.errors import InvalidJobError
 from knights_tour.verify import verify_tour
