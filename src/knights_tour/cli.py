@@ -116,7 +116,7 @@ def run() -> None:
 
     Before exiting, every object is moved out of the garbage collector's reach
     (:func:`gc.freeze`): the interpreter would otherwise run collections over everything
-    ``ktour run`` loaded (Celery, pydantic, rich) as it shuts down, for nothing, since the
+    ``ktour run`` loaded (Celery, numpy, rich) as it shuts down, for nothing, since the
     process is ending. Files and sockets are closed by then; exit handlers still run.
     """
     code = main()

@@ -79,7 +79,7 @@ def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("knights-tour", appauthor=False))
 
 
-class Settings(msgspec.Struct, kw_only=True, frozen=True):
+class Settings(msgspec.Struct, kw_only=True):
     """All ``KT_`` settings; see the module docstring for the table. Built by
     :func:`get_settings` from the environment, or directly (in tests) from keyword arguments.
     """
@@ -134,6 +134,20 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             raise ValueError("KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S")
         if self.visibility_timeout_s <= self.hard_time_limit_s:
             raise ValueError("KT_VISIBILITY_TIMEOUT_S must be greater than KT_HARD_TIME_LIMIT_S")
+
+
+def default_of(name: str) -> object:
+    """The default of setting ``name`` (a field of :class:`Settings`, e.g. ``"lease_s"``),
+    without reading the environment.
+
+    Raises
+    ------
+    KeyError
+        If ``name`` is no setting.
+    """
+    if name not in Settings.__struct_fields__:
+        raise KeyError(name)
+    return getattr(Settings(), name)
 
 
 class SettingsError(KnightsTourError, ValueError):

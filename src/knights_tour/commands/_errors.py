@@ -29,7 +29,6 @@ import sys
 from enum import IntEnum
 
 import click
-from pydantic import ValidationError
 
 from knights_tour.errors import KnightsTourError
 from knights_tour.settings import get_settings
@@ -100,17 +99,6 @@ def _stdout_closed() -> ExitCode:
     return ExitCode.BAD_INPUT
 
 
-def _settings_error(exc: ValidationError) -> str:
-    """First problem of a settings ``ValidationError`` in words, naming the KT_ variable."""
-    first = exc.errors()[0]
-    loc = [str(x) for x in first.get("loc", ()) if x]
-    name = f"KT_{loc[0].upper()}: " if loc else ""
-    msg = str(first.get("msg", exc)).removeprefix("Value error, ")
-    value = first.get("input")
-    shown = f" (got {value!r})" if loc and isinstance(value, (str, int, float)) else ""
-    return f"{name}{msg}{shown}"
-
-
 def refused_write(exc: BaseException, redis_given: bool) -> str | None:
     """The one-line message for a Redis server refusing writes because it cannot persist them
     (a ``MISCONF`` reply, e.g. its disk is full), or None if ``exc`` is something else.
@@ -133,10 +121,11 @@ def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitC
     ``ktour: error: ...`` (or ``ktour: interrupted``) on stderr; ``exc`` itself is re-raised
     when it is not a user error (a bug keeps its traceback).
 
-    User errors: a :class:`KnightsTourError`, a click usage error, a settings error, an
-    ``OSError`` (e.g. an unwritable ``--out``), a closed stdout pipe (``stdout_swapped``: click
-    replaced stdout, its answer to ``EPIPE``) or a Redis that refuses writes (``MISCONF``, e.g.
-    a full disk) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives :attr:`ExitCode.INTERRUPTED`.
+    User errors: a :class:`KnightsTourError` (a ``KT_`` setting that does not parse included),
+    a click usage error, an ``OSError`` (e.g. an unwritable ``--out``), a closed stdout pipe
+    (``stdout_swapped``: click replaced stdout, its answer to ``EPIPE``) or a Redis that refuses
+    writes (``MISCONF``, e.g. a full disk) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives
+    :attr:`ExitCode.INTERRUPTED`.
     """
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
@@ -155,9 +144,6 @@ def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitC
         return ExitCode.INTERRUPTED
     if isinstance(exc, KnightsTourError):
         err(str(exc))
-        return ExitCode.BAD_INPUT
-    if isinstance(exc, ValidationError):  # KT_ settings that do not parse
-        err(f"invalid configuration: {_settings_error(exc)}")
         return ExitCode.BAD_INPUT
     if isinstance(exc, SystemExit):
         # click's own answer to EPIPE: it wraps stdout to silence its flush and exits 1. Its
