@@ -30,10 +30,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 
-DYNAMIC_IMPORTERS = {("solvers/__init__.py", "_load"), ("commands/_group.py", "get_command")}
+DYNAMIC_IMPORTERS = {
+    ("solvers/__init__.py", "_load"),
+    ("commands/_group.py", "get_command"),
+    ("__init__.py", "__getattr__"),
+}
 """The only functions that may import by name (``importlib.import_module``): the solvers
-layer's one lazy loader of its heavy backends (numba, OR-Tools), and the CLI's command registry
-(a command's module is imported only when that command runs)."""
+layer's one lazy loader of its heavy backends (numba, OR-Tools), the CLI's command registry
+(a command's module is imported only when that command runs), and the package's public names
+(loaded on first use, so importing the package loads no numpy)."""
 
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80

@@ -6,21 +6,53 @@ Quick use::
     >>> r = knights_tour.solve(8, "a1")
     >>> r.status.value, knights_tour.verify_tour(8, r.tour, start="a1").ok
     ('found', True)
+
+The names below are loaded on first use (PEP 562 module ``__getattr__``), so importing any
+module of the package does not load numpy and the solvers with it: ``ktour``'s client, its
+Redis watchdog and its workers each import only what they run.
 """
 
-from knights_tour.board import Board, Square, parse_board
-from knights_tour.errors import (
-    InvalidBoardError,
-    InvalidJobError,
-    InvalidSquareError,
-    KnightsTourError,
-    UnknownSolverError,
-)
-from knights_tour.result import Proof, Status, TourResult
-from knights_tour.solvers.api import solve
-from knights_tour.verify import Verdict, verify_tour
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from knights_tour.board import Board, Square, parse_board
+    from knights_tour.errors import (
+        InvalidBoardError,
+        InvalidJobError,
+        InvalidSquareError,
+        KnightsTourError,
+        UnknownSolverError,
+    )
+    from knights_tour.result import Proof, Status, TourResult
+    from knights_tour.solvers.api import solve
+    from knights_tour.verify import Verdict, verify_tour
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Board": "knights_tour.board",
+    "Square": "knights_tour.board",
+    "parse_board": "knights_tour.board",
+    "solve": "knights_tour.solvers.api",
+    "verify_tour": "knights_tour.verify",
+    "Verdict": "knights_tour.verify",
+    "TourResult": "knights_tour.result",
+    "Status": "knights_tour.result",
+    "Proof": "knights_tour.result",
+    "KnightsTourError": "knights_tour.errors",
+    "InvalidBoardError": "knights_tour.errors",
+    "InvalidSquareError": "knights_tour.errors",
+    "UnknownSolverError": "knights_tour.errors",
+    "InvalidJobError": "knights_tour.errors",
+}
+"""Public name -> the module that defines it."""
 
 __all__ = [
     "Board",
@@ -38,3 +70,62 @@ __all__ = [
     "UnknownSolverError",
     "InvalidJobError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``knights_tour.NAME`` for a name of :data:`__all__`: imported from its module on first
+    use, then kept. Raises ``AttributeError`` for any other name."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'knights_tour' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+class _DeferredPackage(types.ModuleType):
+    """A package whose ``__init__`` runs on first access to one of its names; its submodules
+    import as usual (``__path__`` is set), without running it."""
+
+    def __getattr__(self, name: str) -> Any:
+        spec = self.__spec__
+        if name.startswith("__") or spec is None or spec.loader is None:
+            raise AttributeError(name)
+        self.__class__ = types.ModuleType  # run it once
+        spec.loader.exec_module(self)
+        return getattr(self, name)
+
+
+def _defer_package_init(package: str, sub: str) -> None:
+    """Defer ``package.sub``'s ``__init__`` until something uses it.
+
+    redis-py 8 imports :mod:`redis.asyncio` (and :mod:`asyncio`) from ``redis/__init__.py``,
+    a tenth of a second in every process of ``ktour``, none of which uses it. Installed before
+    ``package`` is imported, and only then; a package laid out differently is left alone.
+    """
+    name = f"{package}.{sub}"
+    if package in sys.modules or name in sys.modules:
+        return
+    top = importlib.util.find_spec(package)  # a top-level name: found, not imported
+    if top is None or not top.submodule_search_locations:
+        return
+    where = os.path.join(next(iter(top.submodule_search_locations)), sub)
+    init = os.path.join(where, "__init__.py")
+    if not os.path.isfile(init):
+        return
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[where])
+    if spec is None or spec.loader is None:
+        return
+    module = _DeferredPackage(name)
+    module.__spec__ = spec
+    module.__file__ = init
+    module.__path__ = [where]
+    module.__loader__ = spec.loader
+    module.__package__ = name
+    sys.modules[name] = module
+
+
+_defer_package_init("redis", "asyncio")
