@@ -11,7 +11,6 @@ This module is pure: it imports neither Celery nor Redis.
 
 from __future__ import annotations
 
-import math
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,7 +23,13 @@ from knights_tour.core.crosscheck import cross_check_cpsat
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.result import Record, Status
 from knights_tour.settings import get_settings
-from knights_tour.solvers import DEFAULT_SOLVER, check_solver_name, solver_names
+from knights_tour.solvers import (
+    DEFAULT_SOLVER,
+    MAX_TIME_LIMIT_S,
+    check_limits,
+    check_solver_name,
+    solver_names,
+)
 from knights_tour.solvers.api import solve
 
 VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
@@ -40,8 +45,6 @@ A solver missing here gets :data:`DEFAULT_MAX_SQUARES`.
 
 DEFAULT_MAX_SQUARES = 10_000
 
-MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
-"""Upper bound on a job's ``time_limit_s`` (one week), to catch unit mistakes."""
 
 _FIELDS = (
     "rows",
@@ -239,17 +242,7 @@ def _validate(job: Job) -> None:
         raise InvalidJobError(
             f"job verify must be null or one of {', '.join(VERIFY_NAMES)}, got {job.verify!r}"
         )
-    tl = job.time_limit_s
-    if tl is not None:
-        if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl):
-            raise InvalidJobError(f"job time_limit_s must be a number of seconds, got {tl!r}")
-        if not 0 < tl <= MAX_TIME_LIMIT_S:
-            raise InvalidJobError(
-                f"job time_limit_s must be > 0 and <= {MAX_TIME_LIMIT_S:g} seconds, got {tl!r}"
-            )
-    nl = job.node_limit
-    if nl is not None and (not _is_int(nl) or nl < 1):
-        raise InvalidJobError(f"job node_limit must be a positive integer, got {nl!r}")
+    check_limits(job.time_limit_s, job.node_limit, "job ")
     squares = job.rows * job.cols
     for who in [job.solver] + ([job.verify] if job.verify else []):
         limit = _max_squares(who)
@@ -474,4 +467,6 @@ __all__ = [
     "solver_names",
     "unwrap_interruption",
     "TIME_LIMIT_EXCEPTIONS",
+    "MAX_TIME_LIMIT_S",
+    "check_limits",
 ]

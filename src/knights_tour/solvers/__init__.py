@@ -10,17 +10,22 @@ so that e.g. OR-Tools is loaded only by jobs that use it)::
 
 A backend returns its *claim*; :func:`knights_tour.solvers.api.solve` runs the verifier on any tour
 before it is reported as found. Backends import neither Celery nor Redis.
+
+The limits every backend takes are checked here, once, for every edge they come in by (a task
+message's job, the command line): :func:`check_limits`. What a job gets when it names no time
+limit is ``KT_JOB_TIME_LIMIT_S`` (:mod:`knights_tour.settings`), for every backend.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
 from knights_tour.board import Board, Square
-from knights_tour.errors import UnknownSolverError
+from knights_tour.errors import InvalidJobError, UnknownSolverError
 from knights_tour.result import TourResult
 
 SOLVERS: dict[str, str] = {
@@ -40,6 +45,9 @@ ENGINE_WARM_UP = "knights_tour.solvers.warnsdorff:warm_up"
 """The engine's ``warm_up()``: compiles or loads its numba kernels (see :func:`warm_up_engine`)."""
 
 DEFAULT_SOLVER = "warnsdorff"
+
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+"""Upper bound on a job's ``time_limit_s`` (one week), to catch unit mistakes."""
 
 
 class SolverFn(Protocol):
@@ -75,6 +83,30 @@ def check_solver_name(name: str) -> str:
             f"unknown solver {name!r}; valid solvers: {', '.join(solver_names())}"
         )
     return name
+
+
+def check_limits(time_limit_s: object, node_limit: object, what: str = "") -> None:
+    """The one check of a job's limits, wherever they come from (a task message, the command
+    line): ``time_limit_s`` None or a finite number of seconds in ``(0, MAX_TIME_LIMIT_S]``,
+    ``node_limit`` None or an integer >= 1.
+
+    Raises
+    ------
+    InvalidJobError
+        On the first bad limit; the message starts with ``what`` (e.g. ``"job "``) and the
+        field's name (``time_limit_s`` / ``node_limit``).
+    """
+    tl = time_limit_s
+    if tl is not None:
+        if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl):
+            raise InvalidJobError(f"{what}time_limit_s must be a number of seconds, got {tl!r}")
+        if not 0 < tl <= MAX_TIME_LIMIT_S:
+            raise InvalidJobError(
+                f"{what}time_limit_s must be > 0 and <= {MAX_TIME_LIMIT_S:g} seconds, got {tl!r}"
+            )
+    nl = node_limit
+    if nl is not None and (isinstance(nl, bool) or not isinstance(nl, int) or nl < 1):
+        raise InvalidJobError(f"{what}node_limit must be a positive integer, got {nl!r}")
 
 
 def get_solver(name: str) -> SolverFn:
