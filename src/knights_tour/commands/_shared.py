@@ -27,11 +27,11 @@ from rich.progress import (
 )
 
 from knights_tour.commands._errors import ExitCode, err
-from knights_tour.errors import KnightsTourError, OutputPathError
+from knights_tour.errors import InvalidJobError, KnightsTourError, OutputPathError
 from knights_tour.output.grouping import format_eta
 from knights_tour.output.tourfile import atomic_write_text
-from knights_tour.settings import get_settings
-from knights_tour.solvers import DEFAULT_SOLVER, solver_names
+from knights_tour.settings import default_of, get_settings
+from knights_tour.solvers import DEFAULT_SOLVER, check_limits, solver_names
 
 
 def note(message: str) -> None:
@@ -57,6 +57,45 @@ def solver_option(f: Callable[..., Any]) -> Callable[..., Any]:
         help=f"Solver backend: {', '.join(solver_names())}.",
     )(f)
 
+
+def _checked_limit(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback of ``--time-limit`` / ``--node-limit``: the one check of a job's limits
+    (:func:`knights_tour.solvers.check_limits`), as a usage error naming the option."""
+    try:
+        if param.name == "node_limit":
+            check_limits(None, value)
+        else:
+            check_limits(value, None)
+    except InvalidJobError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+time_limit_option = click.option(
+    "--time-limit",
+    "time_limit",
+    type=float,
+    default=None,
+    metavar="S",
+    callback=_checked_limit,
+    show_default=(f"KT_JOB_TIME_LIMIT_S, else {default_of('job_time_limit_s'):g}"),
+    help="Time budget of each job in seconds, its solver and CP-SAT cross-check together; "
+    "on expiry the job is unknown (time_limit).",
+)
+"""``--time-limit S`` of ``solve``, ``run`` and ``submit``: the job's budget; its default is
+the setting's (:class:`knights_tour.settings.Settings`), whatever the backend."""
+
+node_limit_option = click.option(
+    "--node-limit",
+    "node_limit",
+    type=int,
+    default=None,
+    metavar="N",
+    callback=_checked_limit,
+    show_default="the engine's, by board size",
+    help="Engine search nodes per job; spent, the job is unknown (node_limit).",
+)
+"""``--node-limit N`` of ``solve``, ``run`` and ``submit``."""
 
 redis_option = click.option(
     "--redis",
@@ -317,6 +356,8 @@ __all__ = [
     "note",
     "stdout_console",
     "solver_option",
+    "time_limit_option",
+    "node_limit_option",
     "redis_option",
     "url_redis_option",
     "workers_option",

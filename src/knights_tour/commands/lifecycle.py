@@ -33,12 +33,14 @@ from knights_tour.commands._shared import (
     ExitCode,
     check_out_path,
     confirm_big,
+    node_limit_option,
     note,
     redis_option,
     require_positive,
     require_workers,
     solver_option,
     stdout_console,
+    time_limit_option,
     url_redis_option,
     workers_option,
     yes_option,
@@ -100,17 +102,8 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
             is_flag=True,
             help="Engine searches without a node budget (proves no_tour).",
         ),
-        click.option(
-            "--time-limit",
-            "time_limit",
-            type=float,
-            default=None,
-            metavar="S",
-            help="Solver wall-clock limit per job, seconds (default: backend's).",
-        ),
-        click.option(
-            "--node-limit", type=int, default=None, metavar="N", help="Engine node budget per job."
-        ),
+        time_limit_option,
+        node_limit_option,
         click.option(
             "--chunk-size",
             type=int,
@@ -125,8 +118,8 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size):
-    """``(boards, jobs, params, chunk)`` from the job options; usage errors for bad limits."""
-    require_positive(time_limit, "--time-limit")
+    """``(boards, jobs, params, chunk)`` from the job options (their limits were checked by
+    the options themselves)."""
     options = JobOptions(
         solver=solver,
         closed=closed,
@@ -152,7 +145,6 @@ def _guard(
     """Estimate the batch before any job is made; above the thresholds ask (or refuse
     without a terminal and --yes). Bad input is reported first, as without the guard."""
     check_solver_name(solver)
-    require_positive(time_limit, "--time-limit")
     k = workers or get_settings().workers
     est = estimate_batch(
         parse_sizes(sizes), solver, None if verify == "none" else verify, time_limit

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
+from typing import cast
 
 import click
 
 from knights_tour.board import Board, parse_board
-from knights_tour.commands._shared import ExitCode, require_positive, solver_option, write_output
+from knights_tour.commands._shared import (
+    ExitCode,
+    node_limit_option,
+    solver_option,
+    time_limit_option,
+    write_output,
+)
 from knights_tour.core.jobs import Job
 from knights_tour.errors import StepNumbersError
 from knights_tour.output.render import print_board
@@ -20,6 +28,7 @@ from knights_tour.output.tourfile import (
     record_to_tour,
 )
 from knights_tour.result import Status, TourResult
+from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
 from knights_tour.solvers.api import solve as api_solve
 from knights_tour.verify import is_closed, verify_tour
@@ -31,7 +40,8 @@ def _status_line(result: TourResult) -> str:
     where = f"{kind} tour of {result.rows}x{result.cols} from {result.start_square}"
     parts = [f"status {result.status.value}"]
     if result.status == Status.FOUND:
-        tour = result.tour if result.tour is not None else []  # a list, or numpy (N, 2)
+        # numpy (N, 2) rows are (row, col) pairs: what is_closed reads
+        tour = cast("Sequence[Sequence[int]]", result.tour if result.tour is not None else [])
         parts.append(
             f"{'closed' if is_closed(tour) else 'open'} tour of "
             f"{result.rows}x{result.cols} from {result.start_square}"
@@ -61,7 +71,8 @@ def _print_result(
         elif colour_board or out.isatty():
             print_board(result, ascii=None, caption=False, file=out)
         else:
-            click.echo(format_step_matrix(board, result.tour, labels=labels), nl=False)
+            steps = cast("Sequence[Sequence[int]]", result.tour)  # (N, 2) rows: (row, col)
+            click.echo(format_step_matrix(board, steps, labels=labels), nl=False)
     click.echo(_status_line(result))
 
 
@@ -75,17 +86,8 @@ def _print_result(
     is_flag=True,
     help="Search without a node budget, so a finished search proves no_tour (engine).",
 )
-@click.option(
-    "--time-limit",
-    "time_limit",
-    type=float,
-    default=None,
-    metavar="S",
-    help="Wall-clock limit in seconds; on expiry the status is unknown.",
-)
-@click.option(
-    "--node-limit", type=int, default=None, metavar="N", help="Override the engine's node budget."
-)
+@time_limit_option
+@node_limit_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead.")
 @click.option("--labels", is_flag=True, help="Print rank/file labels around the board.")
 @click.option(
@@ -131,10 +133,11 @@ def solve(
     check_solver_name(solver)
     board = parse_board(size)
     start_sq = board.parse_square(start)
-    require_positive(time_limit, "--time-limit")
-    require_positive(node_limit, "--node-limit")
-    # The limits of a batch job apply here too: a finite time limit, a board the solver can
-    # take (e.g. CP-SAT at most 2500 squares). InvalidJobError -> exit 2.
+    # One budget per job, as in a batch: the solver gets KT_JOB_TIME_LIMIT_S unless told.
+    if time_limit is None:
+        time_limit = get_settings().job_time_limit_s
+    # The limits of a batch job apply here too: a board the solver can take (e.g. CP-SAT at
+    # most 2500 squares). InvalidJobError -> exit 2.
     Job(
         rows=board.rows,
         cols=board.cols,
