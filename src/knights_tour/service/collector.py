@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
@@ -234,8 +234,8 @@ def _release_claim(r: redis.Redis, batch_id: str, token: str) -> None:
 
 def pending_batches(r: redis.Redis) -> list[str]:
     """Batch ids (oldest first) with no finished collection marker."""
-    ids = r.zrange(keys.batches(), 0, -1)
-    markers = r.hgetall(keys.collected())
+    ids = cast("list[str]", r.zrange(keys.batches(), 0, -1))  # decoded by the client
+    markers = cast("dict[str, str]", r.hgetall(keys.collected()))
     out = []
     for bid in ids:
         raw = markers.get(bid)
@@ -425,7 +425,7 @@ def read_index(reports_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def collected_markers(r: redis.Redis) -> dict[str, dict[str, Any]]:
     """batch_id -> collection marker (``state`` claimed/written, host, files, counts)."""
     out = {}
-    for bid, raw in r.hgetall(keys.collected()).items():
+    for bid, raw in cast("dict[str, str]", r.hgetall(keys.collected())).items():
         with contextlib.suppress(ValueError):
             out[bid] = json.loads(raw)
     return out

@@ -115,7 +115,7 @@ def poll_until_complete(
         except REDIS_ERRORS as exc:
             timed_out = timeout_s is not None and time.monotonic() - began > timeout_s
             outage.lost(exc, fatal=timed_out and status is None)
-            if timed_out:
+            if timed_out and status is not None:  # (with no status yet, lost() raised)
                 return status
             time.sleep(poll_s)
             continue
@@ -138,7 +138,7 @@ class _Outage:
         self.outage_s = outage_s
         self.began: float | None = None
 
-    def lost(self, exc: Exception, *, fatal: bool = False) -> None:
+    def lost(self, exc: BaseException, *, fatal: bool = False) -> None:
         """A poll failed with ``exc``: note when the outage began (monotonic clock), and raise
         :class:`BackendUnavailableError` if it has lasted ``outage_s`` seconds or ``fatal``."""
         now = time.monotonic()
