@@ -52,7 +52,8 @@ class ChunkRequest(Request):
         super().__init__(*args, **kwargs)
         given: Any = getattr(self, "time_limits", None)  # Celery's (hard, soft) of the message
         if not any(given or ()):
-            job_dicts = self.args[1] if len(self.args) > 1 else []
+            task_args = self.args if isinstance(self.args, (list, tuple)) else ()
+            job_dicts = task_args[1] if len(task_args) > 1 else []  # untrusted: priced as is
             soft, hard = chunking.chunk_time_limits(job_dicts)
             self.time_limits = (hard, soft)  # Celery's order: (hard, soft)
 
