@@ -357,10 +357,17 @@ class EmbeddedRedis:
             self._proc.wait(timeout=10)
         self._reap_watchdog()
 
+    def _client(self, timeout_s: float) -> redis.Redis:
+        """A non-retrying client of the server (:func:`direct_client`), ``timeout_s`` seconds
+        per command; only once :meth:`start` gave it a port."""
+        if self.port is None:
+            raise KnightsTourError("embedded Redis has not been started")
+        return direct_client(self.port, self.password, timeout_s)
+
     def _register(self) -> None:
         """Add this instance to the server's set of users (see Sharing); best effort."""
         try:
-            client = direct_client(self.port, self.password, 5.0)  # type: ignore[arg-type]
+            client = self._client(5.0)
             client.sadd(keys.embedded_users(), self._token)
             client.close()
             self._registered = True
@@ -371,7 +378,7 @@ class EmbeddedRedis:
         """Unregister this instance; return the entries of OTHER live processes still using the
         server (dead ones are pruned), or None if the server cannot be asked."""
         try:
-            client = direct_client(self.port, self.password, timeout_s)  # type: ignore[arg-type]
+            client = self._client(timeout_s)
             client.srem(keys.embedded_users(), self._token)
             others = []
             for raw in client.smembers(keys.embedded_users()):

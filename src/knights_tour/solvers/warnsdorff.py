@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -171,7 +172,7 @@ def solve(
         return result
     fallback = None
     if construct.constructible(board, closed):
-        fallback = lambda: _construction(board, start, closed)  # noqa: E731
+        fallback = partial(_construction, board, start, closed)
     return _search(
         board,
         start,
