@@ -5,9 +5,9 @@ open knight's tour, Conrad et al. 1994; each job takes about a tenth of a second
 for a kill to land mid-job, where the 8x8 model is solved in milliseconds). We SIGKILL the
 pool child (Celery's ``task_reject_on_worker_lost`` requeues its message) or the worker main
 process (its message stays unacknowledged until the visibility timeout; our job leases let
-recovery re-send it within seconds). The batch must complete with every job's record present exactly once and
-valid, no job left leased ("running"), no job executed twice, and each interrupted job recovered
-quickly.
+recovery re-send it within seconds). The batch must complete with every job's record present
+exactly once and valid, no job left leased ("running"), no job executed twice, and each
+interrupted job recovered quickly.
 """
 
 from __future__ import annotations
