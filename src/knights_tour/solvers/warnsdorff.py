@@ -262,10 +262,7 @@ def _search(
     too_large = _too_large(board)
     if too_large is not None:
         return finish(Status.UNKNOWN, reason=too_large)
-    if node_limit is not None:
-        total_budget: int | None = max(0, int(node_limit))
-    else:
-        total_budget = None if exhaustive else default_node_limit(board)
+    total_budget = _node_budget(board, node_limit, exhaustive)
     deadline = began + time_limit_s if time_limit_s is not None else None
     plan = AttemptPlan(board, start, closed)
     engine = KernelSearch(board)
@@ -296,24 +293,38 @@ def _search(
                 Status.FOUND, nodes=nodes, **_found(engine, board, start, from_sq, closed, attempts)
             )
         if status == K.EXHAUSTED and att_closed == closed:
-            detail = (
-                f"complete backtracking search from {board.algebraic(from_sq)} found no "
-                f"{'closed' if closed else 'open'} tour ({nodes} nodes; only branches no tour "
-                "can complete were pruned)"
-            )
-            if from_sq != start:
-                detail += (
-                    "; a closed tour passes through every square, so none starts on "
-                    f"{board.algebraic(start)} either"
-                )
             return finish(
                 Status.NO_TOUR,
                 proof=Proof.EXHAUSTIVE,
-                proof_detail=detail,
+                proof_detail=_exhausted(board, start, from_sq, closed, nodes),
                 nodes=nodes,
                 restarts=attempts,
             )
     return finish(Status.UNKNOWN, reason="node_limit", nodes=nodes, restarts=attempts)
+
+
+def _node_budget(board: Board, node_limit: int | None, exhaustive: bool) -> int | None:
+    """Nodes all attempts of a job may spend: ``node_limit``, else unlimited (None) for an
+    exhaustive job, else :func:`default_node_limit`."""
+    if node_limit is not None:
+        return max(0, int(node_limit))
+    return None if exhaustive else default_node_limit(board)
+
+
+def _exhausted(board: Board, start: Square, from_sq: Square, closed: bool, nodes: int) -> str:
+    """The proof detail of an attempt from ``from_sq`` that ran out of branches after ``nodes``
+    nodes; a closed attempt from another square proves it for ``start`` too."""
+    detail = (
+        f"complete backtracking search from {board.algebraic(from_sq)} found no "
+        f"{'closed' if closed else 'open'} tour ({nodes} nodes; only branches no tour "
+        "can complete were pruned)"
+    )
+    if from_sq != start:
+        detail += (
+            "; a closed tour passes through every square, so none starts on "
+            f"{board.algebraic(start)} either"
+        )
+    return detail
 
 
 def _found(
