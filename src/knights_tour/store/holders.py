@@ -18,6 +18,7 @@ trip for the registry, the ``started`` hash and the server's clock, one for the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,7 +82,8 @@ class Holding:
         Its lease exists: it is working on them; False: it died or stalled past its lease, so
         they are lost until recovery re-sends them.
     items : list of str
-        The item keys it holds, sorted.
+        The item keys it holds, in natural order (numbers by value: ``8x8:0,9`` before
+        ``8x8:0,10``).
     since : float or None
         Unix seconds (worker's clock) of its oldest claim among them; None for entries without
         a readable claim time.
@@ -130,6 +132,11 @@ class LeaseView:
         return sum(len(h.items) for h in self.holdings if h.live == live)
 
 
+def _natural(key: str) -> list[tuple[int, int | str]]:
+    """Sort key of an item key with its numbers compared by value."""
+    return [(0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", key)]
+
+
 def _claim_time(claim: str) -> float | None:
     try:
         return float(claim.split(":", 1)[0])
@@ -149,7 +156,7 @@ def _holdings(started: dict[Any, Any], alive: dict[str, bool]) -> list[Holding]:
         if mode == "r":
             h.started = text(k)
     for h in by_token.values():
-        h.items.sort()
+        h.items.sort(key=_natural)
     return sorted(by_token.values(), key=lambda h: (not h.live, h.token))
 
 

@@ -1,0 +1,202 @@
+"""How fast ``ktour status`` answers while a batch runs on two local workers, and what it shows.
+
+A ``ktour run --sizes SIZES --solver cpsat`` is started as a subprocess on a fresh data dir
+(embedded Redis, ``--workers`` local workers: what a user has running in one shell); once
+``ktour status`` shows the batch running, this times, REPEATS times each, from a second "shell"
+(a subprocess on the same data dir):
+
+* ``ktour status`` (answered from the leases): wall seconds, and the CPU seconds of the process
+  (user + sys: on a loaded machine the wall time mostly measures the wait for a core);
+* the floor under it: ``python -c "import knights_tour.cli, knights_tour.commands.batch"``
+  (the interpreter and the imports any ``ktour status`` pays, no Redis);
+* the part that is ``status``'s own: :func:`knights_tour.service.status.batch_view` called in
+  a process already attached to the embedded Redis (the Redis round trips and the arithmetic);
+* ``ktour workers --timeout 1`` (a Celery ping plus inspect broadcast, what ``status`` waited
+  for before it read the leases), for comparison.
+
+It also counts how many of the status answers showed every worker busy on the batch. The run
+is then interrupted (Ctrl-C: its batch is cancelled, the embedded Redis stopped).
+
+Usage::
+
+    python benchmarks/bench_status.py [--sizes 20] [--workers 2] [--repeats 5] [--json FILE]
+
+Figures go in ``benchmarks/README.md`` ("Status"), with the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _env(data_dir: Path, workers: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
+    return env | {"KT_DATA_DIR": str(data_dir), "KT_WORKERS": str(workers)}
+
+
+def timed(args: list[str], env: dict[str, str]) -> tuple[float, float, str, int]:
+    """``(wall s, CPU s, stdout, exit code)`` of ``python ARGS``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout, proc.returncode
+
+
+def in_process(data_dir: Path, repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``batch_view`` on the newest batch, in this
+    process attached to the embedded Redis of ``data_dir``."""
+    os.environ["KT_DATA_DIR"] = str(data_dir)
+    os.environ.pop("KT_REDIS_URL", None)
+    from knights_tour.service.local import open_store
+    from knights_tour.service.status import batch_view
+    from knights_tour.store.batches import list_batches
+
+    out = []
+    with open_store(None) as backend:
+        batch_id = list_batches(backend.client, limit=1)[-1]["batch_id"]
+        batch_view(backend.client, batch_id)  # a first call opens the connection
+        for _ in range(repeats):
+            began = time.perf_counter()
+            batch_view(backend.client, batch_id)
+            out.append(time.perf_counter() - began)
+    return out
+
+
+def _summary(xs: list[float]) -> dict[str, object]:
+    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs), "all": xs}
+
+
+def _wait_running(
+    run: subprocess.Popen[bytes], err: Path, env: dict[str, str], timeout_s: float
+) -> dict[str, object] | None:
+    """The first ``ktour status --json`` that shows a worker busy on the run's batch, once the
+    run has said it submitted it (None if the batch ended first or the time ran out).
+
+    Raises
+    ------
+    SystemExit
+        If the run failed (its last lines of stderr are the message).
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if run.poll() is not None and run.returncode != 0:
+            raise SystemExit(f"ktour run failed ({run.returncode}): {err.read_text()[-800:]}")
+        if "submitted" not in err.read_text():
+            time.sleep(0.2)
+            continue
+        _, _, out, _ = timed(["-m", "knights_tour", "status", "--json"], env)
+        try:
+            p = json.loads(out)
+        except ValueError:
+            time.sleep(0.5)
+            continue
+        if p.get("complete"):
+            return None
+        if p.get("workers_busy"):
+            return p
+        time.sleep(0.2)
+    return None
+
+
+def measure(sizes: str, workers: int, repeats: int, data_dir: Path) -> dict[str, object]:
+    """Start the run, take the measurements, stop the run (see the module docstring)."""
+    env = _env(data_dir, workers)
+    err = data_dir / "run.err"
+    with err.open("wb") as err_file:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "knights_tour", "run", "--sizes", sizes, "--solver", "cpsat"]
+            + ["--yes", "--out", str(data_dir / "r.jsonl")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+        )
+    figures: dict[str, object] = {"sizes": sizes, "workers": workers}
+    try:
+        first = _wait_running(run, err, env, timeout_s=300)
+        figures["running_seen"] = first is not None
+        status_wall, status_cpu, busy, shown = [], [], 0, ""
+        for _ in range(repeats):
+            wall, cpu, out, _ = timed(["-m", "knights_tour", "status"], env)
+            status_wall.append(wall)
+            status_cpu.append(cpu)
+            m = re.search(r"^workers: (\d+) live, (\d+) on this batch$", out, re.M)
+            busy += bool(m and int(m.group(2)) == workers)
+            shown = shown or (out if m else "")
+        args = [__file__, "--in-process", str(data_dir), "--repeats", str(repeats)]
+        _, _, out, _ = timed(args, env)
+        figures["batch_view_in_process_s"] = _summary(json.loads(out))
+        floor = "import knights_tour.cli, knights_tour.commands.batch"
+        floor_wall, floor_cpu = [], []
+        inspect_wall = []
+        for _ in range(repeats):
+            wall, cpu, _, _ = timed(["-c", floor], env)
+            floor_wall.append(wall)
+            floor_cpu.append(cpu)
+            wall, _, _, _ = timed(["-m", "knights_tour", "workers", "--timeout", "1"], env)
+            inspect_wall.append(wall)
+        figures |= {
+            "status_wall_s": _summary(status_wall),
+            "status_cpu_s": _summary(status_cpu),
+            "import_floor_wall_s": _summary(floor_wall),
+            "import_floor_cpu_s": _summary(floor_cpu),
+            "workers_inspect_wall_s": _summary(inspect_wall),
+            "answers_with_all_workers_busy": f"{busy}/{repeats}",
+            "batch_still_running": run.poll() is None,
+            "example": shown,
+            "load_average": os.getloadavg(),
+        }
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)  # Ctrl-C: the run cancels its batch, stops Redis
+            try:
+                run.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.wait()
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="20", help="boards of the CP-SAT run (default 20)")
+    ap.add_argument("--workers", type=int, default=2, help="local workers (default 2)")
+    ap.add_argument("--repeats", type=int, default=5, help="timings of each kind (default 5)")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--in-process", metavar="DATA_DIR", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.in_process:
+        print(json.dumps(in_process(Path(args.in_process), args.repeats)))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="kt-bench-status-") as tmp:
+        figures = measure(args.sizes, args.workers, args.repeats, Path(tmp))
+    for key, value in figures.items():
+        if isinstance(value, dict):
+            print(
+                f"{key}: min {value['min']:.4f}, median {value['median']:.4f}, "
+                f"max {value['max']:.4f}"
+            )
+        elif key != "example":
+            print(f"{key}: {value}")
+    if figures.get("example"):
+        print("example answer:\n" + str(figures["example"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
