@@ -345,35 +345,7 @@ def read_tour_file(
     name = "stdin" if str(path) == "-" else str(path)
     text = _read_limited(path, max_bytes)
     if text.lstrip().startswith("{"):
-        records = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                records.append((lineno, line))
-        try:
-            whole = json.loads(text)
-        except json.JSONDecodeError:
-            whole = None
-        if isinstance(whole, dict):
-            return record_to_tour(whole, name)
-        parsed = []
-        for lineno, line in records:
-            try:
-                parsed.append((lineno, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise TourFormatError(
-                    f"{name}: line {lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
-                ) from None
-        if record is None:
-            if len(parsed) != 1:
-                raise TourFormatError(
-                    f"{name}: holds {len(parsed)} JSON records; choose one with --record N "
-                    "(or check every record with --all)"
-                )
-            record = 1
-        if not 1 <= record <= len(parsed):
-            raise TourFormatError(f"{name}: no record {record} (the file holds {len(parsed)})")
-        lineno, obj = parsed[record - 1]
-        return record_to_tour(obj, f"{name}: line {lineno}")
+        return _json_tour(text, name, record)
     try:
         board, tour, base = _parse_matrix(text)
     except StepNumbersError as exc:
@@ -381,6 +353,43 @@ def read_tour_file(
     except TourFormatError as exc:
         raise TourFormatError(f"{name}: {exc}") from None
     return board, tour, {"format": "matrix", "base": base}
+
+
+def _json_tour(
+    text: str, name: str, record: int | None
+) -> tuple[Board, list[Square], dict[str, Any]]:
+    """The tour of a JSON file ``name`` (one record, or JSON Lines: record number ``record``,
+    1-based among non-blank lines, required when there are several); see
+    :func:`read_tour_file`."""
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            records.append((lineno, line))
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        return record_to_tour(whole, name)
+    parsed = []
+    for lineno, line in records:
+        try:
+            parsed.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise TourFormatError(
+                f"{name}: line {lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
+            ) from None
+    if record is None:
+        if len(parsed) != 1:
+            raise TourFormatError(
+                f"{name}: holds {len(parsed)} JSON records; choose one with --record N "
+                "(or check every record with --all)"
+            )
+        record = 1
+    if not 1 <= record <= len(parsed):
+        raise TourFormatError(f"{name}: no record {record} (the file holds {len(parsed)})")
+    lineno, obj = parsed[record - 1]
+    return record_to_tour(obj, f"{name}: line {lineno}")
 
 
 def read_jsonl(
