@@ -184,7 +184,7 @@ def choose_depth(
 
 def warm_up() -> None:
     """Load the compiled counting kernel in this process (compiling it on the first run on a
-    machine, about 10 s; later a cache load), so the first sub-job does not pay for it. For a
+    machine; later a load from numba's cache), so the first sub-job does not pay for it. For a
     worker's process-start hook."""
     count_subjob(Board(3, 4), [(0, 0)])
     split(Board(3, 4), (0, 0), 1)

@@ -42,12 +42,14 @@ from knights_tour.errors import InvalidJobError
 
 NO_SPLIT_SQUARES = 25
 """Boards up to this many squares are not split by default (depth 0: one sub-job per counted
-square): all of 5×5 takes milliseconds, less than the round trip of one task."""
+square): a whole count of such a board costs less than sending one task (timings:
+``benchmarks/bench_count.py``)."""
 
 MAX_COUNT_SQUARES = 49
-"""Boards above this many squares are refused by :func:`plan_count`. 6×6 takes seconds; 7×7
-(165,575,218,320 directed open tours, OEIS A165134) is accepted but would take CPU-months at
-~10^7 nodes/s; 8×8 (about 1.96e16 tours) is out of reach of exhaustive enumeration."""
+"""Boards above this many squares are refused by :func:`plan_count`. 7×7 (165,575,218,320
+directed open tours, OEIS A165134) is accepted, though enumerating that many tours one by one
+is out of a batch's reach (rates: ``benchmarks/README.md``); 8×8 (about 1.96e16 tours) is out
+of reach of exhaustive enumeration."""
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,7 @@ def count_tours(
     use_symmetry: bool = True,
 ) -> CountReport:
     """Count tours in this process, one sub-job after another (the reference for the
-    distributed count, and for small boards; 5×5 takes well under a second once compiled).
+    distributed count, and for small boards).
 
     Arguments and errors as in :func:`plan_count`.
     """
