@@ -56,6 +56,7 @@ from knights_tour.service.batches import (
     submit_batch,
 )
 from knights_tour.service.estimate import (
+    BatchEstimate,
     batch_concerns,
     describe_batch,
     estimate_batch,
@@ -141,15 +142,17 @@ def _guard(
     time_limit: float | None,
     workers: int | None,
     yes: bool,
-) -> None:
+) -> BatchEstimate:
     """Estimate the batch before any job is made; above the thresholds ask (or refuse
-    without a terminal and --yes). Bad input is reported first, as without the guard."""
+    without a terminal and --yes). Bad input is reported first, as without the guard.
+    Returns the estimate."""
     check_solver_name(solver)
     k = workers or get_settings().workers
     est = estimate_batch(
         parse_sizes(sizes), solver, None if verify == "none" else verify, time_limit
     )
     confirm_big(describe_batch(est, k), batch_concerns(est, k), yes)
+    return est
 
 
 def _stopped(backend: Backend, batch_id: str, why: str, hint: str) -> None:
@@ -305,12 +308,12 @@ def run(
     require_positive(timeout, "--timeout")
     require_workers(workers, redis_url)
     check_out_path(out or "results-<batch>.jsonl")  # the default name is in this directory
-    _guard(sizes, solver, verify, time_limit, workers, yes)
+    est = _guard(sizes, solver, verify, time_limit, workers, yes)
     boards, jobs, params, chunk = _jobs(
         sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size
     )
     deadline = None if timeout is None else began + timeout
-    with open_backend(redis_url, workers, notify=note) as backend:
+    with open_backend(redis_url, workers, notify=note, work_cpu_s=est.cpu_s) as backend:
         known: list[str] = []
         resumed: list[bool] = []
 

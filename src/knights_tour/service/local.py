@@ -14,6 +14,7 @@ callback.
 from __future__ import annotations
 
 import contextlib
+import math
 import secrets
 import signal
 import sys
@@ -246,12 +247,27 @@ class Backend:
             )
 
 
-def _local_worker_count(workers: int | None, embedded: bool) -> int:
+WORKER_START_CPU_S = 1.0
+"""CPU-seconds a local worker costs before its first job (interpreter, Celery, the numba
+engine; ``benchmarks/README.md``, start-up). One is started per this much estimated work, up to
+``KT_WORKERS``: a worker that starts after the work is done only takes CPU from the others."""
+
+
+def _local_worker_count(
+    workers: int | None, embedded: bool, work_cpu_s: float | None = None
+) -> int:
     """``workers`` if given, else ``KT_WORKERS`` on the embedded Redis and none on a given URL
-    (workers are expected to be running there)."""
+    (workers are expected to be running there). With ``work_cpu_s`` (the estimated worker
+    CPU-seconds of the work to come, :class:`~knights_tour.service.estimate.BatchEstimate`) and
+    no ``workers`` given, one per :data:`WORKER_START_CPU_S` of it, at least one."""
     if workers is not None:
         return workers
-    return get_settings().workers if embedded else 0
+    if not embedded:
+        return 0
+    count = get_settings().workers
+    if work_cpu_s is not None:
+        count = min(count, max(1, math.ceil(work_cpu_s / WORKER_START_CPU_S)))
+    return count
 
 
 def _spawn_workers(url: str, count: int) -> LocalWorkers:
@@ -309,6 +325,7 @@ def open_backend(
     *,
     start_workers: bool = True,
     notify: Callable[[str], None] | None = None,
+    work_cpu_s: float | None = None,
 ) -> Iterator[Backend]:
     """A backend to run work on: :func:`open_store` plus local workers and signal handling.
 
@@ -324,6 +341,9 @@ def open_backend(
         knows there is work to send.
     notify : callable, optional
         Receives one-line messages (default: ``ktour: <message>`` on stderr).
+    work_cpu_s : float, optional
+        Estimated worker CPU-seconds of the work to come: without ``workers``, a small batch
+        gets fewer local workers than ``KT_WORKERS`` (one per :data:`WORKER_START_CPU_S`).
 
     While the block runs, SIGTERM and SIGHUP raise KeyboardInterrupt (so it shuts down like
     Ctrl-C). If this process dies without that (SIGKILL), the workers get SIGQUIT from Linux
@@ -339,14 +359,16 @@ def open_backend(
     def spawn_early(url: str) -> None:
         # A new embedded server: its workers start with it (they retry the connection), so
         # their start-up overlaps the server's.
-        count = _local_worker_count(workers, embedded=True)
+        count = _local_worker_count(workers, embedded=True, work_cpu_s=work_cpu_s)
         if start_workers and count > 0:
             early.append(_spawn_workers(url, count))
 
     try:
         with _sigterm_as_interrupt(), open_store(redis_url, on_launch=spawn_early) as backend:
             backend.notify = notify or _to_stderr
-            backend.worker_count = _local_worker_count(workers, embedded=backend.server is not None)
+            backend.worker_count = _local_worker_count(
+                workers, embedded=backend.server is not None, work_cpu_s=work_cpu_s
+            )
             if early:
                 backend.adopt_workers(early[0])
             elif start_workers:
