@@ -27,6 +27,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("solvers/_numba.py", "_load_array_math_without_scipy"): "numba's array-math registry, "
     "loaded early with scipy.linalg "
     "hidden",
+    ("solvers/_numba.py", "_load_cffi_typing_without_cffi"): "numba's cffi typing, loaded early "
+    "with cffi hidden",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

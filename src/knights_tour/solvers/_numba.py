@@ -6,6 +6,9 @@ installed: about a quarter of a second in every process that runs the engine, fo
 algebra the kernels never use (no ``np.dot``, no ``np.linalg``). That registry is loaded here
 with ``scipy.linalg`` hidden, so numba records "no BLAS" and does not import it. A kernel that used
 linear algebra would fail to compile with numba's "scipy ... is required" error, not silently.
+Likewise numba's typing of cffi functions (``numba.core.typing.cffi_utils``) builds a
+``cffi.FFI()`` when cffi is installed, which imports pycparser: it is loaded here with cffi
+hidden (the kernels call no cffi function; one that did would fail to type, not silently).
 Pure: no Celery, no Redis.
 """
 
@@ -26,6 +29,17 @@ def _load_array_math_without_scipy() -> None:
         del sys.modules["scipy.linalg"]
 
 
+def _load_cffi_typing_without_cffi() -> None:
+    if "cffi" in sys.modules or "numba.core.typing.cffi_utils" in sys.modules:
+        return  # cffi is imported already (its FFI is cheap now) or numba has loaded it
+    sys.modules["cffi"] = None  # type: ignore[assignment]  # `import cffi` now fails
+    try:
+        import numba.core.typing.cffi_utils  # noqa: F401 - numba records "no cffi"
+    finally:
+        del sys.modules["cffi"]
+
+
 _load_array_math_without_scipy()
+_load_cffi_typing_without_cffi()
 
 __all__ = ["njit"]
