@@ -29,7 +29,11 @@ makes included (an EVAL with two HSETs counts 1 ``eval`` + 2 ``hset``). It print
   Redis core could serve at that cost (1e6 / cpu_us_per_job);
 * ``bytes_per_job``: ``MEMORY USAGE`` of the batch's keys after the run over the jobs (what a
   finished batch keeps), and ``used_delta_per_job`` (``used_memory`` after minus before);
-* ``top``: the five commands with the most calls.
+* ``script_us_per_job``: the time Redis spent running the project's Lua scripts
+  (``commandstats``' ``usec`` of ``eval``/``evalsha``, their inner calls included) over the jobs;
+  the rest of its CPU is other commands, reading and writing sockets, the AOF, its timers;
+* ``top``: the five commands with the most calls; ``top_us_per_job``: the six with the most
+  time, in µs per job (an inner call's time counts both for itself and for its script).
 
 ``--src DIR`` runs another source tree (its ``src/`` through ``PYTHONPATH``), e.g. a
 ``git worktree`` of the commit before a change, in the same session. Results also go to
@@ -111,7 +115,7 @@ class OwnRedis:
                 return self
             except redis.ConnectionError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise SystemExit("redis-server did not start")
+                    raise SystemExit("redis-server did not start") from None
                 time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
@@ -231,6 +235,12 @@ def run_once(
         calls = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
         counted = {k: v for k, v in calls.items() if k not in OWN_COMMANDS}
         total = sum(counted.values())
+        usec = {
+            name.removeprefix("cmdstat_"): int(v["usec"])
+            for name, v in stats.items()
+            if name.removeprefix("cmdstat_") not in OWN_COMMANDS
+        }
+        script_us = sum(v for k, v in usec.items() if k in ("eval", "evalsha", "fcall"))
         row: dict[str, Any] = {
             "workload": workload,
             "workers": workers,
@@ -244,7 +254,11 @@ def run_once(
             "ceiling_jobs_per_s": round(jobs / cpu) if cpu > 0 else None,
             "bytes_per_job": round(kept / jobs),
             "used_delta_per_job": round((used_after - used_before) / jobs),
+            "script_us_per_job": round(script_us / jobs, 1),
             "top": dict(sorted(counted.items(), key=lambda kv: -kv[1])[:5]),
+            "top_us_per_job": {
+                k: round(v / jobs, 2) for k, v in sorted(usec.items(), key=lambda kv: -kv[1])[:6]
+            },
         }
         if monitor:
             out.unlink()
@@ -265,6 +279,7 @@ COLUMNS = (
     "commands_per_job",
     "requests_per_job",
     "cpu_us_per_job",
+    "script_us_per_job",
     "ceiling_jobs_per_s",
     "bytes_per_job",
     "used_delta_per_job",
@@ -279,6 +294,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print("| " + " | ".join(str(row.get(c, "")) for c in COLUMNS) + " |")
     for row in rows:
         print(f"{row['workload']} {row['src']}: top commands {row['top']}")
+        print(f"{row['workload']} {row['src']}: top µs per job {row['top_us_per_job']}")
 
 
 def main() -> None:
