@@ -5,13 +5,16 @@ package, bound to 127.0.0.1 only, with its data (append-only file + RDB snapshot
 directory of ours, so results survive a restart and ``ktour collect`` from a new shell can read
 them. It records the PID it starts and stops only that one (gracefully first, then by PID); as
 a context manager it stops the server on leaving the ``with`` block, Ctrl-C included.
+
+How several processes share one server (its state file, its users) is
+:mod:`knights_tour.service.embedded_redis_sharing`; the server process seen from outside (PING,
+``SHUTDOWN``, waiting for its PID) is :mod:`knights_tour.service.redis_process`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import secrets
 import subprocess
@@ -21,19 +24,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import redis
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.service.embedded_redis_sharing import (
+    STATE_FILE,
+    forget_state,
+    leave,
+    live_recorded_server,
+    read_state,
+    register,
+    write_state,
+)
 from knights_tour.service.redis_process import (
     direct_client,
     free_port,
-    pid_alive,
     ping,
+    runs_redis_server,
     shut_down,
     wait_gone,
 )
-from knights_tour.store import keys
 from knights_tour.store.connection import mask_url
 
 WATCHDOG_MODULE = "knights_tour.service.embedded_redis_watchdog"
@@ -45,9 +55,6 @@ _WATCHDOG_LAUNCH = (
 )
 """``python -c`` program that runs the watchdog module as ``python -m`` would, at a lower CPU
 priority from its first import on: it starts while the workers start, and must not slow them."""
-
-STATE_FILE = "embedded-redis.json"
-"""File in the data dir recording the running embedded server (pid, port, password)."""
 
 
 def redis_server_binary() -> str:
@@ -172,48 +179,6 @@ class EmbeddedRedis:
         url = mask_url(self.url) if self.port is not None else None
         return f"EmbeddedRedis(data_dir={str(self.data_dir)!r}, url={url!r}, pid={self.pid})"
 
-    # -- state file ---------------------------------------------------------------------------
-    def _read_state(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            return None
-
-    def _write_state(self) -> None:
-        state = {"pid": self.pid, "port": self.port, "password": self.password}
-        tmp = self.state_path.with_suffix(".tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                json.dump(state, fh)
-            os.replace(tmp, self.state_path)
-        except OSError as exc:  # e.g. a full disk: leave no half-written file, name the dir
-            tmp.unlink(missing_ok=True)
-            raise BackendUnavailableError(
-                f"cannot write under {self.data_dir}: {exc.strerror or exc}"
-            ) from None
-
-    def _live_recorded_server(self) -> dict[str, Any] | None:
-        """The state file's server if it is a live redis-server answering PING, else None
-        (removing a stale state file)."""
-        state = self._read_state()
-        if not state:
-            return None
-        pid, port = state.get("pid"), state.get("port")
-        alive = False
-        if isinstance(pid, int) and isinstance(port, int):
-            try:
-                proc = psutil.Process(pid)
-                alive = "redis-server" in " ".join(proc.cmdline() or [proc.name()])
-            except (psutil.Error, OSError):
-                alive = False
-            alive = alive and ping(port, state.get("password"))
-        if not alive:
-            with contextlib.suppress(OSError):
-                self.state_path.unlink()
-            return None
-        return state
-
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> EmbeddedRedis:
         """Start the server (or attach to a live one for this data dir, see ``reuse``).
@@ -229,7 +194,7 @@ class EmbeddedRedis:
         if self._proc is not None and self._proc.poll() is None:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        live = self._live_recorded_server()
+        live = live_recorded_server(self.state_path)
         if live is not None:
             return self._attach(live)
         if self.port is None:
@@ -305,7 +270,7 @@ class EmbeddedRedis:
                 break
             if ping(port, self.password, timeout=0.25):
                 try:
-                    self._write_state()
+                    write_state(self.state_path, self.pid, self.port, self.password)
                 except BackendUnavailableError:
                     self._kill()
                     raise
@@ -365,10 +330,10 @@ class EmbeddedRedis:
         return direct_client(self.port, self.password, timeout_s)
 
     def _register(self) -> None:
-        """Add this instance to the server's set of users (see Sharing); best effort."""
+        """Add this instance to the server's users (see Sharing); best effort."""
         try:
             client = self._client(5.0)
-            client.sadd(keys.embedded_users(), self._token)
+            register(client, self._token)
             client.close()
             self._registered = True
         except (redis.RedisError, OSError):
@@ -379,15 +344,7 @@ class EmbeddedRedis:
         server (dead ones are pruned), or None if the server cannot be asked."""
         try:
             client = self._client(timeout_s)
-            client.srem(keys.embedded_users(), self._token)
-            others = []
-            for raw in client.smembers(keys.embedded_users()):
-                entry = raw.decode() if isinstance(raw, bytes) else str(raw)
-                pid_text = entry.split(":", 1)[0]
-                if pid_text.isdigit() and pid_alive(int(pid_text)):
-                    others.append(entry)
-                else:
-                    client.srem(keys.embedded_users(), raw)
+            others = leave(client, self._token)
             client.close()
             return others
         except (redis.RedisError, OSError):
@@ -415,22 +372,13 @@ class EmbeddedRedis:
         if proc is None and pid is not None:
             # Attached (or we left it earlier): only signal the PID if it is still that
             # redis-server, as recorded in the state file.
-            state = self._read_state()
-            if not state or state.get("pid") != pid:
+            state = read_state(self.state_path)
+            if not state or state.get("pid") != pid or not runs_redis_server(pid):
                 pid = None
-            else:
-                try:
-                    if "redis-server" not in " ".join(psutil.Process(pid).cmdline()):
-                        pid = None
-                except psutil.Error:
-                    pid = None
         if (proc is not None and proc.poll() is None) or (proc is None and pid is not None):
             shut_down(direct_client(self.port, self.password, timeout_s))
             self._wait_gone(proc, pid, timeout_s)
-        state = self._read_state()
-        if state and state.get("pid") == self.pid:
-            with contextlib.suppress(OSError):
-                self.state_path.unlink()
+        forget_state(self.state_path, self.pid)
         self._proc = None
         self.owned = False
         self._reap_watchdog()

@@ -14,20 +14,8 @@ import time
 
 import redis
 
+from knights_tour.service.embedded_redis_sharing import live_users
 from knights_tour.service.redis_process import direct_client, pid_alive, shut_down, wait_gone
-from knights_tour.store import keys
-
-
-def _live_users(client: redis.Redis) -> tuple[int, int]:
-    """(entries, live entries) of the server's user set (see ``EmbeddedRedis`` Sharing)."""
-    entries = [
-        raw.decode() if isinstance(raw, bytes) else str(raw)
-        for raw in client.smembers(keys.embedded_users())
-    ]
-    live = sum(
-        1 for e in entries if e.split(":", 1)[0].isdigit() and pid_alive(int(e.split(":", 1)[0]))
-    )
-    return len(entries), live
 
 
 def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) -> None:
@@ -55,7 +43,7 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
     seen_users = False
     while pid_alive(server_pid):
         try:
-            total, live = _live_users(client)
+            total, live = live_users(client)
         except (redis.RedisError, OSError):
             time.sleep(poll_s)
             continue

@@ -1,6 +1,6 @@
 """A ``redis-server`` process on 127.0.0.1, seen from outside: a free port to give it, a
 client that does not retry, PING, ``SHUTDOWN``, and waiting for its PID to exit (escalating to
-SIGTERM and SIGKILL).
+SIGTERM and SIGKILL), and whether a PID still runs that server.
 
 Shared by :class:`~knights_tour.service.embedded_redis.EmbeddedRedis`, which starts the server,
 and its watchdog process (:mod:`knights_tour.service.embedded_redis_watchdog`), which ends it.
@@ -87,6 +87,16 @@ def wait_gone(pid: int, timeout_s: float) -> None:
             return
 
 
+def runs_redis_server(pid: int) -> bool:
+    """True if process ``pid`` runs and is a ``redis-server`` (by its command line, else its
+    name): a recorded PID is signalled only while it is still that server."""
+    try:
+        proc = psutil.Process(pid)
+        return "redis-server" in " ".join(proc.cmdline() or [proc.name()])
+    except (psutil.Error, OSError):
+        return False
+
+
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` runs (a zombie, dead but not yet reaped, does not count)."""
     try:
@@ -95,4 +105,12 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-__all__ = ["free_port", "direct_client", "ping", "shut_down", "wait_gone", "pid_alive"]
+__all__ = [
+    "free_port",
+    "direct_client",
+    "ping",
+    "shut_down",
+    "wait_gone",
+    "pid_alive",
+    "runs_redis_server",
+]
