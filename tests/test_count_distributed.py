@@ -35,7 +35,7 @@ def _grid_from_output(text: str, n: int) -> list[list[int]]:
     """Rows printed as '<rank>  v v v ...' (rank n first)."""
     rows = []
     for line in text.splitlines():
-        m = re.match(r"^\s*(\d+)\s{2}((?:\s*\d+){%d})\s*$" % n, line)
+        m = re.match(rf"^\s*(\d+)\s{{2}}((?:\s*\d+){{{n}}})\s*$", line)
         if m:
             rows.append([int(v) for v in m.group(2).split()])
     return rows

@@ -1,5 +1,5 @@
-"""Terminal board pictures (knights_tour.output.render): step numbers in the right squares, aligned for
-any size, start/end marked, rank 1 at the bottom, ASCII for pipes, colour with rich."""
+"""Terminal board pictures (knights_tour.output.render): step numbers in the right squares,
+aligned for any size, start/end marked, rank 1 at the bottom, ASCII for pipes, colour with rich."""
 
 from __future__ import annotations
 

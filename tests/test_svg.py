@@ -1,5 +1,5 @@
-"""SVG tour drawings (knights_tour.output.svg): well-formed XML, one path point per square (+1 back to
-the start when closed), every point in the centre of its square with row 0 at the top, start
+"""SVG tour drawings (knights_tour.output.svg): well-formed XML, one path point per square (+1
+back to the start when closed), every point in the centre of its square with row 0 at the top, start
 and end where they belong, legible from 1x1 to 100x100."""
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ default broker, without Celery.
 The Celery app (:mod:`knights_tour.worker`) and the task bodies (:mod:`knights_tour.tasks`)
 use these names; so do the service modules that build, drop or count messages, which must
 not load Celery to do it (``ktour status`` or ``draw`` import no Celery or kombu module:
-tests/test_architecture.py). The queue's own name is a Redis key: :data:`knights_tour.store.keys.QUEUE`.
+tests/test_architecture.py). The queue's own name is a Redis key:
+:data:`knights_tour.store.keys.QUEUE`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ its compact stored form), and the collector and every output format read it back
 :class:`Record`. It is a :class:`msgspec.Struct`: typed, validated when decoded, and encoded to
 JSON or MessagePack in C.
 
-Its JSON form (one object per line of a JSON Lines file; :func:`knights_tour.core.records.jsonl_line`)
-holds every field below, in this order, ``null`` where a field does not apply. Each field is
-named and explained once, in its docstring here.
+Its JSON form (one object per line of a JSON Lines file;
+:func:`knights_tour.core.records.jsonl_line`) holds every field below, in this order,
+``null`` where a field does not apply. Each field is named and explained once, in its
+docstring here.
 
 The tour is a numpy integer array of shape ``(rows*cols, 2)``: ``tour[i] = (row, col)`` of the
 i-th square visited, row 0 at the top. In JSON it is the list ``[[row, col], ...]``.

@@ -168,7 +168,8 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def load_compose(env: dict[str, str], path: Path = ROOT / "docker-compose.yml") -> dict[str, Any]:
-    """The compose file parsed and interpolated with ``env`` (raises :class:`InterpolationError`)."""
+    """The compose file parsed and interpolated with ``env`` (raises
+    :class:`InterpolationError`)."""
     return interpolate_tree(yaml.safe_load(path.read_text()), env)
 
 

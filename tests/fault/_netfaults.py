@@ -321,7 +321,7 @@ class Scenario:
                 # the other worker finished the batch while this one was cut off: new work
                 # shows whether the healed worker consumes again
                 probe = self.submit_probe()
-                outcome.note = "probe batch submitted: the batch completed before the healed worker took a task"
+                outcome.note = "probe batch: all done before the healed worker took a task"
             return complete_at is not None and not waiting
 
         self.wait_until(done, timeout_s, batch_id)

@@ -65,7 +65,10 @@ def cross_check_cpsat(result: Record, time_limit_s: float | None = None) -> None
         note = f"CP-SAT did not decide ({cp.status.value}: {cp.reason}); no existence cross-check"
     elif not result.is_decided:
         ok = None
-        note = f"the {result.solver} solver did not decide ({result.status.value}); CP-SAT answer recorded"
+        note = (
+            f"the {result.solver} solver did not decide ({result.status.value}); "
+            "CP-SAT answer recorded"
+        )
     elif (result.status == Status.FOUND) != (cp.status == Status.FOUND):
         ok, mismatch = False, True
         note = (

@@ -13,8 +13,9 @@ per move: digit ``k`` is the knight move :data:`knights_tour.board.KNIGHT_OFFSET
 package's own engine (:mod:`knights_tour.solvers.warnsdorff`, closed-tour attempts with varied
 tie-breaks), keeping for each shape, among a few hundred distinct tours, one with the most tour
 edges inside the two lines along each side (the edges the merging exchanges need);
-:func:`knights_tour.solvers.block_search.find_block_tour` repeats that choice. They are fixed data so that constructed tours do not
-change when the engine's heuristics do; the tests check each with the verifier.
+:func:`knights_tour.solvers.block_search.find_block_tour` repeats that choice. They are fixed
+data so that constructed tours do not change when the engine's heuristics do; the tests check
+each with the verifier.
 
 This module imports neither Celery nor Redis.
 """
