@@ -1,6 +1,6 @@
 """Record files: the records of a batch as JSON Lines (the documented output of ``ktour run``
 and ``ktour collect``), one JSON array, or CSV, produced a line at a time so that a batch of any
-size is written in bounded memory (with :func:`knights_tour.output.tourfile.atomic_write_lines`);
+size is written in bounded memory (with :func:`knights_tour.output.atomicfile.atomic_write_lines`);
 and Parquet (:mod:`knights_tour.output.parquet`), written a page at a time.
 
 Every format carries every field of :class:`~knights_tour.result.Record`, in its order. JSON is
