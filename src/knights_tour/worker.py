@@ -1,9 +1,10 @@
 """The Celery application (laid out like Celery's ``examples/next-steps/proj``).
 
-One module on purpose: Celery loads an app by module path (``-A knights_tour.worker``), and
-what a worker process must have before it consumes - the configuration, its bootsteps and
-consumer, its log filter, its process signals - is set up when this module is imported. The
-task bodies and what the worker's timer runs are apart, in :mod:`knights_tour.tasks`.
+What a worker process must have before it consumes - the configuration, its bootsteps and
+consumer, its process signals - is set up when this module is imported (Celery loads an app by
+module path, ``-A knights_tour.worker``). The task bodies and what the worker's timer runs are
+in :mod:`knights_tour.tasks`; the log filter for network faults in
+:mod:`knights_tour.worker_logs`.
 
 Start a worker with::
 
@@ -30,7 +31,7 @@ Configuration comes only from :func:`knights_tour.settings.get_settings` (``KT_`
   (``KT_REDIS_*``), and a worker reconnects for ever with short pauses
   (:class:`ReconnectingConsumer`); it refuses a Redis that rejects its credentials or may
   evict keys before consuming (:class:`RedisPreflight`); network faults are logged as one line
-  each, a repeated one once a minute (:class:`NetworkFaultLogFilter`). Why each setting has
+  each, a repeated one once a minute (:mod:`knights_tour.worker_logs`). Why each setting has
   its value: ``docs/deploy.md``;
 * ``task_ignore_result = True``: each job's record is written to Redis by the task itself
   (:mod:`knights_tour.store.batches`), so Celery's own result keys would be unused extra writes
@@ -55,7 +56,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -66,7 +66,7 @@ from celery.worker.consumer import Consumer
 from kombu.exceptions import OperationalError
 from kombu.transport.redis import PRIORITY_STEPS, Channel
 
-from knights_tour import solvers
+from knights_tour import solvers, worker_logs
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
 from knights_tour.messages import (
     BATCH_PRIORITY,
@@ -329,106 +329,8 @@ class RedisPreflight(bootsteps.StartStopStep):
 
 app.steps["worker"].add(RedisPreflight)
 
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    OperationalError,
-    ConnectionError,
-    TimeoutError,
-)
-"""Exceptions that mean the network or Redis failed: logged as one line, no traceback."""
-
-REPEATED_CONDITIONS = (
-    "consumer: Cannot connect to",
-    "consumer: Connection to broker lost",
-    "Redis BRPOP got no reply",
-    "Redis pub/sub connection missed",
-    "lease heartbeat ran",
-    "recovery tick failed",
-    "cannot reach Redis",
-)
-"""Warnings that repeat for as long as a fault lasts: each is shown at most once a minute."""
-
-QUIET_LOGGERS = (
-    "celery.worker.consumer.consumer",
-    "celery.worker.consumer.connection",
-    "celery.app.trace",
-    "celery.worker.request",
-    "celery.worker.pidbox",
-    "kombu.transport.redis",
-    "kombu.connection",
-    "knights_tour.worker",
-    "knights_tour.store.leases",
-    "knights_tour.tasks",
-    "knights_tour.service.execution",
-    "knights_tour.service.chunk_claims",
-)
-"""Loggers :class:`NetworkFaultLogFilter` is attached to."""
-
-
-class NetworkFaultLogFilter(logging.Filter):
-    """Keep a worker's log readable through a network fault: a record caused by one of
-    :data:`NETWORK_ERRORS` loses its traceback (its message keeps the error's one line),
-    multi-line connection messages become one line, and each of
-    :data:`REPEATED_CONDITIONS` is let through at most once per ``every_s`` seconds (the next
-    one says how many were held back)."""
-
-    def __init__(self, every_s: float = 60.0) -> None:
-        super().__init__()
-        self.every_s = every_s
-        self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def network_cause(exc: BaseException | None) -> BaseException | None:
-        """The network error ``exc`` is, wraps (a task's Reject or Retry) or was raised while
-        handling; None if there is none."""
-        seen: set[int] = set()
-        while exc is not None and id(exc) not in seen and len(seen) < 20:
-            if isinstance(exc, NETWORK_ERRORS):
-                return exc
-            seen.add(id(exc))
-            inner = getattr(exc, "exc", None) or getattr(exc, "reason", None)
-            exc = inner if isinstance(inner, BaseException) else (exc.__cause__ or exc.__context__)
-        return None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = self.network_cause(record.exc_info[1] if record.exc_info else None)
-        if exc is not None:
-            text = record.getMessage()
-            cause = f"{type(exc).__name__}: {exc}"
-            if str(exc) not in text:
-                text = f"{text} ({cause})"
-            record.msg, record.args = text, ()
-            record.exc_info = record.exc_text = None
-        if record.levelno < logging.WARNING:
-            return True
-        text = record.getMessage()
-        if "\n" in text and record.name.startswith(("celery.", "kombu.")):
-            text = " ".join(part.strip() for part in text.splitlines() if part.strip())
-            record.msg, record.args = text, ()
-        cond = next((c for c in REPEATED_CONDITIONS if c in text[:120]), None)
-        if cond is None:
-            return True
-        key = f"{record.name}:{cond}"
-        now = time.monotonic()
-        with self._lock:
-            last = self._last.get(key)
-            if last is not None and now - last < self.every_s:
-                self._held[key] = self._held.get(key, 0) + 1
-                return False
-            self._last[key] = now
-            held = self._held.pop(key, 0)
-        if held:
-            record.msg = f"{text} [{held} more like this in the last {self.every_s:g} s]"
-            record.args = ()
-        return True
-
-
-_NETWORK_LOG_FILTER = NetworkFaultLogFilter()
-for _name in QUIET_LOGGERS:
-    logging.getLogger(_name).addFilter(_NETWORK_LOG_FILTER)
+_NETWORK_LOG_FILTER = worker_logs.install()
+"""Keeps the worker's log readable through network faults (:mod:`knights_tour.worker_logs`)."""
 
 
 def warm_up_engine_in_this_process() -> None:
@@ -486,6 +388,5 @@ __all__ = [
     "on_recovery_tick",
     "ReconnectingConsumer",
     "RedisPreflight",
-    "NetworkFaultLogFilter",
     "EX_CONFIG",
 ]
