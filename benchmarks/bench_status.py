@@ -15,11 +15,17 @@ A ``ktour run --sizes SIZES --solver cpsat`` is started as a subprocess on a fre
   for before it read the leases), for comparison.
 
 It also counts how many of the status answers showed every worker busy on the batch. The run
-is then interrupted (Ctrl-C: its batch is cancelled, the embedded Redis stopped).
+is then stopped (SIGTERM, which ``ktour run`` takes as Ctrl-C: its batch is cancelled, the
+embedded Redis stopped).
+
+``--compare SRC`` also times ``ktour status`` of the package in directory SRC (e.g. an older
+checkout's ``src``, put first on ``PYTHONPATH``), interleaved answer by answer with this tree's
+so both see the same load, and reports the ratio of the medians.
 
 Usage::
 
-    python benchmarks/bench_status.py [--sizes 20] [--workers 2] [--repeats 5] [--json FILE]
+    python benchmarks/bench_status.py [--sizes 20-22] [--workers 2] [--repeats 5]
+                                      [--compare SRC] [--json FILE]
 
 Figures go in ``benchmarks/README.md`` ("Status"), with the machine's load.
 """
@@ -112,7 +118,43 @@ def _wait_running(
     return None
 
 
-def measure(sizes: str, workers: int, repeats: int, data_dir: Path) -> dict[str, object]:
+def _busy_in(out: str, workers: int) -> bool:
+    """Does a ``ktour status`` answer show ``workers`` workers busy on the batch? (This tree:
+    the ``workers:`` line; an older one listed them after ``on`` in its progress line.)"""
+    m = re.search(r"^workers: (\d+) live, (\d+) on this batch$", out, re.M)
+    if m:
+        return int(m.group(2)) == workers
+    m = re.search(r"^progress: .*; on (.+)$", out, re.M)
+    return bool(m) and len(m.group(1).split(", ")) == workers
+
+
+def compare(env: dict[str, str], src: str, repeats: int, workers: int) -> dict[str, object]:
+    """Wall and CPU seconds of ``ktour status`` of this tree and of the tree in ``src``, answer
+    by answer in turn, and how many answers of each showed every worker busy."""
+    other = env | {"PYTHONPATH": os.pathsep.join([src, env.get("PYTHONPATH", "")])}
+    walls: dict[str, list[float]] = {"this": [], "compare": []}
+    cpus: dict[str, list[float]] = {"this": [], "compare": []}
+    busy = {"this": 0, "compare": 0}
+    for _ in range(repeats):
+        for name, e in (("this", env), ("compare", other)):
+            wall, cpu, out, _ = timed(["-m", "knights_tour", "status"], e)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+            busy[name] += _busy_in(out, workers)
+    ratio = statistics.median(walls["this"]) / statistics.median(walls["compare"])
+    return {
+        "status_wall_s_this": _summary(walls["this"]),
+        "status_wall_s_compare": _summary(walls["compare"]),
+        "status_cpu_s_compare": _summary(cpus["compare"]),
+        "all_workers_busy_this": f"{busy['this']}/{repeats}",
+        "all_workers_busy_compare": f"{busy['compare']}/{repeats}",
+        "wall_ratio_this_over_compare_median": round(ratio, 3),
+    }
+
+
+def measure(
+    sizes: str, workers: int, repeats: int, data_dir: Path, src: str | None = None
+) -> dict[str, object]:
     """Start the run, take the measurements, stop the run (see the module docstring)."""
     env = _env(data_dir, workers)
     err = data_dir / "run.err"
@@ -128,14 +170,15 @@ def measure(sizes: str, workers: int, repeats: int, data_dir: Path) -> dict[str,
     try:
         first = _wait_running(run, err, env, timeout_s=300)
         figures["running_seen"] = first is not None
+        if src is not None:
+            figures |= compare(env, src, repeats, workers)
         status_wall, status_cpu, busy, shown = [], [], 0, ""
         for _ in range(repeats):
             wall, cpu, out, _ = timed(["-m", "knights_tour", "status"], env)
             status_wall.append(wall)
             status_cpu.append(cpu)
-            m = re.search(r"^workers: (\d+) live, (\d+) on this batch$", out, re.M)
-            busy += bool(m and int(m.group(2)) == workers)
-            shown = shown or (out if m else "")
+            busy += _busy_in(out, workers)
+            shown = shown or (out if "workers:" in out else "")
         args = [__file__, "--in-process", str(data_dir), "--repeats", str(repeats)]
         _, _, out, _ = timed(args, env)
         figures["batch_view_in_process_s"] = _summary(json.loads(out))
@@ -161,7 +204,7 @@ def measure(sizes: str, workers: int, repeats: int, data_dir: Path) -> dict[str,
         }
     finally:
         if run.poll() is None:
-            run.send_signal(signal.SIGINT)  # Ctrl-C: the run cancels its batch, stops Redis
+            run.send_signal(signal.SIGTERM)  # as Ctrl-C: the run cancels its batch, stops Redis
             try:
                 run.wait(timeout=120)
             except subprocess.TimeoutExpired:
@@ -172,17 +215,18 @@ def measure(sizes: str, workers: int, repeats: int, data_dir: Path) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="20", help="boards of the CP-SAT run (default 20)")
+    ap.add_argument("--sizes", default="20-22", help="boards of the CP-SAT run (default 20-22)")
     ap.add_argument("--workers", type=int, default=2, help="local workers (default 2)")
     ap.add_argument("--repeats", type=int, default=5, help="timings of each kind (default 5)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--compare", metavar="SRC", help="also time ktour status of this tree")
     ap.add_argument("--in-process", metavar="DATA_DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.in_process:
         print(json.dumps(in_process(Path(args.in_process), args.repeats)))
         return 0
     with tempfile.TemporaryDirectory(prefix="kt-bench-status-") as tmp:
-        figures = measure(args.sizes, args.workers, args.repeats, Path(tmp))
+        figures = measure(args.sizes, args.workers, args.repeats, Path(tmp), args.compare)
     for key, value in figures.items():
         if isinstance(value, dict):
             print(

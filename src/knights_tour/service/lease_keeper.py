@@ -3,7 +3,8 @@ process must stop (the Redis side of leases is :mod:`knights_tour.store.leases`)
 
 Each process that runs jobs has one :class:`LeaseKeeper` (:func:`keeper`): a token
 (``host:pid:random``), the lease key of that token in Redis, and a daemon thread that renews it
-every third of ``KT_LEASE_S`` - one PEXPIRE per period for the whole process, however many jobs
+every third of ``KT_LEASE_S`` - one renewal per period (a PEXPIRE, and the lease's end noted in
+the registry of workers, in one script call) for the whole process, however many jobs
 it holds. The keeper remembers when its last successful renewal was sent, so before each job it
 knows without asking Redis whether the lease is certainly still alive (less than ``lease_s``
 minus a margin ago); only after a stall (the process was stopped, swapped out, or cut off from
