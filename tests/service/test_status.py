@@ -253,3 +253,36 @@ def _options():
     from knights_tour.core.jobs import JobOptions
 
     return JobOptions()
+
+
+def test_batches_lists_a_batch_nobody_serves_as_stalled(
+    capsys, redis_client, redis_db_url, monkeypatch
+):
+    import json
+
+    from knights_tour.cli import main
+    from knights_tour.service.status import stalled_batches
+    from knights_tour.settings import get_settings
+
+    r = redis_client
+    jobs = make_batch_jobs(["3x4"])
+    waiting = store.create_batch(r, jobs, {"sizes": "3x4", "sizes_asked": "3-4x4"})
+    done = store.create_batch(r, jobs, {})
+    for job in jobs:
+        store.save_record(r, done, run_job(job, batch_id=done, worker="t@here"))
+    monkeypatch.setenv("KT_LEASE_S", "1")  # (the least a lease may be)
+    get_settings.cache_clear()
+    try:
+        got = _wait(lambda: stalled_batches(r, [waiting]), what="the batch to show stalled")
+        assert list(got) == [waiting] and got[waiting].startswith("no live worker lease for ")
+        assert main(["batches", "--json", "--redis", redis_db_url]) == 0
+        listed = {b["batch_id"]: b for b in json.loads(capsys.readouterr().out)}
+        assert listed[waiting]["state"] == "stalled" and listed[done]["state"] == "complete"
+        assert listed[waiting]["reason"].startswith("no live worker lease for ")
+        assert main(["batches", "--redis", redis_db_url]) == 0
+        assert "3-4x4" in capsys.readouterr().out  # the sizes as written
+
+        assert leases.open_lease(r, "vm:401:a", 60_000)  # a live worker: nothing is stalled
+        assert stalled_batches(r, [waiting]) == {}
+    finally:
+        get_settings.cache_clear()

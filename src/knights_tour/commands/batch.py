@@ -31,7 +31,7 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.output.grouping import format_eta
 from knights_tour.service.local import open_store
 from knights_tour.service.monitor import batch_states
-from knights_tour.service.status import batch_view, shown_params
+from knights_tour.service.status import batch_view, shown_params, stalled_batches
 from knights_tour.service.waiting import WaitHooks, poll_until_complete
 from knights_tour.store.batches import CANCELLED, batch_state, batch_status, list_batches
 
@@ -101,7 +101,8 @@ def collect(
 @redis_option
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def batches(redis_url: str | None, as_json: bool) -> ExitCode:
-    """List known batches, oldest first."""
+    """List known batches, oldest first. An unfinished batch no live worker serves (no worker
+    lease on the Redis for 1.5 lease periods) is shown 'stalled' (the reason is in --json)."""
     with open_store(redis_url) as backend:
         items = list_batches(backend.client)
         states = batch_states(backend.client, items)  # queued / running / complete / collected
@@ -111,6 +112,11 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
                 batch_state(backend.client, b["batch_id"]) == CANCELLED
             ):
                 b["state"] = CANCELLED
+        waiting = [b["batch_id"] for b in items if b["state"] in ("queued", "running")]
+        stalled = stalled_batches(backend.client, waiting)  # nobody serves them
+        for b in items:
+            if b["batch_id"] in stalled:
+                b["state"], b["reason"] = "stalled", stalled[b["batch_id"]]
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return ExitCode.OK
@@ -124,7 +130,7 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
             str(b.get("created_iso") or ""),
             str(b.get("state")),
             f"{b['done']}/{b['total']}",
-            str(p.get("sizes", "")),
+            str(shown_params(p).get("sizes", "")),
             str(p.get("solver", "")),
             str(p.get("verify") or "-"),
             "yes" if p.get("closed") else "no",

@@ -23,7 +23,7 @@ batch is stalled :data:`STALL_AFTER_LEASES` periods later.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -31,7 +31,7 @@ import redis
 from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 from knights_tour.store import keys
-from knights_tour.store.holders import Holding, LeaseView, lease_view
+from knights_tour.store.holders import Holding, LeaseView, lease_view, server_leases
 from knights_tour.store.ledger import Ledger
 
 STALL_AFTER_LEASES = 1.5
@@ -191,14 +191,47 @@ def batch_view(
     return out
 
 
+def stalled_batches(
+    r: redis.Redis, batch_ids: Sequence[str], lease_s: float | None = None
+) -> dict[str, str]:
+    """batch_id -> why it is stalled, for those of ``batch_ids`` (unfinished, not cancelled:
+    the caller's choice) that nobody serves (:func:`assess`, without counting orphans). Three
+    round trips whatever the number of batches (``ktour batches``).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    if not batch_ids:
+        return {}
+    lease_s = float(get_settings().lease_s if lease_s is None else lease_s)
+    lv = server_leases(r)
+    if lv.live_tokens:
+        return {}
+    pipe = r.pipeline(transaction=False)
+    for bid in batch_ids:
+        pipe.hget(keys.batch(bid), "meta")
+    out = {}
+    for bid, raw in zip(batch_ids, pipe.execute(), strict=True):
+        created = _submitted(raw, None)
+        reason, _ = assess(lv, created, 0, lease_s)
+        if reason:
+            out[bid] = reason
+    return out
+
+
 def _submitted(meta_raw: Any, created: float | None) -> float | None:
-    """When the batch was last submitted: its meta's ``updated`` (a resume) or ``created``."""
+    """When the batch was last submitted: its meta's ``updated`` (a resume) or ``created``
+    (the meta's, else ``created``)."""
     try:
         meta = json.loads(meta_raw) if meta_raw else {}
     except ValueError:
         meta = {}
-    times = [t for t in (meta.get("updated"), created) if isinstance(t, (int, float))]
+    times = [
+        t for t in (meta.get("updated"), meta.get("created"), created) if isinstance(t, int | float)
+    ]
     return max(times) if times else None
 
 
-__all__ = ["STALL_AFTER_LEASES", "shown_params", "assess", "batch_view"]
+__all__ = ["STALL_AFTER_LEASES", "shown_params", "assess", "batch_view", "stalled_batches"]

@@ -160,11 +160,36 @@ def _holdings(started: dict[Any, Any], alive: dict[str, bool]) -> list[Holding]:
     return sorted(by_token.values(), key=lambda h: (not h.live, h.token))
 
 
+def _view(r: redis.Redis, started_key: str | None) -> tuple[LeaseView, dict[Any, Any]]:
+    """The server's clock, the registry and (with ``started_key``) that ``started`` hash in one
+    round trip; the leases of the tokens met in one more."""
+    pipe = r.pipeline(transaction=False)
+    pipe.time()
+    pipe.zrevrange(keys.workers(), 0, REGISTRY_READ_MAX - 1, withscores=True)
+    if started_key is not None:
+        pipe.hgetall(started_key)
+    replies = pipe.execute()
+    (sec, usec), registry = replies[0], replies[1]
+    started = replies[2] if started_key is not None else {}
+    now = int(sec) + int(usec) / 1e6
+    ends = [(text(t), float(s)) for t, s in registry]
+    candidates = {t for t, end in ends if end > now}
+    tokens = {text(v).split("|", 1)[0] for v in started.values()}
+    alive = live(r, candidates | tokens)
+    view = LeaseView(
+        now=now,
+        holdings=_holdings(started, alive),
+        live_tokens=sorted(t for t, ok in alive.items() if ok),
+        last_lease_end=ends[0][1] if ends else None,
+    )
+    return view, started
+
+
 def lease_view(r: redis.Redis, led: Ledger) -> LeaseView:
     """Who holds which items of ``led``'s unit, and which worker leases are live.
 
-    Round trip 1 (pipelined): the server's TIME, the unit's ``started`` hash, the registry
-    entries whose leases end latest (:data:`REGISTRY_READ_MAX`). Round trip 2: one EXISTS per
+    Round trip 1 (pipelined): the server's TIME, the registry entries whose leases end latest
+    (:data:`REGISTRY_READ_MAX`), the unit's ``started`` hash. Round trip 2: one EXISTS per
     token met. Cost: the items in flight plus the worker processes, not the unit's size.
 
     Raises
@@ -172,22 +197,19 @@ def lease_view(r: redis.Redis, led: Ledger) -> LeaseView:
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    pipe = r.pipeline(transaction=False)
-    pipe.time()
-    pipe.hgetall(led.started)
-    pipe.zrevrange(keys.workers(), 0, REGISTRY_READ_MAX - 1, withscores=True)
-    (sec, usec), started, registry = pipe.execute()
-    now = int(sec) + int(usec) / 1e6
-    ends = [(text(t), float(s)) for t, s in registry]
-    candidates = {t for t, end in ends if end > now}
-    tokens = {text(v).split("|", 1)[0] for v in started.values()}
-    alive = live(r, candidates | tokens)
-    return LeaseView(
-        now=now,
-        holdings=_holdings(started, alive),
-        live_tokens=sorted(t for t, ok in alive.items() if ok),
-        last_lease_end=ends[0][1] if ends else None,
-    )
+    return _view(r, led.started)[0]
+
+
+def server_leases(r: redis.Redis) -> LeaseView:
+    """The worker leases of the whole server, without any unit's holdings (``holdings`` empty):
+    the clock, the live tokens, when the last lease ends. Two round trips.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    return _view(r, None)[0]
 
 
 __all__ = [
@@ -199,4 +221,5 @@ __all__ = [
     "holders",
     "running",
     "lease_view",
+    "server_leases",
 ]
