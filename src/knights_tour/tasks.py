@@ -21,7 +21,15 @@ from celery.worker.request import Request
 
 from knights_tour import worker
 from knights_tour.errors import RedisRefusedError
-from knights_tour.service import chunking, collector, execution, lease_keeper, recovery, schedule
+from knights_tour.service import (
+    chunking,
+    collector,
+    count_execution,
+    execution,
+    lease_keeper,
+    recovery,
+    schedule,
+)
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import REDIS_ERRORS, connect, mask_url
 from knights_tour.store.memory import check_memory
@@ -58,11 +66,13 @@ class ChunkRequest(Request):
             self.time_limits = (hard, soft)  # Celery's order: (hard, soft)
 
 
-def _resend(batch_id: str) -> execution.Send:
-    """Send more jobs of ``batch_id`` at recovery priority (hand-off, lost jobs)."""
+def _resend(unit_id: str, count: bool = False) -> execution.Send:
+    """Send more jobs of batch ``unit_id`` (with ``count``: sub-jobs of count ``unit_id``) at
+    recovery priority: the hand-back at a task's time limit."""
+    name = worker.TASK_COUNT_SUBJOBS if count else worker.TASK_RUN_JOBS
 
-    def send(job_dicts: list[dict[str, Any]]) -> None:
-        worker.send(worker.TASK_RUN_JOBS, [batch_id, job_dicts], priority=worker.RECOVERY_PRIORITY)
+    def send(item_dicts: list[dict[str, Any]]) -> None:
+        worker.send(name, [unit_id, item_dicts], priority=worker.RECOVERY_PRIORITY)
 
     return send
 
@@ -79,9 +89,10 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
 @app.task(name=worker.TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run count sub-jobs of ``count_id`` and store their partial counts
-    (:func:`knights_tour.service.execution.run_count_chunk`); returns its summary dict."""
+    (:func:`knights_tour.service.count_execution.run_count_chunk`; at the soft time limit the
+    sub-jobs not counted are handed back); returns its summary dict."""
     node = getattr(self.request, "hostname", None)
-    return execution.run_count_chunk(count_id, subjob_dicts, node)
+    return count_execution.run_count_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
 
 
 @app.task(name=worker.TASK_SUBMIT_SWEEP, bind=True, acks_late=True)

@@ -45,6 +45,7 @@ QUIET_LOGGERS = (
     "knights_tour.store.leases",
     "knights_tour.tasks",
     "knights_tour.service.execution",
+    "knights_tour.service.count_execution",
     "knights_tour.service.chunk_claims",
 )
 """Loggers :class:`NetworkFaultLogFilter` is attached to."""

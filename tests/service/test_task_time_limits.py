@@ -7,8 +7,9 @@ Celery's ``SoftTimeLimitExceeded`` where the worker's signal would (inside a job
 two jobs). The real worker under derived limits and under a message's fixed 1 s limit is in
 ``tests/fault/test_time_limits.py``.
 
-Fact used: a corner of 5x5 starts an open tour (Euler's board, 1759), so each 5x5 job from a
-majority-colour square is decided ``found``.
+Facts used: a corner of 5x5 starts an open tour (Euler's board, 1759), so each 5x5 job from
+a majority-colour square is decided ``found``; 5x5 has 1728 directed open tours (OEIS
+A165134).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 import knights_tour.solvers.warnsdorff as engine
+from knights_tour.board import Board
+from knights_tour.core.counting import SubJob, plan_count
 from knights_tour.core.jobs import MAX_TIME_LIMIT_S, Job
 from knights_tour.service import chunk_claims
 from knights_tour.service.chunking import chunk_time_limits, job_budget_s
 from knights_tour.settings import Settings, get_settings
+from knights_tour.store import counts as count_store
 from knights_tour.store import keys
 from knights_tour.store.batches import batch_status, collect, create_batch
 from knights_tour.store.connection import connect
@@ -161,3 +165,31 @@ def test_the_soft_limit_between_two_jobs_hands_back_the_rest_unblamed(chunk, mon
     assert [x.job_key for x in collect(r, batch_id)] == [jobs[0].key]
     assert _queued_chunks(r) == [[j.to_dict() for j in jobs[1:]]]
     assert not r.hgetall(Ledger.for_batch(batch_id).attempts)  # no job was running
+
+
+# -- count sub-jobs: the fixed task limit, and the same hand-back ---------------------------------
+@pytest.mark.redis
+def test_count_subjobs_cut_by_the_soft_limit_are_handed_back_and_the_total_holds(
+    task_env, monkeypatch
+):
+    """5x5 has 1728 directed open tours (OEIS A165134): a count whose second sub-job is cut by
+    the task's limit hands the rest back, and counting them later gives the exact total."""
+    from knights_tour.tasks import count_subjobs
+
+    r = connect(task_env)
+    plan = plan_count(Board(5, 5))
+    cid = count_store.count_id_for(plan)
+    count_store.register_count(r, cid, plan)
+    dicts = [sj.to_dict() for sj in plan.subjobs]
+    cut = _CutAt(SubJob.run, 2)
+    monkeypatch.setattr(SubJob, "run", lambda self: cut(self))
+    summary = count_subjobs.run(cid, dicts)
+    assert (summary["ran"], summary["errors"], summary["handed_back"]) == (1, 0, len(dicts) - 1)
+    assert set(count_store.load_partials(r, cid)) == {dicts[0]["key"]}
+    assert _queued_chunks(r) == [dicts[1:]]
+    assert r.hgetall(Ledger.for_count(cid).attempts) == {dicts[1]["key"]: "1"}
+
+    r.delete(keys.QUEUE)
+    summary = count_subjobs.run(cid, dicts[1:])  # the stand-in cuts no more
+    assert summary["ran"] == len(dicts) - 1 and summary["handed_back"] == 0
+    assert count_store.assemble_count(r, cid, plan).total == 1728

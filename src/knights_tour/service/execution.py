@@ -1,6 +1,6 @@
-"""The worker side of batches and counts: run a chunk of jobs (or count sub-jobs) and store one
-record (partial count) per item. The Celery tasks in :mod:`knights_tour.tasks` are thin
-wrappers around :func:`run_chunk` and :func:`run_count_chunk`.
+"""The worker side of batches: run a chunk of jobs and store one record per job. The Celery task
+in :mod:`knights_tour.tasks` is a thin wrapper around :func:`run_chunk` (count sub-jobs:
+:mod:`knights_tour.service.count_execution`).
 
 A chunk costs Redis a small constant number of calls, not a number per job: the whole chunk
 is claimed in one script call (:class:`knights_tour.service.chunk_claims.ChunkClaim`,
@@ -39,7 +39,6 @@ from typing import Any
 
 import redis
 
-from knights_tour.core.counting import SubJob
 from knights_tour.core.jobs import TIME_LIMIT_EXCEPTIONS, Job, error_record, run_job
 from knights_tour.core.records import encode_record
 from knights_tour.messages import DEFAULT_REDIS_URL
@@ -47,7 +46,6 @@ from knights_tour.result import Status
 from knights_tour.service.chunk_claims import SAVE_RETRY_S, ChunkClaim, retrying
 from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
-from knights_tour.store import counts as count_store
 from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.ledger import Ledger
@@ -188,7 +186,7 @@ class _TaskLimitReached(Exception):
     """The task's soft time limit interrupted the job being run (its record is not kept)."""
 
 
-def _at_task_limit(exc: BaseException) -> bool:
+def at_task_limit(exc: BaseException) -> bool:
     """True if ``exc`` is the task's soft time limit (matched by name: no Celery here)."""
     return isinstance(exc, _TaskLimitReached) or type(exc).__name__ in TIME_LIMIT_EXCEPTIONS
 
@@ -316,7 +314,7 @@ def run_chunk(
         try:
             _run_jobs(held, held.claim(valid, _job_key), records, counts, worker)
         except Exception as exc:
-            if not _at_task_limit(exc):
+            if not at_task_limit(exc):
                 raise
             _hand_back(held, valid, records, counts, worker, send)
         records.flush()
@@ -339,84 +337,12 @@ def run_chunk(
     }
 
 
-def run_count_chunk(
-    count_id: str, subjob_dicts: list[dict[str, Any]], worker: str | None
-) -> dict[str, Any]:
-    """Run count sub-jobs (:class:`knights_tour.core.counting.SubJob` dicts) of ``count_id`` and
-    store each partial count under its sub-job key. The sub-jobs are claimed as batch jobs
-    are: one that already has a partial count is skipped (resubmission, re-delivery), one
-    another live worker holds is left to it; a malformed one is stored as an error entry.
-    Sub-jobs are long (seconds), so each partial count is stored as it is counted.
-
-    Returns
-    -------
-    dict
-        A tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``worker``.
-
-    Raises
-    ------
-    redis.ConnectionError, redis.TimeoutError
-        If Redis is unreachable.
-    """
-    r = redis_client()
-    led = Ledger.for_count(count_id)
-    ran = errors = 0
-    valid: list[SubJob] = []
-    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
-        try:
-            valid.append(SubJob.from_dict(raw))
-        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
-            name = raw.get("key") if isinstance(raw, dict) else None
-            count_store.save_partial(
-                r,
-                count_id,
-                str(name or invalid_key(raw)),
-                None,
-                0,
-                worker=worker,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            errors += 1
-    held = ChunkClaim(r, led, keeper())
-    max_attempts = get_settings().max_attempts
-    key = lambda s: s.key  # noqa: E731
-    try:
-        todo = held.claim(valid, key)
-        while todo:
-            todo = held.ready(todo, key, lambda: None)
-            if not todo:
-                break
-            sj = todo.popleft()
-            deaths = held.start(sj.key)
-            if deaths >= max_attempts:
-                count_store.save_partial(
-                    r,
-                    count_id,
-                    sj.key,
-                    None,
-                    0,
-                    worker=worker,
-                    error=f"WorkerLost: worker lost {deaths} times on this sub-job; given up",
-                )
-                errors += 1
-            else:
-                began = time.perf_counter()
-                count, nodes = sj.run()
-                count_store.save_partial(
-                    r, count_id, sj.key, count, nodes, time.perf_counter() - began, worker
-                )
-                ran += 1
-            leases.finish(r, led, [sj.key])
-            held.done(sj.key)
-    finally:
-        held.release()
-    return {
-        "count_id": count_id,
-        "ran": ran,
-        "skipped": held.skipped,
-        "errors": errors,
-        "worker": worker,
-    }
-
-
-__all__ = ["run_chunk", "run_count_chunk", "redis_client", "invalid_key", "SAVE_RETRY_S", "FLUSH_S"]
+__all__ = [
+    "run_chunk",
+    "redis_client",
+    "invalid_key",
+    "at_task_limit",
+    "Send",
+    "SAVE_RETRY_S",
+    "FLUSH_S",
+]

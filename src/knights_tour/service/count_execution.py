@@ -1,0 +1,155 @@
+"""The worker side of counts: run count sub-jobs (:class:`knights_tour.core.counting.SubJob`)
+and store one partial count per sub-job, claimed, leased and handed back at the task's time
+limit as a batch's jobs are (:mod:`knights_tour.service.execution`). The Celery task in
+:mod:`knights_tour.tasks` is a thin wrapper around :func:`run_count_chunk`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from typing import Any
+
+from knights_tour.core.counting import SubJob
+from knights_tour.service.chunk_claims import ChunkClaim, retrying
+from knights_tour.service.execution import Send, at_task_limit, invalid_key, redis_client
+from knights_tour.service.lease_keeper import keeper
+from knights_tour.settings import get_settings
+from knights_tour.store import counts as count_store
+from knights_tour.store import leases
+from knights_tour.store.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+
+def _count_subjobs(
+    held: ChunkClaim, todo: deque[SubJob], worker: str | None, tally: Counter[str]
+) -> None:
+    """Count the claimed sub-jobs ``todo`` in order, storing each partial count as it is done
+    (an error entry instead for one on which workers died ``KT_MAX_ATTEMPTS`` times)."""
+    r, led = held.r, held.led
+    max_attempts = get_settings().max_attempts
+    while todo:
+        todo = held.ready(todo, _subjob_key, lambda: None)
+        if not todo:
+            break
+        sj = todo.popleft()
+        deaths = held.start(sj.key)
+        if deaths >= max_attempts:
+            error = f"WorkerLost: worker lost {deaths} times on this sub-job; given up"
+            count_store.save_partial(r, led.id, sj.key, None, 0, worker=worker, error=error)
+            tally["errors"] += 1
+        else:
+            began = time.perf_counter()
+            count, nodes = sj.run()
+            elapsed_s = time.perf_counter() - began
+            count_store.save_partial(r, led.id, sj.key, count, nodes, elapsed_s, worker)
+            tally["ran"] += 1
+        leases.finish(r, led, [sj.key])
+        held.done(sj.key)
+
+
+def _subjob_key(sj: SubJob) -> str:
+    return sj.key
+
+
+def _hand_back_subjobs(
+    held: ChunkClaim, subjobs: Sequence[SubJob], worker: str | None, send: Send, tally: Counter[str]
+) -> None:
+    """After the task's soft time limit (``KT_SOFT_TIME_LIMIT_S``): hand back the sub-jobs not
+    counted, as :func:`_hand_back` does for jobs. The one the limit cut is blamed an attempt;
+    the cut that makes ``KT_MAX_ATTEMPTS`` stores an error entry for it instead (the count is
+    then reported incomplete, not left waiting for ever).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis stays unreachable.
+    """
+    r, led = held.r, held.led
+    cut = held.current
+    if cut is not None:
+        tries = held.deaths.get(cut, 0) + 1
+        if tries >= get_settings().max_attempts:
+            error = f"TimeLimit: the task's time limit cut this sub-job {tries} times; given up"
+            retrying(
+                lambda: count_store.save_partial(
+                    r, led.id, cut, None, 0, worker=worker, error=error
+                )
+            )
+            retrying(lambda: leases.finish(r, led, [cut]))
+            held.done(cut)
+            tally["errors"] += 1
+        else:
+            retrying(lambda: r.hincrby(led.attempts, cut, 1))
+    back = [s for s in subjobs if s.key in held.unfinished or not held.claimed_all]
+    if back:
+        names = [s.key for s in back]
+        held.release(names)
+        send([s.to_dict() for s in back])
+        retrying(lambda: leases.mark_requeued(r, led, names))
+        tally["handed_back"] += len(back)
+        log.warning(
+            "count %s: the task's time limit was reached; %d sub-job(s) handed back",
+            led.id,
+            len(back),
+        )
+
+
+def run_count_chunk(
+    count_id: str, subjob_dicts: list[dict[str, Any]], worker: str | None, send: Send | None = None
+) -> dict[str, Any]:
+    """Run count sub-jobs (:class:`knights_tour.core.counting.SubJob` dicts) of ``count_id`` and
+    store each partial count under its sub-job key. The sub-jobs are claimed as batch jobs
+    are: one that already has a partial count is skipped (resubmission, re-delivery), one
+    another live worker holds is left to it; a malformed one is stored as an error entry.
+    Sub-jobs are long (seconds), so each partial count is stored as it is counted. With
+    ``send`` (``send(subjob_dicts)`` puts a task for them on the queue at recovery priority),
+    the task's soft time limit hands the sub-jobs not counted back
+    (:func:`_hand_back_subjobs`); without, it is raised.
+
+    Returns
+    -------
+    dict
+        A tiny summary: ``count_id``, ``ran``, ``skipped``, ``errors``, ``handed_back``,
+        ``worker``.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    r = redis_client()
+    tally: Counter[str] = Counter()
+    valid: list[SubJob] = []
+    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
+        try:
+            valid.append(SubJob.from_dict(raw))
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
+            name = raw.get("key") if isinstance(raw, dict) else None
+            key = str(name or invalid_key(raw))
+            error = f"{type(exc).__name__}: {exc}"
+            count_store.save_partial(r, count_id, key, None, 0, worker=worker, error=error)
+            tally["errors"] += 1
+    held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
+    try:
+        _count_subjobs(held, held.claim(valid, _subjob_key), worker, tally)
+    except Exception as exc:
+        if send is None or not at_task_limit(exc):
+            raise
+        _hand_back_subjobs(held, valid, worker, send, tally)
+    finally:
+        held.release()
+    return {
+        "count_id": count_id,
+        "ran": tally["ran"],
+        "skipped": held.skipped,
+        "errors": tally["errors"],
+        "handed_back": tally["handed_back"],
+        "worker": worker,
+    }
+
+
+__all__ = ["run_count_chunk"]
