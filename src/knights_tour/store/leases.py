@@ -197,7 +197,6 @@ REGISTRY_KEEP_S = 86400
 out (when a new lease opens)."""
 
 _OPEN_LUA = """
-redis.replicate_commands()
 if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -207,9 +206,9 @@ return 1
 """
 # KEYS: the lease, the registry of workers; ARGV: lease ms, token, REGISTRY_KEEP_S. Creates the
 # lease unless it exists; notes when it runs out (Redis clock) and forgets entries a day old.
+# TIME before a write: scripts replicate their effects, not their text (Redis 5 and later).
 
 _RENEW_LUA = """
-redis.replicate_commands()
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return 0 end
 local t = redis.call('TIME')
 redis.call('ZADD', KEYS[2], tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[1]) / 1000,
