@@ -52,6 +52,9 @@ for _i, (_dr, _dc) in enumerate(KNIGHT_MOVES):
     _CODE_OF[(_dr + 2) * 5 + (_dc + 2)] = _i
 _EXT_MOVES, _EXT_SQUARES = 1, 2
 _HEAD = np.dtype([("row", "<i4"), ("col", "<i4"), ("moves", "<u4")])
+_START_CODE = len(KNIGHT_MOVES)
+_STEP_PAIRS = np.vstack([_MOVES, np.zeros((1, 2), dtype=np.int32)]).view(np.int64).ravel()
+"""Each move code's ``(d_row, d_col)`` (and ``(0, 0)`` for :data:`_START_CODE`) as one int64."""
 
 
 def encode_moves(tour: Tour) -> bytes | None:
@@ -146,8 +149,9 @@ def _pending(record: Any) -> bool:
 
 
 def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
-    """The tours of several :func:`encode_moves` payloads at once: one unpackbits, one gather
-    of the three-bit codes and one cumulative sum over all of them, then a view per tour.
+    """The tours of several :func:`encode_moves` payloads at once: one unpackbits, the padding
+    bits dropped, one lookup of every square's step (a start square's step is filled in after)
+    and one cumulative sum over them all, then a view per tour.
 
     Raises
     ------
@@ -161,26 +165,32 @@ def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
     if np.any(body_len * 8 < 3 * n):
         raise ValueError("a stored tour is cut short")
     bits = np.unpackbits(np.concatenate(bodies))
-    bit_start = np.zeros(len(bodies), dtype=np.int64)
-    np.cumsum(body_len[:-1] * 8, out=bit_start[1:])
-    code_start = np.zeros(len(bodies), dtype=np.int64)
-    np.cumsum(n[:-1], out=code_start[1:])
-    pos = np.repeat(bit_start - 3 * code_start, n) + 3 * np.arange(int(n.sum()), dtype=np.int64)
-    codes = (bits[pos] << 2) | (bits[pos + 1] << 1) | bits[pos + 2]
+    pad = body_len * 8 - 3 * n  # fewer than 8 bits at the end of each body
+    if pad.any():
+        first = np.repeat(np.cumsum(body_len * 8) - pad, pad)
+        offset = np.arange(int(pad.sum()), dtype=np.int64) - np.repeat(np.cumsum(pad) - pad, pad)
+        keep = np.ones(len(bits), dtype=bool)
+        keep[first + offset] = False
+        bits = bits[keep]
     squares = n + 1
     row0 = np.zeros(len(payloads), dtype=np.int64)
     np.cumsum(squares[:-1], out=row0[1:])
-    steps = np.empty((int(squares.sum()), 2), dtype=np.int64)
-    moves = np.ones(len(steps), dtype=bool)
-    moves[row0] = False
-    steps[moves] = _MOVES[codes]
+    codes = np.full(int(squares.sum()), _START_CODE, dtype=np.uint8)
+    is_move = np.ones(len(codes), dtype=bool)
+    is_move[row0] = False
+    codes[is_move] = (bits[0::3] << 2) | (bits[1::3] << 1) | bits[2::3]
+    # every square's (d_row, d_col) as one int64 of two int32s: one 1-D lookup
+    steps = np.take(_STEP_PAIRS, codes).view(np.int32).reshape(-1, 2)
     steps[row0, 0] = heads["row"]
     steps[row0, 1] = heads["col"]
-    total = np.cumsum(steps, axis=0)
-    before = np.zeros((len(payloads), 2), dtype=np.int64)
+    # the running sum reaches the sum of the pages' end squares: int32 while that fits
+    bound = int(np.abs(heads["row"]).sum() + np.abs(heads["col"]).sum() + 2 * n.sum())
+    kind = np.int32 if bound < 2**31 else np.int64
+    total = np.cumsum(steps, axis=0, dtype=kind)
+    before = np.zeros((len(payloads), 2), dtype=kind)
     before[1:] = total[row0[1:] - 1]
     total -= np.repeat(before, squares, axis=0)
-    return np.split(total.astype(np.int32), row0[1:])
+    return np.split(total.astype(np.int32, copy=False), row0[1:])
 
 
 def decode_stored(stored: bytes | str) -> Record:
