@@ -5,13 +5,22 @@ tests/commands/test_status_leases.py for the real two-worker run)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.cli import main
+from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
 from knights_tour.service.batches import cancel_batch, make_jobs
-from knights_tour.service.status import STALL_AFTER_LEASES, assess, batch_view, shown_params
+from knights_tour.service.status import (
+    STALL_AFTER_LEASES,
+    assess,
+    batch_view,
+    shown_params,
+    stalled_batches,
+)
+from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 from knights_tour.store import keys, leases
 from knights_tour.store.holders import Holding, LeaseView, lease_view
@@ -241,7 +250,7 @@ def test_no_stall_while_a_lease_is_live_or_soon_after_the_batch_is_submitted():
 
 
 def test_params_are_shown_as_written():
-    _boards, _jobs, params = make_jobs(["5-8", "6x8"], _options())
+    _boards, _jobs, params = make_jobs(["5-8", "6x8"], JobOptions())
     assert params["sizes"] == "5x5,6x6,7x7,8x8,6x8" and params["sizes_asked"] == "5-8,6x8"
     shown = shown_params(params)
     assert shown["sizes"] == "5-8,6x8" and "sizes_asked" not in shown
@@ -249,21 +258,9 @@ def test_params_are_shown_as_written():
     assert shown_params({"sizes": "5x5,6x6"}) == {"sizes": "5x5,6x6"}  # a batch from before
 
 
-def _options():
-    from knights_tour.core.jobs import JobOptions
-
-    return JobOptions()
-
-
 def test_batches_lists_a_batch_nobody_serves_as_stalled(
     capsys, redis_client, redis_db_url, monkeypatch
 ):
-    import json
-
-    from knights_tour.cli import main
-    from knights_tour.service.status import stalled_batches
-    from knights_tour.settings import get_settings
-
     r = redis_client
     jobs = make_batch_jobs(["3x4"])
     waiting = store.create_batch(r, jobs, {"sizes": "3x4", "sizes_asked": "3-4x4"})
