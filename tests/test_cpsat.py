@@ -265,3 +265,18 @@ def test_record_round_trips() -> None:
     assert record["solver"] == "cpsat" and record["cpsat_model_status"] == "INFEASIBLE"
     assert record["cpsat_status"] is None  # no cross-check was asked for
     assert Record.from_dict(json.loads(json.dumps(record))) == result
+
+
+def test_a_tour_check_out_of_time_is_undecided_not_a_rejection() -> None:
+    """With too little time CP-SAT cannot even load the 50x50 model (about 20,000 arcs): the
+    check answers None (undecided), and a cross-check under a tight job budget then reports
+    no mismatch for the engine's verified tour (it did report one when None read as False)."""
+    from knights_tour.core.jobs import Job, run_job
+
+    board = Board(50, 50)
+    tour = solve(board, (0, 0)).tour
+    assert verify_tour(board, tour, start=(0, 0)).ok
+    assert check_tour(board, tour, (0, 0), time_limit_s=1e-4) is None
+    rec = run_job(Job(50, 50, (0, 0), verify="cpsat", time_limit_s=0.05))
+    assert rec.status == Status.FOUND and rec.cpsat_tour_accepted is not False
+    assert not rec.mismatch and rec.checks.cpsat is not False

@@ -73,8 +73,17 @@ def test_a_job_without_its_own_limit_gets_the_default_job_limit(fault_redis, wor
 
 # -- the task's limits: derived from its chunk, and the hand-back when one is reached -----------
 def _slow_jobs(n: int) -> list[Job]:
-    """Engine searches of 0.6 s each (exhaustive on 2000x2000: they end at their own limit)."""
-    return [Job(2000, 2000, (0, c), exhaustive=True, time_limit_s=0.6) for c in range(n)]
+    """CP-SAT jobs of 0.6 s each: on 50x50 CP-SAT takes seconds to find a tour, so each ends at
+    its own limit (unknown, time_limit) after 0.6 s of search plus the model's building. (The
+    engine is no timer: it finds a tour of 2000x2000 within 0.6 s on some machines.)"""
+    return [Job(50, 50, (0, c), solver="cpsat", time_limit_s=0.6) for c in range(n)]
+
+
+def _warm_cpsat(url: str, r) -> None:
+    """Run one small CP-SAT job in the worker, so OR-Tools is loaded in its pool process before
+    a test's time limit can land inside that import."""
+    batch_id = submit_batch(url, [Job(5, 5, (0, 0), solver="cpsat")], {"test": "warm"})
+    assert drive(r, url, batch_id, timeout_s=120).status.get("complete")
 
 
 def test_a_chunk_longer_than_the_fixed_task_limit_is_not_cut(fault_redis, worker_pool):
@@ -86,6 +95,7 @@ def test_a_chunk_longer_than_the_fixed_task_limit_is_not_cut(fault_redis, worker
     worker = worker_pool.start("tchunk-", env=env)
     pid = worker.pids[0]
     r = connect(url)
+    _warm_cpsat(url, r)
     slow = _slow_jobs(4)
     after = Job(5, 5, (0, 0))  # a corner of 5x5 starts an open tour (Euler's board, 1759)
     batch_id = submit_batch(url, [*slow, after], {"test": "derived limits"}, chunk_size=5)
@@ -107,6 +117,7 @@ def test_a_task_at_its_soft_limit_hands_back_what_it_has_not_decided(fault_redis
     url = fault_redis.url
     worker = worker_pool.start("thandback-")
     r = connect(url)
+    _warm_cpsat(url, r)
     jobs = [*_slow_jobs(6), Job(5, 5, (0, 0))]
     batch_id = create_batch(r, jobs, {"test": "hand-back"})
     activate(r, Ledger.for_batch(batch_id))
@@ -129,3 +140,20 @@ def test_a_task_at_its_soft_limit_hands_back_what_it_has_not_decided(fault_redis
     log_text = "".join(p.read_text(errors="replace") for p in worker_pool.log_dir.glob("*.log"))
     assert "handed back" in log_text, log_text[-3000:]
     assert worker.procs[0].poll() is None
+
+
+def test_the_job_budget_reaches_the_cross_check_in_a_worker(fault_redis, worker_pool):
+    """A job's time_limit_s (what ``--time-limit`` sets) bounds its CP-SAT cross-check in a
+    worker too. The worker's own CP-SAT default is 1000 s here, long enough for CP-SAT to
+    decide 50x50 (seconds), so only the job's 0.5 s budget can leave it undecided."""
+    url = fault_redis.url
+    worker_pool.start("tcross-", env={"KT_CPSAT_TIME_LIMIT_S": "1000"})
+    r = connect(url)
+    job = Job(50, 50, (0, 0), verify="cpsat", time_limit_s=0.5)
+    batch_id = submit_batch(url, [job], {"test": "budget reaches the cross-check"})
+    d = drive(r, url, batch_id, timeout_s=150)
+    assert d.status.get("complete"), d.status
+    (rec,) = collect(r, batch_id)
+    assert rec.status == "found" and verify_tour(50, rec.tour, start=(0, 0)).ok
+    assert rec.cpsat_reason == "time_limit", (rec.cpsat_status, rec.cpsat_reason)
+    assert not rec.mismatch and rec.checks.cpsat is None

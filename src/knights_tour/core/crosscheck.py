@@ -27,9 +27,11 @@ def cross_check_cpsat(result: Record, time_limit_s: float | None = None) -> None
     backend's own, ``KT_CPSAT_TIME_LIMIT_S``; at least :data:`MIN_CHECK_S` each), filling in its
     cross-check fields: ``checks.cpsat`` (True: CP-SAT agrees and, if the solver found a tour,
     the model accepts it; False: a disagreement; None: CP-SAT could not decide, or the solver
-    did not), ``cpsat_status``, ``cpsat_proof``, ``cpsat_reason``, ``cpsat_model_status``,
-    ``cpsat_elapsed_s``, ``cpsat_nodes``, ``cpsat_tour_accepted`` (model check of the solver's
-    tour, or None), ``mismatch`` and ``cpsat_note`` (why ``checks.cpsat`` is None or False).
+    did not, or the model's check of the tour ran out of time), ``cpsat_status``,
+    ``cpsat_proof``, ``cpsat_reason``, ``cpsat_model_status``, ``cpsat_elapsed_s``,
+    ``cpsat_nodes``, ``cpsat_tour_accepted`` (model check of the solver's tour; None without a
+    tour or when the check ran out of time), ``mismatch`` and ``cpsat_note`` (why
+    ``checks.cpsat`` is None or False).
     """
     board = result.board
     began = time.perf_counter()
@@ -44,11 +46,10 @@ def cross_check_cpsat(result: Record, time_limit_s: float | None = None) -> None
     if result.status == Status.FOUND and result.tour is not None:
         t0 = time.perf_counter()
         left_s = max(budget_s - (t0 - began), MIN_CHECK_S)
-        accepted = bool(
-            get_checker("cpsat")(
-                board, result.tour, result.start, closed=result.closed, time_limit_s=left_s
-            )
+        verdict = get_checker("cpsat")(
+            board, result.tour, result.start, closed=result.closed, time_limit_s=left_s
         )
+        accepted = None if verdict is None else bool(verdict)  # None: out of time
         cp_elapsed += time.perf_counter() - t0
 
     note: str | None = None
@@ -63,6 +64,9 @@ def cross_check_cpsat(result: Record, time_limit_s: float | None = None) -> None
     elif not cp.is_decided:
         ok = None
         note = f"CP-SAT did not decide ({cp.status.value}: {cp.reason}); no existence cross-check"
+    elif accepted is None and result.status == Status.FOUND and result.tour is not None:
+        ok = None
+        note = "the CP-SAT model's check of the tour ran out of time; the tour is not checked"
     elif not result.is_decided:
         ok = None
         note = (

@@ -36,7 +36,8 @@ SOLVERS: dict[str, str] = {
 
 CHECKERS: dict[str, str] = {"cpsat": "knights_tour.solvers.cpsat:check_tour"}
 """Model checks of a finished tour: name -> ``"module:function"`` with the shape
-``check(board, tour, start, closed=False) -> bool`` (used by the ``verify="cpsat"`` cross-check)."""
+``check(board, tour, start, closed=False, time_limit_s=None) -> bool | None`` (None: undecided
+within the time limit; used by the ``verify="cpsat"`` cross-check)."""
 
 COUNT_KERNEL = "knights_tour.solvers.engine.count_kernel"
 """The compiled tour-counting kernels (``count_completions``, ``prefix_viable``)."""
@@ -120,7 +121,7 @@ def get_solver(name: str) -> SolverFn:
     return _load(SOLVERS[check_solver_name(name)])
 
 
-def get_checker(name: str) -> Callable[..., bool]:
+def get_checker(name: str) -> Callable[..., bool | None]:
     """The tour check of :data:`CHECKERS` ``[name]``, imported on first use.
 
     Raises

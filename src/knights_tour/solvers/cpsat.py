@@ -253,7 +253,7 @@ def check_tour(
     start: Square,
     closed: bool = False,
     time_limit_s: float | None = None,
-) -> bool:
+) -> bool | None:
     """Ask the CP-SAT model whether ``tour`` is one of its solutions (a cross-check of a tour).
 
     The arcs the tour uses are fixed true and every other arc false; the answer is whether CP-SAT
@@ -276,8 +276,11 @@ def check_tour(
 
     Returns
     -------
-    bool
-        True only if CP-SAT reports the fixed assignment feasible.
+    bool or None
+        True only if CP-SAT reports the fixed assignment feasible; False if the tour does not
+        fit the model or CP-SAT proves the assignment infeasible; None if CP-SAT ran out of
+        ``time_limit_s`` before it decided (a tight job budget on a large board), which says
+        nothing about the tour.
 
     Raises
     ------
@@ -308,4 +311,6 @@ def check_tour(
     if time_limit_s is None:
         time_limit_s = get_settings().cpsat_time_limit_s
     status = _make_solver(time_limit_s, CHECK_PARAMETERS).solve(tm.model)
+    if status == cp_model.UNKNOWN:
+        return None
     return status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
