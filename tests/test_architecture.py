@@ -29,6 +29,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     "hidden",
     ("solvers/_numba.py", "_load_cffi_typing_without_cffi"): "numba's cffi typing, loaded early "
     "with cffi hidden",
+    ("service/celery_worker_main.py", "_import_engine"): "the engine's modules, imported by a "
+    "worker before its pool forks",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

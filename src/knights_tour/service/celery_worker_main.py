@@ -37,10 +37,11 @@ def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
         The worker's exit code (0 after a warm shutdown).
     """
     app_module = celery_worker()
-    # The engine is loaded before the pool forks, so the pool process can run a job the
-    # moment this worker takes its first message. Warmed after the fork instead, a worker
-    # that comes up late holds a message through its warm-up while an earlier one idles.
-    app_module.warm_up_engine_in_this_process()
+    # The engine's modules (numpy, numba, the kernels) are imported before the pool forks, so
+    # the pool process has them; it loads the kernels (numba's registries and its on-disk
+    # cache, worker_process_init) while this process connects to the broker, on another core.
+    # Loaded whole before the fork, the worker took its first message later.
+    _import_engine()
     worker = app_module.app.Worker(
         hostname=node,
         pool_cls="prefork",
@@ -53,6 +54,15 @@ def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
     )
     worker.start()
     return int(worker.exitcode or 0)
+
+
+def _import_engine() -> None:
+    """Import the engine's modules (not its kernels); a failure is left to the pool process's
+    warm-up, which logs it (a missing engine must not keep the worker from other solvers)."""
+    try:
+        import knights_tour.solvers.warnsdorff  # noqa: F401
+    except ImportError:
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process
