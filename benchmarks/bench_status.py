@@ -18,6 +18,11 @@ It also counts how many of the status answers showed every worker busy on the ba
 is then stopped (SIGTERM, which ``ktour run`` takes as Ctrl-C: its batch is cancelled, the
 embedded Redis stopped).
 
+``--synthetic-sizes LIST`` instead builds a batch of those boards (one job per square, none
+run) on a temporary embedded Redis, with 500 jobs held under a live lease, and times
+``batch_view`` against ``batch_status`` (which reads every job key and status: what
+``ktour status`` read, twice, before it used the tally and the leases).
+
 ``--compare SRC`` also times ``ktour status`` of the package in directory SRC (e.g. an older
 checkout's ``src``, put first on ``PYTHONPATH``), interleaved answer by answer with this tree's
 so both see the same load, and reports the ratio of the medians.
@@ -26,6 +31,7 @@ Usage::
 
     python benchmarks/bench_status.py [--sizes 20-22] [--workers 2] [--repeats 5]
                                       [--compare SRC] [--json FILE]
+    python benchmarks/bench_status.py --synthetic-sizes 5-64 [--repeats 5] [--json FILE]
 
 Figures go in ``benchmarks/README.md`` ("Status"), with the machine's load.
 """
@@ -80,6 +86,47 @@ def in_process(data_dir: Path, repeats: int) -> list[float]:
             batch_view(backend.client, batch_id)
             out.append(time.perf_counter() - began)
     return out
+
+
+def synthetic(sizes: str, repeats: int, data_dir: Path) -> dict[str, object]:
+    """``batch_view`` against ``batch_status`` on a batch of the boards ``sizes`` (see the
+    module docstring), in this process."""
+    from knights_tour.board import parse_board_list
+    from knights_tour.core.jobs import make_batch_jobs
+    from knights_tour.service.embedded_redis import EmbeddedRedis
+    from knights_tour.service.status import batch_view
+    from knights_tour.store import batches as store
+    from knights_tour.store import leases
+    from knights_tour.store.connection import connect
+    from knights_tour.store.ledger import Ledger
+
+    server = EmbeddedRedis(data_dir / "redis", reuse=False)
+    server.start()
+    try:
+        r = connect(server.url)
+        jobs = make_batch_jobs(parse_board_list(sizes))
+        batch_id = store.create_batch(r, jobs, {"sizes_asked": sizes})
+        leases.open_lease(r, "bench:1:held", 600_000)
+        leases.claim(r, Ledger.for_batch(batch_id), "bench:1:held", [j.key for j in jobs[:500]])
+        view, full = [], []
+        for _ in range(repeats):
+            began = time.perf_counter()
+            p = batch_view(r, batch_id)
+            view.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            store.batch_status(r, batch_id, max_missing=0)
+            full.append(time.perf_counter() - began)
+        r.close()
+    finally:
+        server.stop()
+    return {
+        "jobs": len(jobs),
+        "running": p["running"],
+        "queued": p["queued"],
+        "batch_view_s": _summary(view),
+        "batch_status_s": _summary(full),
+        "load_average": os.getloadavg(),
+    }
 
 
 def _summary(xs: list[float]) -> dict[str, object]:
@@ -220,13 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="timings of each kind (default 5)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--compare", metavar="SRC", help="also time ktour status of this tree")
+    ap.add_argument("--synthetic-sizes", metavar="LIST", help="time a synthetic batch instead")
     ap.add_argument("--in-process", metavar="DATA_DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.in_process:
         print(json.dumps(in_process(Path(args.in_process), args.repeats)))
         return 0
     with tempfile.TemporaryDirectory(prefix="kt-bench-status-") as tmp:
-        figures = measure(args.sizes, args.workers, args.repeats, Path(tmp), args.compare)
+        if args.synthetic_sizes:
+            figures = synthetic(args.synthetic_sizes, args.repeats, Path(tmp))
+        else:
+            figures = measure(args.sizes, args.workers, args.repeats, Path(tmp), args.compare)
     for key, value in figures.items():
         if isinstance(value, dict):
             print(
