@@ -124,7 +124,7 @@ def batch_view(
     batch_id : str
     rate_jobs_per_s : float, optional
         Completion rate for the ETA (e.g. measured between two polls); default the batch's
-        average since it was submitted.
+        average since it was created.
     lease_s : float, optional
         The workers' lease period, seconds (default ``KT_LEASE_S``).
 
@@ -171,9 +171,10 @@ def batch_view(
         "now": lv.now,
     }
     submitted = _submitted(meta_raw, st.get("created"))
+    created = st.get("created")
     rate = rate_jobs_per_s
-    if rate is None and submitted is not None and st["done"] > 0 and lv.now > submitted:
-        rate = st["done"] / (lv.now - submitted)
+    if rate is None and created is not None and st["done"] > 0 and lv.now > created:
+        rate = st["done"] / (lv.now - float(created))  # the average since it was created
     out["rate_jobs_per_s"] = None if rate is None else round(rate, 3)
     eta = 0.0 if remaining == 0 else (remaining / rate if rate else None)
     if st["complete"]:
