@@ -11,6 +11,7 @@ import time
 import pytest
 
 from knights_tour.cli import main
+from knights_tour.commands.batch import WORKER_LINES, _status_lines
 from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
 from knights_tour.service.batches import cancel_batch, make_jobs
 from knights_tour.service.status import (
@@ -283,3 +284,41 @@ def test_batches_lists_a_batch_nobody_serves_as_stalled(
         assert stalled_batches(r, [waiting]) == {}
     finally:
         get_settings.cache_clear()
+
+
+def test_the_status_text_agrees_with_itself_and_lists_at_most_sixteen_processes():
+    held = [
+        {"worker": f"vm:{i}", "jobs": 2, "first": "5x5:0,0:warnsdorff:open"}
+        | {"last": "5x5:0,1:warnsdorff:open", "since": 1e9, "for_s": 3.0, "running_job": None}
+        | {"live": i > 0}
+        for i in range(WORKER_LINES + 4)
+    ]
+    p = {
+        "batch_id": "B",
+        "done": 1,
+        "total": 45,
+        "state": "stalled",
+        "counts": {"found": 1},
+        "mismatches": 0,
+        "running": 38,
+        "queued": 4,
+        "orphaned": 2,
+        "failed": 0,
+        "eta_s": None,
+        "complete": False,
+        "workers": held,
+        "workers_busy": [w["worker"] for w in held[1:]],
+        "live_workers": WORKER_LINES + 3,
+        "reason": "no live worker lease for 20 s; 2 job(s) held by expired leases",
+        "params": {"sizes": "5x5", "sizes_asked": "5", "solver": "warnsdorff", "closed": False},
+    }
+    lines = _status_lines(p)
+    assert lines[0] == "batch B: 1/45 jobs done (stalled); found 1; mismatches 0"
+    assert lines[1].endswith("queued 4, orphaned 2, failed 0; ETA -; state stalled")
+    assert lines[2].startswith("stalled: no live worker lease for 20 s; 2 job(s) held by")
+    assert lines[3] == f"workers: {WORKER_LINES + 3} live, {WORKER_LINES + 3} on this batch"
+    listed = [ln for ln in lines if ln.startswith("  vm:")]
+    assert len(listed) == WORKER_LINES and "[lease expired]" in listed[0]
+    assert "5x5:0,0:warnsdorff:open .. 5x5:0,1:warnsdorff:open, claimed 3s ago" in listed[1]
+    assert lines[-2] == "  ... 4 more (--json lists every one)"
+    assert lines[-1] == "params: sizes=5, solver=warnsdorff"

@@ -144,6 +144,10 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
 # -- status -----------------------------------------------------------------------------------
 
 
+WORKER_LINES = 16
+"""At most this many worker processes are listed by ``ktour status`` (``--json``: all)."""
+
+
 def _ago(seconds: float | None) -> str:
     return "-" if seconds is None else format_eta(seconds)
 
@@ -174,7 +178,10 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
     if not p["complete"]:
         busy = len(p.get("workers_busy") or ())
         lines.append(f"workers: {p.get('live_workers', 0)} live, {busy} on this batch")
-        lines += [_worker_line(w) for w in p.get("workers") or ()]
+        holding = p.get("workers") or []
+        lines += [_worker_line(w) for w in holding[:WORKER_LINES]]
+        if len(holding) > WORKER_LINES:
+            lines.append(f"  ... {len(holding) - WORKER_LINES} more (--json lists every one)")
     params = shown_params(p.get("params") or {})
     if params:
         lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()))
