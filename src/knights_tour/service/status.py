@@ -171,10 +171,7 @@ def batch_view(
         "now": lv.now,
     }
     submitted = _submitted(meta_raw, st.get("created"))
-    created = st.get("created")
-    rate = rate_jobs_per_s
-    if rate is None and created is not None and st["done"] > 0 and lv.now > created:
-        rate = st["done"] / (lv.now - float(created))  # the average since it was created
+    rate = _rate(st, lv.now) if rate_jobs_per_s is None else rate_jobs_per_s
     out["rate_jobs_per_s"] = None if rate is None else round(rate, 3)
     eta = 0.0 if remaining == 0 else (remaining / rate if rate else None)
     if st["complete"]:
@@ -190,6 +187,14 @@ def batch_view(
     ended = out["state"] in ("stalled", store.CANCELLED)
     out["eta_s"] = None if eta is None or ended else round(eta, 1)
     return out
+
+
+def _rate(st: Mapping[str, Any], now: float) -> float | None:
+    """Jobs per second since the batch was created (a resume does not restart the clock)."""
+    created = st.get("created")
+    if created is None or st["done"] <= 0 or now <= float(created):
+        return None
+    return float(st["done"]) / (now - float(created))
 
 
 def stalled_batches(
