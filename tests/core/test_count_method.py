@@ -67,6 +67,8 @@ def test_classes_counted_on_disk_need_no_trunk(tmp_path):
     assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
     again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
     assert again.grid == ref and again.extra["trunks"] == []
+    swept = [f for f in again.extra["dp_classes"] if f["method"].startswith("full sweep")]
+    assert swept and all("resumed from its checkpoint" in f["method"] for f in swept)
     one = dp_count(board, (0, 0), checkpoint_dir=tmp_path, halves=False)
     # a trunk for this class alone would differ from the shared one: none is run
     assert one.grid[0][0] == ref[0][0] and one.extra["trunks"] == []

@@ -324,11 +324,14 @@ def _trunk_classes(
             first = s if initial is not None else 0
             res = run_sweep(plans[rep], first_step=first, initial=initial, **opts)
             counts[rep] = int(res.counts[0]) if len(res.keys) else 0
+            how = f"full sweep from the trunk's layer {s}" if first else "full sweep"
+            if res.resumed_from >= 0:
+                how += f", resumed from its checkpoint after step {res.resumed_from}"
             figures.append(
                 {
                     "representative": list(rep),
                     "count": counts[rep],
-                    "method": f"full sweep from the trunk's layer {s}",
+                    "method": how,
                     "seconds": round(time.perf_counter() - t0, 3),
                     "peak_states": res.peak_states,
                     "transitions": res.transitions,
