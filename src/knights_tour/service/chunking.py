@@ -40,16 +40,21 @@ _FIXED_S = {"warnsdorff": 2e-4, "cpsat": 2e-3}
 _PER_SQUARE_S = {"warnsdorff": 5e-7, "cpsat": 5e-5}
 
 
+def _backend_cost_s(name: str, squares: int) -> float:
+    """A rough run time in seconds of backend ``name`` on a board of ``squares`` squares;
+    a backend not priced here is priced as CP-SAT (slow)."""
+    fixed = _FIXED_S.get(name, _FIXED_S["cpsat"])
+    return fixed + squares * _PER_SQUARE_S.get(name, _PER_SQUARE_S["cpsat"])
+
+
 def estimated_cost_s(job: Job) -> float:
     """A rough estimate of ``job``'s run time in seconds, for sizing chunks only: a fixed
-    cost plus a cost per square of the board for its backend, plus the CP-SAT cross-check's
-    with ``verify="cpsat"``. Unknown backends are priced as CP-SAT (slow)."""
+    cost plus a cost per square of the board for its backend, plus its cross-check's backend
+    (``verify``) priced the same way. Unknown backends are priced as CP-SAT (slow)."""
     squares = job.rows * job.cols
-    cost = _FIXED_S.get(job.solver, _FIXED_S["cpsat"]) + squares * _PER_SQUARE_S.get(
-        job.solver, _PER_SQUARE_S["cpsat"]
-    )
-    if job.verify == "cpsat":
-        cost += _FIXED_S["cpsat"] + squares * _PER_SQUARE_S["cpsat"]
+    cost = _backend_cost_s(job.solver, squares)
+    if job.verify is not None:
+        cost += _backend_cost_s(job.verify, squares)
     return cost
 
 
