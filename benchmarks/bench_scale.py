@@ -29,8 +29,13 @@ For every run it prints, as a table and a JSON file (``--json``, default
 * ``floor_s``: the in-process floor, measured in the same run: the same jobs solved with no
   Celery and no Redis, by K processes of a ``multiprocessing`` pool (each with the engine
   loaded first, as a worker is), each record serialised to its JSON line and written to a
-  file (interpreter start included, as in ``wall_s``); ``wall_over_floor`` = wall_s / floor_s:
-  what the plumbing costs around the solving.
+  file (interpreter start included, as in ``wall_s``), measured right before and right after
+  the run and averaged, so that a load that changes during the run weighs on both
+  (``floor_spread``: the slower of the two over the faster); ``wall_over_floor`` = wall_s /
+  floor_s: what the plumbing costs around the solving;
+* ``load_before`` / ``load_after``: the 1-minute load average when the run started and after
+  the second floor (the machine's other load: the figures above are only comparable at a
+  similar load).
 
 ``--check`` also runs ``ktour collect BATCH --format jsonl`` in a new process and compares its
 bytes with the ``--out`` file, and ``ktour verify FILE --all``. Figures depend on the machine
@@ -204,7 +209,8 @@ if __name__ == "__main__":
     verify = args.get("verify", "none")
     try:
         from knights_tour.core.jobs import JobOptions
-        _, jobs, _ = make_jobs(args["sizes"], JobOptions(verify=None if verify == "none" else verify))
+        options = JobOptions(verify=None if verify == "none" else verify)
+        _, jobs, _ = make_jobs(args["sizes"], options)
     except ImportError:  # a tree from before JobOptions
         _, jobs, _ = make_jobs(args["sizes"], "warnsdorff", verify, False, False, None, None)
     jobs.sort(key=lambda j: j.rows * j.cols, reverse=True)
@@ -258,6 +264,8 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
             "--out",
             str(out),
         ]
+        floor_before = in_process_floor(workload, k, src)
+        load = os.getloadavg()[0]
         t0 = time.time()
         proc = subprocess.Popen(
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -291,8 +299,14 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
             "out_mb": round(out.stat().st_size / 2**20, 1),
         }
         row.update(_stored_per_record(data_dir, batch_id, env))
-        row["floor_s"] = round(in_process_floor(workload, k, src), 2)
+        floor_after = in_process_floor(workload, k, src)
+        row["floor_s"] = round((floor_before + floor_after) / 2, 2)
+        row["floor_spread"] = round(
+            max(floor_before, floor_after) / min(floor_before, floor_after), 2
+        )
         row["wall_over_floor"] = round(row["wall_s"] / row["floor_s"], 2)
+        row["load_before"] = round(load, 1)
+        row["load_after"] = round(os.getloadavg()[0], 1)
         if check:
             row.update(_check(data_dir, batch_id, out, env))
         return row
@@ -304,7 +318,10 @@ COLUMNS = (
     "jobs",
     "wall_s",
     "floor_s",
+    "floor_spread",
     "wall_over_floor",
+    "load_before",
+    "load_after",
     "batch_s",
     "before_first_s",
     "after_last_s",
