@@ -92,7 +92,7 @@ class _DeferredPackage(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         spec = self.__spec__
-        if name.startswith("__") or spec is None or spec.loader is None:
+        if (name.startswith("__") and name != "__all__") or spec is None or spec.loader is None:
             raise AttributeError(name)
         self.__class__ = types.ModuleType  # run it once
         spec.loader.exec_module(self)
