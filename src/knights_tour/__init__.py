@@ -94,7 +94,7 @@ class _DeferredPackage(types.ModuleType):
         spec = self.__spec__
         if (name.startswith("__") and name != "__all__") or spec is None or spec.loader is None:
             raise AttributeError(name)
-        self.__class__ = types.ModuleType  # run it once
+        self.__class__ = types.ModuleType  # type: ignore[assignment]  # run it once
         spec.loader.exec_module(self)
         return getattr(self, name)
 

@@ -185,11 +185,11 @@ def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
     steps[row0, 1] = heads["col"]
     # the running sum reaches the sum of the pages' end squares: int32 while that fits
     bound = int(np.abs(heads["row"]).sum() + np.abs(heads["col"]).sum() + 2 * n.sum())
-    kind = np.int32 if bound < 2**31 else np.int64
-    total = np.cumsum(steps, axis=0, dtype=kind)
+    kind = np.dtype(np.int32 if bound < 2**31 else np.int64)
+    total: np.ndarray = np.cumsum(steps, axis=0, dtype=kind)
     before = np.zeros((len(payloads), 2), dtype=kind)
     before[1:] = total[row0[1:] - 1]
-    total -= np.repeat(before, squares, axis=0)
+    np.subtract(total, np.repeat(before, squares, axis=0), out=total)
     return np.split(total.astype(np.int32, copy=False), row0[1:])
 
 
