@@ -215,10 +215,10 @@ def _classes(board: Board, start: Square | None) -> dict[Square, list[Square]]:
 
 def _trivial_classes(
     board: Board, reps: list[Square]
-) -> tuple[dict[Square, int], list[dict[str, object]]]:
+) -> tuple[dict[Square, int], list[dict[str, Any]]]:
     """The counts (all 0, or 1 on one square) and figures of classes needing no search."""
     counts: dict[Square, int] = {}
-    figures: list[dict[str, object]] = []
+    figures: list[dict[str, Any]] = []
     for rep in reps:
         counts[rep] = count_paths(board, rep).paths
         figures.append(
