@@ -48,7 +48,8 @@ from knights_tour.board import Board, parse_board_list  # noqa: E402
 from knights_tour.core.counting import plan_count  # noqa: E402
 from knights_tour.core.jobs import make_batch_jobs  # noqa: E402
 from knights_tour.core.records import decode_stored  # noqa: E402
-from knights_tour.service.batches import cancel_batch, submit_batch  # noqa: E402
+from knights_tour.service.batches import submit_batch  # noqa: E402
+from knights_tour.service.cancelling import cancel_batch  # noqa: E402
 from knights_tour.service.counts import submit_count  # noqa: E402
 from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
 from knights_tour.settings import get_settings  # noqa: E402

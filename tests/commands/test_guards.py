@@ -58,9 +58,9 @@ def _all_keys(r) -> list[str]:
 
 
 def _batch_messages(r, batch_id: str) -> int:
-    from knights_tour.service.batches import _message_of
+    from knights_tour.service.cancelling import message_of
 
-    match = _message_of(batch_id, worker.TASK_RUN_JOBS)
+    match = message_of(batch_id, worker.TASK_RUN_JOBS)
     return sum(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
 
 

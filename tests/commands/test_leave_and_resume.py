@@ -28,7 +28,8 @@ import redis
 from knights_tour import worker
 from knights_tour.cli import main
 from knights_tour.core.jobs import JobOptions, run_job
-from knights_tour.service.batches import _message_of, make_jobs, submit_batch
+from knights_tour.service.batches import make_jobs, submit_batch
+from knights_tour.service.cancelling import message_of
 from knights_tour.service.schedule import run_sweep
 from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
@@ -61,7 +62,7 @@ def _records(path: Path) -> list[dict]:
 
 def _messages(r: redis.Redis, batch_id: str) -> tuple[int, int]:
     """(queued, held by a worker without acknowledgement) run-jobs messages of ``batch_id``."""
-    match = _message_of(batch_id, worker.TASK_RUN_JOBS)
+    match = message_of(batch_id, worker.TASK_RUN_JOBS)
     queued = sum(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     held = sum(match(json.dumps(json.loads(v)[0])) for v in r.hvals(worker.UNACKED_KEY))
     return queued, held
@@ -442,7 +443,7 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
     # held messages: gone with it, counted again on resume) or one re-sent by the workers'
     # recovery when its lease lapsed on a loaded machine
     assert 348 - 1 <= done + dropped <= 348 + 1, (done, dropped)
-    match = _message_of(count_id, worker.TASK_COUNT_SUBJOBS)
+    match = message_of(count_id, worker.TASK_COUNT_SUBJOBS)
     assert not any(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     assert not r.sismember(keys.active_counts(), count_id)
 

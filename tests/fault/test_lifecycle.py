@@ -20,13 +20,13 @@ from knights_tour.core.jobs import JobOptions
 from knights_tour.result import Record, Status
 from knights_tour.service.batches import (
     batch_digest,
-    cancel_batch,
     make_jobs,
     recover_lost_jobs,
     start_or_resume,
     submit_batch,
     wait_for_batch,
 )
+from knights_tour.service.cancelling import cancel_batch
 from knights_tour.service.lease_keeper import LeaseKeeper
 from knights_tour.service.recovery import sweep
 from knights_tour.store import batches as store

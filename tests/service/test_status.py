@@ -13,7 +13,8 @@ import pytest
 from knights_tour.cli import main
 from knights_tour.commands.batch import WORKER_LINES, _status_lines
 from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
-from knights_tour.service.batches import cancel_batch, make_jobs
+from knights_tour.service.batches import make_jobs
+from knights_tour.service.cancelling import cancel_batch
 from knights_tour.service.status import (
     STALL_AFTER_LEASES,
     assess,

@@ -1,5 +1,6 @@
 """The commands that start, stop and resume batches: ``ktour run`` (a whole batch, locally by
-default), ``resume``, ``submit`` and ``cancel``.
+default), ``resume``, ``submit`` and ``cancel``. One module on purpose: the four share the job
+options, the size guard and the way a batch is followed and left.
 
 The lifecycle itself (make jobs, submit, resume, cancel, wait, recover) is
 :mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals,
@@ -49,12 +50,12 @@ from knights_tour.core.jobs import JobOptions
 from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.service.batches import (
     DEFAULT_CHUNK_SIZE,
-    cancel_batch,
     make_jobs,
     resume_batch,
     start_or_resume,
     submit_batch,
 )
+from knights_tour.service.cancelling import cancel_batch
 from knights_tour.service.estimate import (
     BatchEstimate,
     batch_concerns,

@@ -4,7 +4,9 @@ A :class:`Job` is one start square of one board for one solver. It travels over 
 a small JSON object (:meth:`Job.to_dict`), and every worker re-validates it with
 :meth:`Job.from_dict` because a broker message is untrusted input. :func:`run_job` turns a job
 into a JSON record (see :mod:`knights_tour.result`) and never raises: any failure becomes an
-``error`` record with the message.
+``error`` record with the message. One module on purpose: a job's fields, their validation,
+running it and the order its record sorts in change together (a field added to :class:`Job`
+is validated, run and ordered here).
 
 This module is pure: it imports neither Celery nor Redis.
 """

@@ -1,5 +1,5 @@
 """The batch lifecycle on the client side: make jobs, submit, wait (recovering lost jobs),
-collect.
+collect (cancelling one is :mod:`knights_tour.service.cancelling`).
 
 ``ktour run``/``submit``/``collect --wait`` and the beat sweep all go through these functions;
 the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use::
@@ -13,7 +13,6 @@ the worker side of a batch is :mod:`knights_tour.service.execution`. Typical use
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,15 +26,16 @@ from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.result import Record
 from knights_tour.service import recovery
-from knights_tour.service._celery import celery_worker, unacked_keys
+from knights_tour.service._celery import celery_worker
+from knights_tour.service.cancelling import drop_queued
 from knights_tour.service.chunking import plan_chunks
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
-from knights_tour.store import keys, queue
+from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.store.events import Wakeup
-from knights_tour.store.ledger import Ledger, activate, deactivate
+from knights_tour.store.ledger import Ledger, activate
 
 DEFAULT_CHUNK_SIZE: int | None = None
 """Jobs per task by default: None, i.e. chunks sized by the jobs' estimated cost
@@ -382,67 +382,6 @@ def resume_batch(
         r.close()
 
 
-def _message_of(unit_id: str, task: str) -> Callable[[Any], bool]:
-    """A test for raw kombu messages (Redis transport envelope, JSON body base64-encoded):
-    True for a ``task`` message whose first argument is ``unit_id`` (a batch or count id)."""
-
-    def match(raw: Any) -> bool:
-        try:
-            envelope = json.loads(raw)
-            if envelope.get("headers", {}).get("task") != task:
-                return False
-            body = envelope["body"]
-            if envelope.get("properties", {}).get("body_encoding") == "base64":
-                body = base64.b64decode(body)
-            args = json.loads(body)[0]
-            return bool(args) and args[0] == unit_id
-        except (ValueError, KeyError, IndexError, TypeError):
-            return False
-
-    return match
-
-
-def cancel_batch(r: redis.Redis, batch_id: str) -> int:
-    """Cancel ``batch_id``: mark it ``cancelled`` (workers skip its jobs when they claim them;
-    recovery never re-sends them), stop watching it, and drop its queued tasks - only its own,
-    other batches' messages stay - and those workers took without acknowledging
-    (:func:`drop_held`). Its stored records stay. Returns the tasks dropped.
-
-    Raises
-    ------
-    KnightsTourError
-        For an unknown batch.
-    """
-    store.set_batch_state(r, batch_id, store.CANCELLED)
-    deactivate(r, Ledger.for_batch(batch_id))
-    return drop_queued(r, batch_id) + drop_held(r, batch_id)
-
-
-def drop_queued(r: redis.Redis, unit_id: str, task: str = messages.TASK_RUN_JOBS) -> int:
-    """Remove from the project queue the ``task`` messages of ``unit_id`` (default: the
-    run-jobs tasks of batch ``unit_id``; ``messages.TASK_COUNT_SUBJOBS`` for a count's
-    sub-jobs) and return how many; every other message stays, whoever sent it (a queue is
-    shared by every batch and count on the Redis). A message a worker holds now is not in
-    the queue and is not touched.
-
-    Raises
-    ------
-    redis.RedisError
-        If Redis cannot be reached.
-    """
-    return queue.drop_messages(r, celery_worker().queue_lists(), _message_of(unit_id, task))
-
-
-def drop_held(r: redis.Redis, unit_id: str, task: str = messages.TASK_RUN_JOBS) -> int:
-    """Remove the ``task`` messages of ``unit_id`` that workers took and did not acknowledge
-    (kombu's unacknowledged hash) - for workers that were just killed, whose messages would
-    otherwise come back after the visibility timeout - and return how many. Only for a
-    stopped batch or count (cancelled, or its count deactivated): a live worker's message
-    for it then only skips its jobs."""
-    hash_key, index_key = unacked_keys()
-    return queue.drop_unacked(r, hash_key, index_key, _message_of(unit_id, task))
-
-
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     """All records of a batch, one per job, sorted by (rows, cols, start, solver, closed).
 
@@ -480,8 +419,5 @@ __all__ = [
     "batch_digest",
     "start_or_resume",
     "resume_batch",
-    "cancel_batch",
-    "drop_queued",
-    "drop_held",
     "stream_records",
 ]

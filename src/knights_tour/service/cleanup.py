@@ -23,7 +23,7 @@ import redis
 from knights_tour import messages
 from knights_tour.errors import KnightsTourError
 from knights_tour.service import collector
-from knights_tour.service.batches import cancel_batch, drop_queued
+from knights_tour.service.cancelling import cancel_batch, drop_queued
 from knights_tour.service.estimate import format_bytes
 from knights_tour.store import batches as store
 from knights_tour.store import cleanup, leases

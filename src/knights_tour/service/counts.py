@@ -23,7 +23,7 @@ from knights_tour import messages
 from knights_tour.core.counting import SubJob
 from knights_tour.service import recovery
 from knights_tour.service._celery import celery_worker
-from knights_tour.service.batches import drop_held, drop_queued
+from knights_tour.service.cancelling import drop_held, drop_queued
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.store import counts as count_store
 from knights_tour.store import keys, leases

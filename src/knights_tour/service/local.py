@@ -201,7 +201,7 @@ class Backend:
         """Mark ``what`` (``"batch ID"``) as submitted and not yet finished: if the ``with``
         block of :func:`open_backend` then ends by an exception (Ctrl-C included), ``stop``
         is called on a fresh connection - it stops that work and drops its own queued tasks
-        (e.g. :func:`knights_tour.service.batches.cancel_batch`), never another's - so the
+        (e.g. :func:`knights_tour.service.cancelling.cancel_batch`), never another's - so the
         next run's workers do not start with them. Its stored records stay."""
         self.pending = what
         self.stop_pending = stop
