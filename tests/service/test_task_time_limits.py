@@ -79,7 +79,9 @@ def test_a_chunks_soft_limit_leaves_every_job_its_budget():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("bad", [None, "1", -1.0, 0, float("nan"), float("inf"), True, 1e12])
+@pytest.mark.parametrize(
+    "bad", [None, "1", -1.0, 0, float("nan"), float("inf"), True, 1e12, 10**400, -(10**400)]
+)
 def test_an_invalid_budget_in_a_message_counts_as_the_default(bad):
     assert job_budget_s({"time_limit_s": bad}, 7.0) == 7.0
     assert job_budget_s("not a job", 7.0) == 7.0

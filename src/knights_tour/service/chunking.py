@@ -19,12 +19,13 @@ settings, since its ``KT_JOB_TIME_LIMIT_S`` is the one its jobs run with.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from knights_tour.core.jobs import MAX_TIME_LIMIT_S, Job
+from knights_tour.core.jobs import Job
+from knights_tour.errors import InvalidJobError
 from knights_tour.settings import Settings, get_settings
+from knights_tour.solvers import check_limits
 
 TARGET_CHUNK_S = 0.25
 """Estimated seconds of work per chunk."""
@@ -60,14 +61,17 @@ def estimated_cost_s(job: Job) -> float:
 
 def job_budget_s(job_dict: Any, default_s: float) -> float:
     """The time budget in seconds of one job of a task message (untrusted: a dict as
-    :meth:`Job.to_dict` gives it): its ``time_limit_s`` when that is a valid budget (a finite
-    number in ``(0, MAX_TIME_LIMIT_S]``), else ``default_s`` (what the job runs with when it
+    :meth:`Job.to_dict` gives it): its ``time_limit_s`` when that is a valid budget
+    (:func:`knights_tour.solvers.check_limits`), else ``default_s`` (what the job runs with when it
     names none; an invalid job becomes an error record at once, so its budget only pads)."""
     tl = job_dict.get("time_limit_s") if isinstance(job_dict, dict) else None
-    if isinstance(tl, (int, float)) and not isinstance(tl, bool):
-        if math.isfinite(tl) and 0 < tl <= MAX_TIME_LIMIT_S:
-            return float(tl)
-    return default_s
+    if tl is None:
+        return default_s
+    try:
+        check_limits(tl, None)
+    except InvalidJobError:
+        return default_s
+    return float(tl)
 
 
 def chunk_time_limits(job_dicts: Any, settings: Settings | None = None) -> tuple[float, float]:

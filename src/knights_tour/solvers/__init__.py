@@ -99,7 +99,11 @@ def check_limits(time_limit_s: object, node_limit: object, what: str = "") -> No
     """
     tl = time_limit_s
     if tl is not None:
-        if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl):
+        if (
+            isinstance(tl, bool)
+            or not isinstance(tl, (int, float))
+            or (isinstance(tl, float) and not math.isfinite(tl))  # an int of any size is finite
+        ):
             raise InvalidJobError(f"{what}time_limit_s must be a number of seconds, got {tl!r}")
         if not 0 < tl <= MAX_TIME_LIMIT_S:
             raise InvalidJobError(
