@@ -87,8 +87,17 @@ class Checkpoints:
             names.append(name)
         record = {"step": k, "files": names, "layers": [s.to_dict() for s in stats]}
         tmp = self.manifest.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
+        with open(tmp, "w") as fh:
+            fh.write(json.dumps(record))
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, self.manifest)
+        # the rename itself on disk before the previous layer's files go
+        dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
         for old in self.dir.glob("layer-*.npy"):
             if not old.name.startswith(f"layer-{k}."):
                 old.unlink(missing_ok=True)
