@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +87,10 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
 
+_DEFERRED_INIT_LOCK = threading.RLock()
+_DEFERRED_RUNNING: set[str] = set()
+
+
 class _DeferredPackage(types.ModuleType):
     """A package whose ``__init__`` runs on first access to one of its names; its submodules
     import as usual (``__path__`` is set), without running it."""
@@ -94,8 +99,16 @@ class _DeferredPackage(types.ModuleType):
         spec = self.__spec__
         if (name.startswith("__") and name != "__all__") or spec is None or spec.loader is None:
             raise AttributeError(name)
-        self.__class__ = types.ModuleType  # type: ignore[assignment]  # run it once
-        spec.loader.exec_module(self)
+        with _DEFERRED_INIT_LOCK:  # other threads' first uses wait for the one run
+            if type(self) is _DeferredPackage:
+                if self.__name__ in _DEFERRED_RUNNING:  # its own __init__, a name not yet set
+                    raise AttributeError(name)
+                _DEFERRED_RUNNING.add(self.__name__)
+                try:
+                    spec.loader.exec_module(self)
+                    self.__class__ = types.ModuleType  # type: ignore[assignment]
+                finally:  # a failed run is retried on the next use
+                    _DEFERRED_RUNNING.discard(self.__name__)
         return getattr(self, name)
 
 
@@ -103,8 +116,9 @@ def _defer_package_init(package: str, sub: str) -> None:
     """Defer ``package.sub``'s ``__init__`` until something uses it.
 
     redis-py 8 imports :mod:`redis.asyncio` (and :mod:`asyncio`) from ``redis/__init__.py``,
-    a tenth of a second in every process of ``ktour``, none of which uses it. Installed before
-    ``package`` is imported, and only then; a package laid out differently is left alone.
+    a noticeable part of the start of every process of ``ktour``, none of which uses it.
+    Installed before ``package`` is imported, and only then; a package laid out differently is
+    left alone.
     """
     name = f"{package}.{sub}"
     if package in sys.modules or name in sys.modules:
