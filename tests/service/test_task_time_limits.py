@@ -195,3 +195,30 @@ def test_count_subjobs_cut_by_the_soft_limit_are_handed_back_and_the_total_holds
     summary = count_subjobs.run(cid, dicts[1:])  # the stand-in cuts no more
     assert summary["ran"] == len(dicts) - 1 and summary["handed_back"] == 0
     assert count_store.assemble_count(r, cid, plan).total == 1728
+
+
+@pytest.mark.redis
+def test_a_subjob_counted_just_before_the_limit_keeps_its_count(task_env, monkeypatch):
+    """The limit can land after a sub-job's partial count is stored and before it is marked
+    done; even at the last attempt its count stays (no error entry over it), only the rest go
+    back, and the total is still A165134(5) = 1728."""
+    from knights_tour.store import leases
+    from knights_tour.tasks import count_subjobs
+
+    monkeypatch.setenv("KT_MAX_ATTEMPTS", "1")
+    get_settings.cache_clear()
+    r = connect(task_env)
+    plan = plan_count(Board(5, 5))
+    cid = count_store.count_id_for(plan)
+    count_store.register_count(r, cid, plan)
+    dicts = [sj.to_dict() for sj in plan.subjobs]
+    monkeypatch.setattr(leases, "finish", _CutAt(leases.finish, 1))
+    summary = count_subjobs.run(cid, dicts)
+    assert summary["errors"] == 0 and summary["handed_back"] == len(dicts) - 1
+    first = count_store.load_partials(r, cid)[dicts[0]["key"]]
+    assert first["count"] is not None and not first.get("error")
+    assert _queued_chunks(r) == [dicts[1:]]
+
+    r.delete(keys.QUEUE)
+    count_subjobs.run(cid, dicts[1:])
+    assert count_store.assemble_count(r, cid, plan).total == 1728

@@ -55,6 +55,10 @@ def _subjob_key(sj: SubJob) -> str:
     return sj.key
 
 
+def _stored(held: ChunkClaim, key: str) -> bool:
+    return bool(retrying(lambda: count_store.has_entry(held.r, held.led.id, key)))
+
+
 def _hand_back_subjobs(
     held: ChunkClaim, subjobs: Sequence[SubJob], worker: str | None, send: Send, tally: Counter[str]
 ) -> None:
@@ -70,6 +74,12 @@ def _hand_back_subjobs(
     """
     r, led = held.r, held.led
     cut = held.current
+    if cut is not None and _stored(held, cut):
+        # the limit came after its entry was stored, before it was marked done
+        stored_key = cut
+        retrying(lambda: leases.finish(r, led, [stored_key]))
+        held.done(stored_key)
+        cut = None
     if cut is not None:
         tries = held.deaths.get(cut, 0) + 1
         if tries >= get_settings().max_attempts:
@@ -84,7 +94,14 @@ def _hand_back_subjobs(
             tally["errors"] += 1
         else:
             retrying(lambda: r.hincrby(led.attempts, cut, 1))
-    back = [s for s in subjobs if s.key in held.unfinished or not held.claimed_all]
+    stored: set[str] = set()
+    if not held.claimed_all:  # the claim's sub-jobs are not known: keep what has an entry
+        stored = {sj.key for sj in subjobs if _stored(held, sj.key)}
+    back = [
+        s
+        for s in subjobs
+        if s.key in held.unfinished or (not held.claimed_all and s.key not in stored)
+    ]
     if back:
         names = [s.key for s in back]
         held.release(names)

@@ -128,6 +128,11 @@ return 1
 # has an entry for every sub-job)
 
 
+def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
+    """True if the sub-job has a stored entry of any kind (a partial count or an error)."""
+    return bool(r.hexists(keys.count_partials(count_id), subjob_key))
+
+
 def has_partial(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
     """True if the sub-job already has a stored partial count (an error entry does not count)."""
     raw = cast("str | None", r.hget(keys.count_partials(count_id), subjob_key))
