@@ -100,9 +100,10 @@ def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] |
     """Stop the count (its own queued sub-jobs dropped) and say so in one line: how far it
     got, what is kept, how to resume."""
     dropped = backend.stop_work()
-    if status is None:
-        with contextlib.suppress(Exception):  # best effort: Redis may be going away
-            status = count_store.count_status(backend.client, count_id)
+    # read again once the workers are stopped: the last poll's status misses what they
+    # counted since
+    with contextlib.suppress(Exception):  # best effort: Redis may be going away
+        status = count_store.count_status(backend.client, count_id)
     got = (
         f"{status['done']}/{status['total']} sub-jobs counted (kept)"
         if status
