@@ -438,11 +438,11 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
     )
     assert m, line
     done, dropped = int(m.group(1)), int(m.group(2))
-    # every sub-job was counted or dropped (queued, or held by the killed worker), but for
-    # one the worker was taking off the queue as it was killed (not yet in kombu's hash of
-    # held messages: gone with it, counted again on resume) or one re-sent by the workers'
-    # recovery when its lease lapsed on a loaded machine
-    assert 348 - 1 <= done + dropped <= 348 + 1, (done, dropped)
+    # the line tells what Redis holds once the workers are stopped: the sub-jobs counted, and
+    # some tasks dropped (a task is usually one sub-job, but one re-sent by recovery when a
+    # lease lapsed on a loaded machine carries several, so the two need not add up to 348)
+    assert done == r.hlen(keys.count_partials(count_id)) and 3 <= done < 348, done
+    assert dropped >= 1
     match = message_of(count_id, worker.TASK_COUNT_SUBJOBS)
     assert not any(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     assert not r.sismember(keys.active_counts(), count_id)
