@@ -12,7 +12,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 
@@ -123,6 +123,22 @@ class ChunkClaim:
                 leases.release(self.r, self.led, token, names)
             except REDIS_ERRORS:
                 pass
+
+    def send_back(
+        self, item_keys: list[str], item_dicts: list[dict[str, Any]], send: Callable[..., None]
+    ) -> None:
+        """Hand ``item_keys`` back at the task's time limit: release their claims, ``send``
+        their dicts again as one task, and mark them re-sent (so recovery does not re-send
+        them a second time).
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis stays unreachable.
+        """
+        self.release(item_keys)
+        send(item_dicts)
+        retrying(lambda: leases.mark_requeued(self.r, self.led, item_keys))
 
 
 __all__ = ["ChunkClaim", "retrying", "SAVE_RETRY_S"]

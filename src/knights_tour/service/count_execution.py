@@ -103,10 +103,7 @@ def _hand_back_subjobs(
         if s.key in held.unfinished or (not held.claimed_all and s.key not in stored)
     ]
     if back:
-        names = [s.key for s in back]
-        held.release(names)
-        send([s.to_dict() for s in back])
-        retrying(lambda: leases.mark_requeued(r, led, names))
+        held.send_back([s.key for s in back], [s.to_dict() for s in back], send)
         tally["handed_back"] += len(back)
         log.warning(
             "count %s: the task's time limit was reached; %d sub-job(s) handed back",

@@ -46,7 +46,6 @@ from knights_tour.result import Status
 from knights_tour.service.chunk_claims import SAVE_RETRY_S, ChunkClaim, retrying
 from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
-from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.ledger import Ledger
 from knights_tour.store.saving import Row, save_records
@@ -262,10 +261,7 @@ def _hand_back(
         back = [j for j in jobs if j.key not in records.added]
     if not back:
         return
-    names = [j.key for j in back]
-    held.release(names)
-    send([j.to_dict() for j in back])
-    retrying(lambda: leases.mark_requeued(r, led, names))
+    held.send_back([j.key for j in back], [j.to_dict() for j in back], send)
     counts["handed_back"] += len(back)
     log.warning(
         "batch %s: the task's time limit was reached; %d job(s) handed back%s",
