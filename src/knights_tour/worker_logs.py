@@ -30,6 +30,7 @@ REPEATED_CONDITIONS = (
     "lease heartbeat ran",
     "recovery tick failed",
     "cannot reach Redis",
+    "recovery: re-sent",
 )
 """Warnings that repeat for as long as a fault lasts: each is shown at most once a minute."""
 
