@@ -135,6 +135,7 @@ class Outcome:
     client_stderr: str = field(default="", repr=False)
     traceback_text: str = field(default="", repr=False)
     pool_exit_notes: int = 0
+    log_tail: str = field(default="", repr=False)
 
     @property
     def worst_consume_s(self) -> float | None:
@@ -254,6 +255,9 @@ class Scenario:
         jobs = make_batch_jobs([20], solver="cpsat")[-count:]
         return submit_batch(self.redis.url, jobs, {"test": "probe"}, chunk_size=1), len(jobs)
 
+    def _probes_done(self, probes: list[tuple[str, int]]) -> bool:
+        return all(self._count(probe_id) >= n for probe_id, n in probes)
+
     def _count(self, batch_id: str) -> int:
         try:
             return int(self.raw.hlen(keys.batch_records(batch_id)))
@@ -307,27 +311,27 @@ class Scenario:
         want = {j.key for j in jobs}
         consume = {n: None for n in wait_for}
         complete_at: float | None = None
-        probe: tuple[str, int] | None = None
+        probes: list[tuple[str, int]] = []
 
         def done() -> bool:
-            nonlocal complete_at, probe
+            nonlocal complete_at
             for n in consume:
                 if consume[n] is None:
                     consume[n] = received_after(self.log_path(n), heal_at)
             if complete_at is None and len(self.seen) >= len(want):
                 complete_at = time.time()
             waiting = any(v is None for v in consume.values())
-            if complete_at is not None and waiting and probe is None:
-                # the other worker finished the batch while this one was cut off: new work
-                # shows whether the healed worker consumes again
-                probe = self.submit_probe()
-                outcome.note = "probe batch: all done before the healed worker took a task"
+            if complete_at is not None and waiting and self._probes_done(probes):
+                # the other worker finished the batch (or the last probe) while this one was
+                # cut off or reconnecting: work kept in the queue shows when it consumes again
+                probes.append(self.submit_probe())
+                outcome.note = (
+                    f"probe batches ({len(probes)}): all done before the healed worker took a task"
+                )
             return complete_at is not None and not waiting
 
         self.wait_until(done, timeout_s, batch_id)
-        if probe is not None:
-            probe_id, probe_jobs = probe
-            self.wait_until(lambda: self._count(probe_id) >= probe_jobs, timeout_s)
+        self.wait_until(lambda: self._probes_done(probes), timeout_s)
         complete_at = complete_at or time.time()
         final = {k.decode(): v for k, v in self.raw.hgetall(keys.batch_records(batch_id)).items()}
         self.watch(batch_id)
@@ -342,7 +346,16 @@ class Scenario:
         outcome.consume_after_heal_s = {
             n: (round(t - heal_at, 1) if t is not None else None) for n, t in consume.items()
         }
+        for n, t in consume.items():
+            if t is None:
+                outcome.log_tail += f"--- {n}, last lines ---\n" + self.log_tail(n)
         return outcome
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        """The last ``lines`` lines of worker ``name``'s log (shown when a check fails)."""
+        path = self.log_path(name)
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:]) + "\n"
 
     def read_logs(self, outcome: Outcome, since: float, extra: str = "") -> None:
         """Count the tracebacks, and each warning's repeats within one process's log (or the

@@ -54,7 +54,7 @@ def _check(out: Outcome, began: float) -> None:
     assert out.complete, out
     assert (out.lost, out.duplicated, out.rewritten) == (0, 0, 0), out
     for name, seconds in out.consume_after_heal_s.items():
-        assert seconds is not None and seconds <= CONSUME_WITHIN_S, (name, out)
+        assert seconds is not None and seconds <= CONSUME_WITHIN_S, (name, out, out.log_tail)
     if out.client_exit is not None:
         assert out.client_exit == 0, out.client_stderr[-3000:]
         assert out.client_lines == out.jobs, out
