@@ -68,7 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "report": ("pictures:report", "Report on a batch: BATCH from Redis, or --from-jsonl FILE."),
     "status": (
-        "batch:status",
+        "status:status",
         "Progress of BATCH (default: the newest batch): jobs done / running / queued / failed, "
         "counts by status, mismatches and an ETA.",
     ),

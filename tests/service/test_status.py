@@ -11,7 +11,7 @@ import time
 import pytest
 
 from knights_tour.cli import main
-from knights_tour.commands.batch import WORKER_LINES, _status_lines
+from knights_tour.commands.status import WORKER_LINES, _status_lines
 from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
 from knights_tour.service.batches import make_jobs
 from knights_tour.service.cancelling import cancel_batch

@@ -28,8 +28,8 @@ from rich.progress import (
 
 from knights_tour.commands._errors import ExitCode, err
 from knights_tour.errors import InvalidJobError, KnightsTourError, OutputPathError
-from knights_tour.output.grouping import format_eta
-from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.output.atomicfile import atomic_write_text
+from knights_tour.output.durations import format_eta
 from knights_tour.settings import default_of, get_settings
 from knights_tour.solvers import DEFAULT_SOLVER, check_limits, solver_names
 
@@ -250,7 +250,7 @@ def write_output(path: str, text: str, what: str) -> None:
     """Write ``text`` to ``path`` (``-`` = stdout) atomically, and say so on stderr.
 
     A new file gets the umask's permissions, an existing one keeps its own (as every file
-    ``ktour`` writes: :func:`knights_tour.output.tourfile.new_file_mode`).
+    ``ktour`` writes: :func:`knights_tour.output.atomicfile.new_file_mode`).
     ``what`` names the option for a usage error (``path`` is a directory).
     """
     if path == "-":

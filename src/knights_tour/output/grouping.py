@@ -19,6 +19,7 @@ from typing import Any
 from knights_tour.board import Board
 from knights_tour.core.records import from_legacy
 from knights_tour.errors import KnightsTourError, TourFormatError
+from knights_tour.output.durations import fmt_seconds
 from knights_tour.result import Proof, Record, Status
 
 STATUS_RANK = {Status.FOUND: 0, Status.NO_TOUR: 1, Status.UNKNOWN: 2, Status.ERROR: 3}
@@ -37,33 +38,6 @@ def _as_record(obj: Record | Mapping[str, Any]) -> Record:
     if isinstance(obj, Mapping):
         return from_legacy(obj)
     raise TourFormatError(f"expected a record, got {type(obj).__name__}")
-
-
-def fmt_seconds(x: float | None) -> str:
-    """Seconds in words: ``180 µs``, ``12.3 ms``, ``4.56 s``, ``2.5 min``."""
-    if x is None:
-        return "–"
-    if x >= 120:
-        return f"{x / 60:.1f} min"
-    if x >= 10:
-        return f"{x:.1f} s"
-    if x >= 1:
-        return f"{x:.3g} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:.3g} ms"
-    return f"{x * 1e6:.0f} µs"
-
-
-def format_eta(seconds: float | None) -> str:
-    """``"-"``, ``"0s"``, ``"42s"``, ``"3m05s"``, ``"2h03m"``."""
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 @dataclass
@@ -262,14 +236,4 @@ def totals(groups: list[BoardGroup]) -> dict[str, Any]:
     return tot
 
 
-__all__ = [
-    "Cell",
-    "BoardGroup",
-    "group_records",
-    "totals",
-    "fmt_seconds",
-    "format_eta",
-    "STATUS_RANK",
-    "PROOFS",
-    "PROOF_LETTER",
-]
+__all__ = ["Cell", "BoardGroup", "group_records", "totals", "STATUS_RANK", "PROOFS", "PROOF_LETTER"]

@@ -39,12 +39,12 @@ import jinja2
 
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.errors import TourFormatError
+from knights_tour.output.durations import fmt_seconds
 from knights_tour.output.grouping import (
     PROOF_LETTER,
     PROOFS,
     BoardGroup,
     Cell,
-    fmt_seconds,
     group_records,
     totals,
 )

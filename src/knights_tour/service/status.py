@@ -29,8 +29,7 @@ from typing import Any
 import redis
 
 from knights_tour.settings import get_settings
-from knights_tour.store import batches as store
-from knights_tour.store import keys
+from knights_tour.store import keys, progress
 from knights_tour.store.holders import Holding, LeaseView, lease_view, server_leases
 from knights_tour.store.ledger import Ledger
 
@@ -103,9 +102,9 @@ def assess(
 def _counts(r: redis.Redis, batch_id: str) -> dict[str, Any]:
     """Records stored, from the tally (cheap); every job is read only to confirm a batch the
     tally calls complete, or where the tally does not cover older records."""
-    st = store.batch_progress(r, batch_id)
+    st = progress.batch_progress(r, batch_id)
     if st is None or st["complete"]:
-        st = store.batch_status(r, batch_id, max_missing=0)
+        st = progress.batch_status(r, batch_id, max_missing=0)
     return st
 
 
@@ -131,7 +130,7 @@ def batch_view(
     Returns
     -------
     dict
-        :func:`knights_tour.store.batches.batch_status` fields (``missing_keys`` empty) plus
+        :func:`knights_tour.store.progress.batch_status` fields (``missing_keys`` empty) plus
         ``running``, ``queued``, ``orphaned`` (jobs), ``failed`` (error records),
         ``workers`` (one dict per process holding its jobs: ``worker`` host:pid, ``token``,
         ``jobs``, ``first`` / ``last`` job keys, ``running_job`` or None, ``since`` unix s
@@ -176,15 +175,15 @@ def batch_view(
     eta = 0.0 if remaining == 0 else (remaining / rate if rate else None)
     if st["complete"]:
         out["state"] = "collected" if marker and '"written"' in str(marker) else "complete"
-    elif state_field == store.CANCELLED:
-        out |= {"state": store.CANCELLED, "queued": 0}
+    elif state_field == progress.CANCELLED:
+        out |= {"state": progress.CANCELLED, "queued": 0}
     else:
         out["reason"], out["stalled_since"] = assess(lv, submitted, orphaned, lease_s)
         if out["reason"]:
             out["state"] = "stalled"
         else:
             out["state"] = "running" if (st["done"] > 0 or running > 0) else "queued"
-    ended = out["state"] in ("stalled", store.CANCELLED)
+    ended = out["state"] in ("stalled", progress.CANCELLED)
     out["eta_s"] = None if eta is None or ended else round(eta, 1)
     return out
 

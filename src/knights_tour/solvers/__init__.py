@@ -22,11 +22,13 @@ import importlib
 import math
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knights_tour.board import Board, Square
 from knights_tour.errors import InvalidJobError, UnknownSolverError
-from knights_tour.result import TourResult
+
+if TYPE_CHECKING:  # the result type (numpy behind it) is a backend's, not the registry's
+    from knights_tour.result import TourResult
 
 SOLVERS: dict[str, str] = {
     "warnsdorff": "knights_tour.solvers.warnsdorff:solve",

@@ -13,6 +13,10 @@ Typical use (what ``ktour submit/status/collect`` do)::
     for record in iter_records(r, batch_id):   # sorted, streamed in pipelined chunks
         ...
 
+How far a batch got (its meta, progress, state field and the list of batches) is read by
+:mod:`knights_tour.store.progress`, without the job and record types; its names are
+re-exported here.
+
 Records are stored in the compact form of :func:`knights_tour.core.records.encode_record` (the
 tour as its move sequence, the whole zlib-compressed); records stored as plain JSON by older
 code still read.
@@ -22,10 +26,9 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import redis
 
@@ -34,6 +37,14 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.result import Record
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, records, registry
+from knights_tour.store.progress import (
+    CANCELLED,
+    batch_progress,
+    batch_state,
+    batch_status,
+    get_batch_meta,
+    list_batches,
+)
 from knights_tour.store.saving import save_record, save_records
 
 
@@ -107,19 +118,6 @@ def create_batch(
     return batch_id
 
 
-def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
-    """The batch's meta dict (batch_id, created, created_iso, params, total).
-
-    Raises
-    ------
-    KnightsTourError
-        ``unknown batch 'id'`` if there is no such batch (or it expired).
-    """
-    return registry.read_meta(
-        r, keys.batch(batch_id), f"unknown batch {batch_id!r} (see `ktour batches`)"
-    )
-
-
 def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
     """The jobs of a batch, in record order (rows, cols, start, solver, closed).
 
@@ -131,92 +129,6 @@ def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
     get_batch_meta(r, batch_id)
     jobs = [Job.from_dict(json.loads(v)) for v in r.hvals(keys.batch_jobs(batch_id))]
     return sorted(jobs, key=lambda j: order_key(j.rows, j.cols, j.start, j.solver, j.closed, j.key))
-
-
-def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[str, Any]:
-    """Progress of a batch.
-
-    Returns
-    -------
-    dict
-        ``batch_id``, ``total`` (jobs), ``done`` (records stored for the batch's jobs),
-        ``counts`` (status -> number), ``mismatches`` (records with mismatch true),
-        ``missing`` (jobs without a record), ``missing_keys`` (up to ``max_missing`` of them,
-        sorted), ``complete`` (done == total), ``created`` (unix seconds), ``params``.
-
-    Raises
-    ------
-    KnightsTourError
-        For an unknown batch.
-    """
-    meta = get_batch_meta(r, batch_id)
-    job_set, statuses = registry.items_and_results(
-        r, keys.batch_jobs(batch_id), keys.batch_status(batch_id)
-    )
-    counts: Counter[str] = Counter()
-    mismatches = 0
-    for value in statuses.values():
-        status, _, flag = value.partition("|")
-        counts[status] += 1
-        mismatches += flag == "1"
-    missing = sorted(job_set.difference(statuses))
-    total = len(job_set)
-    done = total - len(missing)
-    return {
-        "batch_id": batch_id,
-        "total": total,
-        "done": done,
-        "counts": dict(sorted(counts.items())),
-        "mismatches": mismatches,
-        "missing": len(missing),
-        "missing_keys": missing[:max_missing],
-        "complete": done == total,
-        "created": meta.get("created"),
-        "params": meta.get("params", {}),
-    }
-
-
-def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
-    """Progress of a batch without reading every job: the shape of :func:`batch_status`, from
-    the batch's tally (:func:`knights_tour.store.keys.batch_tally`) and the sizes of its hashes;
-    ``missing_keys`` is empty. For polling a batch of any size.
-
-    ``complete`` is only a hint here (a record stored under a key that is not a job of the
-    batch, e.g. an invalid message's, counts as done): confirm it with :func:`batch_status`.
-
-    Returns
-    -------
-    dict or None
-        None when the tally does not account for every stored result (records stored by
-        older code): use :func:`batch_status`.
-
-    Raises
-    ------
-    KnightsTourError
-        For an unknown batch.
-    """
-    meta = get_batch_meta(r, batch_id)
-    pipe = r.pipeline(transaction=False)
-    pipe.hlen(keys.batch_jobs(batch_id))
-    pipe.hlen(keys.batch_status(batch_id))
-    pipe.hgetall(keys.batch_tally(batch_id))
-    total, stored, tally = pipe.execute()
-    counts = {k: int(v) for k, v in tally.items() if k != "mismatch"}
-    if sum(counts.values()) != stored:
-        return None
-    done = min(stored, total)
-    return {
-        "batch_id": batch_id,
-        "total": total,
-        "done": done,
-        "counts": dict(sorted(counts.items())),
-        "mismatches": int(tally.get("mismatch", 0)),
-        "missing": total - done,
-        "missing_keys": [],
-        "complete": done == total,
-        "created": meta.get("created"),
-        "params": meta.get("params", {}),
-    }
 
 
 def iter_records(r: redis.Redis, batch_id: str, chunk: int = records.PAGE) -> Iterator[Record]:
@@ -244,32 +156,6 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     return list(iter_records(r, batch_id))
 
 
-def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any]]:
-    """Known batches, oldest first: dicts with ``batch_id``, ``created``, ``created_iso``,
-    ``total``, ``done``, ``params``. Batches whose keys expired are dropped from the index."""
-    ids = cast("list[str]", r.zrange(keys.batches(), 0, -1))  # decoded by the client
-    if limit is not None:
-        ids = ids[-limit:] if limit > 0 else []
-    out: list[dict[str, Any]] = []
-    for bid in ids:
-        raw = r.hget(keys.batch(bid), "meta")
-        if not raw:
-            r.zrem(keys.batches(), bid)
-            continue
-        meta = json.loads(raw)
-        out.append(
-            {
-                "batch_id": bid,
-                "created": meta.get("created"),
-                "created_iso": meta.get("created_iso"),
-                "total": int(r.hget(keys.batch(bid), "total") or meta.get("total") or 0),
-                "done": int(r.hlen(keys.batch_status(bid))),
-                "params": meta.get("params", {}),
-            }
-        )
-    return out
-
-
 def delete_batch(r: redis.Redis, batch_id: str) -> None:
     """Remove a batch and all its records."""
     registry.delete(r, keys.batch_keys(batch_id), keys.batches(), batch_id)
@@ -277,12 +163,10 @@ def delete_batch(r: redis.Redis, batch_id: str) -> None:
 
 # -- lifecycle: the batch's state field and the resume pointer --------------------------------
 
-CANCELLED = "cancelled"
-"""The value of a cancelled batch's ``state`` field."""
-
 
 def set_batch_state(r: redis.Redis, batch_id: str, state: str | None) -> None:
-    """Set the batch's ``state`` field (:data:`CANCELLED`), or clear it with None.
+    """Set the batch's ``state`` field (:data:`~knights_tour.store.progress.CANCELLED`), or
+    clear it with None.
 
     Raises
     ------
@@ -295,12 +179,6 @@ def set_batch_state(r: redis.Redis, batch_id: str, state: str | None) -> None:
     else:
         r.hset(keys.batch(batch_id), "state", state)
         r.publish(keys.batch_events(batch_id), state)  # wake its waiting clients
-
-
-def batch_state(r: redis.Redis, batch_id: str) -> str | None:
-    """The batch's ``state`` field (:data:`CANCELLED`), or None if it has none."""
-    value = r.hget(keys.batch(batch_id), "state")
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def resumable_batch(r: redis.Redis, digest: str) -> str | None:

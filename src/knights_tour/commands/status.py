@@ -1,0 +1,179 @@
+"""``ktour status``: the progress of a batch (done / running / queued / failed, the counts by
+status, mismatches, an ETA, which worker process holds which jobs), once or refreshed
+(``--watch``).
+
+What it shows is :func:`knights_tour.service.status.batch_view`, read from Redis alone. This
+module declares the options and renders. Its imports stay off everything that decodes a job
+or a record (:mod:`knights_tour.core.jobs`, the record type, numpy behind them) and off Celery,
+so that an answer costs the interpreter's start, the Redis client and a few round trips
+(tests/commands/test_status_imports.py checks the process). The other commands that read
+batches (``collect``, ``batches``) are :mod:`knights_tour.commands.batch`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+import redis
+from rich.live import Live
+from rich.text import Text
+
+from knights_tour.commands._shared import ExitCode, redis_option, stdout_console
+from knights_tour.errors import KnightsTourError
+from knights_tour.output.durations import format_eta
+from knights_tour.service.local import open_store
+from knights_tour.service.status import batch_view, shown_params
+from knights_tour.service.waiting import WaitHooks, poll_until_complete
+from knights_tour.store.progress import CANCELLED, list_batches
+
+WORKER_LINES = 16
+"""At most this many worker processes are listed by ``ktour status`` (``--json``: all)."""
+
+
+def _ago(seconds: float | None) -> str:
+    return "-" if seconds is None else format_eta(seconds)
+
+
+def _worker_line(w: dict[str, Any]) -> str:
+    """One process holding jobs of the batch: who, how many, which, since when."""
+    span = w["first"] if w["jobs"] == 1 else f"{w['first']} .. {w['last']}"
+    since = ""
+    if w["since"] is not None:
+        clock = time.strftime("%H:%M:%S", time.gmtime(w["since"]))
+        since = f", claimed {_ago(w['for_s'])} ago ({clock} UTC)"
+    now = f"; running {w['running_job']}" if w.get("running_job") else ""
+    dead = "" if w["live"] else " [lease expired]"
+    return f"  {w['worker']}{dead}: {w['jobs']} job(s) {span}{since}{now}"
+
+
+def _status_lines(p: dict[str, Any]) -> list[str]:
+    counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
+    orphaned = f", orphaned {p['orphaned']}" if p.get("orphaned") else ""
+    lines = [
+        f"batch {p['batch_id']}: {p['done']}/{p['total']} jobs done ({p['state']}); "
+        f"{counts}; mismatches {p['mismatches']}",
+        f"progress: done {p['done']}, running {p['running']}, queued {p['queued']}{orphaned}, "
+        f"failed {p['failed']}; ETA {format_eta(p['eta_s'])}; state {p['state']}",
+    ]
+    if p.get("reason"):
+        lines.append(f"stalled: {p['reason']} (start workers, or `ktour resume {p['batch_id']}`)")
+    if not p["complete"]:
+        busy = len(p.get("workers_busy") or ())
+        lines.append(f"workers: {p.get('live_workers', 0)} live, {busy} on this batch")
+        holding = p.get("workers") or []
+        lines += [_worker_line(w) for w in holding[:WORKER_LINES]]
+        if len(holding) > WORKER_LINES:
+            lines.append(f"  ... {len(holding) - WORKER_LINES} more (--json lists every one)")
+    params = shown_params(p.get("params") or {})
+    if params:
+        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+    return lines
+
+
+def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[str, Any]]:
+    """A function returning :func:`~knights_tour.service.status.batch_view` of the batch (from
+    Redis alone: no worker is asked), with the ETA from the rate measured since its first call
+    once the batch has moved. The returned function raises
+    :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
+    first: tuple[float, int] | None = None
+
+    def poll() -> dict[str, Any]:
+        nonlocal first
+        p = batch_view(client, batch_id)
+        now, remaining = time.monotonic(), p["total"] - p["done"]
+        if first is None:
+            first = (now, p["done"])
+        elif p["done"] > first[1] and remaining and p["state"] in ("running", "queued"):
+            rate = (p["done"] - first[1]) / (now - first[0])  # the rate while watching
+            p |= {"rate_jobs_per_s": round(rate, 3), "eta_s": round(remaining / rate, 1)}
+        return p
+
+    return poll
+
+
+def _watch_done(p: dict[str, Any]) -> bool:
+    return bool(p["complete"] or p["state"] == CANCELLED)
+
+
+def _watch(
+    poll: Callable[[], dict[str, Any]], as_json: bool, interval: float, timeout: float | None
+) -> dict[str, Any]:
+    """``status --watch``: a live view on a terminal, else one line (or JSON object) per
+    refresh, until the batch is complete or ``timeout`` seconds pass; returns the last
+    progress."""
+    console = stdout_console()
+    if console.is_terminal and not as_json:
+        with Live(Text(""), console=console, refresh_per_second=4) as live:
+            hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
+            return poll_until_complete(
+                poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+            )
+    if as_json:
+        hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
+    else:
+        hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
+    p = poll_until_complete(
+        poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+    )
+    if not as_json:
+        click.echo(_status_lines(p)[0])
+    return p
+
+
+@click.command()
+@click.argument("batch_id", metavar="[BATCH]", required=False)
+@redis_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    metavar="S",
+    help="With --watch: seconds between refreshes.",
+)
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --watch: stop after S seconds.",
+)
+def status(
+    batch_id: str | None,
+    redis_url: str | None,
+    as_json: bool,
+    watch: bool = False,
+    interval: float = 2.0,
+    timeout: float | None = None,
+) -> ExitCode:
+    """Progress of BATCH (default: the newest batch): jobs done / running / queued / failed,
+    counts by status, mismatches and an ETA. Also which worker process holds which jobs of it
+    since when. Read from Redis alone (the records' tally and the workers' leases; no worker
+    is asked). A batch no live worker has served for 1.5 lease periods (KT_LEASE_S) is
+    'stalled', with the reason. Exit 0 if complete, 1 if not.
+    """
+    if interval <= 0:
+        raise click.BadParameter("must be positive", param_hint="--interval")
+    with open_store(redis_url) as backend:
+        if batch_id is None:
+            items = list_batches(backend.client, limit=1)
+            if not items:
+                raise KnightsTourError("no batches yet (see `ktour submit`)")
+            batch_id = items[-1]["batch_id"]
+        poll = _progress_poller(backend.client, batch_id)
+        if watch:
+            p = _watch(poll, as_json, interval, timeout)
+        else:
+            p = poll()
+            click.echo(json.dumps(p, indent=2) if as_json else "\n".join(_status_lines(p)))
+    return ExitCode.OK if p["complete"] else ExitCode.NOT_OK
+
+
+__all__ = ["status"]

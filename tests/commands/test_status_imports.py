@@ -1,0 +1,120 @@
+"""``ktour status`` of a batch in progress loads no numpy, no solver dependency and no Celery:
+it reads the batch's bookkeeping keys and the workers' leases (``store/progress.py``,
+``service/status.py``), never a job or a record, so its process is the interpreter, click,
+rich and the Redis client. That is what keeps its answer under half a second on a loaded
+2-core machine (benchmarks/bench_status.py).
+
+Each case runs ``python -X importtime -m knights_tour status ...`` (Python's own list of every
+module it imported) from a new process against the embedded Redis of a data dir that this
+process keeps running, as a second shell sees it during ``ktour run``: a batch of 5x5 with a
+few records stored and a chunk of jobs held under a worker's live lease.
+
+Facts: colour parity - on 5x5 an open tour starts only on the 13 squares of the majority
+colour, so 13 of the 25 jobs find a tour and 12 prove there is none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.store import batches as store
+from knights_tour.store import leases
+from knights_tour.store.connection import connect
+from knights_tour.store.ledger import Ledger
+
+_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
+
+HEAVY = ("numpy", "numba", "ortools", "celery", "kombu", "billiard")
+"""Top-level packages ``ktour status`` must not load."""
+
+RECORD_SIDE = ("knights_tour.result", "knights_tour.core.jobs", "knights_tour.core.records")
+"""The job and record types (numpy behind them)."""
+
+HELD = 8
+"""Jobs claimed under the live lease (a chunk)."""
+
+DONE = 5
+"""Jobs with a record stored."""
+
+
+def _python(args: list[str], data_dir: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """``python -X importtime ARGS`` on ``data_dir``: the process and the modules it loaded."""
+    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
+    env["KT_DATA_DIR"] = str(data_dir)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        cwd=data_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    modules = {m.group(1) for line in proc.stderr.splitlines() if (m := _IMPORTED.match(line))}
+    return proc, modules
+
+
+def _unwanted(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY or m in RECORD_SIDE)
+
+
+@pytest.fixture(scope="module")
+def batch_in_progress(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """(data dir with a running embedded Redis, id of a 25-job batch of 5x5: ``DONE`` records
+    stored, ``HELD`` more held under a live worker lease)."""
+    data_dir = tmp_path_factory.mktemp("status-imports")
+    with EmbeddedRedis(data_dir / "redis", password=secrets.token_hex(8)) as server:
+        r = connect(server.url)
+        try:
+            jobs = make_batch_jobs([5])
+            batch_id = store.create_batch(r, jobs, params={"sizes": "5", "sizes_asked": "5"})
+            for job in jobs[:DONE]:
+                store.save_record(r, batch_id, run_job(job, batch_id=batch_id))
+            token = f"worker-host:{os.getpid()}:{secrets.token_hex(4)}"
+            assert leases.open_lease(r, token, 600_000)
+            held = [j.key for j in jobs[DONE : DONE + HELD]]
+            leases.claim(r, Ledger.for_batch(batch_id), token, held)
+            yield data_dir, batch_id
+        finally:
+            r.close()
+
+
+def test_the_probe_sees_numpy_where_the_record_type_is_loaded(tmp_path: Path):
+    """The check can fail: the store module that decodes records brings numpy with it."""
+    proc, modules = _python(["-c", "import knights_tour.store.batches"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {"numpy", "knights_tour.result", "knights_tour.core.jobs"} <= modules
+
+
+def test_status_of_a_running_batch_loads_no_numpy(batch_in_progress):
+    data_dir, batch_id = batch_in_progress
+    proc, modules = _python(["-m", "knights_tour", "status"], data_dir)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]  # not complete
+    assert f"batch {batch_id}: {DONE}/25 jobs done (running)" in proc.stdout
+    queued = 25 - DONE - HELD
+    assert f"progress: done {DONE}, running {HELD}, queued {queued}, failed 0" in proc.stdout
+    assert "workers: 1 live, 1 on this batch" in proc.stdout
+    assert "knights_tour.service.status" in modules  # the probe saw the command's imports
+    assert _unwanted(modules) == []
+
+
+def test_status_json_of_a_running_batch_loads_no_numpy(batch_in_progress):
+    data_dir, batch_id = batch_in_progress
+    proc, modules = _python(["-m", "knights_tour", "status", batch_id, "--json"], data_dir)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    p = json.loads(proc.stdout)
+    assert (p["done"], p["running"], p["queued"], p["state"]) == (DONE, HELD, 12, "running")
+    parity = [(r + c) % 2 == 0 for r, c in (j.start for j in make_batch_jobs([5])[:DONE])]
+    assert p["counts"] == {"found": sum(parity), "no_tour": DONE - sum(parity)}  # colour parity
+    assert len(p["workers_busy"]) == 1
+    assert _unwanted(modules) == []
