@@ -132,11 +132,11 @@ def test_count_beyond_an_hour_of_this_machine_asks(capsys, redis_client, redis_d
     assert line.startswith("ktour: error: not submitted: an exhaustive count on 6x8")
     assert "KT_CONFIRM_HOURS" in line and "--yes" in line
     assert _all_keys(redis_client) == []
-    # 7x7 open tours: the frontier DP, hours in this process (docs/counts)
-    code, out, err = run_cli(capsys, "count", "7", "--redis", redis_db_url)
+    # 7x8 open tours: the frontier DP, hours in this process (7x7 alone took 45 min: docs/counts)
+    code, out, err = run_cli(capsys, "count", "7x8", "--redis", redis_db_url)
     assert code == 2 and out == ""
     line = err.splitlines()[-1]
-    assert line.startswith("ktour: error: not submitted: a frontier-DP count on 7x7 takes ~ ")
+    assert line.startswith("ktour: error: not submitted: a frontier-DP count on 7x8 takes ~ ")
     assert "--yes" in line
 
 

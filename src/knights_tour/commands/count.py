@@ -249,7 +249,7 @@ def count(
     require_positive(memory_gb, "--memory-gb")
     choice = choose_method(board, closed=closed, method=method)
     if choice.method == "dp":  # in this process: one machine, one core
-        dp_s = dp_count_s(board)
+        dp_s = dp_count_s(board, one_class=start_sq is not None)
         confirm_big(
             f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
             "in this process",

@@ -10,12 +10,15 @@ The speed figures below come from the benchmarks (``benchmarks/README.md``):
 ``bench_engine.py`` (engine time per square), ``bench_cpsat.py`` (CP-SAT time per job),
 ``bench_pipeline.py`` (the cost of a job through Celery and Redis) and ``bench_count.py``
 (count nodes per CPU-second). Counting nodes of 5x5 are what ``ktour count 5`` reports
-(deterministic); the growth per square is fitted between 5x5 and 6x6. The frontier DP's
-figures are those of ``docs/counts``.
+(deterministic); the growth per square is fitted between 5x5 and 6x6. The frontier DP is
+costed by its transitions (deterministic: what ``ktour count --method dp`` reports as nodes),
+measured on boards of each narrow side (:data:`DP_TRANSITIONS`, ``bench_frontier.py``) and
+interpolated between them, at the rate of the whole 7x7 count of ``docs/counts``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,13 +48,33 @@ COUNT_GROWTH_PER_SQUARE = 2.12
 COUNT_NODES_PER_CPU_S = 10e6
 """Counting nodes per CPU-second of one worker process."""
 
-DP_6X6_S = 8.7
-"""Seconds of the frontier DP's count of the whole 6x6 grid (``docs/counts``,
-``benchmarks/bench_frontier.py 6 --halves``)."""
+DP_TRANSITIONS: dict[int, tuple[tuple[int, int], ...]] = {
+    3: ((10, 9_043), (20, 122_769), (40, 665_539)),
+    4: ((6, 6_860), (10, 181_306), (20, 1_541_063)),
+    5: ((5, 7_323), (6, 181_165), (8, 5_548_125), (9, 9_897_558)),
+    6: ((6, 6_351_957), (7, 94_083_041)),
+    7: ((7, 1_514_725_396),),
+}
+"""Transitions of the frontier DP's count of every square of a board (its trunks and tails:
+``dp_count(board, halves=False).nodes``), by the board's narrow side: ``(long side,
+transitions)``, measured (``benchmarks/bench_frontier.py``; 7x7: ``docs/counts/7x7-open.json``)."""
 
-DP_GROWTH_PER_SQUARE = 1.72
-"""Factor by which the DP's time grows per added board square, fitted between 6x6 and the
-7x7 figures of ``docs/counts`` (about 10^9 transitions per start class at 10^6 a second)."""
+DP_GROWTH_EXPONENT_7 = 17.8
+"""Exponent of the power of the board's squares by which the DP's transitions grow where no
+two boards of a narrow side are measured: 6x6 to 7x7 (a factor of 238 for 49/36 the squares,
+about 1.52 a square)."""
+
+DP_TRANSITIONS_PER_S = 0.56e6
+"""Transitions a second of the DP in one process: the whole 7x7 count from nothing (1.51e9
+transitions in 2,709 s, niced on the shared 2-core machine at load 2-9; ``docs/counts``). The
+small layers of 5x5 and 6x6 run faster (about 0.7-1 M/s), the 6x7 layers slower under load."""
+
+DP_START_S = 0.5
+"""Seconds a DP count costs beyond its transitions (numba's cached kernels, plans)."""
+
+DP_ONE_CLASS_FRACTION = 0.5
+"""Share of the whole grid's transitions that one start class costs (7x7 measured: the corner
+alone 0.49 with its own trunk, d4 0.29 and c5 0.22 by their own sweeps)."""
 
 
 @dataclass(frozen=True)
@@ -154,9 +177,38 @@ def count_cpu_s(board: Board, counted_squares: int, representatives: int) -> flo
     return nodes * counted_squares / max(1, representatives) / COUNT_NODES_PER_CPU_S
 
 
-def dp_count_s(board: Board) -> float:
-    """Seconds of a frontier-DP count of every square of ``board`` (one process)."""
-    return DP_6X6_S * DP_GROWTH_PER_SQUARE ** (board.n_squares - 36)
+def dp_transitions(board: Board) -> float:
+    """Estimated transitions of the frontier DP's count of every square of ``board``.
+
+    Interpolated log-log in the number of squares between the measured boards of the same
+    narrow side (:data:`DP_TRANSITIONS`); beyond them, the power of the nearest segment (or
+    :data:`DP_GROWTH_EXPONENT_7`). Within a factor of 2 of the measured transitions of the
+    boards the suite checks (some not in the table); beyond the table, an extrapolation. A
+    board of narrow side below 3 has no tour (0); above 7, the DP's keys do not hold its
+    frontier and the narrow side 7 is used (the command refuses the DP there).
+    """
+    narrow, long_side = sorted((board.rows, board.cols))
+    if narrow < 3:
+        return 0.0
+    points = [(narrow * n, t) for n, t in DP_TRANSITIONS[min(narrow, 7)]]
+    n = narrow * long_side
+    if len(points) == 1:
+        (n0, t0), exponent = points[0], DP_GROWTH_EXPONENT_7
+        return t0 * (n / n0) ** exponent
+    i = 1
+    while i < len(points) - 1 and points[i][0] < n:
+        i += 1
+    (n0, t0), (n1, t1) = points[i - 1], points[i]
+    exponent = math.log(t1 / t0) / math.log(n1 / n0)
+    return t0 * (n / n0) ** exponent
+
+
+def dp_count_s(board: Board, one_class: bool = False) -> float:
+    """Seconds of a frontier-DP count of every square of ``board`` in one process (of one start
+    class with ``one_class``): :func:`dp_transitions` at :data:`DP_TRANSITIONS_PER_S`. Within a
+    factor of 2 of the measured 5x5, 6x6 and 7x7 counts on this machine (``docs/counts``)."""
+    share = DP_ONE_CLASS_FRACTION if one_class else 1.0
+    return DP_START_S + share * dp_transitions(board) / DP_TRANSITIONS_PER_S
 
 
 def format_bytes(n: float) -> str:
@@ -218,6 +270,7 @@ __all__ = [
     "tour_chars",
     "count_cpu_s",
     "dp_count_s",
+    "dp_transitions",
     "batch_concerns",
     "count_concerns",
     "describe_batch",
