@@ -1,8 +1,8 @@
-"""``ktour status`` of a batch in progress loads no numpy, no solver dependency and no Celery:
-it reads the batch's bookkeeping keys and the workers' leases (``store/progress.py``,
-``service/status.py``), never a job or a record, so its process is the interpreter, click,
-rich and the Redis client. That is what keeps its answer under half a second on a loaded
-2-core machine (benchmarks/bench_status.py).
+"""``ktour status`` of a batch in progress loads no numpy, no solver dependency, no rich and no
+Celery: it reads the batch's bookkeeping keys and the workers' leases (``store/progress.py``,
+``service/status.py``), never a job or a record, and prints plain text, so its process is the
+interpreter, click and the Redis client. That is what keeps its answer near half a second on a
+loaded 2-core machine (benchmarks/bench_status.py).
 
 Each case runs ``python -X importtime -m knights_tour status ...`` (Python's own list of every
 module it imported) from a new process against the embedded Redis of a data dir that this
@@ -35,7 +35,7 @@ from knights_tour.store.ledger import Ledger
 
 _IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
 
-HEAVY = ("numpy", "numba", "ortools", "celery", "kombu", "billiard")
+HEAVY = ("numpy", "numba", "ortools", "rich", "celery", "kombu", "billiard")
 """Top-level packages ``ktour status`` must not load."""
 
 RECORD_SIDE = ("knights_tour.result", "knights_tour.core.jobs", "knights_tour.core.records")
@@ -96,7 +96,7 @@ def test_the_probe_sees_numpy_where_the_record_type_is_loaded(tmp_path: Path):
     assert {"numpy", "knights_tour.result", "knights_tour.core.jobs"} <= modules
 
 
-def test_status_of_a_running_batch_loads_no_numpy(batch_in_progress):
+def test_status_of_a_running_batch_loads_no_numpy_nor_rich(batch_in_progress):
     data_dir, batch_id = batch_in_progress
     proc, modules = _python(["-m", "knights_tour", "status"], data_dir)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]  # not complete
@@ -108,7 +108,7 @@ def test_status_of_a_running_batch_loads_no_numpy(batch_in_progress):
     assert _unwanted(modules) == []
 
 
-def test_status_json_of_a_running_batch_loads_no_numpy(batch_in_progress):
+def test_status_json_of_a_running_batch_loads_no_numpy_nor_rich(batch_in_progress):
     data_dir, batch_id = batch_in_progress
     proc, modules = _python(["-m", "knights_tour", "status", batch_id, "--json"], data_dir)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from knights_tour.cli import main
-from knights_tour.commands.status import WORKER_LINES, _status_lines
+from knights_tour.commands.status import WORKER_LINES, Redraw, _status_lines
 from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
 from knights_tour.service.batches import make_jobs
 from knights_tour.service.cancelling import cancel_batch
@@ -323,3 +323,17 @@ def test_the_status_text_agrees_with_itself_and_lists_at_most_sixteen_processes(
     assert "5x5:0,0:warnsdorff:open .. 5x5:0,1:warnsdorff:open, claimed 3s ago" in listed[1]
     assert lines[-2] == "  ... 4 more (--json lists every one)"
     assert lines[-1] == "params: sizes=5, solver=warnsdorff"
+
+
+def test_watch_on_a_terminal_redraws_over_the_rows_it_wrote(capsys):
+    """``status --watch`` on a terminal: each refresh moves the cursor back up over every row
+    the previous one took (a line longer than the terminal wraps onto more rows; one exactly
+    as wide takes one) and clears from there."""
+    screen = Redraw(columns=lambda: 10)
+    screen.show(["abc", "x" * 25, "y" * 10])
+    first = capsys.readouterr().out
+    assert first == "abc\n" + "x" * 25 + "\n" + "y" * 10 + "\n"  # nothing to move back over
+    screen.show(["done"])
+    assert capsys.readouterr().out == "\x1b[5F\x1b[Jdone\n"  # 1 + 3 + 1 rows
+    screen.show(["again"])
+    assert capsys.readouterr().out == "\x1b[1F\x1b[Jagain\n"

@@ -1,6 +1,7 @@
 """What the command modules share: exit codes, options, consoles, messages, progress bars.
 
-Exit codes and the error line: :mod:`knights_tour.commands._errors` (re-exported here).
+Exit codes and the error line: :mod:`knights_tour.commands._errors`; the options several
+commands take: :mod:`knights_tour.commands._options` (both re-exported here).
 """
 
 from __future__ import annotations
@@ -27,11 +28,19 @@ from rich.progress import (
 )
 
 from knights_tour.commands._errors import ExitCode, err
-from knights_tour.errors import InvalidJobError, KnightsTourError, OutputPathError
+from knights_tour.commands._options import (
+    node_limit_option,
+    redis_option,
+    solver_option,
+    time_limit_option,
+    url_redis_option,
+    workers_option,
+    yes_option,
+)
+from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.output.durations import format_eta
-from knights_tour.settings import default_of, get_settings
-from knights_tour.solvers import DEFAULT_SOLVER, check_limits, solver_names
+from knights_tour.settings import get_settings
 
 
 def note(message: str) -> None:
@@ -45,99 +54,6 @@ def stdout_console() -> Console:
     if not console.is_terminal:
         console = Console(file=sys.stdout, highlight=False, width=160)
     return console
-
-
-def solver_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``--solver NAME`` (default the registry's default solver)."""
-    return click.option(
-        "--solver",
-        default=DEFAULT_SOLVER,
-        show_default=True,
-        metavar="NAME",
-        help=f"Solver backend: {', '.join(solver_names())}.",
-    )(f)
-
-
-def _checked_limit(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Click callback of ``--time-limit`` / ``--node-limit``: the one check of a job's limits
-    (:func:`knights_tour.solvers.check_limits`), as a usage error naming the option."""
-    try:
-        if param.name == "node_limit":
-            check_limits(None, value)
-        else:
-            check_limits(value, None)
-    except InvalidJobError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return value
-
-
-time_limit_option = click.option(
-    "--time-limit",
-    "time_limit",
-    type=float,
-    default=None,
-    metavar="S",
-    callback=_checked_limit,
-    show_default=(f"KT_JOB_TIME_LIMIT_S, else {default_of('job_time_limit_s'):g}"),
-    help="Time budget of each job in seconds, its solver and CP-SAT cross-check together; "
-    "on expiry the job is unknown (time_limit).",
-)
-"""``--time-limit S`` of ``solve``, ``run`` and ``submit``: the job's budget; its default is
-the setting's (:class:`knights_tour.settings.Settings`), whatever the backend."""
-
-node_limit_option = click.option(
-    "--node-limit",
-    "node_limit",
-    type=int,
-    default=None,
-    metavar="N",
-    callback=_checked_limit,
-    show_default="the engine's, by board size",
-    help="Engine search nodes per job; spent, the job is unknown (node_limit).",
-)
-"""``--node-limit N`` of ``solve``, ``run`` and ``submit``."""
-
-redis_option = click.option(
-    "--redis",
-    "redis_url",
-    default=None,
-    metavar="URL",
-    help="Redis URL (redis://:PASSWORD@host:6379/0); default KT_REDIS_URL, else the embedded "
-    "Redis under the data dir.",
-)
-"""``--redis URL``."""
-
-url_redis_option = click.option(
-    "--redis",
-    "redis_url",
-    default=None,
-    metavar="URL",
-    help="Redis URL the workers listen on (redis://:PASSWORD@host:6379/0); default "
-    "KT_REDIS_URL. Required: no worker listens on the embedded Redis between runs.",
-)
-"""``--redis URL`` of the commands that need workers' Redis (``submit``, ``workers``)."""
-
-workers_option = click.option(
-    "--workers",
-    "workers",
-    type=int,
-    default=None,
-    metavar="K",
-    help="Local worker processes to start (default KT_WORKERS = cores; with --redis "
-    "none: the workers already listening there are used).",
-)
-"""``--workers K`` of ``run`` and ``count``."""
-
-
-yes_option = click.option(
-    "--yes",
-    "-y",
-    "yes",
-    is_flag=True,
-    help="Submit without asking even if the estimate is above KT_CONFIRM_JOBS, "
-    "KT_CONFIRM_OUTPUT_MB or KT_CONFIRM_HOURS.",
-)
-"""``--yes`` of ``run``, ``submit`` and ``count``."""
 
 
 class Declined(click.ClickException):

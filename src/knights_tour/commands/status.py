@@ -3,26 +3,28 @@ status, mismatches, an ETA, which worker process holds which jobs), once or refr
 (``--watch``).
 
 What it shows is :func:`knights_tour.service.status.batch_view`, read from Redis alone. This
-module declares the options and renders. Its imports stay off everything that decodes a job
-or a record (:mod:`knights_tour.core.jobs`, the record type, numpy behind them) and off Celery,
-so that an answer costs the interpreter's start, the Redis client and a few round trips
-(tests/commands/test_status_imports.py checks the process). The other commands that read
+module declares the options and renders as plain text (``--watch`` redraws it in place on a
+terminal). Its imports stay off everything that decodes a job or a record
+(:mod:`knights_tour.core.jobs`, the record type, numpy behind them), off rich and off Celery,
+so that an answer costs the interpreter's start, click, the Redis client and a few round
+trips (tests/commands/test_status_imports.py checks the process). The other commands that read
 batches (``collect``, ``batches``) are :mod:`knights_tour.commands.batch`.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import click
 import redis
-from rich.live import Live
-from rich.text import Text
 
-from knights_tour.commands._shared import ExitCode, redis_option, stdout_console
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_option
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.durations import format_eta
 from knights_tour.service.local import open_store
@@ -99,19 +101,42 @@ def _watch_done(p: dict[str, Any]) -> bool:
     return bool(p["complete"] or p["state"] == CANCELLED)
 
 
+class Redraw:
+    """Lines shown in place on a terminal, as ``watch(1)`` shows a command's output: each
+    :meth:`show` moves the cursor back to the first row the previous one wrote and clears
+    the screen from there (ANSI ``CSI n F``, ``CSI J``) before writing.
+
+    Parameters
+    ----------
+    columns : callable, optional
+        The terminal's width in characters, asked at every refresh (default
+        :func:`shutil.get_terminal_size`), to count the rows a line longer than it wraps onto.
+    """
+
+    def __init__(self, columns: Callable[[], int] | None = None) -> None:
+        self.columns = columns or (lambda: shutil.get_terminal_size().columns)
+        self.rows = 0
+
+    def show(self, lines: list[str]) -> None:
+        """Replace what the previous call wrote with ``lines`` (ASCII, no newlines)."""
+        back = f"\x1b[{self.rows}F\x1b[J" if self.rows else ""
+        click.echo(back + "\n".join(lines), color=True)  # the codes kept as written
+        width = max(1, self.columns())
+        self.rows = sum(max(1, -(-len(line) // width)) for line in lines)
+
+
 def _watch(
     poll: Callable[[], dict[str, Any]], as_json: bool, interval: float, timeout: float | None
 ) -> dict[str, Any]:
-    """``status --watch``: a live view on a terminal, else one line (or JSON object) per
-    refresh, until the batch is complete or ``timeout`` seconds pass; returns the last
-    progress."""
-    console = stdout_console()
-    if console.is_terminal and not as_json:
-        with Live(Text(""), console=console, refresh_per_second=4) as live:
-            hooks = WaitHooks(on_progress=lambda q: live.update(Text("\n".join(_status_lines(q)))))
-            return poll_until_complete(
-                poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
-            )
+    """``status --watch``: the status redrawn in place on a terminal (:class:`Redraw`), else
+    one line (or JSON object) per refresh, until the batch is complete or ``timeout`` seconds
+    pass; returns the last progress."""
+    if sys.stdout.isatty() and not as_json:
+        screen = Redraw()
+        hooks = WaitHooks(on_progress=lambda q: screen.show(_status_lines(q)))
+        return poll_until_complete(
+            poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+        )
     if as_json:
         hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
     else:
@@ -176,4 +201,4 @@ def status(
     return ExitCode.OK if p["complete"] else ExitCode.NOT_OK
 
 
-__all__ = ["status"]
+__all__ = ["status", "Redraw"]
