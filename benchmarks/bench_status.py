@@ -7,8 +7,9 @@ A ``ktour run --sizes SIZES --solver cpsat`` is started as a subprocess on a fre
 
 * ``ktour status`` (answered from the leases): wall seconds, and the CPU seconds of the process
   (user + sys: on a loaded machine the wall time mostly measures the wait for a core);
-* the floor under it: ``python -c "import knights_tour.cli, knights_tour.commands.batch"``
-  (the interpreter and the imports any ``ktour status`` pays, no Redis);
+* the floor under it: ``python -c "import knights_tour.cli, knights_tour.commands.status"``
+  (the interpreter and the imports any ``ktour status`` pays, no Redis), and under that the
+  bare interpreter, ``python -c pass``;
 * the part that is ``status``'s own: :func:`knights_tour.service.status.batch_view` called in
   a process already attached to the embedded Redis (the Redis round trips and the arithmetic);
 * ``ktour workers --timeout 1`` (a Celery ping plus inspect broadcast, what ``status`` waited
@@ -229,13 +230,16 @@ def measure(
         args = [__file__, "--in-process", str(data_dir), "--repeats", str(repeats)]
         _, _, out, _ = timed(args, env)
         figures["batch_view_in_process_s"] = _summary(json.loads(out))
-        floor = "import knights_tour.cli, knights_tour.commands.batch"
-        floor_wall, floor_cpu = [], []
+        floor = "import knights_tour.cli, knights_tour.commands.status"
+        floor_wall, floor_cpu, bare_wall, bare_cpu = [], [], [], []
         inspect_wall = []
         for _ in range(repeats):
             wall, cpu, _, _ = timed(["-c", floor], env)
             floor_wall.append(wall)
             floor_cpu.append(cpu)
+            wall, cpu, _, _ = timed(["-c", "pass"], env)
+            bare_wall.append(wall)
+            bare_cpu.append(cpu)
             wall, _, _, _ = timed(["-m", "knights_tour", "workers", "--timeout", "1"], env)
             inspect_wall.append(wall)
         figures |= {
@@ -243,6 +247,8 @@ def measure(
             "status_cpu_s": _summary(status_cpu),
             "import_floor_wall_s": _summary(floor_wall),
             "import_floor_cpu_s": _summary(floor_cpu),
+            "interpreter_wall_s": _summary(bare_wall),
+            "interpreter_cpu_s": _summary(bare_cpu),
             "workers_inspect_wall_s": _summary(inspect_wall),
             "answers_with_all_workers_busy": f"{busy}/{repeats}",
             "batch_still_running": run.poll() is None,
