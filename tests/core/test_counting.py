@@ -16,7 +16,7 @@ import json
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.count_search import check_prefix, count_subjob, split
+from knights_tour.core.count_search import check_prefix, count_subjob, fold, split
 from knights_tour.core.counting import SubJob, assemble, count_tours, plan_count
 from knights_tour.core.symmetry import representative, symmetries, symmetry_classes
 from knights_tour.errors import InvalidJobError
@@ -126,6 +126,35 @@ def brute_force_prefix(board: Board, prefix: list, closed: bool) -> int:
     return total
 
 
+def test_folded_prefixes_weigh_their_mirror_images() -> None:
+    # the 6x6 corner's two first moves are mirror images across the diagonal through it; the
+    # 5x5 centre is fixed by all 8 symmetries, which map its 8 first moves onto each other
+    corner = fold(Board(6, 6), (0, 0), split(Board(6, 6), (0, 0), 1))
+    assert corner == [(((0, 0), (1, 2)), 2)]
+    centre = fold(Board(5, 5), (2, 2), split(Board(5, 5), (2, 2), 1))
+    assert len(centre) == 1 and centre[0][1] == 8
+    off_axis = split(Board(6, 6), (0, 1), 2)  # (0, 1) is fixed by the identity alone
+    assert fold(Board(6, 6), (0, 1), off_axis) == [(p, 1) for p in off_axis]
+    for depth in (1, 2, 3):
+        prefixes = split(Board(5, 6), (2, 0), depth)  # on the mirror line of a 5x6 board
+        folded = fold(Board(5, 6), (2, 0), prefixes)
+        assert sum(w for _, w in folded) == len(prefixes) and len(folded) < len(prefixes)
+        assert sum(count_subjob(Board(5, 6), p)[0] * w for p, w in folded) == sum(
+            count_subjob(Board(5, 6), p)[0] for p in prefixes
+        )
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_folded_count_equals_oeis_with_less_search(depth: int) -> None:
+    board = Board(5, 5)
+    folded = count_tours(board, depth=depth)
+    assert folded.grid == OEIS_5X5
+    unfolded = sum(
+        count_subjob(board, p)[1] for rep in folded.classes for p in split(board, rep, depth)
+    )
+    assert folded.nodes < unfolded
+
+
 def test_split_prefixes_sum_to_the_whole() -> None:
     board = Board(5, 5)
     whole = count_subjob(board, [(0, 0)])[0]
@@ -174,9 +203,12 @@ def test_subjob_record_round_trip_and_resume_key() -> None:
     plan = plan_count(Board(5, 5), depth=2)
     keys = [sj.key for sj in plan.subjobs]
     assert len(set(keys)) == len(keys)
-    for sj in plan.subjobs[:5]:
+    assert any(sj.weight > 1 for sj in plan.subjobs)  # folded by the squares' mirrors
+    for sj in plan.subjobs:
         again = SubJob.from_dict(json.loads(json.dumps(sj.to_dict())))
-        assert again == sj and again.key == sj.key
+        assert again == sj and again.key == sj.key and again.weight == sj.weight
+    with pytest.raises(InvalidJobError):
+        SubJob.from_dict(plan.subjobs[0].to_dict() | {"weight": 0})
     partials = {sj.key: sj.run() for sj in plan.subjobs}
     assert assemble(plan, partials).total == 1728
     # a missing partial count must not be silently summed as zero

@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from knights_tour.board import Board, Square
+from knights_tour.core.symmetry import symmetries
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers import count_kernel
 
@@ -163,6 +164,36 @@ def split(
     return out
 
 
+def fold(
+    board: Board, start: Square, prefixes: Sequence[tuple[Square, ...]]
+) -> list[tuple[tuple[Square, ...], int]]:
+    """``prefixes`` of tours from ``start`` up to the board's symmetries that fix ``start``.
+
+    A symmetry of the board that fixes the start square maps the tours beginning with a prefix
+    one-to-one onto those beginning with its image (it preserves knight moves), so one prefix
+    of each orbit is counted and its count weighed by the orbit's size: the corner of a square
+    board is fixed by the diagonal mirror, which halves its work; the centre of an odd square
+    board by all 8 symmetries.
+
+    Returns
+    -------
+    list of (prefix, weight)
+        One prefix per orbit (its first in the given order), with the number of given prefixes
+        in its orbit; the weights sum to ``len(prefixes)``.
+    """
+    fixing = [g for g in symmetries(board) if g(start) == start]
+    given = set(prefixes)
+    kept: dict[tuple[Square, ...], int] = {}
+    first: dict[tuple[Square, ...], tuple[Square, ...]] = {}
+    for p in prefixes:
+        orbit = {tuple(g(s) for s in p) for g in fixing}
+        canon = min(orbit)
+        if canon not in first:
+            first[canon] = p
+            kept[p] = len(orbit & given)
+    return list(kept.items())
+
+
 def choose_depth(
     board: Board,
     start: Square,
@@ -195,6 +226,7 @@ __all__ = [
     "check_prefix",
     "count_subjob",
     "split",
+    "fold",
     "choose_depth",
     "warm_up",
     "DEFAULT_TARGET_SUBJOBS",

@@ -32,9 +32,10 @@ from typing import Any
 from knights_tour.board import Board, Square
 from knights_tour.core.count_search import (
     DEFAULT_TARGET_SUBJOBS,
+    MAX_DEPTH,
     check_prefix,
-    choose_depth,
     count_subjob,
+    fold,
     split,
 )
 from knights_tour.core.symmetry import representative, symmetry_classes
@@ -57,13 +58,16 @@ class SubJob:
     """One independent piece of a count: the tours of ``board`` that begin with ``prefix``.
 
     ``key`` names it stably (start square and prefix as row-major indices) so a resubmitted
-    batch can tell which sub-jobs already have a stored partial count.
+    batch can tell which sub-jobs already have a stored partial count. ``weight`` is the number
+    of prefixes it stands for (its images under the symmetries that fix the start square, see
+    :func:`knights_tour.core.count_search.fold`): :func:`assemble` multiplies its count by it.
     """
 
     rows: int
     cols: int
     closed: bool
     prefix: tuple[Square, ...]
+    weight: int = 1
 
     @property
     def board(self) -> Board:
@@ -85,12 +89,13 @@ class SubJob:
         return count_subjob(self.board, self.prefix, self.closed)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record: rows, cols, closed, prefix (list of [row, col]), key."""
+        """JSON-ready record: rows, cols, closed, prefix (list of [row, col]), weight, key."""
         return {
             "rows": self.rows,
             "cols": self.cols,
             "closed": self.closed,
             "prefix": [[r, c] for r, c in self.prefix],
+            "weight": self.weight,
             "key": self.key,
         }
 
@@ -101,12 +106,17 @@ class SubJob:
         Raises
         ------
         InvalidJobError
-            If a field is missing or the prefix is not a knight path on the board.
+            If a field is missing, the weight is not a positive integer or the prefix is not a
+            knight path on the board.
         """
         try:
             board = Board(int(record["rows"]), int(record["cols"]))
             prefix = check_prefix(board, record["prefix"])
-            return cls(board.rows, board.cols, bool(record.get("closed", False)), tuple(prefix))
+            weight = int(record.get("weight", 1))
+            if weight < 1:
+                raise InvalidJobError(f"count sub-job weight must be >= 1, got {weight}")
+            closed = bool(record.get("closed", False))
+            return cls(board.rows, board.cols, closed, tuple(prefix), weight)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidJobError):
                 raise
@@ -118,7 +128,8 @@ class CountPlan:
     """What to count: the symmetry classes to count and their sub-jobs.
 
     ``classes`` maps each counted representative to all squares of its class (the squares that
-    get its count); ``subjobs`` lists every sub-job of every counted representative.
+    get its count); ``subjobs`` lists every sub-job of every counted representative. ``folded``:
+    prefixes equal under a symmetry fixing their start square are one weighted sub-job.
     """
 
     board: Board
@@ -127,6 +138,7 @@ class CountPlan:
     classes: dict[Square, list[Square]]
     subjobs: list[SubJob]
     use_symmetry: bool = True
+    folded: bool = False
 
     @property
     def symmetry_note(self) -> str:
@@ -136,10 +148,15 @@ class CountPlan:
             return f"no symmetry used: {len(self.classes)} squares counted directly"
         order = 8 if b.is_square else 4
         group = "dihedral group of the square" if b.is_square else "symmetry group of the rectangle"
+        folded = (
+            "; first moves equal under a symmetry that fixes their start counted once"
+            if self.folded
+            else ""
+        )
         return (
             f"symmetry: {group} (order {order}); counted {len(self.classes)} representative "
             f"square(s), copied to the {sum(len(m) for m in self.classes.values())} square(s) "
-            "of their classes"
+            f"of their classes{folded}"
         )
 
 
@@ -164,11 +181,14 @@ def plan_count(
         Count closed tours instead of open ones.
     depth : int, optional
         Moves fixed per sub-job; default 0 for boards up to :data:`NO_SPLIT_SQUARES` squares,
-        else :func:`choose_depth` for the first representative.
+        else the smallest depth giving ``target_subjobs`` sub-jobs per counted square on
+        average.
     target_subjobs : int
-        Sub-jobs per counted square that :func:`choose_depth` aims for.
+        Sub-jobs per counted square that the default depth aims for.
     use_symmetry : bool
-        Count one square per symmetry class (default) or every square directly.
+        Count one square per symmetry class (default) or every square directly. With symmetry
+        the prefixes of a square are also folded by the symmetries that fix it
+        (:func:`knights_tour.core.count_search.fold`): one weighted sub-job per orbit.
     max_squares : int
         Refuse larger boards (exhaustive counting grows exponentially).
 
@@ -197,17 +217,41 @@ def plan_count(
         classes = all_classes
     if depth is None and board.n_squares <= NO_SPLIT_SQUARES:
         depth = 0
-    if depth is None:
-        first = next(iter(classes))
-        depth = choose_depth(board, first, target_subjobs, closed)
-    if depth < 0:
+    if depth is not None and depth < 0:
         raise InvalidJobError(f"split depth must be >= 0, got {depth}")
-    subjobs = [
-        SubJob(board.rows, board.cols, closed, prefix)
-        for rep in classes
-        for prefix in split(board, rep, depth, closed)
-    ]
-    return CountPlan(board, closed, depth, classes, subjobs, use_symmetry)
+    if depth is None:
+        depth, subjobs = _default_split(board, classes, closed, use_symmetry, target_subjobs)
+    else:
+        subjobs = _subjobs(board, classes, depth, closed, use_symmetry)
+    return CountPlan(board, closed, depth, classes, subjobs, use_symmetry, folded=use_symmetry)
+
+
+def _subjobs(
+    board: Board, classes: Iterable[Square], depth: int, closed: bool, folded: bool
+) -> list[SubJob]:
+    """The sub-jobs of ``classes`` split at ``depth``, folded (weighted) or not."""
+    out = []
+    for rep in classes:
+        prefixes = split(board, rep, depth, closed)
+        pairs = fold(board, rep, prefixes) if folded else [(p, 1) for p in prefixes]
+        out += [SubJob(board.rows, board.cols, closed, p, w) for p, w in pairs]
+    return out
+
+
+def _default_split(
+    board: Board, classes: Mapping[Square, Any], closed: bool, folded: bool, target: int
+) -> tuple[int, list[SubJob]]:
+    """The smallest depth with at least ``target`` sub-jobs per counted square on average (or
+    :data:`MAX_DEPTH`, or the first at which every sub-job is a whole tour), and its
+    sub-jobs."""
+    subjobs: list[SubJob] = []
+    for depth in range(MAX_DEPTH + 1):
+        subjobs = _subjobs(board, classes, depth, closed, folded)
+        if len(subjobs) >= target * len(classes):
+            return depth, subjobs
+        if all(len(sj.prefix) == board.n_squares for sj in subjobs):
+            return depth, subjobs
+    return MAX_DEPTH, subjobs
 
 
 @dataclass
@@ -295,7 +339,7 @@ def assemble(
     nodes = 0
     for sj in plan.subjobs:
         count, n = table[sj.key]
-        class_counts[sj.start] += int(count)
+        class_counts[sj.start] += int(count) * sj.weight
         nodes += int(n)
     board = plan.board
     grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]

@@ -32,8 +32,10 @@ from knights_tour.store import keys, registry
 
 
 def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
-    """The id of the count ``plan`` describes, e.g. ``6x6-open-d3-all`` or
-    ``5x5-open-d2-sq0.0`` (one class: its representative). Same plan, same id."""
+    """The id of the count ``plan`` describes, e.g. ``6x6-open-d2-all-folded`` or
+    ``5x5-open-d2-sq0.0-folded`` (one class: its representative; ``-folded``: its prefixes
+    folded by symmetry, ``-nosym``: no symmetry used). Same plan, same id; a plan with other
+    sub-jobs, another id."""
     board = plan.board
     kind = "closed" if plan.closed else "open"
     if start is None:
@@ -41,7 +43,7 @@ def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
     else:
         rep = next(iter(plan.classes))
         which = f"sq{rep[0]}.{rep[1]}"
-    sym = "" if plan.use_symmetry else "-nosym"
+    sym = "-folded" if plan.folded else "" if plan.use_symmetry else "-nosym"
     return f"{board.label}-{kind}-d{plan.depth}-{which}{sym}"
 
 
