@@ -26,7 +26,7 @@ run) on a temporary embedded Redis, with 500 jobs held under a live lease, and t
 
 ``--compare SRC`` also times ``ktour status`` of the package in directory SRC (e.g. an older
 checkout's ``src``, put first on ``PYTHONPATH``), interleaved answer by answer with this tree's
-so both see the same load, and reports the ratio of the medians.
+so both see the same load, and reports the ratios of the medians (wall and CPU seconds).
 
 Usage::
 
@@ -190,13 +190,16 @@ def compare(env: dict[str, str], src: str, repeats: int, workers: int) -> dict[s
             cpus[name].append(cpu)
             busy[name] += _busy_in(out, workers)
     ratio = statistics.median(walls["this"]) / statistics.median(walls["compare"])
+    cpu_ratio = statistics.median(cpus["this"]) / statistics.median(cpus["compare"])
     return {
         "status_wall_s_this": _summary(walls["this"]),
         "status_wall_s_compare": _summary(walls["compare"]),
+        "status_cpu_s_this": _summary(cpus["this"]),
         "status_cpu_s_compare": _summary(cpus["compare"]),
         "all_workers_busy_this": f"{busy['this']}/{repeats}",
         "all_workers_busy_compare": f"{busy['compare']}/{repeats}",
         "wall_ratio_this_over_compare_median": round(ratio, 3),
+        "cpu_ratio_this_over_compare_median": round(cpu_ratio, 3),
     }
 
 
