@@ -20,6 +20,7 @@ from knights_tour.service.counts import submit_count, wait_for_count
 from knights_tour.store import counts as count_store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
+from knights_tour.store.ledger import Ledger
 from knights_tour.worker import TASK_COUNT_SUBJOBS, use_redis
 
 OEIS_5X5 = [
@@ -106,6 +107,9 @@ def test_killed_worker_count_still_exact(local_workers, module_redis_url):
     assert status["complete"], status
     report = count_store.assemble_count(r, cid, plan)
     assert report.total == 6_637_920
+    # each stored partial count cleared its lease bookkeeping, the redelivered one's too
+    led = Ledger.for_count(cid)
+    assert [r.hlen(h) for h in (led.started, led.attempts, led.requeued)] == [0, 0, 0]
     # the pool process is gone (the worker replaced it); the worker itself survived
     assert not psutil.pid_exists(killed) or psutil.Process(killed).status() == psutil.STATUS_ZOMBIE
     assert all(p.poll() is None for p in local_workers.procs)

@@ -64,6 +64,17 @@ class _CutAt:
         return self.fn(*args, **kwargs)
 
 
+class _CutAfter(_CutAt):
+    """Raises SoftTimeLimitExceeded just after the given calls of the wrapped function."""
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        out = self.fn(*args, **kwargs)
+        if self.calls in self.cut:
+            raise SoftTimeLimitExceeded()
+        return out
+
+
 # -- the limits ---------------------------------------------------------------------------------
 @pytest.mark.unit
 def test_a_chunks_soft_limit_leaves_every_job_its_budget():
@@ -202,7 +213,6 @@ def test_a_subjob_counted_just_before_the_limit_keeps_its_count(task_env, monkey
     """The limit can land after a sub-job's partial count is stored and before it is marked
     done; even at the last attempt its count stays (no error entry over it), only the rest go
     back, and the total is still A165134(5) = 1728."""
-    from knights_tour.store import leases
     from knights_tour.tasks import count_subjobs
 
     monkeypatch.setenv("KT_MAX_ATTEMPTS", "1")
@@ -212,7 +222,8 @@ def test_a_subjob_counted_just_before_the_limit_keeps_its_count(task_env, monkey
     cid = count_store.count_id_for(plan)
     count_store.register_count(r, cid, plan)
     dicts = [sj.to_dict() for sj in plan.subjobs]
-    monkeypatch.setattr(leases, "finish", _CutAt(leases.finish, 1))
+    # the limit lands once the first partial count is stored (with its lease bookkeeping)
+    monkeypatch.setattr(count_store, "save_partial", _CutAfter(count_store.save_partial, 1))
     summary = count_subjobs.run(cid, dicts)
     assert summary["errors"] == 0 and summary["handed_back"] == len(dicts) - 1
     first = count_store.load_partials(r, cid)[dicts[0]["key"]]

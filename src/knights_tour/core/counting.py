@@ -46,6 +46,15 @@ NO_SPLIT_SQUARES = 25
 square): a whole count of such a board costs less than sending one task (timings:
 ``benchmarks/bench_count.py``)."""
 
+FEW_SPLIT_SQUARES = 36
+"""Boards up to this many squares (and above :data:`NO_SPLIT_SQUARES`) aim by default at
+:data:`FEW_SUBJOBS_PER_SQUARE` sub-jobs per counted square, not ``DEFAULT_TARGET_SUBJOBS``:
+their whole count is about a second of kernel time, and each sub-job costs round trips
+through Celery and Redis (6x6: 20 sub-jobs instead of 74; ``benchmarks/bench_count_celery.py``)."""
+
+FEW_SUBJOBS_PER_SQUARE = 3
+"""Sub-jobs per counted square aimed at on boards up to :data:`FEW_SPLIT_SQUARES` squares."""
+
 MAX_COUNT_SQUARES = 49
 """Boards above this many squares are refused by :func:`plan_count`. 7×7 (165,575,218,320
 directed open tours, OEIS A165134) is accepted, though enumerating that many tours one by one
@@ -166,7 +175,7 @@ def plan_count(
     *,
     closed: bool = False,
     depth: int | None = None,
-    target_subjobs: int = DEFAULT_TARGET_SUBJOBS,
+    target_subjobs: int | None = None,
     use_symmetry: bool = True,
     max_squares: int = MAX_COUNT_SQUARES,
 ) -> CountPlan:
@@ -183,8 +192,10 @@ def plan_count(
         Moves fixed per sub-job; default 0 for boards up to :data:`NO_SPLIT_SQUARES` squares,
         else the smallest depth giving ``target_subjobs`` sub-jobs per counted square on
         average.
-    target_subjobs : int
-        Sub-jobs per counted square that the default depth aims for.
+    target_subjobs : int, optional
+        Sub-jobs per counted square that the default depth aims for (default
+        :data:`FEW_SUBJOBS_PER_SQUARE` up to :data:`FEW_SPLIT_SQUARES` squares, else
+        ``DEFAULT_TARGET_SUBJOBS``).
     use_symmetry : bool
         Count one square per symmetry class (default) or every square directly. With symmetry
         the prefixes of a square are also folded by the symmetries that fix it
@@ -220,6 +231,9 @@ def plan_count(
     if depth is not None and depth < 0:
         raise InvalidJobError(f"split depth must be >= 0, got {depth}")
     if depth is None:
+        if target_subjobs is None:
+            few = board.n_squares <= FEW_SPLIT_SQUARES
+            target_subjobs = FEW_SUBJOBS_PER_SQUARE if few else DEFAULT_TARGET_SUBJOBS
         depth, subjobs = _default_split(board, classes, closed, use_symmetry, target_subjobs)
     else:
         subjobs = _subjobs(board, classes, depth, closed, use_symmetry)
@@ -388,6 +402,8 @@ __all__ = [
     "assemble",
     "count_tours",
     "NO_SPLIT_SQUARES",
+    "FEW_SPLIT_SQUARES",
+    "FEW_SUBJOBS_PER_SQUARE",
     "MAX_COUNT_SQUARES",
     # the search side, re-exported for the count's callers
     "count_subjob",

@@ -39,15 +39,16 @@ def _count_subjobs(
         deaths = held.start(sj.key)
         if deaths >= max_attempts:
             error = f"WorkerLost: worker lost {deaths} times on this sub-job; given up"
-            count_store.save_partial(r, led.id, sj.key, None, 0, worker=worker, error=error)
+            count_store.save_partial(
+                r, led.id, sj.key, None, 0, worker=worker, error=error, ledger=led
+            )
             tally["errors"] += 1
         else:
             began = time.perf_counter()
             count, nodes = sj.run()
             elapsed_s = time.perf_counter() - began
-            count_store.save_partial(r, led.id, sj.key, count, nodes, elapsed_s, worker)
+            count_store.save_partial(r, led.id, sj.key, count, nodes, elapsed_s, worker, ledger=led)
             tally["ran"] += 1
-        leases.finish(r, led, [sj.key])
         held.done(sj.key)
 
 

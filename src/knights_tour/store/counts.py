@@ -29,6 +29,7 @@ from knights_tour.board import Square
 from knights_tour.core.counting import CountPlan, CountReport, SubJob, assemble
 from knights_tour.errors import KnightsTourError
 from knights_tour.store import keys, registry
+from knights_tour.store.ledger import Ledger
 
 
 def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
@@ -94,11 +95,20 @@ def save_partial(
     elapsed_s: float = 0.0,
     worker: str | None = None,
     error: str | None = None,
+    ledger: Ledger | None = None,
 ) -> None:
     """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
 
     ``error`` (with ``count`` None) records a sub-job that could not be run (a malformed
-    message), so waiting stops and the count is reported incomplete instead of hanging.
+    message), so waiting stops and the count is reported incomplete instead of hanging. With
+    ``ledger`` (the count's), its lease bookkeeping for the sub-job (started, attempts,
+    requeued) is cleared in the same script, as
+    :func:`knights_tour.store.orphans.finish` does: one round trip instead of two.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
     """
     entry: dict[str, Any] = {
         "count": None if count is None else int(count),
@@ -108,11 +118,13 @@ def save_partial(
     }
     if error is not None:
         entry["error"] = error
+    tidy = [ledger.started, ledger.attempts, ledger.requeued] if ledger is not None else []
     r.eval(
         _SAVE_PARTIAL_LUA,
-        2,
+        2 + len(tidy),
         keys.count_partials(count_id),
         keys.count_subjobs(count_id),
+        *tidy,
         subjob_key,
         registry.dumps(entry),
         keys.count_events(count_id),
@@ -121,13 +133,17 @@ def save_partial(
 
 _SAVE_PARTIAL_LUA = """
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+for i = 3, #KEYS do
+  redis.call('HDEL', KEYS[i], ARGV[1])
+end
 if redis.call('HLEN', KEYS[1]) >= redis.call('HLEN', KEYS[2]) then
   redis.call('PUBLISH', ARGV[3], 'complete')
 end
 return 1
 """
-# KEYS: partials, subjobs; ARGV: sub-job key, entry JSON, events channel (told when the count
-# has an entry for every sub-job)
+# KEYS: partials, subjobs, then (optional) the ledger's started, attempts, requeued hashes;
+# ARGV: sub-job key, entry JSON, events channel (told when the count has an entry for every
+# sub-job)
 
 
 def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
