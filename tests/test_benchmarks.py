@@ -41,6 +41,13 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
         ("formats", ["--formats", "--sizes", "5"]),
     ],
     "bench_count.py": [("5x5", ["5", "--jobs", "1", "--json", "{tmp}/out.json"])],
+    "bench_count_celery.py": [
+        (
+            "5x5",
+            ["5", "--workers", "1", "--repeat", "1", "--plans", "default,unfolded:1"]
+            + ["--json", "{tmp}/out.json"],
+        )
+    ],
     "bench_cpsat.py": [
         (
             "rect-closed",
