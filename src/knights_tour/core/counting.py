@@ -159,7 +159,7 @@ class CountPlan:
         group = "dihedral group of the square" if b.is_square else "symmetry group of the rectangle"
         folded = (
             "; first moves equal under a symmetry that fixes their start counted once"
-            if self.folded
+            if self.folded and any(sj.weight > 1 for sj in self.subjobs)
             else ""
         )
         return (
