@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from knights_tour.commands.count_dp import _LayerProgress
+from knights_tour.core.frontier_run import LayerStat
+
 
 def _ktour(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
@@ -29,6 +32,7 @@ def test_dp_grid_5x5_matches_a165134_and_says_its_method(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "total: 1,728" in run.stdout
     assert "method: frontier DP" in run.stdout and "ktour: method: frontier DP" in run.stderr
+    assert "of the estimated" in run.stderr and "ETA" in run.stderr  # progress lines
     record = json.loads(out.read_text())
     assert record["total"] == 1728
     assert record["grid"][0][0] == 304 and record["grid"][2][2] == 64
@@ -46,3 +50,13 @@ def test_closed_dp_is_one_line(tmp_path):
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and "ktour: error:" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_progress_eta_from_the_estimate_then_the_runs_own_rate():
+    progress = _LayerProgress(estimate=1_000_000)
+    progress("trunk0", LayerStat(0, 1, 1, 0.001, 1), 10)  # too small to time
+    assert progress.eta() == "~ 0% of the estimated 1e+06 transitions, ETA ~ 2 s"
+    progress("trunk0", LayerStat(1, 10, 249_999, 10.0, 1), 10)  # 25,000 a second
+    assert progress.eta() == "~ 25% of the estimated 1e+06 transitions, ETA ~ 30 s"
+    progress("trunk0", LayerStat(2, 10, 800_000, 1.0, 1), 10)
+    assert progress.eta().startswith("past the estimated 1e+06 transitions")

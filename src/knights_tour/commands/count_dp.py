@@ -20,6 +20,7 @@ from knights_tour.core.count_method import MethodChoice, dp_count
 from knights_tour.core.counting import CountReport
 from knights_tour.core.frontier_run import LayerStat
 from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.service.estimate import DP_TRANSITIONS_PER_S, dp_count_transitions, format_hours
 from knights_tour.settings import get_settings
 
 PROGRESS_EVERY_S = 10.0
@@ -28,12 +29,23 @@ PROGRESS_EVERY_S = 10.0
 
 class _LayerProgress:
     """One stderr line per layer at most every :data:`PROGRESS_EVERY_S` seconds: sweep, layer,
-    states, transitions per second."""
+    states, transitions per second, and the share of the estimated work done with an ETA.
 
-    def __init__(self) -> None:
+    ``estimate`` is the count's estimated transitions
+    (:func:`knights_tour.service.estimate.dp_count_transitions`, within about 2x); the ETA is
+    what is left of it at this run's own rate so far (the estimate's rate until 1% of it is
+    done: the first layers are too small to time). Layers resumed from checkpoints are not
+    counted as done, so after a resume the ETA is an upper bound."""
+
+    def __init__(self, estimate: float) -> None:
         self.last = 0.0
+        self.estimate = estimate
+        self.done = 0
+        self.seconds = 0.0
 
     def __call__(self, name: str, stat: LayerStat, n_steps: int) -> None:
+        self.done += stat.transitions
+        self.seconds += stat.seconds
         now = time.monotonic()
         if now - self.last < PROGRESS_EVERY_S and stat.step + 1 < n_steps:
             return
@@ -42,7 +54,19 @@ class _LayerProgress:
         parts = f", {stat.parts} parts" if stat.parts > 1 else ""
         note(
             f"dp {name}: layer {stat.step + 1}/{n_steps}, {stat.states:,} states, "
-            f"{rate:,.0f} transitions/s{parts}"
+            f"{rate:,.0f} transitions/s{parts}; {self.eta()}"
+        )
+
+    def eta(self) -> str:
+        """``"~ 38% of the estimated 1.5e+09 transitions, ETA ~ 27 min"`` (or past it)."""
+        if self.done >= self.estimate:
+            return f"past the estimated {self.estimate:.2g} transitions, ETA unknown"
+        timed = self.done >= 0.01 * self.estimate and self.seconds > 0
+        rate = self.done / self.seconds if timed else DP_TRANSITIONS_PER_S
+        left_s = (self.estimate - self.done) / rate
+        return (
+            f"~ {100 * self.done / self.estimate:.0f}% of the estimated "
+            f"{self.estimate:.2g} transitions, ETA ~ {format_hours(left_s / 3600)}"
         )
 
 
@@ -86,7 +110,7 @@ def run_dp_count(
         start_sq,
         memory_bytes=int(memory_gb * 2**30),
         checkpoint_dir=checkpoints,
-        progress=_LayerProgress(),
+        progress=_LayerProgress(dp_count_transitions(board, one_class=start_sq is not None)),
         class_done=class_done,
     )
     record = report.to_dict()

@@ -203,12 +203,20 @@ def dp_transitions(board: Board) -> float:
     return t0 * (n / n0) ** exponent
 
 
+def dp_count_transitions(board: Board, one_class: bool = False) -> float:
+    """Estimated transitions of a frontier-DP count of every square of ``board`` (of one start
+    class with ``one_class``: :data:`DP_ONE_CLASS_FRACTION` of it); see
+    :func:`dp_transitions`."""
+    share = DP_ONE_CLASS_FRACTION if one_class else 1.0
+    return share * dp_transitions(board)
+
+
 def dp_count_s(board: Board, one_class: bool = False) -> float:
     """Seconds of a frontier-DP count of every square of ``board`` in one process (of one start
-    class with ``one_class``): :func:`dp_transitions` at :data:`DP_TRANSITIONS_PER_S`. Within a
-    factor of 2 of the measured 5x5, 6x6 and 7x7 counts on this machine (``docs/counts``)."""
-    share = DP_ONE_CLASS_FRACTION if one_class else 1.0
-    return DP_START_S + share * dp_transitions(board) / DP_TRANSITIONS_PER_S
+    class with ``one_class``): :func:`dp_count_transitions` at :data:`DP_TRANSITIONS_PER_S`.
+    Within a factor of 2 of the measured 5x5, 6x6 and 7x7 counts on this machine
+    (``docs/counts``)."""
+    return DP_START_S + dp_count_transitions(board, one_class) / DP_TRANSITIONS_PER_S
 
 
 def format_bytes(n: float) -> str:
@@ -270,6 +278,7 @@ __all__ = [
     "tour_chars",
     "count_cpu_s",
     "dp_count_s",
+    "dp_count_transitions",
     "dp_transitions",
     "batch_concerns",
     "count_concerns",
