@@ -8,6 +8,7 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.core import frontier
+from knights_tour.core.count_method import dp_count
 from knights_tour.core.counting import count_tours
 from knights_tour.core.frontier_run import count_paths, run_sweep
 from knights_tour.core.symmetry import symmetries, symmetry_classes
@@ -44,10 +45,14 @@ def test_5x5_every_square_directly_is_symmetric():
 
 @pytest.mark.slow
 def test_6x6_grid_equals_enumeration():
+    """As ``ktour count --method dp`` counts it: one lower half, met with each class's upper
+    half (the 5x5 tests above run each class's own halves; here that would be six times the
+    work of the shared lower half for no other fact)."""
     board = Board(6, 6)
-    grid = _dp_grid(board, halves=True)
-    assert grid == count_tours(board).grid
-    assert sum(map(sum, grid)) == A165134[6]
+    report = dp_count(board)
+    assert len(report.extra["lower_halves"]) == 1
+    assert report.grid == count_tours(board).grid
+    assert report.total == A165134[6]
 
 
 @pytest.mark.parametrize("n", [5])
