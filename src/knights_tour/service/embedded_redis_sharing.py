@@ -21,11 +21,9 @@ from typing import Any
 import redis
 
 from knights_tour.errors import BackendUnavailableError
+from knights_tour.service.launching import STATE_FILE
 from knights_tour.service.redis_process import pid_alive, ping, runs_redis_server
 from knights_tour.store import keys
-
-STATE_FILE = "embedded-redis.json"
-"""File in the data dir recording the running embedded server (pid, port, password)."""
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

@@ -14,14 +14,12 @@ callback.
 from __future__ import annotations
 
 import contextlib
-import math
 import secrets
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -29,8 +27,14 @@ import redis
 from knights_tour.errors import KnightsTourError
 from knights_tour.service._celery import celery_worker, messages_held
 from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.service.launching import (
+    Launched,
+    configured_redis_url,
+    embedded_dir,
+    local_worker_count,
+    worker_log_dir,
+)
 from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.settings import get_settings
 from knights_tour.store import keys
 from knights_tour.store.connection import connect, mask_url
 
@@ -43,18 +47,6 @@ NO_WORKERS_WARNING = (
 
 def _to_stderr(message: str) -> None:
     print(f"ktour: {message}", file=sys.stderr)
-
-
-def configured_redis_url(redis_url: str | None) -> str | None:
-    """``redis_url`` if given, else ``KT_REDIS_URL`` (via settings), else None (= embedded)."""
-    if redis_url:
-        return redis_url
-    return get_settings().redis_url or None
-
-
-def embedded_dir() -> Path:
-    """Where the embedded Redis keeps its data: ``<KT_DATA_DIR>/redis``."""
-    return get_settings().data_dir / "redis"
 
 
 @dataclass
@@ -247,29 +239,6 @@ class Backend:
             )
 
 
-WORKER_START_CPU_S = 1.0
-"""CPU-seconds a local worker costs before its first job (interpreter, Celery, the numba
-engine; ``benchmarks/README.md``, start-up). One is started per this much estimated work, up to
-``KT_WORKERS``: a worker that starts after the work is done only takes CPU from the others."""
-
-
-def _local_worker_count(
-    workers: int | None, embedded: bool, work_cpu_s: float | None = None
-) -> int:
-    """``workers`` if given, else ``KT_WORKERS`` on the embedded Redis and none on a given URL
-    (workers are expected to be running there). With ``work_cpu_s`` (the estimated worker
-    CPU-seconds of the work to come, :class:`~knights_tour.service.estimate.BatchEstimate`) and
-    no ``workers`` given, one per :data:`WORKER_START_CPU_S` of it, at least one."""
-    if workers is not None:
-        return workers
-    if not embedded:
-        return 0
-    count = get_settings().workers
-    if work_cpu_s is not None:
-        count = min(count, max(1, math.ceil(work_cpu_s / WORKER_START_CPU_S)))
-    return count
-
-
 def _spawn_workers(url: str, count: int) -> LocalWorkers:
     """Spawn ``count`` local workers on ``url`` without waiting for them (see
     :meth:`Backend.start_workers`)."""
@@ -279,14 +248,14 @@ def _spawn_workers(url: str, count: int) -> LocalWorkers:
     # crashing main process would take every pool process with it. The workers are not
     # awaited: messages wait in Redis until they listen, and Backend.check_workers notices if
     # they all exit.
-    return LocalWorkers(
-        url, count, log_dir=get_settings().data_dir / "logs", death_signal=signal.SIGQUIT
-    ).spawn()
+    return LocalWorkers(url, count, log_dir=worker_log_dir(), death_signal=signal.SIGQUIT).spawn()
 
 
 @contextlib.contextmanager
 def open_store(
-    redis_url: str | None, on_launch: Callable[[str], None] | None = None
+    redis_url: str | None,
+    on_launch: Callable[[str], None] | None = None,
+    launched: Launched | None = None,
 ) -> Iterator[Backend]:
     """Connect to ``redis_url`` / ``KT_REDIS_URL``, or start (or attach to) the embedded Redis
     on the data dir; everything is closed or stopped when the block ends.
@@ -294,7 +263,8 @@ def open_store(
     The embedded server gets a fresh random password on its loopback port; it lives only in
     the 0600 state file. ``on_launch(url)``, if given, is called as soon as a new embedded
     server's process is started, before it answers (not when attaching to a running one or
-    connecting to a given URL).
+    connecting to a given URL). ``launched``: the embedded server launched ahead
+    (:func:`~knights_tour.service.launching.launch_ahead`), used instead of starting one.
 
     Raises
     ------
@@ -306,7 +276,11 @@ def open_store(
         server = None
         if url is None:
             server = EmbeddedRedis(
-                embedded_dir(), password=secrets.token_urlsafe(18), reuse=True, on_launch=on_launch
+                embedded_dir(),
+                password=secrets.token_urlsafe(18),
+                reuse=True,
+                on_launch=on_launch,
+                launched=launched,
             )
             stack.enter_context(server)
             url = server.url
@@ -326,6 +300,7 @@ def open_backend(
     start_workers: bool = True,
     notify: Callable[[str], None] | None = None,
     work_cpu_s: float | None = None,
+    launched: Launched | None = None,
 ) -> Iterator[Backend]:
     """A backend to run work on: :func:`open_store` plus local workers and signal handling.
 
@@ -343,7 +318,13 @@ def open_backend(
         Receives one-line messages (default: ``ktour: <message>`` on stderr).
     work_cpu_s : float, optional
         Estimated worker CPU-seconds of the work to come: without ``workers``, a small batch
-        gets fewer local workers than ``KT_WORKERS`` (one per :data:`WORKER_START_CPU_S`).
+        gets fewer local workers than ``KT_WORKERS`` (one per
+        :data:`~knights_tour.service.launching.WORKER_START_CPU_S`).
+    launched : Launched, optional
+        The embedded server and local workers launched ahead for this backend
+        (:func:`~knights_tour.service.launching.launch_ahead`, with the same ``redis_url``,
+        ``workers`` and ``work_cpu_s``): taken over instead of started here; whatever of them
+        is not taken over when this returns or raises is killed.
 
     While the block runs, SIGTERM and SIGHUP raise KeyboardInterrupt (so it shuts down like
     Ctrl-C). If this process dies without that (SIGKILL), the workers get SIGQUIT from Linux
@@ -359,14 +340,19 @@ def open_backend(
     def spawn_early(url: str) -> None:
         # A new embedded server: its workers start with it (they retry the connection), so
         # their start-up overlaps the server's.
-        count = _local_worker_count(workers, embedded=True, work_cpu_s=work_cpu_s)
+        count = local_worker_count(workers, embedded=True, work_cpu_s=work_cpu_s)
         if start_workers and count > 0:
             early.append(_spawn_workers(url, count))
 
     try:
-        with _sigterm_as_interrupt(), open_store(redis_url, on_launch=spawn_early) as backend:
+        if launched is not None:
+            early.append(LocalWorkers.adopt(launched))
+        with (
+            _sigterm_as_interrupt(),
+            open_store(redis_url, on_launch=spawn_early, launched=launched) as backend,
+        ):
             backend.notify = notify or _to_stderr
-            backend.worker_count = _local_worker_count(
+            backend.worker_count = local_worker_count(
                 workers, embedded=backend.server is not None, work_cpu_s=work_cpu_s
             )
             if early:
@@ -381,6 +367,8 @@ def open_backend(
     finally:
         for local in early:  # left running only if the server failed to start: no work
             local.kill()
+        if launched is not None:
+            launched.kill()  # its server, if it was never taken over
 
 
 @contextlib.contextmanager

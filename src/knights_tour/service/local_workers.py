@@ -8,40 +8,18 @@ then by PID, pool children included). As a context manager it stops them on leav
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.service._celery import celery_worker
-from knights_tour.settings import get_settings
-from knights_tour.store import keys
+from knights_tour.service.launching import Launched, WorkerSpec, rotate_logs
 from knights_tour.store.connection import mask_url
-
-
-def _pdeathsig(
-    sig: int = signal.SIGTERM, parent_pid: int | None = None
-) -> None:  # pragma: no cover - runs in the child
-    """In a child process: ask Linux to send ``sig`` to it when the thread that started it
-    dies (best effort). If the parent is already gone (it died between fork and here), send
-    it now."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG = 1
-    except Exception:  # noqa: BLE001
-        return
-    if parent_pid is not None and os.getppid() != parent_pid:
-        os.kill(os.getpid(), int(sig))
-
 
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 """Signals held back while the workers are being killed (a repeated Ctrl-C must not cut
@@ -100,31 +78,6 @@ def _descendants(procs: list[subprocess.Popen[bytes]]) -> list[psutil.Process]:
     return family
 
 
-def rotate_logs(log_dir: Path, keep: int, max_bytes: int) -> list[Path]:
-    """Delete the oldest ``*.log`` files of ``log_dir`` (by last write) until at most ``keep``
-    remain and they hold at most ``max_bytes`` together; returns the files deleted. Each
-    ``ktour run`` writes new files (one per worker, named by its process), so this rotates
-    the logs run by run (``KT_LOG_KEEP``, ``KT_LOG_MAX_MB``). A file another process still
-    writes to may go: its data stays readable to that process, only the name is gone."""
-    files = []
-    for path in log_dir.glob("*.log"):
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            files.append((st.st_mtime, st.st_size, path))
-    files.sort(key=lambda f: (f[0], str(f[2])), reverse=True)  # newest first
-    kept_n = kept_bytes = 0
-    removed = []
-    for _mtime, size, path in files:
-        if kept_n < keep and kept_bytes + size <= max_bytes:
-            kept_n += 1
-            kept_bytes += size
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            removed.append(path)
-    return removed
-
-
 class LocalWorkers:
     """K Celery worker OS processes on this machine, listening on ``redis_url``.
 
@@ -177,17 +130,41 @@ class LocalWorkers:
     ) -> None:
         if count < 1 or concurrency < 1:
             raise KnightsTourError("worker count and concurrency must be at least 1")
+        self.spec = WorkerSpec(
+            redis_url,
+            concurrency=concurrency,
+            node_prefix=node_prefix or f"kt{os.getpid()}-w",
+            env=dict(env or {}),
+            log_dir=Path(log_dir) if log_dir is not None else None,
+            loglevel=loglevel,
+            death_signal=death_signal,
+        )
         self.redis_url = redis_url
         self.count = count
-        self.concurrency = concurrency
-        self.node_prefix = node_prefix or f"kt{os.getpid()}-w"
-        self.env = dict(env or {})
+        self.node_prefix = self.spec.node_prefix
+        self.hostname = self.spec.hostname
+        self.log_dir = self.spec.log_dir
         self.ready_timeout_s = ready_timeout_s
-        self.log_dir = Path(log_dir) if log_dir is not None else None
-        self.loglevel = loglevel
-        self.death_signal = death_signal
-        self.hostname = socket.gethostname()
         self.procs: list[subprocess.Popen[bytes]] = []
+
+    @classmethod
+    def adopt(cls, launched: Launched) -> LocalWorkers:
+        """The workers :func:`~knights_tour.service.launching.launch_ahead` started, as a
+        :class:`LocalWorkers` that stops them (they were launched with its defaults: logs in
+        ``KT_DATA_DIR/logs``, ``death_signal`` SIGQUIT)."""
+        spec = launched.workers
+        local = cls(
+            spec.redis_url,
+            len(launched.worker_procs),
+            spec.concurrency,
+            spec.node_prefix,
+            spec.env,
+            log_dir=spec.log_dir,
+            loglevel=spec.loglevel,
+            death_signal=spec.death_signal,
+        )
+        local.procs = launched.take_workers()
+        return local
 
     @property
     def node_names(self) -> list[str]:
@@ -198,19 +175,6 @@ class LocalWorkers:
     def pids(self) -> list[int]:
         """PIDs of the worker main processes started."""
         return [p.pid for p in self.procs]
-
-    def _command(self, i: int, loglevel: str) -> list[str]:
-        # celery_worker_main = `celery -A knights_tour.worker worker` with the options of the
-        # class docstring, without importing Celery's command line and its plugins.
-        return [
-            sys.executable,
-            "-m",
-            "knights_tour.service.celery_worker_main",
-            f"{self.node_prefix}{i}@{self.hostname}",
-            str(self.concurrency),
-            keys.QUEUE,
-            loglevel,
-        ]
 
     def start(self) -> LocalWorkers:
         """Start the workers and wait until every one answers a ping; returns ``self``."""
@@ -229,41 +193,13 @@ class LocalWorkers:
         workers (see ``death_signal``). A worker that fails to come up shows as an exited
         process in :attr:`procs`.
         """
-        loglevel = self.loglevel or get_settings().log_level
-        env = dict(os.environ)
-        env.update(self.env)
-        env["KT_REDIS_URL"] = self.redis_url
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            settings = get_settings()
-            # room for this start's files within KT_LOG_KEEP
-            rotate_logs(
-                self.log_dir, max(0, settings.log_keep - self.count), int(settings.log_max_mb * 1e6)
-            )
-        watch = functools.partial(_pdeathsig, self.death_signal, os.getpid())
-        try:
-            for i in range(len(self.procs) + 1, self.count + 1):
-                out: Any = subprocess.DEVNULL
-                if self.log_dir is not None:
-                    out = open(self.log_dir / f"{self.node_prefix}{i}.log", "ab")  # noqa: SIM115
-                try:
-                    proc = subprocess.Popen(
-                        self._command(i, loglevel),
-                        env=env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                        preexec_fn=watch,
-                    )
-                finally:
-                    if out is not subprocess.DEVNULL:
-                        out.close()
-                self.procs.append(proc)
-        except BaseException:
-            self.stop()
-            raise
+        first = len(self.procs) + 1
+        if first <= self.count:
+            try:
+                self.procs.extend(self.spec.spawn(first, self.count))
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def wait_ready(self) -> None:
@@ -360,4 +296,4 @@ class LocalWorkers:
         self.stop()
 
 
-__all__ = ["LocalWorkers", "rotate_logs"]
+__all__ = ["LocalWorkers", "rotate_logs"]  # rotate_logs: launching's, kept importable here

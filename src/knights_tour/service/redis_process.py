@@ -1,6 +1,6 @@
-"""A ``redis-server`` process on 127.0.0.1, seen from outside: a free port to give it, a
-client that does not retry, PING, ``SHUTDOWN``, and waiting for its PID to exit (escalating to
-SIGTERM and SIGKILL), and whether a PID still runs that server.
+"""A ``redis-server`` process on 127.0.0.1, seen from outside: a client that does not retry,
+PING, ``SHUTDOWN``, and waiting for its PID to exit (escalating to SIGTERM and SIGKILL), and
+whether a PID still runs that server (launching one: :mod:`knights_tour.service.launching`).
 
 Shared by :class:`~knights_tour.service.embedded_redis.EmbeddedRedis`, which starts the server,
 and its watchdog process (:mod:`knights_tour.service.embedded_redis_watchdog`), which ends it.
@@ -9,19 +9,11 @@ and its watchdog process (:mod:`knights_tour.service.embedded_redis_watchdog`), 
 from __future__ import annotations
 
 import contextlib
-import socket
 
 import psutil
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def direct_client(port: int, password: str | None, timeout: float) -> redis.Redis:
@@ -105,12 +97,4 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-__all__ = [
-    "free_port",
-    "direct_client",
-    "ping",
-    "shut_down",
-    "wait_gone",
-    "pid_alive",
-    "runs_redis_server",
-]
+__all__ = ["direct_client", "ping", "shut_down", "wait_gone", "pid_alive", "runs_redis_server"]

@@ -1,0 +1,338 @@
+"""What ``ktour run``, ``resume``, ``submit`` and ``cancel`` do once their input is checked:
+open the backend, make the batch's jobs, submit or resume it, follow it to its end or leave it
+(``--timeout``, Ctrl-C, a cancel from elsewhere), write its records and print the summary.
+
+Apart from :mod:`knights_tour.commands.lifecycle`, which declares the commands and checks their
+input, because of what it loads: the backend and the batch service (redis-py, psutil, Celery's
+door), the job and record types (numpy) and rich's tables. ``ktour run`` imports it only once
+the embedded Redis and the local workers are launched
+(:func:`~knights_tour.service.launching.launch_ahead`), so these imports run while the workers
+start, on the other core, instead of before them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import click
+import redis
+
+from knights_tour.commands._records import (
+    report_mismatches,
+    summary_table,
+    wait_with_progress,
+    write_records,
+)
+from knights_tour.commands._shared import ExitCode, note, stdout_console
+from knights_tour.core.jobs import Job, JobOptions
+from knights_tour.errors import KnightsTourError, OutputPathError
+from knights_tour.service.batches import (
+    DEFAULT_CHUNK_SIZE,
+    make_jobs,
+    resume_batch,
+    start_or_resume,
+    submit_batch,
+)
+from knights_tour.service.cancelling import cancel_batch
+from knights_tour.service.launching import Launched
+from knights_tour.service.local import (
+    NO_WORKERS_WARNING,
+    Backend,
+    no_worker_answers,
+    open_backend,
+    open_store,
+)
+from knights_tour.service.verdict import Tally
+from knights_tour.store.batches import CANCELLED, batch_status
+from knights_tour.store.connection import connect, mask_url
+
+
+def resume_hint(batch_id: str, redis_url: str | None) -> str:
+    """The command that continues ``batch_id`` (``ktour resume BATCH [--redis URL]``)."""
+    return f"ktour resume {batch_id}" + (" --redis URL" if redis_url else "")
+
+
+def batch_jobs(
+    sizes: tuple[str, ...],
+    solver: str,
+    verify: str,
+    closed: bool,
+    exhaustive: bool,
+    time_limit: float | None,
+    node_limit: int | None,
+    chunk_size: int | None,
+) -> tuple[list[Any], list[Job], dict[str, Any], int | None]:
+    """``(boards, jobs, params, chunk)`` from the job options of ``run`` / ``submit`` (their
+    limits, the sizes and the solver were checked before: the options' callbacks and the
+    size guard; ``chunk_size`` >= 1 or None)."""
+    options = JobOptions(
+        solver=solver,
+        closed=closed,
+        verify=None if verify == "none" else verify,
+        time_limit_s=time_limit,
+        exhaustive=exhaustive,
+        node_limit=node_limit,
+    )
+    boards, jobs, params = make_jobs(sizes, options)
+    return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE
+
+
+@dataclass
+class Outcome:
+    """How a followed batch ended: the exit code, and for a complete batch the status, the
+    tally of the records written and where they went (``tally`` None: left unfinished)."""
+
+    code: ExitCode
+    batch_id: str
+    status: dict[str, Any]
+    tally: Tally | None
+    out_path: str
+
+
+def stopped(backend: Backend, batch_id: str, why: str, hint: str) -> None:
+    """Cancel the batch the command is leaving (only its own queued tasks dropped; its
+    records kept) and say so in one line: how far it got, what is kept, how to resume."""
+    dropped = backend.stop_work()
+    try:
+        st = batch_status(backend.client, batch_id, max_missing=0)
+        got = f"{st['done']}/{st['total']} jobs done"
+    except (redis.RedisError, KnightsTourError):  # Redis going away: say what we know
+        got = "the jobs done so far"
+    drop = (
+        f"its {dropped} queued task(s) dropped, other batches' untouched"
+        if dropped is not None
+        else "its queued tasks could not be dropped (no Redis)"
+    )
+    note(
+        f"batch {batch_id} cancelled {why}: {got}, their records kept (ktour collect "
+        f"{batch_id}); {drop}; continue with: {hint}"
+    )
+
+
+def follow(
+    backend: Backend, batch_id: str, total: int, deadline: float | None, out: str | None, hint: str
+) -> Outcome:
+    """Wait for the batch until it is complete, the deadline passes (monotonic seconds),
+    Ctrl-C, or a cancel from elsewhere; then write its records to ``out`` (complete only).
+
+    Left unfinished (exit 1 for --timeout / a cancel from elsewhere, 130 for Ctrl-C), the
+    outcome has no tally, after one line saying so (:func:`stopped`)."""
+    out_path = out or f"results-{batch_id}.jsonl"
+    try:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        status = wait_with_progress(
+            backend.client,
+            batch_id,
+            total,
+            left,
+            backend.url,
+            check=backend.check_workers(f"batch {batch_id}", "jobs"),
+        )
+    except KeyboardInterrupt:
+        stopped(backend, batch_id, "by Ctrl-C", hint)
+        return Outcome(ExitCode.INTERRUPTED, batch_id, {}, None, out_path)
+    if status.get("state") == CANCELLED:
+        backend.stop_work()
+        note(
+            f"batch {batch_id} was cancelled from elsewhere (ktour cancel): {status['done']}/"
+            f"{status['total']} jobs done, their records kept (ktour collect {batch_id}); "
+            f"continue with: {hint}"
+        )
+        return Outcome(ExitCode.NOT_OK, batch_id, status, None, out_path)
+    if not status["complete"]:
+        stopped(backend, batch_id, "by --timeout", hint)
+        return Outcome(ExitCode.NOT_OK, batch_id, status, None, out_path)
+    backend.finished()  # nothing to drop if writing the file fails
+    try:
+        tally = write_records(
+            backend.client,
+            batch_id,
+            out_path,
+            "parquet" if out_path.endswith(".parquet") else "jsonl",
+        )
+    except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
+        raise OutputPathError(
+            f"{exc}; the records of batch {batch_id} are kept: ktour collect {batch_id} --out FILE",
+            exc.errno,
+        ) from None
+    return Outcome(ExitCode.OK, batch_id, status, tally, out_path)
+
+
+def submit_and_follow(
+    backend: Backend,
+    job_args: tuple[Any, ...],
+    fresh: bool,
+    deadline: float | None,
+    out: str | None,
+    redis_url: str | None,
+) -> Outcome:
+    """``ktour run`` on an open backend: make the jobs (``job_args`` as :func:`batch_jobs`
+    takes them), start the batch or resume the unfinished one with the same jobs and
+    parameters (``fresh``: start over), say which, and :func:`follow` it. Ctrl-C while it is
+    being submitted cancels it (exit 130)."""
+    boards, jobs, params, chunk = batch_jobs(*job_args)
+    known: list[str] = []
+    resumed: list[bool] = []
+
+    def on_id(batch_id: str) -> None:
+        known.append(batch_id)
+        try:  # an existing batch is resumed, even with no job recorded yet
+            resumed.append(bool(batch_status(backend.client, batch_id, max_missing=0)))
+        except KnightsTourError:
+            resumed.append(False)
+        backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
+
+    try:
+        batch_id, reused = start_or_resume(
+            backend.url, jobs, params, chunk, fresh=fresh, on_id=on_id
+        )
+    except KeyboardInterrupt:
+        if not known:
+            raise
+        stopped(backend, known[0], "by Ctrl-C", resume_hint(known[0], redis_url))
+        return Outcome(ExitCode.INTERRUPTED, known[0], {}, None, "")
+    if reused or any(resumed):
+        note(
+            f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
+            f"recorded, not recomputed; {len(jobs) - reused} sent to "
+            f"{backend.where} (--fresh starts over)"
+        )
+    else:
+        note(
+            f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
+            f"to {backend.where}"
+        )
+    return follow(backend, batch_id, len(jobs), deadline, out, resume_hint(batch_id, redis_url))
+
+
+def run_batch(
+    launched: Launched | None,
+    redis_url: str | None,
+    workers: int | None,
+    work_cpu_s: float,
+    job_args: tuple[Any, ...],
+    fresh: bool,
+    deadline: float | None,
+    out: str | None,
+) -> ExitCode:
+    """``ktour run`` once its input is checked: open the backend (taking over the server and
+    workers ``launched`` ahead, if any: :func:`~knights_tour.service.local.open_backend`),
+    :func:`submit_and_follow`, stop the backend, :func:`finish`."""
+    with open_backend(
+        redis_url, workers, notify=note, work_cpu_s=work_cpu_s, launched=launched
+    ) as backend:
+        outcome = submit_and_follow(backend, job_args, fresh, deadline, out, redis_url)
+    return finish(outcome)
+
+
+def resume_command(
+    batch_id: str,
+    workers: int | None,
+    redis_url: str | None,
+    chunk_size: int | None,
+    deadline: float | None,
+    out: str | None,
+) -> ExitCode:
+    """``ktour resume`` once its input is checked: open the backend without workers,
+    :func:`resume_and_follow`, stop the backend, :func:`finish`."""
+    with open_backend(redis_url, workers, notify=note, start_workers=False) as backend:
+        outcome = resume_and_follow(backend, batch_id, chunk_size, deadline, out, redis_url)
+    return finish(outcome)
+
+
+def resume_and_follow(
+    backend: Backend,
+    batch_id: str,
+    chunk_size: int | None,
+    deadline: float | None,
+    out: str | None,
+    redis_url: str | None,
+) -> Outcome:
+    """``ktour resume`` on a backend opened without workers: an unknown batch is an error; a
+    complete one is just collected; otherwise the workers are started, its jobs without a
+    record sent again (its queued tasks dropped first) and it is :func:`follow`\\ ed.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    st = batch_status(backend.client, batch_id, max_missing=0)  # unknown batch -> error
+    hint = resume_hint(batch_id, redis_url)
+    if not st["complete"]:
+        backend.start_workers()
+        backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
+        try:
+            reused, sent = resume_batch(backend.url, batch_id, chunk_size or DEFAULT_CHUNK_SIZE)
+        except KeyboardInterrupt:
+            stopped(backend, batch_id, "by Ctrl-C", hint)
+            return Outcome(ExitCode.INTERRUPTED, batch_id, {}, None, "")
+        note(
+            f"resuming batch {batch_id}: {reused} of {st['total']} jobs already "
+            f"recorded, not recomputed; {sent} sent to {backend.where}"
+        )
+    else:
+        note(f"batch {batch_id} is complete ({st['done']}/{st['total']} jobs): collecting")
+    return follow(backend, batch_id, st["total"], deadline, out, hint)
+
+
+def cancel_command(batch_id: str, redis_url: str | None) -> None:
+    """``ktour cancel``: cancel the batch (its queued tasks dropped, its records kept) and
+    say how far it got and how to continue it."""
+    with open_store(redis_url) as backend:
+        dropped = cancel_batch(backend.client, batch_id)
+        st = batch_status(backend.client, batch_id, max_missing=0)
+    click.echo(
+        f"batch {batch_id} cancelled: {st['done']}/{st['total']} jobs done, "
+        f"{dropped} queued task(s) dropped; continue with: {resume_hint(batch_id, redis_url)}"
+    )
+
+
+def submit_command(url: str, job_args: tuple[Any, ...]) -> None:
+    """``ktour submit`` to the Redis at ``url`` once its input is checked: make the jobs
+    (``job_args`` as :func:`batch_jobs` takes them), warn if no worker answers, submit, and
+    print the batch id alone on the last line."""
+    boards, jobs, params, chunk = batch_jobs(*job_args)
+    connect(url).close()
+    if no_worker_answers(url):
+        note(NO_WORKERS_WARNING)
+    batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
+    click.echo(f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)}")
+    click.echo(batch_id)
+
+
+def finish(outcome: Outcome) -> ExitCode:
+    """The end of ``run`` / ``resume`` once the backend is stopped: for a batch left
+    unfinished its code; else the summary table, mismatches, problems and the batch id on the
+    last line, and the verdict (0 only if every job was decided, cleanly)."""
+    tally, batch_id, out_path = outcome.tally, outcome.batch_id, outcome.out_path
+    if tally is None:
+        return outcome.code
+    console = stdout_console()
+    if out_path != "-":
+        console.print(summary_table(tally.rows(), f"batch {batch_id}"))
+        console.print(f"{tally.records} records written to {out_path}")
+    report_mismatches(tally)
+    found = tally.problems(outcome.status["total"])
+    for p in found:
+        note(p)
+    click.echo(batch_id if out_path != "-" else f"batch {batch_id}", err=out_path == "-")
+    return ExitCode.OK if not found else ExitCode.NOT_OK
+
+
+__all__ = [
+    "Outcome",
+    "batch_jobs",
+    "cancel_command",
+    "submit_command",
+    "follow",
+    "finish",
+    "resume_and_follow",
+    "resume_command",
+    "run_batch",
+    "resume_hint",
+    "stopped",
+    "submit_and_follow",
+]
