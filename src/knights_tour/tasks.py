@@ -5,6 +5,10 @@ Each task takes JSON arguments and hands them to a service function; the names a
 :mod:`knights_tour.worker` and the app loads this module through its ``include``. Nothing in
 the package imports this module.
 
+The service modules of the counts, the schedule and the collection are imported by the
+tasks that use them, on first use: a worker imports this module before its pool process
+forks, and ``ktour run``'s workers, which run batch chunks, need none of them to start.
+
 A chunk of batch jobs runs under time limits derived from its jobs' budgets, not the app's
 fixed ones (:class:`ChunkRequest`). The worker main process's timer runs the recovery sweep
 and the Redis memory watch (:func:`recovery_tick`, :func:`memory_watch`).
@@ -21,15 +25,7 @@ from celery.worker.request import Request
 
 from knights_tour import worker
 from knights_tour.errors import RedisRefusedError
-from knights_tour.service import (
-    chunking,
-    collector,
-    count_execution,
-    execution,
-    lease_keeper,
-    recovery,
-    schedule,
-)
+from knights_tour.service import chunking, execution, lease_keeper, recovery
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import REDIS_ERRORS, connect, mask_url
 from knights_tour.store.memory import check_memory
@@ -91,6 +87,8 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
     """Run count sub-jobs of ``count_id`` and store their partial counts
     (:func:`knights_tour.service.count_execution.run_count_chunk`; at the soft time limit the
     sub-jobs not counted are handed back); returns its summary dict."""
+    from knights_tour.service import count_execution  # on first use: see the module docstring
+
     node = getattr(self.request, "hostname", None)
     return count_execution.run_count_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
 
@@ -103,6 +101,8 @@ def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
     The batch id is derived from the task id, so a re-delivered message re-sends only the
     jobs without a record instead of starting a second batch. Returns ``{"batch_id", "sweep"}``.
     """
+    from knights_tour.service import schedule  # on first use: see the module docstring
+
     name = str(sweep.get("name", "sweep")) if isinstance(sweep, dict) else "sweep"
     task_id = str(getattr(self.request, "id", None) or "")[:8] or None
     batch_id = f"sweep-{name}-{task_id}" if task_id else None
@@ -117,6 +117,8 @@ def collect_reports() -> dict[str, Any]:
     """Write a report for every finished, not yet collected batch (sent by celery beat):
     :func:`knights_tour.service.collector.collect_finished` with ``KT_REPORTS_DIR`` and
     ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict."""
+    from knights_tour.service import collector  # on first use: see the module docstring
+
     settings = get_settings()
     result = collector.collect_finished(
         execution.redis_client(),

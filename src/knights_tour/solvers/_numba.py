@@ -30,13 +30,19 @@ def _load_array_math_without_scipy() -> None:
 
 
 def _load_cffi_typing_without_cffi() -> None:
-    if "cffi" in sys.modules or "numba.core.typing.cffi_utils" in sys.modules:
-        return  # cffi is imported already (its FFI is cheap now) or numba has loaded it
+    if "numba.core.typing.cffi_utils" in sys.modules:
+        return  # numba has loaded it
+    # Hidden even when cffi is imported already (billiard, hence every Celery worker, imports
+    # it): importing cffi is cheap, building the FFI is not (pycparser and its C grammar).
+    imported = sys.modules.get("cffi")
     sys.modules["cffi"] = None  # type: ignore[assignment]  # `import cffi` now fails
     try:
         import numba.core.typing.cffi_utils  # noqa: F401 - numba records "no cffi"
     finally:
-        del sys.modules["cffi"]
+        if imported is None:
+            del sys.modules["cffi"]
+        else:
+            sys.modules["cffi"] = imported
 
 
 _load_array_math_without_scipy()
