@@ -1,12 +1,19 @@
 """Chunks sized by estimated cost: every job once and in order, many small jobs per chunk,
-few large ones, a small batch still spread over several tasks."""
+few large ones, a small batch still spread over several tasks unless its whole work costs less
+than a task."""
 
 from __future__ import annotations
 
 import pytest
 
 from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.chunking import MAX_CHUNK, MIN_CHUNKS, estimated_cost_s, plan_chunks
+from knights_tour.service.chunking import (
+    MAX_CHUNK,
+    MIN_CHUNK_S,
+    MIN_CHUNKS,
+    estimated_cost_s,
+    plan_chunks,
+)
 
 
 def _flat(chunks):
@@ -32,9 +39,16 @@ def test_cpsat_jobs_travel_in_smaller_chunks_than_engine_jobs():
     )
 
 
-def test_a_small_batch_is_spread_and_a_fixed_size_is_kept():
-    jobs = make_batch_jobs([5])  # 25 jobs of a few milliseconds
-    assert len(plan_chunks(jobs)) >= min(MIN_CHUNKS, len(jobs)) // 2
+def test_a_small_batch_is_spread_unless_its_tasks_would_cost_more_than_its_work():
+    checked = make_batch_jobs([12], verify="cpsat")  # 144 CP-SAT jobs: seconds of work
+    assert len(plan_chunks(checked)) >= MIN_CHUNKS
+    jobs = make_batch_jobs([5])  # 25 engine jobs: milliseconds in all
+    assert sum(estimated_cost_s(j) for j in jobs) < MIN_CHUNK_S
+    assert plan_chunks(jobs) == [list(jobs)]  # one task, not 25 that each cost more
+
+
+def test_a_fixed_size_is_kept():
+    jobs = make_batch_jobs([5])
     fixed = plan_chunks(jobs, chunk_size=4)
     assert [len(c) for c in fixed] == [4] * 6 + [1] and _flat(fixed) == list(jobs)
     with pytest.raises(ValueError):

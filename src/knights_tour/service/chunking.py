@@ -4,9 +4,11 @@ What a task costs around its jobs (a message, a claim, a store of its records: a
 calls each) is paid per chunk, so small jobs travel in large chunks; large jobs (big boards,
 CP-SAT) travel in small ones, so that the last chunks of a batch do not leave workers idle.
 Each chunk holds about :data:`TARGET_CHUNK_S` seconds of estimated work (less for a small
-batch, so that it still spreads over :data:`MIN_CHUNKS` tasks), and at most
-:data:`MAX_CHUNK` jobs. The estimate only sizes chunks; it is rough on purpose (linear in the
-squares of the board per backend), and a wrong estimate costs balance, never correctness.
+batch, so that it still spreads over :data:`MIN_CHUNKS` tasks, but never less than
+:data:`MIN_CHUNK_S`, what a task costs around its jobs: a batch whose whole work is a few
+milliseconds travels in one or two tasks), and at most :data:`MAX_CHUNK` jobs. The estimate
+only sizes chunks; it is rough on purpose (linear in the squares of the board per backend),
+and a wrong estimate costs balance, never correctness.
 Measured costs are in ``benchmarks/README.md`` (``bench_redis_cost.py``, ``bench_scale.py``).
 
 A chunk's Celery time limits are derived from it, not fixed (:func:`chunk_time_limits`): its
@@ -33,6 +35,11 @@ TARGET_CHUNK_S = 0.25
 MIN_CHUNKS = 16
 """A batch is cut into at least this many chunks when it has that many jobs (balance across
 workers matters more than per-task cost for a small batch)."""
+
+MIN_CHUNK_S = 0.01
+"""Estimated seconds of work per chunk at least: about what a task costs a worker around its
+jobs (its message, claim and store; ``bench_pipeline.py`` in ``benchmarks/README.md``). Below
+it, spreading a batch over more tasks costs more than the work it spreads."""
 
 MAX_CHUNK = 256
 """Jobs per chunk at most (a chunk's message and its stored records stay small)."""
@@ -123,7 +130,7 @@ def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list
             raise ValueError("chunk size must be at least 1")
         return [list(jobs[i : i + chunk_size]) for i in range(0, len(jobs), chunk_size)]
     costs = [estimated_cost_s(j) for j in jobs]
-    target = min(TARGET_CHUNK_S, sum(costs) / MIN_CHUNKS)
+    target = max(min(TARGET_CHUNK_S, sum(costs) / MIN_CHUNKS), MIN_CHUNK_S)
     chunks: list[list[Job]] = []
     current: list[Job] = []
     load = 0.0
