@@ -3,12 +3,15 @@ enumeration and OEIS A165134."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.count_method import choose_method, dp_count
+from knights_tour.core.count_method import choose_method, dp_count, dp_trunks
 from knights_tour.core.counting import count_tours
 from knights_tour.errors import InvalidJobError
 
@@ -90,3 +93,34 @@ def test_boards_above_6x6_share_trunks_not_halves():
     report = dp_count(board)
     assert report.extra["trunks"] and not report.extra["lower_halves"]
     assert report.grid == count_tours(board).grid
+
+
+def test_trunks_then_each_class_alone_in_another_process(tmp_path):
+    """The DP as a small DAG: the trunks first (their branch layers kept on disk), then each
+    start class as a job of its own in a fresh process that has only the disk."""
+    board = Board(4, 7)
+    ref = count_tours(board)
+    assert dp_trunks(board, checkpoint_dir=tmp_path)
+    assert list(tmp_path.glob("trunk*/kept-*.npy"))
+    reps = [rep for rep in ref.classes]
+    code = (
+        "import json, sys\n"
+        "from knights_tour.board import Board\n"
+        "from knights_tour.core.count_method import dp_class_tail\n"
+        f"reps = {reps!r}\n"
+        "print(json.dumps([dp_class_tail(Board(4, 7), r, checkpoint_dir=sys.argv[1])"
+        " for r in reps]))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert dict(zip(reps, json.loads(run.stdout), strict=True)) == ref.class_counts
+    # the classes' sweeps began at the trunk's layers, not at the first layer
+    firsts = [
+        json.loads(m.read_text())["layers"][0]["step"]
+        for m in tmp_path.glob("full-*/manifest.json")
+    ]
+    assert firsts and max(firsts) > 0
+    # the trunks' work is not done again: the whole count now runs no trunk
+    assert dp_count(board, checkpoint_dir=tmp_path, halves=False).extra["trunks"] == []

@@ -36,7 +36,7 @@ from knights_tour.core.frontier_run import (
     join_halves,
     run_sweep,
 )
-from knights_tour.core.frontier_store import plan_digest, sweep_done
+from knights_tour.core.frontier_store import Checkpoints, plan_digest, sweep_done
 from knights_tour.core.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers.engine.frontier_kernel import MAX_SLOTS
@@ -284,6 +284,64 @@ def _halves_class(
     }
 
 
+_Member = tuple[Square, frontier.Graph, int]
+"""A start class in a trunk's group: representative, its late image graph, its step there."""
+
+
+def _trunk_groups(board: Board, reps: list[Square]) -> list[tuple[int, list[_Member]]]:
+    """The classes grouped by trunk: every start of one colour (on the same image graph)
+    sees the same sweep until its square is taken. ``[(colour, members)]``."""
+    groups: dict[tuple[Any, ...], list[_Member]] = {}
+    for rep in reps:
+        g = frontier.image_graph(board, rep, late=True)
+        s = g.square.index(rep)
+        groups.setdefault((g.nbrs, g.colour, g.colour[s]), []).append((rep, g, s))
+    return [(key[2], members) for key, members in groups.items()]
+
+
+def _trunk_plan(members: list[_Member], colour: int) -> frontier.SweepPlan:
+    """The trunk of a group: to its latest start, serving every start of the group."""
+    last = max(s for _, _, s in members)
+    cands = frozenset(s for _, _, s in members)
+    return frontier.trunk_sweep(members[0][1], colour, last, cands)
+
+
+def _trunk(members: list[_Member], colour: int, opts: dict[str, Any]) -> SweepResult | None:
+    """Run a group's trunk, keeping the layer before each start (on disk with checkpoints);
+    None when none is needed (every class of the group counted on disk, or all taken
+    first)."""
+    ckpt = opts["checkpoint_dir"]
+    plans = [frontier.full_sweep(g, s) for _, g, s in members]
+    if ckpt is not None and all(sweep_done(p, ckpt) for p in plans):
+        return None
+    if max(s for _, _, s in members) == 0:
+        return None
+    keep = {s - 1 for _, _, s in members if s > 0}
+    return run_sweep(_trunk_plan(members, colour), keep=keep, **opts)
+
+
+def _tail(
+    rep: Square, g: frontier.Graph, s: int, initial: Any, opts: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """A class's own sweep from the trunk's layer ``initial`` (before step ``s``); without it
+    (a trunk resumed past this start without keeping its layer) the class's own checkpoints
+    resume it, or it is swept from the first layer. ``(count, figures)``."""
+    first = s if initial is not None else 0
+    res = run_sweep(frontier.full_sweep(g, s), first_step=first, initial=initial, **opts)
+    count = int(res.counts[0]) if len(res.keys) else 0
+    how = f"full sweep from the trunk's layer {s}" if first else "full sweep"
+    if res.resumed_from >= 0:
+        how += f", resumed from its checkpoint after step {res.resumed_from}"
+    return count, {
+        "representative": list(rep),
+        "count": count,
+        "method": how,
+        "peak_states": res.peak_states,
+        "transitions": res.transitions,
+        "layers": [ls.to_dict() for ls in res.layers],
+    }
+
+
 def _trunk_classes(
     board: Board,
     reps: list[Square],
@@ -292,55 +350,88 @@ def _trunk_classes(
     class_done: ClassDone | None,
     opts: dict[str, Any],
 ) -> list[SweepResult]:
-    """Classes by full sweeps that share their first layers: every start of one colour (on
-    the same image graph) sees the same sweep until its square is taken, so one trunk
+    """Classes by full sweeps that share their first layers: one trunk per group
     (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
     the trunk's layer before its square. Fills ``counts`` and ``figures``; returns the trunks."""
-    groups: dict[tuple[Any, ...], list[tuple[Square, frontier.Graph, int]]] = {}
-    for rep in reps:
-        g = frontier.image_graph(board, rep, late=True)
-        s = g.square.index(rep)
-        groups.setdefault((g.nbrs, g.colour, g.colour[s]), []).append((rep, g, s))
     trunks = []
-    for (_, _, colour), members in groups.items():
-        plans = {rep: frontier.full_sweep(g, s) for rep, g, s in members}
-        ckpt = opts["checkpoint_dir"]
-        counted = ckpt is not None and all(sweep_done(p, ckpt) for p in plans.values())
-        last = max(s for _, _, s in members)
-        tr = None
-        if last > 0 and not counted:  # every class on disk already: no trunk needed
-            cands = frozenset(s for _, _, s in members)
-            tr = run_sweep(
-                frontier.trunk_sweep(members[0][1], colour, last, cands),
-                keep={s - 1 for _, _, s in members if s > 0},
-                **opts,
-            )
+    for colour, members in _trunk_groups(board, reps):
+        tr = _trunk(members, colour, opts)
+        if tr is not None:
             trunks.append(tr)
-        for rep, _, s in sorted(members, key=lambda m: -m[2]):
+        for rep, g, s in sorted(members, key=lambda m: -m[2]):
             t0 = time.perf_counter()
             initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
-            # a trunk resumed past this start without keeping its layer: the class's own
-            # checkpoints resume it, or it is swept from the first layer
-            first = s if initial is not None else 0
-            res = run_sweep(plans[rep], first_step=first, initial=initial, **opts)
-            counts[rep] = int(res.counts[0]) if len(res.keys) else 0
-            how = f"full sweep from the trunk's layer {s}" if first else "full sweep"
-            if res.resumed_from >= 0:
-                how += f", resumed from its checkpoint after step {res.resumed_from}"
-            figures.append(
-                {
-                    "representative": list(rep),
-                    "count": counts[rep],
-                    "method": how,
-                    "seconds": round(time.perf_counter() - t0, 3),
-                    "peak_states": res.peak_states,
-                    "transitions": res.transitions,
-                    "layers": [ls.to_dict() for ls in res.layers],
-                }
-            )
+            counts[rep], fig = _tail(rep, g, s, initial, opts)
+            figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
             if class_done is not None:
                 class_done(rep, counts[rep], time.perf_counter() - t0)
     return trunks
+
+
+def _searched(board: Board) -> list[Square]:
+    """The representatives of ``board``'s classes that need a search."""
+    return [rep for rep in symmetry_classes(board) if not count_paths_trivial(board, rep)]
+
+
+def dp_trunks(
+    board: Board,
+    *,
+    checkpoint_dir: str | Path,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    progress: Progress | None = None,
+) -> list[SweepResult]:
+    """The first jobs of a whole-board DP count by trunks: each group's trunk, its layer
+    before each start kept on disk (``kept-K.npy`` under ``checkpoint_dir``) for
+    :func:`dp_class_tail`, which may then run in other processes, one class each. The same
+    trunks as :func:`dp_count` with ``halves=False`` (same plans, same checkpoints). Returns
+    the trunks run (none for a group whose classes are all counted on disk).
+
+    Raises
+    ------
+    ArithmeticError, MemoryError
+        As in :func:`knights_tour.core.frontier_run.run_sweep`.
+    """
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    out = []
+    for colour, members in _trunk_groups(board, _searched(board)):
+        tr = _trunk(members, colour, opts)
+        if tr is not None:
+            out.append(tr)
+    return out
+
+
+def dp_class_tail(
+    board: Board,
+    square: Square,
+    *,
+    checkpoint_dir: str | Path,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    progress: Progress | None = None,
+) -> int:
+    """Directed open tours from ``square`` (and each square of its class), counted as one job
+    of the whole-board count: the class's own sweep from the layer its group's trunk kept on
+    disk (:func:`dp_trunks`). Without that layer it resumes from its own checkpoints or sweeps
+    from the first layer (right, only slower). Reads nothing but the disk, so it may run in
+    any process that sees ``checkpoint_dir``.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``square`` is off the board.
+    ArithmeticError, MemoryError
+        As in :func:`knights_tour.core.frontier_run.run_sweep`.
+    """
+    rep = representative(board, board.check_square(square))
+    if count_paths_trivial(board, rep):
+        return count_paths(board, rep).paths
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    for colour, members in _trunk_groups(board, _searched(board)):
+        for r, g, s in members:
+            if r == rep:
+                trunk_dir = Checkpoints(Path(checkpoint_dir), _trunk_plan(members, colour))
+                initial = trunk_dir.load_kept(s - 1) if s > 0 else None
+                return _tail(r, g, s, initial, opts)[0]
+    raise AssertionError(f"{rep} is a searched class of {board.label}")  # pragma: no cover
 
 
 def _common_cut(board: Board, reps: list[Square]) -> int | None:
@@ -375,6 +466,8 @@ __all__ = [
     "choose_method",
     "dp_width",
     "dp_count",
+    "dp_trunks",
+    "dp_class_tail",
     "peak_rss_bytes",
     "count_paths_trivial",
 ]
