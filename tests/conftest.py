@@ -201,7 +201,7 @@ REDIS_FIXTURES = frozenset(
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test ``process`` (it starts processes: see :data:`PROCESS_PATHS`, or it is
-    marked ``integration``/``fault``), else ``redis`` (it uses a fixture of
+    marked ``process``/``integration``/``fault`` itself), else ``redis`` (it uses a fixture of
     :data:`REDIS_FIXTURES`), else, unless it is marked ``slow``, ``unit``: ``pytest -m unit``
     is the fast loop."""
     root = os.path.dirname(__file__)
@@ -210,6 +210,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = set(getattr(item, "fixturenames", ()))
         if (
             rel.startswith(PROCESS_PATHS)
+            or item.get_closest_marker("process")
             or item.get_closest_marker("integration")
             or item.get_closest_marker("fault")
         ):

@@ -282,6 +282,7 @@ else:
 """
 
 
+@pytest.mark.process  # a fresh interpreter imports OR-Tools: seconds, not the fast loop
 @pytest.mark.parametrize("signal_kind", ["exit", "soft"])
 def test_a_signal_while_ortools_initialises_is_not_a_broken_install(signal_kind):
     """pybind11 reports anything raised during a module's initialisation as
