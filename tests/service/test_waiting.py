@@ -13,14 +13,17 @@ from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.service.batches import wait_for_batch
 from knights_tour.service.waiting import WaitHooks, poll_until_complete
 from knights_tour.store.batches import batch_status, create_batch, save_record
+from knights_tour.store.connection import redis_options
 
 
 def _unreachable() -> redis.Redis:
-    """A client for a loopback port nothing listens on (every call raises ConnectionError)."""
+    """A client for a loopback port nothing listens on (every call raises ConnectionError),
+    with the project's connection options (one quick retry; redis-py's own default retries
+    with backoff for seconds before each error)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, decode_responses=True)
+    return redis.Redis(host="127.0.0.1", port=port, decode_responses=True, **redis_options())
 
 
 @pytest.fixture
@@ -63,7 +66,6 @@ def test_an_unknown_batch_is_an_error_not_a_wait(redis_client):
         wait_for_batch(redis_client, "no-such-batch", timeout_s=5)
 
 
-@pytest.mark.slow
 def test_redis_away_longer_than_the_outage_limit_raises():
     outages = []
     with pytest.raises(BackendUnavailableError, match="lost contact with Redis"):
