@@ -11,6 +11,8 @@
 * ``local_workers`` (module): two real Celery worker processes on ``module_redis_url``, with
   ``KT_REDIS_URL`` set for them (and for this process, settings cache cleared), stopped at the
   end of the module.
+* ``early`` (session): ``early(name)`` is the run of a test module's early command, started
+  when collection ended (``EARLY_COMMANDS``, tests/_early.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import _early
 import pytest
 import redis
 
@@ -254,3 +257,27 @@ def _no_results_file_left_in_the_repository() -> Iterator[None]:
     yield
     left = sorted(p.name for p in _outputs_in_root() - before)
     assert not left, f"tests left files in the repository: {left}"
+
+
+# -- commands started early (tests/_early.py) ---------------------------------------------------
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the ``EARLY_COMMANDS`` of every test module with a selected test (none for
+    ``--collect-only``)."""
+    if session.config.option.collectonly:
+        return
+    modules = {item.module for item in session.items if isinstance(item, pytest.Function)}
+    for module in sorted(modules, key=lambda m: m.__name__):
+        _early.start(getattr(module, "EARLY_COMMANDS", {}), _REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop whatever early command still runs, and remove its files."""
+    _early.close_all()
+
+
+@pytest.fixture(scope="session")
+def early() -> object:
+    """``early(name)``: the :class:`_early.EarlyRun` of the early command ``name``."""
+    return _early.get

@@ -46,21 +46,33 @@ def test_ruff_catches_an_unused_import_and_a_misformatted_file(tmp_path):
     )
 
 
-@pytest.fixture(scope="module")
-def mypy(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The mypy command line, with one cache for the module's runs, outside the repository."""
-    cache = tmp_path_factory.mktemp("mypy-cache")
+def _mypy_command(cache: Path) -> list[str]:
+    """The mypy command line, with ``cache`` as its cache (outside the repository)."""
     config = str(ROOT / "pyproject.toml")
     return [sys.executable, "-m", "mypy", "--config-file", config, "--cache-dir", str(cache)]
 
 
+EARLY_COMMANDS = {"mypy": _mypy_command}
+"""mypy over the package starts when the tests are collected (tests/_early.py): its cold run
+(~17 s of CPU) goes on beside the tests that come before this module."""
+
+
+@pytest.fixture(scope="module")
+def mypy(early) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """The mypy command line and the outcome of its run over the package (once that has
+    ended, so the cache it filled is there for the module's other runs)."""
+    run = early("mypy")
+    return run.args, run.wait(timeout_s=600)
+
+
 def test_mypy_finds_no_type_error(mypy):
-    done = _run(mypy)
+    _, done = mypy
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
 
 
 def test_mypy_catches_a_wrong_argument_type(mypy, tmp_path):
+    command, _ = mypy
     bad = tmp_path / "bad.py"
     bad.write_text("from knights_tour.board import Board\n\nBoard('eight', 8)\n")
-    done = _run([*mypy, str(bad)], cwd=tmp_path)
+    done = _run([*command, str(bad)], cwd=tmp_path)
     assert done.returncode == 1 and 'incompatible type "str"' in done.stdout, done.stdout
