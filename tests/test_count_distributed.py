@@ -51,6 +51,10 @@ def test_ktour_count_5_prints_grid_summing_to_1728(local_workers, module_redis_u
     assert sum(map(sum, grid)) == 1728
     assert "total: 1,728" in out.out
     assert "order 8" in out.out  # says that symmetry was used
+    # the counting itself, inside the command's wall time
+    span = float(re.search(r"; counting (\d+\.\d+) s ", out.out).group(1))
+    wall = float(re.search(r"; wall (\d+\.\d+) s", out.out).group(1))
+    assert 0 <= span <= wall
 
     # Same command again: every sub-job is already counted, nothing is sent.
     code = main(["count", "5", "--redis", module_redis_url, "--workers", "0"])

@@ -139,10 +139,16 @@ def _print_report(
         sq = start_sq if start_sq is not None else next(iter(plan.classes))
         click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
     click.echo(report.symmetry_note)
+    span = record.get("counting_s")
+    counting = (
+        f"counting {span:.2f} s (first sub-job's start to last one's end); "
+        if span is not None and not record["reused_subjobs"]
+        else ""
+    )
     click.echo(
         f"sub-jobs: {report.subjobs} (depth {report.depth}; "
         f"{record['reused_subjobs']} reused from an earlier run); nodes "
-        f"{report.nodes:,}; summed sub-job time {record['subjob_s']:.2f} s; wall "
+        f"{report.nodes:,}; summed sub-job time {record['subjob_s']:.2f} s; {counting}wall "
         f"{report.elapsed_s:.2f} s"
     )
     click.echo(f"count id: {count_id}")

@@ -21,6 +21,8 @@ Typical use (what ``ktour count`` does)::
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 import redis
@@ -114,6 +116,7 @@ def save_partial(
         "count": None if count is None else int(count),
         "nodes": int(nodes),
         "elapsed_s": round(float(elapsed_s), 6),
+        "finished_at": round(time.time(), 6),
         "worker": worker,
     }
     if error is not None:
@@ -195,6 +198,20 @@ def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[s
     }
 
 
+def counting_span_s(entries: Iterable[dict[str, Any]]) -> float | None:
+    """Seconds from the start of the first of ``entries`` (stored partial counts) to the end
+    of the last, by the workers' clocks (``finished_at`` less ``elapsed_s``): the count's
+    counting, without starting workers or waiting for them; None without timed entries."""
+    ends = [
+        (float(e["finished_at"]), float(e.get("elapsed_s") or 0.0))
+        for e in entries
+        if e.get("finished_at") is not None
+    ]
+    if not ends:
+        return None
+    return round(max(end for end, _ in ends) - min(end - took for end, took in ends), 3)
+
+
 def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list[SubJob]:
     """The plan's sub-jobs that have no stored partial count yet (what to send on a resume)."""
     entries = load_partials(r, count_id)
@@ -206,7 +223,9 @@ def assemble_count(
 ) -> CountReport:
     """Sum the stored partial counts into the per-square report (see
     :func:`knights_tour.core.counting.assemble`) and store the report's JSON in the count's hash.
-    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``subjob_s``.
+    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``subjob_s``,
+    and the span from the first sub-job's start to the last one's end to ``counting_s``
+    (:func:`counting_span_s`).
 
     Raises
     ------
@@ -223,6 +242,7 @@ def assemble_count(
     report = assemble(plan, partials, elapsed_s=elapsed_s)
     report.extra["count_id"] = count_id
     report.extra["subjob_s"] = round(subjob_s, 6)
+    report.extra["counting_s"] = counting_span_s(entries.values())
     record = report.to_dict()
     r.hset(keys.count(count_id), "report", registry.dumps(record))
     return report
@@ -241,6 +261,7 @@ def delete_count(r: redis.Redis, count_id: str) -> None:
 
 __all__ = [
     "count_id_for",
+    "counting_span_s",
     "register_count",
     "save_partial",
     "has_partial",
