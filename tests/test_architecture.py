@@ -8,6 +8,7 @@ its limit fails here rather than in review.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -56,12 +57,15 @@ KERNELS = ("solvers/engine/", "solvers/construct/kernel.py")
 """numba kernels: one long loop each, kept whole for speed (exempt from the function limit)."""
 
 
-def _modules() -> list[tuple[str, ast.Module, str]]:
+@functools.cache
+def _modules() -> tuple[tuple[str, ast.Module, str], ...]:
+    """Each module of the package: (path under the package, its syntax tree, its text), read
+    and parsed once for the tests of this file."""
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         out.append((path.relative_to(PACKAGE).as_posix(), ast.parse(text), text))
-    return out
+    return tuple(out)
 
 
 def _functions(tree: ast.Module):
