@@ -95,6 +95,7 @@ def test_boards_above_6x6_share_trunks_not_halves():
     assert report.grid == count_tours(board).grid
 
 
+@pytest.mark.process  # a fresh interpreter: not the fast loop
 def test_trunks_then_each_class_alone_in_another_process(tmp_path):
     """The DP as a small DAG: the trunks first (their branch layers kept on disk), then each
     start class as a job of its own in a fresh process that has only the disk."""
