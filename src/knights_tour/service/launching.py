@@ -249,7 +249,8 @@ class WorkerSpec:
 
     def command(self, i: int, loglevel: str) -> list[str]:
         """The command line of worker ``i`` (from 1): ``celery -A knights_tour.worker worker``
-        with the class docstring's options, without importing Celery's command line."""
+        with the options :class:`~knights_tour.service.local_workers.LocalWorkers` names, without
+        importing Celery's command line."""
         return [
             sys.executable,
             "-m",
@@ -349,11 +350,6 @@ class Launched:
     server_taken: bool = False
     workers_taken: bool = False
 
-    @property
-    def url(self) -> str:
-        """``redis://:password@127.0.0.1:PORT/0``."""
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
-
     @contextlib.contextmanager
     def take_server(self) -> Iterator[None]:
         """For :class:`~knights_tour.service.embedded_redis.EmbeddedRedis`, which takes over
@@ -422,11 +418,8 @@ def launch_ahead(redis_url: str | None, workers: int | None, work_cpu_s: float) 
         port, password = free_port(), secrets.token_urlsafe(18)
         started.append(launch_server(data_dir, port, password))
         started.append(launch_watchdog(data_dir, port, started[0].pid, password))
-        spec = WorkerSpec(
-            f"redis://:{password}@127.0.0.1:{port}/0",
-            log_dir=worker_log_dir(),
-            death_signal=signal.SIGQUIT,
-        )
+        url = f"redis://:{password}@127.0.0.1:{port}/0"  # as EmbeddedRedis.url gives it
+        spec = WorkerSpec(url, log_dir=worker_log_dir(), death_signal=signal.SIGQUIT)
         procs = spec.spawn(1, count)
     except BaseException:
         try:
