@@ -326,14 +326,64 @@ def test_the_status_text_agrees_with_itself_and_lists_at_most_sixteen_processes(
 
 
 def test_watch_on_a_terminal_redraws_over_the_rows_it_wrote(capsys):
-    """``status --watch`` on a terminal: each refresh moves the cursor back up over every row
-    the previous one took (a line longer than the terminal wraps onto more rows; one exactly
-    as wide takes one) and clears from there."""
-    screen = Redraw(columns=lambda: 10)
+    """``status --watch`` on a terminal: each line is cut to the terminal's width (so none
+    wraps), each refresh moves the cursor back up over the rows the previous one wrote and
+    clears from there."""
+    screen = Redraw(size=lambda: (10, 24))
     screen.show(["abc", "x" * 25, "y" * 10])
     first = capsys.readouterr().out
-    assert first == "abc\n" + "x" * 25 + "\n" + "y" * 10 + "\n"  # nothing to move back over
+    assert first == "abc\n" + "x" * 10 + "\n" + "y" * 10 + "\n"  # nothing to move back over
     screen.show(["done"])
-    assert capsys.readouterr().out == "\x1b[5F\x1b[Jdone\n"  # 1 + 3 + 1 rows
+    assert capsys.readouterr().out == "\x1b[3F\x1b[Jdone\n"
     screen.show(["again"])
     assert capsys.readouterr().out == "\x1b[1F\x1b[Jagain\n"
+
+
+class _Screen:
+    """A terminal of ``rows`` x ``columns`` that understands what :class:`Redraw` writes
+    (text, newlines, ``CSI n F`` and ``CSI J``) and scrolls as a terminal does."""
+
+    def __init__(self, columns: int, rows: int) -> None:
+        self.columns, self.rows = columns, rows
+        self.lines: list[str] = [""]
+        self.scrolled_off: list[str] = []
+
+    def feed(self, text: str) -> None:
+        import re
+
+        for part in re.split(r"(\x1b\[\d*[FJ])", text):
+            if part.startswith("\x1b["):
+                if part.endswith("F"):
+                    n = int(part[2:-1] or 1)
+                    self.cursor = max(0, self.cursor - n)
+                else:
+                    del self.lines[self.cursor :]
+                    self.lines.append("")
+                continue
+            for i, chunk in enumerate(part.split("\n")):
+                if i:
+                    self.cursor += 1
+                    if self.cursor == len(self.lines):
+                        self.lines.append("")
+                    if len(self.lines) > self.rows:
+                        self.scrolled_off.append(self.lines.pop(0))
+                        self.cursor -= 1
+                assert len(self.lines[self.cursor]) + len(chunk) <= self.columns, "a line wrapped"
+                self.lines[self.cursor] += chunk
+
+    cursor = 0
+
+
+def test_watch_on_a_terminal_shorter_than_the_status_keeps_its_first_lines(capsys):
+    """A status taller than the terminal (many workers listed) is cut to the terminal: the
+    batch and progress lines stay on screen at every refresh, the last row says how many
+    lines were left out, and no earlier refresh is left on screen or pushed into the
+    scrollback."""
+    screen, term = Redraw(size=lambda: (40, 12)), _Screen(40, 12)
+    for frame in range(3):
+        screen.show([f"frame {frame} line {k}" for k in range(21)])
+        term.feed(capsys.readouterr().out)
+    assert term.lines[0] == "frame 2 line 0" and term.lines[1] == "frame 2 line 1"
+    assert term.lines[10] == "  ... 11 more line(s) (--json shows all)"
+    assert not [ln for ln in term.lines if ln.startswith(("frame 0", "frame 1"))]
+    assert term.scrolled_off == []

@@ -14,6 +14,7 @@ batches (``collect``, ``batches``) are :mod:`knights_tour.commands.batch`.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -101,28 +102,49 @@ def _watch_done(p: dict[str, Any]) -> bool:
     return bool(p["complete"] or p["state"] == CANCELLED)
 
 
+def _terminal_size() -> tuple[int, int]:
+    columns, lines = shutil.get_terminal_size()
+    return columns, lines
+
+
 class Redraw:
     """Lines shown in place on a terminal, as ``watch(1)`` shows a command's output: each
     :meth:`show` moves the cursor back to the first row the previous one wrote and clears
     the screen from there (ANSI ``CSI n F``, ``CSI J``) before writing.
 
+    What is shown fits the terminal as it is at each refresh: each line is cut to its width
+    (so none wraps, and the rows to move back over are the lines written) and, when there are
+    more lines than rows, the first ones are kept (the batch and its progress come first) and
+    the last row says how many were left out.
+
     Parameters
     ----------
-    columns : callable, optional
-        The terminal's width in characters, asked at every refresh (default
-        :func:`shutil.get_terminal_size`), to count the rows a line longer than it wraps onto.
+    size : callable, optional
+        The terminal's ``(columns, lines)``, asked at every refresh (default
+        :func:`shutil.get_terminal_size`).
     """
 
-    def __init__(self, columns: Callable[[], int] | None = None) -> None:
-        self.columns = columns or (lambda: shutil.get_terminal_size().columns)
+    def __init__(self, size: Callable[[], tuple[int, int]] | None = None) -> None:
+        self.size = size or _terminal_size
         self.rows = 0
+
+    def fit(self, lines: list[str]) -> list[str]:
+        """``lines`` cut to the terminal: at most its width per line, and at most one row
+        fewer than its height (the cursor's row after the last line), the last row kept for
+        ``... N more line(s)`` when some are left out."""
+        columns, height = self.size()
+        width, room = max(1, columns), max(2, height - 1)
+        if len(lines) > room:
+            left_out = len(lines) - (room - 1)
+            lines = lines[: room - 1] + [f"  ... {left_out} more line(s) (--json shows all)"]
+        return [line[:width] for line in lines]
 
     def show(self, lines: list[str]) -> None:
         """Replace what the previous call wrote with ``lines`` (ASCII, no newlines)."""
+        shown = self.fit(lines)
         back = f"\x1b[{self.rows}F\x1b[J" if self.rows else ""
-        click.echo(back + "\n".join(lines), color=True)  # the codes kept as written
-        width = max(1, self.columns())
-        self.rows = sum(max(1, -(-len(line) // width)) for line in lines)
+        click.echo(back + "\n".join(shown), color=True)  # the codes kept as written
+        self.rows = len(shown)
 
 
 def _watch(
@@ -131,7 +153,7 @@ def _watch(
     """``status --watch``: the status redrawn in place on a terminal (:class:`Redraw`), else
     one line (or JSON object) per refresh, until the batch is complete or ``timeout`` seconds
     pass; returns the last progress."""
-    if sys.stdout.isatty() and not as_json:
+    if sys.stdout.isatty() and not as_json and os.environ.get("TERM", "") != "dumb":
         screen = Redraw()
         hooks = WaitHooks(on_progress=lambda q: screen.show(_status_lines(q)))
         return poll_until_complete(
