@@ -20,6 +20,8 @@ import psutil
 import pytest
 import redis
 import yaml
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from knights_tour.cli import main
 from knights_tour.core.jobs import make_batch_jobs
@@ -124,10 +126,12 @@ def test_embedded_redis_listens_on_loopback_only_and_needs_its_password(tmp_path
         assert client.config_get("bind")["bind"] == "127.0.0.1"
         assert client.config_get("protected-mode")["protected-mode"] == "yes"
         client.close()
+        # no retries: redis-py's default retries an authentication error with backoff (~4 s)
+        once = Retry(NoBackoff(), 0)
         with pytest.raises(redis.AuthenticationError):
-            redis.Redis(host="127.0.0.1", port=server.port).ping()
+            redis.Redis(host="127.0.0.1", port=server.port, retry=once).ping()
         with pytest.raises(redis.AuthenticationError):
-            redis.Redis(host="127.0.0.1", port=server.port, password="wrong").ping()
+            redis.Redis(host="127.0.0.1", port=server.port, password="wrong", retry=once).ping()
         # Not reachable on the machine's other addresses.
         others = {
             a.address

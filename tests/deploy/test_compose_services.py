@@ -47,6 +47,8 @@ from _composekit import (
     localize,
 )
 from _stack import Stack, interpolation_env, process_env, run_health_check, wait_for
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from knights_tour.service.collector import last_collection, read_index, report_paths
 from knights_tour.service.embedded_redis import redis_server_binary
@@ -234,8 +236,8 @@ def test_redis_runs_with_the_compose_arguments_and_password(compose_stack):
     assert no_password.returncode != 0, no_password.stdout
     wrong_password = run_health_check(stack, "redis", env={**env, "REDISCLI_AUTH": pw + "x"})
     assert wrong_password.returncode != 0, wrong_password.stdout
-    with pytest.raises(redis.AuthenticationError):
-        redis.Redis(host=LOOPBACK, port=stack.redis_port).ping()
+    with pytest.raises(redis.AuthenticationError):  # not retried (redis-py's default: ~4 s)
+        redis.Redis(host=LOOPBACK, port=stack.redis_port, retry=Retry(NoBackoff(), 0)).ping()
     r = redis.Redis(host=LOOPBACK, port=stack.redis_port, password=pw, decode_responses=True)
     assert r.config_get("appendonly") == {"appendonly": "yes"}
     assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
