@@ -81,6 +81,8 @@ def test_resume_counts_only_missing_subjobs(local_workers, module_redis_url, cap
     record = json.loads(out.out)
     assert record["total"] == 1728 and record["grid"] == OEIS_5X5
     assert record["reused_subjobs"] == len(plan.subjobs) - len(dropped)
+    # the span is of this run's sub-jobs only, inside this run's wall time
+    assert 0 <= record["counting_s"] <= record["elapsed_s"]
     r.close()
 
 

@@ -1,5 +1,6 @@
 """The counting span of a count (store/counts.counting_span_s): from the first sub-job's start
-to the last one's end, by the workers' stored clocks, whatever order they finished in."""
+to the last one's end, by the workers' stored clocks, whatever order they finished in; for a
+resumed count, of the sub-jobs that run counted only (store/counts.assemble_count)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,35 @@ def test_span_from_the_first_start_to_the_last_end():
 def test_no_span_without_timed_entries():
     assert counting_span_s([]) is None
     assert counting_span_s([{"count": 1, "elapsed_s": 1.0}]) is None  # stored by an older tree
+
+
+def test_a_resumed_count_spans_only_the_sub_jobs_this_run_counted(redis_client, monkeypatch):
+    """A count stopped after half its sub-jobs and resumed a day later: the span is the second
+    run's own (its sub-jobs took 0.1 s each, one after another), not the day in between;
+    a rerun that counts nothing has no span. The total is OEIS A165134's 1,728 for 5x5."""
+    from knights_tour.board import Board
+    from knights_tour.core.counting import plan_count
+    from knights_tour.store import counts as count_store
+
+    r = redis_client
+    plan = plan_count(Board(5, 5), depth=1)
+    cid = count_store.count_id_for(plan)
+    count_store.register_count(r, cid, plan)
+    half = len(plan.subjobs) // 2
+    clock = [1_000.0]
+    monkeypatch.setattr(count_store.time, "time", lambda: clock[0])
+    for sj in plan.subjobs[:half]:  # the first run, stopped by --timeout
+        clock[0] += 0.1
+        count_store.save_partial(r, cid, sj.key, *sj.run(), elapsed_s=0.1)
+    clock[0] += 86_400.0  # the same command again the next day
+    second = plan.subjobs[half:]
+    for sj in second:
+        clock[0] += 0.1
+        count_store.save_partial(r, cid, sj.key, *sj.run(), elapsed_s=0.1)
+    counted = [sj.key for sj in second]
+    report = count_store.assemble_count(r, cid, plan, 5.0, counted=counted)
+    assert report.total == 1728
+    assert report.extra["counting_s"] == pytest.approx(0.1 * len(second))
+    again = count_store.assemble_count(r, cid, plan, 0.5, counted=[])
+    assert again.extra["counting_s"] is None
+    assert again.total == 1728

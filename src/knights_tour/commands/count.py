@@ -60,9 +60,10 @@ def _format_count_grid(report: CountReport) -> list[str]:
 
 def _send_and_wait(
     backend: Backend, count_id: str, plan: CountPlan, timeout: float | None
-) -> tuple[dict[str, Any], int]:
+) -> tuple[dict[str, Any], list[str]]:
     """Send the sub-jobs without a stored partial count and wait for the count; returns the
-    last count status and how many sub-jobs were reused from an earlier run."""
+    last count status and the keys of the sub-jobs sent (the others are reused from an earlier
+    run)."""
     client = backend.client
     missing = count_store.missing_subjobs(client, count_id, plan)
     reused = len(plan.subjobs) - len(missing)
@@ -74,7 +75,7 @@ def _send_and_wait(
                 f"count {count_id}: all {len(plan.subjobs)} sub-jobs already counted; "
                 "summing the stored partial counts"
             )
-        return count_store.count_status(client, count_id), reused
+        return count_store.count_status(client, count_id), []
     backend.start_workers()
     backend.abandon_on_error(f"count {count_id}", lambda r: stop_count(r, count_id))
     submit_count(backend.url, count_id, missing)
@@ -93,7 +94,7 @@ def _send_and_wait(
         status = wait_for_count(client, count_id, timeout_s=timeout, hooks=WaitHooks(**callbacks))
     if status["complete"]:
         backend.finished()
-    return status, reused
+    return status, [sj.key for sj in missing]
 
 
 def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] | None) -> None:
@@ -141,8 +142,8 @@ def _print_report(
     click.echo(report.symmetry_note)
     span = record.get("counting_s")
     counting = (
-        f"counting {span:.2f} s (first sub-job's start to last one's end); "
-        if span is not None and not record["reused_subjobs"]
+        f"counting {span:.2f} s (this run's first sub-job's start to its last one's end); "
+        if span is not None
         else ""
     )
     click.echo(
@@ -336,15 +337,15 @@ def _enumerate(
             if fresh:
                 count_store.delete_count(backend.client, count_id)
             count_store.register_count(backend.client, count_id, plan, params)
-            status, reused = _send_and_wait(backend, count_id, plan, timeout)
+            status, sent = _send_and_wait(backend, count_id, plan, timeout)
         except KeyboardInterrupt:
             _stopped(backend, count_id, "by Ctrl-C", None)
             return ExitCode.INTERRUPTED
         if status["complete"]:
             report = count_store.assemble_count(
-                backend.client, count_id, plan, elapsed_s=time.monotonic() - began
+                backend.client, count_id, plan, time.monotonic() - began, counted=sent
             )
-            return report, reused
+            return report, len(plan.subjobs) - len(sent)
         if status.get("errors"):
             backend.stop_work()
             note(

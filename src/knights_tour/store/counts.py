@@ -10,12 +10,13 @@ same number: the sum stays exact.
 
 Typical use (what ``ktour count`` does)::
 
-    plan = counting.plan_count(board)
+    plan = counting.plan_count(Board(5, 5))  # 4 sub-jobs
     cid = count_id_for(plan, start=None)
     register_count(r, cid, plan)
-    ...                                   # workers: save_partial(r, cid, key, count, nodes)
-    count_status(r, cid)                  # {"total": 348, "done": 348, "complete": True, ...}
-    report = assemble_count(r, cid, plan) # counting.CountReport
+    todo = missing_subjobs(r, cid, plan)     # all 4 the first time, none on a rerun
+    ...                                      # workers: save_partial(r, cid, key, count, nodes)
+    count_status(r, cid)                     # {"total": 4, "done": 4, "complete": True, ...}
+    report = assemble_count(r, cid, plan, counted=[sj.key for sj in todo])  # CountReport
 """
 
 from __future__ import annotations
@@ -219,13 +220,21 @@ def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list[SubJ
 
 
 def assemble_count(
-    r: redis.Redis, count_id: str, plan: CountPlan, elapsed_s: float = 0.0
+    r: redis.Redis,
+    count_id: str,
+    plan: CountPlan,
+    elapsed_s: float = 0.0,
+    counted: Iterable[str] | None = None,
 ) -> CountReport:
     """Sum the stored partial counts into the per-square report (see
     :func:`knights_tour.core.counting.assemble`) and store the report's JSON in the count's hash.
-    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds go to ``subjob_s``,
-    and the span from the first sub-job's start to the last one's end to ``counting_s``
-    (:func:`counting_span_s`).
+
+    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds (every stored entry,
+    reused ones included) go to ``subjob_s``. ``counted`` names the sub-jobs this run sent (their
+    keys): ``counting_s`` is the span from the first of *them* to start to the last of them to
+    end (:func:`counting_span_s`), None when this run counted none (everything reused), so the
+    hours between a stopped run and its resume are never counted. ``counted`` None spans every
+    stored entry (a count assembled right after one run that sent every sub-job).
 
     Raises
     ------
@@ -242,7 +251,8 @@ def assemble_count(
     report = assemble(plan, partials, elapsed_s=elapsed_s)
     report.extra["count_id"] = count_id
     report.extra["subjob_s"] = round(subjob_s, 6)
-    report.extra["counting_s"] = counting_span_s(entries.values())
+    ran = entries if counted is None else {k: entries[k] for k in counted if k in entries}
+    report.extra["counting_s"] = counting_span_s(ran.values())
     record = report.to_dict()
     r.hset(keys.count(count_id), "report", registry.dumps(record))
     return report
