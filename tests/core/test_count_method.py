@@ -47,6 +47,27 @@ def test_dp_count_grid_equals_enumeration(halves, tmp_path):
     assert again.grid == report.grid
 
 
+@pytest.mark.parametrize(
+    "rows, cols", [(3, 4), (4, 3), (2, 5), (3, 5), (3, 6), (3, 7), (4, 4), (4, 5), (3, 8)]
+)
+def test_dp_count_on_short_boards_equals_enumeration(rows, cols):
+    """Boards of three or four rows, where a cut below the first row leaves squares whose
+    knight moves all cross it (the halves could not meet there): the count the command runs
+    (halves where they can meet, full sweeps otherwise) is the enumeration's, class by class
+    too (each class alone gets its own cut)."""
+    board = Board(rows, cols)
+    ref = count_tours(board)
+    report = dp_count(board)
+    assert report.grid == ref.grid
+    assert report.total == ref.total
+    for rep in ref.classes:
+        assert dp_count(board, rep).grid == count_tours(board, rep).grid
+
+
+def test_dp_count_on_3x4_counts_its_16_directed_tours():
+    assert dp_count(Board(3, 4)).total == 16 == count_tours(Board(3, 4)).total
+
+
 def test_dp_count_one_class():
     report = dp_count(Board(5, 6), (4, 5))
     ref = count_tours(Board(5, 6), (4, 5))

@@ -126,3 +126,25 @@ def test_frontier_too_wide_is_refused():
 
     with pytest.raises(InvalidJobError):
         count_paths(Board(9, 9), (0, 0))
+
+
+def test_halves_meet_only_where_every_square_next_to_the_cut_has_a_move_on_its_side():
+    """On a board three squares across, the middle square of a row moves two rows up or down
+    only: cut one or two rows below it, it is finished by the lower half but stays on the
+    upper half's frontier, so such a cut is refused and the default moves past it (3x4 has
+    none: full sweeps; 3x8 meets four rows down); count_paths with halves still equals the
+    enumeration there."""
+    from knights_tour.errors import InvalidJobError
+
+    g = frontier.image_graph(Board(3, 4), None)
+    assert g.rows == 4 and g.cols == 3  # narrow side across
+    assert not frontier.cut_meets(g, 1) and not frontier.cut_meets(g, 2)
+    with pytest.raises(InvalidJobError, match="cannot meet"):
+        frontier.half_sweeps(g, None, 1)
+    assert frontier.default_cut(g, None) is None
+    assert frontier.default_cut(frontier.image_graph(Board(3, 8), None), None) == 4
+    for rows, cols in [(3, 4), (3, 5), (3, 7)]:
+        board = Board(rows, cols)
+        for rep in symmetry_classes(board):
+            want = count_tours(board, rep).grid[rep[0]][rep[1]]
+            assert count_paths(board, rep, halves=True).paths == want, (board.label, rep)

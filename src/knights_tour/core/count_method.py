@@ -145,8 +145,9 @@ def dp_count(
     colour of an odd board start no open tour: a tour alternates colours, so both its ends are
     of the majority colour). With ``halves`` (default: on boards of up to
     :data:`HALVES_MAX_SQUARES` squares) one lower half is run and met with each class's upper
-    half; otherwise each class is one full sweep (on 7×7 the lower half outgrows the full
-    sweeps: docs/counts).
+    half, at the same cut whether one class or all are counted (:func:`halves_cut`; boards
+    too short for halves are swept whole); otherwise each class is one full sweep (on 7×7 the
+    lower half outgrows the full sweeps: docs/counts).
 
     Returns
     -------
@@ -168,7 +169,7 @@ def dp_count(
     class_counts, figures = _trivial_classes(board, [r for r in classes if r not in searched])
     lowers: dict[str, SweepResult] = {}
     trunks: list[SweepResult] = []
-    cut = _common_cut(board, searched) if halves and searched else None
+    cut = halves_cut(board) if halves and searched else None
     if cut is not None:
         lowers = _halves_classes(board, searched, cut, class_counts, figures, class_done, opts)
     elif searched:
@@ -434,20 +435,34 @@ def dp_class_tail(
     raise AssertionError(f"{rep} is a searched class of {board.label}")  # pragma: no cover
 
 
+def halves_cut(board: Board) -> int | None:
+    """The cut :func:`dp_count` meets the halves at on ``board`` when it uses halves: the one
+    common to every start class that needs a search (:func:`_common_cut`), whether it counts
+    them all or one (so a class alone runs the whole grid's lower half, shared through the
+    checkpoints, and never costs more than the whole grid); None where the board is too short
+    for halves (every class by full sweeps)."""
+    reps = [rep for rep in symmetry_classes(board) if not count_paths_trivial(board, rep)]
+    return _common_cut(board, reps) if reps else None
+
+
 def _common_cut(board: Board, reps: list[Square]) -> int | None:
-    """One cut for every class (so one lower half serves them all): the lowest default cut
-    that has every start above it; None if the board is too short for halves."""
+    """One cut for every class (so one lower half serves them all): the lowest cut at or
+    below every class's default cut at which every class's halves meet
+    (:func:`knights_tour.core.frontier.cut_meets`); None if the board is too short for
+    halves (its classes are then counted by full sweeps)."""
     cuts = []
-    for rep in reps:
-        g = frontier.image_graph(board, rep)
+    graphs = [frontier.image_graph(board, rep) for rep in reps]
+    for rep, g in zip(reps, graphs, strict=True):
         cut = frontier.default_cut(g, g.square.index(rep))
         if cut is None:
             return None
         cuts.append(cut)
     best = max(cuts, default=None)
-    if best is None or best > frontier.image_graph(board, reps[0]).rows - 2:
+    if best is None:
         return None
-    return best
+    while not all(frontier.cut_meets(g, best) for g in graphs):
+        best += 1
+    return best if best <= min(g.rows for g in graphs) - 2 else None
 
 
 def count_paths_trivial(board: Board, square: Square) -> bool:
@@ -466,6 +481,7 @@ __all__ = [
     "choose_method",
     "dp_width",
     "dp_count",
+    "halves_cut",
     "dp_trunks",
     "dp_class_tail",
     "peak_rss_bytes",

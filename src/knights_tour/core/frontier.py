@@ -357,14 +357,37 @@ def full_sweep_width(g: Graph) -> int:
     return max((sum(1 for u in range(k + 1) if last[u] > k) for k in range(g.n)), default=0)
 
 
+def cut_meets(g: Graph, cut: int, partial_upper: bool = False) -> bool:
+    """True if the halves of :func:`half_sweeps` at ``cut`` end on the same interface: every
+    vertex of the half that gives up the interface (above the cut; below it with
+    ``partial_upper``) that has a neighbour across the cut also has one on its own side. A
+    vertex with neighbours across only (a row with no knight move inside the half, as on a
+    board of three rows cut below the first) stays on its own half's frontier but is finished
+    by the other half, so the two frontiers differ and the halves cannot be joined."""
+    a_end = cut * g.cols
+    own = range(a_end, g.n) if partial_upper else range(a_end)
+
+    def across(u: int, v: int) -> bool:
+        return (u < a_end) != (v < a_end)
+
+    return all(
+        any(not across(v, u) for u in g.nbrs[v])
+        for v in own
+        if any(across(v, u) for u in g.nbrs[v])
+    )
+
+
 def default_cut(g: Graph, start: int | None) -> int | None:
     """The cut :func:`half_sweeps` uses by default: half the rows, or just below the start's
-    row if that is lower; None when the board is too short for two halves (fewer than two
-    rows would lie below the cut)."""
-    cut = g.rows // 2
+    row if that is lower, moved down to the first cut the halves can meet at
+    (:func:`cut_meets`); None when there is none with at least two rows below it (a board too
+    short for two halves)."""
+    cut = max(1, g.rows // 2)
     if start is not None:
         cut = max(cut, start // g.cols + 1)
-    return cut if 1 <= cut <= g.rows - 2 else None
+    while cut <= g.rows - 2 and not cut_meets(g, cut):
+        cut += 1
+    return cut if cut <= g.rows - 2 else None
 
 
 def half_sweeps(
@@ -383,11 +406,17 @@ def half_sweeps(
     Raises
     ------
     InvalidJobError
-        If ``start`` lies below the cut.
+        If ``start`` lies below the cut, or the halves cannot meet at ``cut``
+        (:func:`cut_meets`).
     """
     a_end = cut * g.cols
     if start is not None and start >= a_end:
         raise InvalidJobError("the start square must lie above the cut")
+    if not cut_meets(g, cut, partial_upper):
+        raise InvalidJobError(
+            f"the halves cannot meet below row {cut}: a square next to the cut has knight "
+            "moves across it only"
+        )
     above = list(range(a_end))
     below = list(range(g.n - 1, a_end - 1, -1))
 
@@ -417,6 +446,7 @@ __all__ = [
     "full_sweep",
     "trunk_sweep",
     "full_sweep_width",
+    "cut_meets",
     "default_cut",
     "half_sweeps",
 ]
