@@ -114,3 +114,24 @@ def test_recovery_runs_each_poll_and_reports_what_it_resent(half_done):
         hooks=WaitHooks(on_resent=resent.append),
     )
     assert passes["n"] >= 3 and resent == [1]
+
+
+@pytest.mark.unit
+def test_a_steady_wait_pauses_the_full_interval_and_no_pause_runs_past_the_timeout(monkeypatch):
+    """``status --watch --interval 5``: every refresh 5 s after the last (not 0.05 s, then
+    growing), and the last pause cut at the deadline instead of overshooting it."""
+    import knights_tour.service.waiting as waiting
+
+    clock = [1000.0]
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(round(seconds, 3))
+        clock[0] += seconds
+
+    monkeypatch.setattr(waiting.time, "monotonic", lambda: clock[0])
+    poll_until_complete(
+        lambda: {"complete": False}, timeout_s=12, poll_s=5, pause=pause, steady=True
+    )
+    assert pauses == [5, 5, 2]
+    assert clock[0] == pytest.approx(1012)

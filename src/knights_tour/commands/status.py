@@ -157,14 +157,14 @@ def _watch(
         screen = Redraw()
         hooks = WaitHooks(on_progress=lambda q: screen.show(_status_lines(q)))
         return poll_until_complete(
-            poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+            poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done, steady=True
         )
     if as_json:
         hooks = WaitHooks(on_progress=lambda q: click.echo(json.dumps(q, separators=(",", ":"))))
     else:
         hooks = WaitHooks(on_progress=lambda q: click.echo(_status_lines(q)[1]))
     p = poll_until_complete(
-        poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done
+        poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done, steady=True
     )
     if not as_json:
         click.echo(_status_lines(p)[0])

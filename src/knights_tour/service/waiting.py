@@ -8,6 +8,7 @@ outage notes and re-sent jobs are reported through :class:`WaitHooks`.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -66,9 +67,11 @@ def poll_until_complete(
     outage_s: float = REDIS_OUTAGE_S,
     is_done: Callable[[Status], bool] = _complete,
     pause: Callable[[float], object] = time.sleep,
+    steady: bool = False,
 ) -> Status:
     """Call ``status_fn()`` until ``is_done(status)`` or ``timeout_s``: first after
-    :data:`FIRST_POLL_S`, each pause then half as long again, up to ``poll_s`` seconds.
+    :data:`FIRST_POLL_S`, each pause then half as long again, up to ``poll_s`` seconds (with
+    ``steady``, every pause ``poll_s``). No pause runs past ``timeout_s``.
 
     Parameters
     ----------
@@ -84,6 +87,9 @@ def poll_until_complete(
         Progress, outage, re-send and liveness callbacks.
     poll_s : float
         Longest pause between polls (seconds).
+    steady : bool
+        Pause ``poll_s`` between all polls (a display refreshed at a fixed interval) instead of
+        starting at :data:`FIRST_POLL_S` and growing.
     outage_s : float
         Seconds without Redis after which the wait fails.
     is_done : callable
@@ -106,14 +112,14 @@ def poll_until_complete(
     """
     hooks = hooks or WaitHooks()
     began = time.monotonic()
-    pauses = _pauses(poll_s)
+    pauses = itertools.repeat(poll_s) if steady else _pauses(poll_s)
     outage = _Outage(hooks, outage_s)
     status: Status | None = None
     while True:
         try:
             status = status_fn()
         except REDIS_ERRORS as exc:
-            timed_out = timeout_s is not None and time.monotonic() - began > timeout_s
+            timed_out = timeout_s is not None and time.monotonic() - began >= timeout_s
             outage.lost(exc, fatal=timed_out and status is None)
             if timed_out and status is not None:  # (with no status yet, lost() raised)
                 return status
@@ -121,12 +127,15 @@ def poll_until_complete(
             continue
         outage.back()
         if _after_poll(status, is_done, recover_fn, hooks) or (
-            timeout_s is not None and time.monotonic() - began > timeout_s
+            timeout_s is not None and time.monotonic() - began >= timeout_s
         ):
             return status
         if hooks.check is not None:
             hooks.check(status)
-        pause(next(pauses))
+        wait_s = next(pauses)
+        if timeout_s is not None:
+            wait_s = max(0.01, min(wait_s, timeout_s - (time.monotonic() - began)))
+        pause(wait_s)
 
 
 class _Outage:
