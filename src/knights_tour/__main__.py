@@ -1,5 +1,5 @@
 """``python -m knights_tour`` runs the ``ktour`` command line."""
 
-from knights_tour.cli import run
+from knights_tour.console import run
 
 run()

@@ -1,0 +1,44 @@
+"""The console script: a Ctrl-C while the command line is still loading gives the one line and
+exit code of a Ctrl-C later on, not an import traceback."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+
+import pytest
+
+from knights_tour import console
+from knights_tour.commands._errors import ExitCode
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_exit_code_of_an_interrupt_while_loading_is_the_command_lines():
+    assert console.INTERRUPTED_WHILE_LOADING == ExitCode.INTERRUPTED
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line_and_130(monkeypatch, capsys):
+    real_import = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "knights_tour" and args and args[2] and "cli" in args[2]:
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "knights_tour.cli", raising=False)
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        console.run()
+    assert stop.value.code == 130
+    err = capsys.readouterr().err
+    assert err == "ktour: interrupted\n"
+    assert "Traceback" not in err
+
+
+def test_the_console_script_runs_the_command_line(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["ktour", "--help"])
+    with pytest.raises(SystemExit) as stop:
+        console.run()
+    assert stop.value.code == 0
+    assert "Usage" in capsys.readouterr().out
