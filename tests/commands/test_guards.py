@@ -98,7 +98,7 @@ def test_a_million_jobs_without_yes_is_refused_with_one_line(
 def test_on_a_terminal_the_question_is_asked_and_no_submits_nothing(
     capsys, monkeypatch, redis_client, redis_db_url
 ):
-    monkeypatch.setattr("knights_tour.commands._shared.stdin_is_terminal", lambda: True)
+    monkeypatch.setattr("knights_tour.commands._checks.stdin_is_terminal", lambda: True)
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, _, err = run_cli(capsys, "submit", "--sizes", "1000", "--redis", redis_db_url)
     assert code == 1
@@ -114,7 +114,7 @@ def test_yes_and_a_yes_answer_submit(capsys, monkeypatch, redis_client, redis_db
     code, out, err = run_cli(capsys, "submit", "--sizes", "5", "--yes", "--redis", redis_db_url)
     assert code == 0, err
     first = out.splitlines()[-1]
-    monkeypatch.setattr("knights_tour.commands._shared.stdin_is_terminal", lambda: True)
+    monkeypatch.setattr("knights_tour.commands._checks.stdin_is_terminal", lambda: True)
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     code, out, err = run_cli(capsys, "submit", "--sizes", "6", "--redis", redis_db_url)
     assert code == 0, err

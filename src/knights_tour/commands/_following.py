@@ -46,7 +46,7 @@ from knights_tour.service.local import (
 )
 from knights_tour.service.verdict import Tally
 from knights_tour.store.batches import CANCELLED, batch_status
-from knights_tour.store.connection import connect, mask_url
+from knights_tour.store.connection import mask_url
 
 
 def resume_hint(batch_id: str, redis_url: str | None) -> str:
@@ -291,11 +291,10 @@ def cancel_command(batch_id: str, redis_url: str | None) -> None:
 
 
 def submit_command(url: str, job_args: tuple[Any, ...]) -> None:
-    """``ktour submit`` to the Redis at ``url`` once its input is checked: make the jobs
-    (``job_args`` as :func:`batch_jobs` takes them), warn if no worker answers, submit, and
-    print the batch id alone on the last line."""
+    """``ktour submit`` to the Redis at ``url`` once its input is checked and the server
+    reached: make the jobs (``job_args`` as :func:`batch_jobs` takes them), warn if no worker
+    answers, submit, and print the batch id alone on the last line."""
     boards, jobs, params, chunk = batch_jobs(*job_args)
-    connect(url).close()
     if no_worker_answers(url):
         note(NO_WORKERS_WARNING)
     batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)

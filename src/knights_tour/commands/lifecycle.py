@@ -6,7 +6,10 @@ The lifecycle itself (make jobs, submit, resume, cancel, wait, recover) is
 :mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals,
 dropping the queued tasks of work it leaves) is :func:`knights_tour.service.local.open_backend`;
 the estimate that asks before a big batch is :mod:`knights_tour.service.estimate`. This
-module declares the options and checks the input; what follows once the backend is up (make
+module declares the options and checks the input, loading neither rich nor numpy nor Celery to
+do so (its options and checks come from :mod:`~knights_tour.commands._options` and
+:mod:`~knights_tour.commands._checks`, not ``_shared``), so bad input is refused at once; a
+Redis URL given is checked and reached here too. What follows once the backend is up (make
 the jobs, submit or resume, wait or leave, write the records, the summary) is
 :mod:`knights_tour.commands._following`, imported only then: ``ktour run`` loads it while the
 embedded Redis and its workers start, so none of them waits for its imports.
@@ -27,14 +30,16 @@ from typing import Any
 
 import click
 
-from knights_tour.commands._shared import (
-    ExitCode,
+from knights_tour.commands._checks import (
     check_out_path,
     confirm_big,
-    node_limit_option,
-    redis_option,
     require_positive,
     require_workers,
+)
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import (
+    node_limit_option,
+    redis_option,
     solver_option,
     time_limit_option,
     url_redis_option,
@@ -52,6 +57,7 @@ from knights_tour.service.estimate import (
 from knights_tour.service.launching import configured_redis_url, launch_ahead
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
+from knights_tour.store.urls import check_redis_url
 
 
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -102,6 +108,21 @@ def _following() -> ModuleType:
     from knights_tour.commands import _following
 
     return _following
+
+
+def _reach(redis_url: str | None) -> None:
+    """Check the Redis URL given (``--redis``, else ``KT_REDIS_URL``; none: the embedded one)
+    and reach it (one PING, :func:`~knights_tour.store.connection.connect`) before
+    :func:`_following` loads the batch machinery: a malformed URL is refused without redis-py,
+    an unreachable server without Celery or numpy. The errors are those of the backend that
+    connects next."""
+    url = configured_redis_url(redis_url)
+    if url is None:
+        return
+    check_redis_url(url)
+    from knights_tour.store.connection import connect  # redis-py, for a given URL only
+
+    connect(url).close()
 
 
 def _require_chunk_size(chunk_size: int | None) -> None:
@@ -197,6 +218,7 @@ def run(
     _require_chunk_size(chunk_size)
     check_out_path(out or "results-<batch>.jsonl")  # the default name is in this directory
     est = _guard(sizes, solver, verify, time_limit, workers, yes)
+    _reach(redis_url)
     deadline = None if timeout is None else began + timeout
     job_args = (sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size)
     # The embedded server and the workers first: they start while this process loads the rest.
@@ -241,6 +263,7 @@ def resume(batch_id, workers, out, redis_url, timeout, chunk_size) -> ExitCode:
     require_workers(workers, redis_url)
     _require_chunk_size(chunk_size)
     check_out_path(out or "results-<batch>.jsonl")
+    _reach(redis_url)
     deadline = None if timeout is None else began + timeout
     return _following().resume_command(batch_id, workers, redis_url, chunk_size, deadline, out)
 
@@ -255,6 +278,7 @@ def cancel(batch_id: str, redis_url: str | None) -> ExitCode:
     with the same arguments) continues it. Other batches' tasks are left alone. A 'ktour run'
     waiting for it stops and exits 1.
     """
+    _reach(redis_url)
     _following().cancel_command(batch_id, redis_url)
     return ExitCode.OK
 
@@ -290,6 +314,7 @@ def submit(
         )
     _require_chunk_size(chunk_size)
     _guard(sizes, solver, verify, time_limit, None, yes)
+    _reach(url)
     job_args = (sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size)
     _following().submit_command(url, job_args)
     return ExitCode.OK
