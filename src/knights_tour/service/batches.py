@@ -27,7 +27,7 @@ from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.result import Record
 from knights_tour.service import recovery
 from knights_tour.service._celery import celery_worker
-from knights_tour.service.cancelling import drop_queued
+from knights_tour.service.cancelling import queued_items
 from knights_tour.service.chunking import plan_chunks
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
@@ -36,6 +36,7 @@ from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.store.events import Wakeup
 from knights_tour.store.ledger import Ledger, activate
+from knights_tour.store.orphans import take_for_resume
 
 DEFAULT_CHUNK_SIZE: int | None = None
 """Jobs per task by default: None, i.e. chunks sized by the jobs' estimated cost
@@ -161,6 +162,21 @@ def submit_batch(
         status = store.batch_status(r, batch_id, max_missing=10**9)
         missing = set(status["missing_keys"])
         to_send = [j for j in to_send if j.key in missing]
+    _send_jobs(redis_url, batch_id, to_send, chunk_size, largest_first)
+    r.close()
+    return batch_id
+
+
+def _send_jobs(
+    redis_url: str,
+    batch_id: str,
+    jobs: Sequence[Job],
+    chunk_size: int | None,
+    largest_first: bool = True,
+) -> None:
+    """Put ``jobs`` of ``batch_id`` on the queue in run-jobs tasks at
+    :data:`knights_tour.messages.BATCH_PRIORITY` (chunks: :func:`plan_chunks`)."""
+    to_send = list(jobs)
     if largest_first:
         to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
     celery = celery_worker()
@@ -173,8 +189,6 @@ def submit_batch(
                 producer=producer,
                 priority=messages.BATCH_PRIORITY,
             )
-    r.close()
-    return batch_id
 
 
 def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
@@ -310,7 +324,8 @@ def start_or_resume(
 ) -> tuple[str, int]:
     """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params``
     (made by ``ktour run``, ``ktour submit`` or a schedule sweep; cancelled, timed out or
-    abandoned), sending only its jobs without a record (:func:`resume_batch`); else (or with
+    abandoned), sending only its jobs without a record that no queued task or live worker
+    carries (:func:`resume_batch`); else (or with
     ``fresh``) submit a new batch (:func:`submit_batch`).
 
     on_id : callable, optional
@@ -349,10 +364,17 @@ def resume_batch(
     redis_url: str, batch_id: str, chunk_size: int | None = DEFAULT_CHUNK_SIZE
 ) -> tuple[int, int]:
     """Resume ``batch_id``, whoever made it and however it stopped (cancelled, timed out,
-    abandoned by a process that died): its tasks still queued are dropped, its ``cancelled``
-    state cleared, and only its jobs without a record are sent again (from the jobs stored
-    with the batch, so the original arguments are not needed). A complete batch is left as
-    it is.
+    abandoned by a process that died): its ``cancelled`` state is cleared and each job without
+    a record that nothing carries any more is sent once (from the jobs stored with the batch,
+    so the original arguments are not needed). A complete batch is left as it is.
+
+    Not sent again: a job a queued task of the batch carries (it runs when the task is taken;
+    a cancel drops the queued tasks, so after one they are sent again), and a job held by a
+    live lease (a worker runs it now; recovery re-sends it if that worker dies). A job claimed
+    by a worker whose lease is gone is released and sent as a fresh start, its deaths
+    forgotten, in the same script call that tells recovery to leave it alone
+    (:func:`knights_tour.store.orphans.take_for_resume`): a resume and a recovery pass never
+    both send it.
 
     Returns
     -------
@@ -366,20 +388,40 @@ def resume_batch(
     BackendUnavailableError
         If Redis cannot be reached.
     """
+    if chunk_size is not None and chunk_size < 1:
+        raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
     try:
-        st = store.batch_status(r, batch_id, max_missing=0)  # unknown batch -> error
+        st = store.batch_status(r, batch_id, max_missing=10**9)  # unknown batch -> error
         if st["complete"]:
             return int(st["done"]), 0
-        # Its queued tasks would run next to the re-sent ones: drop them first (a task a
-        # worker holds now is not in the queue; its jobs are then claimed once, by one task).
-        drop_queued(r, batch_id)
+        led = Ledger.for_batch(batch_id)
+        was_cancelled = store.batch_state(r, batch_id) == store.CANCELLED
+        queued = _job_keys(queued_items(r, batch_id))
+        candidates = [k for k in st["missing_keys"] if k not in queued]
+        # While cancelled, no recovery pass touches the batch, and every message of it was
+        # dropped: a re-send mark then means nothing.
+        taken = set(take_for_resume(r, led, candidates, honour_resends=not was_cancelled))
         store.set_batch_state(r, batch_id, None)
         jobs = store.batch_jobs(r, batch_id)
-        submit_batch(redis_url, jobs, chunk_size=chunk_size, batch_id=batch_id, only_missing=True)
-        return int(st["done"]), int(st["total"] - st["done"])
+        store.create_batch(r, jobs, batch_id=batch_id)  # keeps the batch's keys alive
+        activate(r, led)
+        _send_jobs(redis_url, batch_id, [j for j in jobs if j.key in taken], chunk_size)
+        return int(st["done"]), len(taken)
     finally:
         r.close()
+
+
+def _job_keys(job_dicts: Sequence[Any]) -> set[str]:
+    """The keys of the job dicts among ``job_dicts`` (a message's items); a dict that is not
+    a valid job (:meth:`Job.from_dict`) is skipped."""
+    found = set()
+    for d in job_dicts:
+        try:
+            found.add(Job.from_dict(d).key)
+        except KnightsTourError:
+            continue
+    return found
 
 
 def collect(r: redis.Redis, batch_id: str) -> list[Record]:

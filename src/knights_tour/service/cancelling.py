@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -21,7 +21,7 @@ from knights_tour.store import batches as store
 from knights_tour.store import queue
 from knights_tour.store.ledger import Ledger, deactivate
 
-__all__ = ["cancel_batch", "drop_held", "drop_queued", "message_of"]
+__all__ = ["cancel_batch", "drop_held", "drop_queued", "message_of", "queued_items"]
 
 
 def message_of(unit_id: str, task: str) -> Callable[[Any], bool]:
@@ -42,6 +42,39 @@ def message_of(unit_id: str, task: str) -> Callable[[Any], bool]:
             return False
 
     return match
+
+
+def _items_of(raw: Any) -> list[Any]:
+    """The item dicts a raw run-jobs / count-subjobs message carries (its second argument);
+    [] for anything unreadable."""
+    try:
+        envelope = json.loads(raw)
+        body = envelope["body"]
+        if envelope.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        items = json.loads(body)[0][1]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return []
+    return items if isinstance(items, list) else []
+
+
+def queued_items(r: redis.Redis, unit_id: str, task: str = messages.TASK_RUN_JOBS) -> list[Any]:
+    """The item dicts (a batch's job dicts by default) carried by the ``task`` messages of
+    ``unit_id`` now waiting in the project queue, read without taking them off it (one LRANGE
+    per queue list). Messages workers have taken are not in the queue and not counted.
+
+    Raises
+    ------
+    redis.RedisError
+        If Redis cannot be reached.
+    """
+    match = message_of(unit_id, task)
+    found: list[Any] = []
+    for name in celery_worker().queue_lists():
+        for raw in cast("list[Any]", r.lrange(name, 0, -1)):
+            if match(raw):
+                found += _items_of(raw)
+    return found
 
 
 def cancel_batch(r: redis.Redis, batch_id: str) -> int:

@@ -1,7 +1,8 @@
 """Work lost with a worker, found in the leases (redis-py only): the items claimed by a process
 whose lease is gone (:func:`find_orphans`), the items nobody claimed (:func:`find_unclaimed`),
-marking them re-sent atomically (:func:`take_for_resend`) and clearing the bookkeeping of stored
-items (:func:`finish`). The claims themselves are :mod:`knights_tour.store.leases`; who holds
+marking them re-sent atomically (:func:`take_for_resend`), taking the unrecorded items of a unit
+being resumed (:func:`take_for_resume`) and clearing the bookkeeping of stored items
+(:func:`finish`). The claims themselves are :mod:`knights_tour.store.leases`; who holds
 what now, :mod:`knights_tour.store.holders`; when to re-send, :mod:`knights_tour.service.recovery`.
 
 An item is **orphaned** when it has no result and the token that claimed it has no lease any
@@ -70,6 +71,44 @@ return out
 # lease is gone. A death is blamed on the started item of a careful chunk ('r'), and on every
 # item of a plain chunk ('p'), but never up to the cap (an entry, even 0, makes the next claim
 # careful); an item a careful chunk had not started ('c') is not blamed.
+
+
+_RESUME_LUA = """
+local items = {}
+for i = 4, #ARGV do items[#items + 1] = ARGV[i] end
+local done = redis.call('HMGET', KEYS[1], unpack(items))
+local owner = redis.call('HMGET', KEYS[2], unpack(items))
+local requeued = redis.call('HMGET', KEYS[3], unpack(items))
+local now, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
+local live, out, marks, freed = {}, {}, {}, {}
+for i, item in ipairs(items) do
+  local send = not done[i]
+  if send and owner[i] then
+    local tok = string.match(owner[i], '^[^|]*')
+    if live[tok] == nil then live[tok] = redis.call('EXISTS', ARGV[3] .. tok) == 1 end
+    send = not live[tok]
+    if send then freed[#freed + 1] = item end
+  elseif send and requeued[i] and grace >= 0 then
+    send = now - tonumber(requeued[i]) > grace
+  end
+  if send then
+    out[#out + 1] = item
+    marks[#marks + 1] = item
+    marks[#marks + 1] = ARGV[1]
+  end
+end
+if #freed > 0 then
+  redis.call('HDEL', KEYS[2], unpack(freed))
+  redis.call('HDEL', KEYS[4], unpack(freed))
+end
+if #out > 0 then redis.call('HSET', KEYS[3], unpack(marks)) end
+return out
+"""
+# KEYS: done, started, requeued, attempts; ARGV: now (unix s), grace (s; negative: re-send
+# marks are ignored), lease key prefix, item keys. Takes (marks re-sent now, and returns) the
+# items with no result that are unclaimed or claimed by a token whose lease is gone, unless
+# re-sent within the grace period; a lost claim is dropped with its deaths (no death blamed).
+# Items held by a live token are left to it.
 
 
 def finish(r: redis.Redis, led: Ledger, item_keys: Sequence[str]) -> None:
@@ -188,6 +227,63 @@ def take_for_resend(
     return [(k, text(v)) for k, v in zip(marked, raw, strict=True) if v is not None]
 
 
+def take_for_resume(
+    r: redis.Redis,
+    led: Ledger,
+    candidates: Sequence[str],
+    honour_resends: bool = True,
+    requeue_grace_s: float | None = None,
+) -> list[str]:
+    """Take for sending, on a resume, those of ``candidates`` that have no result and that no
+    live process holds; atomically, :data:`SCRIPT_BATCH` items per script call.
+
+    A resume is a fresh start, not a worker death: an item claimed by a token whose lease is
+    gone (an orphan) loses its ``started`` entry and its ``attempts`` (deaths) entry instead
+    of being blamed. Every item taken is marked re-sent now, so a recovery pass running at the
+    same moment (:func:`take_for_resend`, :func:`find_unclaimed`) leaves it alone for the
+    grace period: recovery and resume cannot both send it. An item held by a live lease is
+    not taken (its process runs it now, and recovery re-sends it if that process dies).
+
+    Parameters
+    ----------
+    candidates : sequence of str
+        Item keys, e.g. the unit's unrecorded items that no queued message carries.
+    honour_resends : bool
+        Leave alone an unclaimed item re-sent within the grace period (its message may still
+        be queued). False when every message of the unit was just dropped (a cancelled unit).
+    requeue_grace_s : float, optional
+        Default ``KT_VISIBILITY_TIMEOUT_S``.
+
+    Returns
+    -------
+    list of str
+        The keys taken, in the order given, for the caller to send.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    grace, now = _grace(requeue_grace_s, None)
+    taken: list[str] = []
+    for i in range(0, len(candidates), SCRIPT_BATCH):
+        part = list(candidates[i : i + SCRIPT_BATCH])
+        reply = r.eval(
+            _RESUME_LUA,
+            4,
+            led.done,
+            led.started,
+            led.requeued,
+            led.attempts,
+            f"{now:.3f}",
+            grace if honour_resends else -1,
+            keys.lease_prefix(),
+            *part,
+        )
+        taken += [text(k) for k in reply or []]
+    return taken
+
+
 def find_unclaimed(
     r: redis.Redis, led: Ledger, requeue_grace_s: float | None = None, now: float | None = None
 ) -> list[str]:
@@ -234,6 +330,7 @@ __all__ = [
     "finish",
     "find_orphans",
     "take_for_resend",
+    "take_for_resume",
     "find_unclaimed",
     "mark_requeued",
 ]
