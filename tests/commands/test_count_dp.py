@@ -33,6 +33,8 @@ def test_dp_grid_5x5_matches_a165134_and_says_its_method(tmp_path):
     assert "total: 1,728" in run.stdout
     assert "method: frontier DP" in run.stdout and "ktour: method: frontier DP" in run.stderr
     assert "of the estimated" in run.stderr and "ETA" in run.stderr  # progress lines
+    # the estimate is of what the command runs (halves on 5x5), not of full sweeps
+    assert "past the estimated" not in run.stderr, run.stderr
     record = json.loads(out.read_text())
     assert record["total"] == 1728
     assert record["grid"][0][0] == 304 and record["grid"][2][2] == 64
@@ -43,6 +45,7 @@ def test_dp_grid_5x5_matches_a165134_and_says_its_method(tmp_path):
     again = _ktour("5", "--method", "dp", "--start", "a1", "--json", data_dir=tmp_path)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["grid"][4][0] == 304
+    assert "past the estimated" not in again.stderr, again.stderr  # one class alone
 
 
 def test_closed_dp_is_one_line(tmp_path):
@@ -58,5 +61,7 @@ def test_progress_eta_from_the_estimate_then_the_runs_own_rate():
     assert progress.eta() == "~ 0% of the estimated 1e+06 transitions, ETA ~ 2 s"
     progress("trunk0", LayerStat(1, 10, 249_999, 10.0, 1), 10)  # 25,000 a second
     assert progress.eta() == "~ 25% of the estimated 1e+06 transitions, ETA ~ 30 s"
-    progress("trunk0", LayerStat(2, 10, 800_000, 1.0, 1), 10)
+    progress("trunk0", LayerStat(2, 10, 750_000, 1.0, 1), 10)  # exactly the estimate
+    assert progress.eta() == "~ 100% of the estimated 1e+06 transitions, ETA ~ 0 s"
+    progress("trunk0", LayerStat(3, 10, 50_000, 1.0, 1), 10)
     assert progress.eta().startswith("past the estimated 1e+06 transitions")

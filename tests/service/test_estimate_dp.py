@@ -1,5 +1,6 @@
 """The frontier DP's cost estimate against what the DP measures: its transitions (deterministic)
-on boards in and out of the estimate's table, and the published 7x7 count's wall time."""
+on boards held out of the estimate's tables (a board in a table would only compare the table
+with itself), and the published 7x7 count's wall time."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ from pathlib import Path
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.count_method import dp_count
-from knights_tour.service.estimate import DP_TRANSITIONS, count_concerns, dp_count_s, dp_transitions
+from knights_tour.core.count_method import count_paths_trivial, dp_count, dp_uses_halves
+from knights_tour.core.symmetry import symmetry_classes
+from knights_tour.service.estimate import (
+    DP_GROWTH_EXPONENT_7,
+    DP_HALVES_TRANSITIONS,
+    DP_TRANSITIONS,
+    count_concerns,
+    dp_count_s,
+    dp_count_transitions,
+    dp_transitions,
+)
 from knights_tour.settings import Settings
 
 SEVEN = Path(__file__).resolve().parents[2] / "docs" / "counts" / "7x7-open.json"
@@ -20,22 +30,59 @@ def _measured(board: Board) -> int:
     return dp_count(board, halves=False).nodes
 
 
-@pytest.mark.parametrize(
-    "rows, cols",
-    [(4, 8), (4, 14), (5, 5), (3, 20)],  # 4x8 and 4x14 are not in the table
-)
-def test_estimated_transitions_within_2x_of_the_dp(rows, cols):
+def _held_out(board: Board, table: dict[int, tuple[tuple[int, int], ...]]) -> bool:
+    narrow, long_side = sorted((board.rows, board.cols))
+    return long_side not in dict(table.get(narrow, ()))
+
+
+@pytest.mark.parametrize("rows, cols", [(4, 8), (4, 14), (3, 14)])
+def test_estimated_full_sweeps_within_2x_of_the_dp(rows, cols):
     board = Board(rows, cols)
+    assert _held_out(board, DP_TRANSITIONS)
     ratio = dp_transitions(board) / _measured(board)
     assert 0.5 <= ratio <= 2.0, ratio
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rows, cols", [(5, 7), (6, 6)])  # 5x7 is not in the table
-def test_estimated_transitions_within_2x_on_larger_boards(rows, cols):
+@pytest.mark.parametrize("rows, cols", [(5, 7)])
+def test_estimated_full_sweeps_within_2x_on_larger_boards(rows, cols):
     board = Board(rows, cols)
+    assert _held_out(board, DP_TRANSITIONS)
     ratio = dp_transitions(board) / _measured(board)
     assert 0.5 <= ratio <= 2.0, ratio
+
+
+@pytest.mark.parametrize("rows, cols", [(3, 8), (3, 10), (4, 7), (8, 4)])
+def test_the_estimate_of_what_ktour_count_runs_within_2x(rows, cols):
+    """``ktour count --method dp`` runs ``dp_count``'s default (halves up to 36 squares): its
+    estimate, whole grid and each class that needs a search alone, within 2x of it."""
+    board = Board(rows, cols)
+    assert _held_out(board, DP_HALVES_TRANSITIONS) and dp_uses_halves(board)
+    ratio = dp_count_transitions(board, halves=True) / dp_count(board).nodes
+    assert 0.5 <= ratio <= 2.0, ratio
+    one = dp_count_transitions(board, one_class=True, halves=True)
+    for rep in symmetry_classes(board):
+        if not count_paths_trivial(board, rep):
+            ratio = one / dp_count(board, rep).nodes
+            assert 0.5 <= ratio <= 2.0, (rep, ratio)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", [(2, 2), (0, 0)])
+def test_one_class_of_6x6_within_2x(start):
+    """One class of 6x6 runs the whole grid's lower half and its own upper half (the table
+    holds the whole grid only)."""
+    assert dp_uses_halves(Board(6, 6))
+    one = dp_count_transitions(Board(6, 6), one_class=True, halves=True)
+    ratio = one / dp_count(Board(6, 6), start).nodes
+    assert 0.5 <= ratio <= 2.0, ratio
+
+
+def test_boards_too_short_for_halves_are_estimated_as_full_sweeps():
+    board = Board(3, 4)  # no cut the halves meet at: swept whole
+    assert not dp_uses_halves(board) and not dp_uses_halves(Board(5, 8))  # 40 squares
+    assert dp_count_transitions(board) == dp_transitions(board)
+    assert dp_count(board).extra["trunks"] and not dp_count(board).extra["lower_halves"]
 
 
 def test_the_table_holds_the_published_7x7_transitions():
@@ -54,6 +101,12 @@ def test_7x7_time_within_2x_of_the_measured_count_and_not_confirmed_by_default()
     assert count_concerns(estimate_s, 1, Settings()) == []
     alone_s = record["start_a1_alone"]["wall_s"]  # the costliest class: the corner
     assert 0.5 <= dp_count_s(Board(7, 7), one_class=True) / alone_s <= 2.0
+
+
+def test_wider_than_7_extrapolates_the_7x7_measurement_at_its_own_squares():
+    t7 = dict(DP_TRANSITIONS[7])[7]  # 7x7: 49 squares
+    assert dp_transitions(Board(8, 8)) == pytest.approx(t7 * (64 / 49) ** DP_GROWTH_EXPONENT_7)
+    assert dp_transitions(Board(7, 8)) < dp_transitions(Board(8, 8))
 
 
 def test_growth_and_boards_without_tours():

@@ -31,7 +31,7 @@ from knights_tour.commands._shared import (
     yes_option,
 )
 from knights_tour.commands.count_dp import run_dp_count
-from knights_tour.core.count_method import METHODS, MethodChoice, choose_method
+from knights_tour.core.count_method import METHODS, MethodChoice, choose_method, dp_uses_halves
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import stop_count, submit_count, wait_for_count
@@ -256,7 +256,7 @@ def count(
     require_positive(memory_gb, "--memory-gb")
     choice = choose_method(board, closed=closed, method=method)
     if choice.method == "dp":  # in this process: one machine, one core
-        dp_s = dp_count_s(board, one_class=start_sq is not None)
+        dp_s = dp_count_s(board, start_sq is not None, halves=dp_uses_halves(board))
         confirm_big(
             f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
             "in this process",

@@ -16,7 +16,7 @@ import click
 
 from knights_tour.board import Board, Square
 from knights_tour.commands._shared import ExitCode, note
-from knights_tour.core.count_method import MethodChoice, dp_count
+from knights_tour.core.count_method import MethodChoice, dp_count, dp_uses_halves
 from knights_tour.core.counting import CountReport
 from knights_tour.core.frontier_run import LayerStat
 from knights_tour.output.tourfile import atomic_write_text
@@ -59,7 +59,7 @@ class _LayerProgress:
 
     def eta(self) -> str:
         """``"~ 38% of the estimated 1.5e+09 transitions, ETA ~ 27 min"`` (or past it)."""
-        if self.done >= self.estimate:
+        if self.done > self.estimate:
             return f"past the estimated {self.estimate:.2g} transitions, ETA unknown"
         timed = self.done >= 0.01 * self.estimate and self.seconds > 0
         rate = self.done / self.seconds if timed else DP_TRANSITIONS_PER_S
@@ -110,7 +110,9 @@ def run_dp_count(
         start_sq,
         memory_bytes=int(memory_gb * 2**30),
         checkpoint_dir=checkpoints,
-        progress=_LayerProgress(dp_count_transitions(board, one_class=start_sq is not None)),
+        progress=_LayerProgress(
+            dp_count_transitions(board, start_sq is not None, halves=dp_uses_halves(board))
+        ),
         class_done=class_done,
     )
     record = report.to_dict()

@@ -435,6 +435,13 @@ def dp_class_tail(
     raise AssertionError(f"{rep} is a searched class of {board.label}")  # pragma: no cover
 
 
+def dp_uses_halves(board: Board) -> bool:
+    """True if :func:`dp_count`'s default on ``board`` meets halves (up to
+    :data:`HALVES_MAX_SQUARES` squares, where :func:`halves_cut` finds a cut), False where it
+    runs full sweeps: what its cost is estimated by."""
+    return board.n_squares <= HALVES_MAX_SQUARES and halves_cut(board) is not None
+
+
 def halves_cut(board: Board) -> int | None:
     """The cut :func:`dp_count` meets the halves at on ``board`` when it uses halves: the one
     common to every start class that needs a search (:func:`_common_cut`), whether it counts
@@ -482,6 +489,7 @@ __all__ = [
     "dp_width",
     "dp_count",
     "halves_cut",
+    "dp_uses_halves",
     "dp_trunks",
     "dp_class_tail",
     "peak_rss_bytes",

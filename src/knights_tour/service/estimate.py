@@ -12,8 +12,10 @@ The speed figures below come from the benchmarks (``benchmarks/README.md``):
 (count nodes per CPU-second). Counting nodes of 5x5 are what ``ktour count 5`` reports
 (deterministic); the growth per square is fitted between 5x5 and 6x6. The frontier DP is
 costed by its transitions (deterministic: what ``ktour count --method dp`` reports as nodes),
-measured on boards of each narrow side (:data:`DP_TRANSITIONS`, ``bench_frontier.py``) and
-interpolated between them, at the rate of the whole 7x7 count of ``docs/counts``.
+measured on boards of each narrow side - full sweeps (:data:`DP_TRANSITIONS`,
+``bench_frontier.py``) and, up to 36 squares, the halves the command runs there
+(:data:`DP_HALVES_TRANSITIONS`) - and interpolated between them, at the rate of the whole 7x7
+count of ``docs/counts``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,23 @@ DP_TRANSITIONS: dict[int, tuple[tuple[int, int], ...]] = {
 """Transitions of the frontier DP's count of every square of a board (its trunks and tails:
 ``dp_count(board, halves=False).nodes``), by the board's narrow side: ``(long side,
 transitions)``, measured (``benchmarks/bench_frontier.py``; 7x7: ``docs/counts/7x7-open.json``)."""
+
+DP_HALVES_TRANSITIONS: dict[int, tuple[tuple[int, int], ...]] = {
+    3: ((6, 389), (12, 15_005)),
+    4: ((4, 670), (5, 2_777), (6, 18_949), (9, 174_434)),
+    5: ((5, 15_822), (6, 281_913), (7, 459_943)),
+    6: ((6, 7_990_846),),
+}
+"""Transitions of what ``ktour count --method dp`` runs on boards of up to 36 squares: halves
+met in the middle (``dp_count(board).nodes``, lower half shared by every class), by the
+board's narrow side: ``(long side, transitions)``, measured (deterministic). Boards too short
+for halves (3x4, 3x5) are swept whole and estimated by :data:`DP_TRANSITIONS`."""
+
+DP_HALVES_ONE_CLASS_FRACTION = 1.0
+"""Share of the whole grid's halves transitions that one start class is estimated at: a class
+alone runs the whole grid's lower half (the same cut) and its own upper half, a part of the
+whole grid's work that the lower half dominates (measured 0.41-0.98 over the classes needing a
+search on 3x6 to 6x6, 6x6 0.98), so the whole grid's estimate is its bound."""
 
 DP_GROWTH_EXPONENT_7 = 17.8
 """Exponent of the power of the board's squares by which the DP's transitions grow where no
@@ -178,19 +197,39 @@ def count_cpu_s(board: Board, counted_squares: int, representatives: int) -> flo
 
 
 def dp_transitions(board: Board) -> float:
-    """Estimated transitions of the frontier DP's count of every square of ``board``.
+    """Estimated transitions of the frontier DP's full sweeps of every square of ``board``
+    (``dp_count(board, halves=False)``: its trunks and tails).
 
     Interpolated log-log in the number of squares between the measured boards of the same
     narrow side (:data:`DP_TRANSITIONS`); beyond them, the power of the nearest segment (or
     :data:`DP_GROWTH_EXPONENT_7`). Within a factor of 2 of the measured transitions of the
-    boards the suite checks (some not in the table); beyond the table, an extrapolation. A
-    board of narrow side below 3 has no tour (0); above 7, the DP's keys do not hold its
-    frontier and the narrow side 7 is used (the command refuses the DP there).
+    boards the suite checks that are not in the table (4x8, 4x14, 5x7); beyond the table, an
+    extrapolation. A board of narrow side below 3 has no tour (0); above 7, the DP's keys do
+    not hold its frontier (the command refuses the DP there) and the 7-wide measurements are
+    extrapolated in the number of squares.
     """
+    return _interpolate(board, DP_TRANSITIONS)
+
+
+def dp_halves_transitions(board: Board) -> float:
+    """Estimated transitions of the frontier DP's halves on every square of ``board`` (what
+    ``dp_count(board)`` runs up to 36 squares), interpolated in
+    :data:`DP_HALVES_TRANSITIONS` as :func:`dp_transitions` does in its table. Within a
+    factor of 2 of the measured transitions of the boards the suite checks that are not in the
+    table (3x8, 3x10, 4x7, 4x8)."""
+    return _interpolate(board, DP_HALVES_TRANSITIONS)
+
+
+def _interpolate(board: Board, table: dict[int, tuple[tuple[int, int], ...]]) -> float:
+    """Transitions of ``board`` from ``table`` (narrow side -> (long side, transitions)),
+    log-log in the squares between its rows of the board's narrow side (the widest row for a
+    wider board), extrapolated by the nearest segment's power or :data:`DP_GROWTH_EXPONENT_7`;
+    0 below a narrow side of 3."""
     narrow, long_side = sorted((board.rows, board.cols))
     if narrow < 3:
         return 0.0
-    points = [(narrow * n, t) for n, t in DP_TRANSITIONS[min(narrow, 7)]]
+    width = min(narrow, max(table))
+    points = [(width * n, t) for n, t in table[width]]
     n = narrow * long_side
     if len(points) == 1:
         (n0, t0), exponent = points[0], DP_GROWTH_EXPONENT_7
@@ -203,20 +242,28 @@ def dp_transitions(board: Board) -> float:
     return t0 * (n / n0) ** exponent
 
 
-def dp_count_transitions(board: Board, one_class: bool = False) -> float:
-    """Estimated transitions of a frontier-DP count of every square of ``board`` (of one start
-    class with ``one_class``: :data:`DP_ONE_CLASS_FRACTION` of it); see
-    :func:`dp_transitions`."""
+def dp_count_transitions(board: Board, one_class: bool = False, halves: bool = False) -> float:
+    """Estimated transitions of what ``ktour count --method dp`` runs on ``board``: with
+    ``halves`` (where ``dp_count`` meets halves:
+    :func:`knights_tour.core.count_method.dp_uses_halves`) :func:`dp_halves_transitions`, one
+    start class :data:`DP_HALVES_ONE_CLASS_FRACTION` of it; else full sweeps,
+    :func:`dp_transitions`, one class :data:`DP_ONE_CLASS_FRACTION` of it. Within a factor of
+    2 of the measured counts the suite checks off the tables (whole grids, and classes that
+    need a search: a class that needs none - minority colour - costs nothing)."""
+    if halves:
+        share = DP_HALVES_ONE_CLASS_FRACTION if one_class else 1.0
+        return share * dp_halves_transitions(board)
     share = DP_ONE_CLASS_FRACTION if one_class else 1.0
     return share * dp_transitions(board)
 
 
-def dp_count_s(board: Board, one_class: bool = False) -> float:
+def dp_count_s(board: Board, one_class: bool = False, halves: bool = False) -> float:
     """Seconds of a frontier-DP count of every square of ``board`` in one process (of one start
-    class with ``one_class``): :func:`dp_count_transitions` at :data:`DP_TRANSITIONS_PER_S`.
-    Within a factor of 2 of the measured 5x5, 6x6 and 7x7 counts on this machine
-    (``docs/counts``)."""
-    return DP_START_S + dp_count_transitions(board, one_class) / DP_TRANSITIONS_PER_S
+    class with ``one_class``; ``halves`` as in :func:`dp_count_transitions`):
+    :func:`dp_count_transitions` at :data:`DP_TRANSITIONS_PER_S`. Within a factor of 2 of the
+    measured 7x7 counts on this machine (``docs/counts``); the small boards' layers run faster
+    than that rate, so their estimate is high."""
+    return DP_START_S + dp_count_transitions(board, one_class, halves) / DP_TRANSITIONS_PER_S
 
 
 def format_bytes(n: float) -> str:
@@ -280,6 +327,7 @@ __all__ = [
     "dp_count_s",
     "dp_count_transitions",
     "dp_transitions",
+    "dp_halves_transitions",
     "batch_concerns",
     "count_concerns",
     "describe_batch",
