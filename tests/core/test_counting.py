@@ -209,6 +209,11 @@ def test_subjob_record_round_trip_and_resume_key() -> None:
         assert again == sj and again.key == sj.key and again.weight == sj.weight
     with pytest.raises(InvalidJobError):
         SubJob.from_dict(plan.subjobs[0].to_dict() | {"weight": 0})
+    # a weight is a number of symmetric prefixes: 2.5 (or "2", or true) is refused, not
+    # truncated to 2 (which would undercount the total silently)
+    for bad in (2.5, 2.0, "2", True):
+        with pytest.raises(InvalidJobError, match="integer"):
+            SubJob.from_dict(plan.subjobs[0].to_dict() | {"weight": bad})
     partials = {sj.key: sj.run() for sj in plan.subjobs}
     assert assemble(plan, partials).total == 1728
     # a missing partial count must not be silently summed as zero

@@ -23,12 +23,6 @@ from knights_tour.core.symmetry import symmetries
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers import count_kernel
 
-DEFAULT_TARGET_SUBJOBS = 12
-"""Default number of sub-jobs per counted square that :func:`choose_depth` aims for."""
-
-MAX_DEPTH = 12
-"""Largest split depth :func:`choose_depth` goes to."""
-
 
 # -- the knight's graph as kernel arrays -------------------------------------------------------
 @lru_cache(maxsize=32)
@@ -194,25 +188,6 @@ def fold(
     return list(kept.items())
 
 
-def choose_depth(
-    board: Board,
-    start: Square,
-    target_subjobs: int = DEFAULT_TARGET_SUBJOBS,
-    closed: bool = False,
-    max_depth: int = MAX_DEPTH,
-) -> int:
-    """The smallest split depth giving at least ``target_subjobs`` prefixes for ``start``
-    (or ``max_depth``, or the first depth at which every remaining branch is a complete tour or
-    none is left)."""
-    for depth in range(0, max_depth + 1):
-        prefixes = split(board, start, depth, closed)
-        if len(prefixes) >= target_subjobs:
-            return depth
-        if all(len(p) == board.n_squares for p in prefixes):
-            return depth  # nothing left to split: every branch is complete or ruled out
-    return max_depth
-
-
 def warm_up() -> None:
     """Load the compiled counting kernel in this process (compiling it on the first run on a
     machine; later a load from numba's cache), so the first sub-job does not pay for it. For a
@@ -221,14 +196,4 @@ def warm_up() -> None:
     split(Board(3, 4), (0, 0), 1)
 
 
-__all__ = [
-    "knight_graph",
-    "check_prefix",
-    "count_subjob",
-    "split",
-    "fold",
-    "choose_depth",
-    "warm_up",
-    "DEFAULT_TARGET_SUBJOBS",
-    "MAX_DEPTH",
-]
+__all__ = ["knight_graph", "check_prefix", "count_subjob", "split", "fold", "warm_up"]

@@ -30,16 +30,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knights_tour.board import Board, Square
-from knights_tour.core.count_search import (
-    DEFAULT_TARGET_SUBJOBS,
-    MAX_DEPTH,
-    check_prefix,
-    count_subjob,
-    fold,
-    split,
-)
+from knights_tour.core.count_search import check_prefix, count_subjob, fold, split
 from knights_tour.core.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
+
+DEFAULT_TARGET_SUBJOBS = 12
+"""Sub-jobs per counted square that :func:`plan_count`'s default split aims for on boards above
+:data:`FEW_SPLIT_SQUARES` squares."""
+
+MAX_DEPTH = 12
+"""Largest split depth :func:`plan_count`'s default split goes to."""
 
 NO_SPLIT_SQUARES = 25
 """Boards up to this many squares are not split by default (depth 0: one sub-job per counted
@@ -48,7 +48,7 @@ square): a whole count of such a board costs less than sending one task (timings
 
 FEW_SPLIT_SQUARES = 36
 """Boards up to this many squares (and above :data:`NO_SPLIT_SQUARES`) aim by default at
-:data:`FEW_SUBJOBS_PER_SQUARE` sub-jobs per counted square, not ``DEFAULT_TARGET_SUBJOBS``:
+:data:`FEW_SUBJOBS_PER_SQUARE` sub-jobs per counted square, not :data:`DEFAULT_TARGET_SUBJOBS`:
 their whole count is about a second of kernel time, and each sub-job costs round trips
 through Celery and Redis (6x6: 20 sub-jobs instead of 74; ``benchmarks/bench_count_celery.py``)."""
 
@@ -121,9 +121,11 @@ class SubJob:
         try:
             board = Board(int(record["rows"]), int(record["cols"]))
             prefix = check_prefix(board, record["prefix"])
-            weight = int(record.get("weight", 1))
-            if weight < 1:
-                raise InvalidJobError(f"count sub-job weight must be >= 1, got {weight}")
+            weight = record.get("weight", 1)
+            if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+                raise InvalidJobError(
+                    f"count sub-job weight must be an integer >= 1, got {weight!r}"
+                )
             closed = bool(record.get("closed", False))
             return cls(board.rows, board.cols, closed, tuple(prefix), weight)
         except (KeyError, TypeError, ValueError) as exc:
@@ -195,7 +197,7 @@ def plan_count(
     target_subjobs : int, optional
         Sub-jobs per counted square that the default depth aims for (default
         :data:`FEW_SUBJOBS_PER_SQUARE` up to :data:`FEW_SPLIT_SQUARES` squares, else
-        ``DEFAULT_TARGET_SUBJOBS``).
+        :data:`DEFAULT_TARGET_SUBJOBS`).
     use_symmetry : bool
         Count one square per symmetry class (default) or every square directly. With symmetry
         the prefixes of a square are also folded by the symmetries that fix it
