@@ -73,7 +73,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "counts by status, mismatches and an ETA.",
     ),
     "workers": (
-        "ops:workers",
+        "workers:workers",
         "List the live Celery workers and what they are running (Celery ping + inspect active).",
     ),
     "schedule": (

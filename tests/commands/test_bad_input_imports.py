@@ -2,6 +2,7 @@
 malformed size, an unknown solver, a bad limit, ``--workers 0`` without a Redis URL or a
 malformed Redis URL is refused without rich, numpy, the solvers' dependencies, Celery or even
 redis-py; an unreachable Redis with redis-py alone (one PING), not the batch machinery.
+``ktour workers`` refuses a malformed or unreachable Redis URL before it loads Celery.
 
 Each case runs ``python -X importtime -m knights_tour ...`` (Python's own list of every module
 it imported) with a fresh, empty data dir; the message and exit code are those pinned by
@@ -87,3 +88,21 @@ def test_an_unreachable_redis_is_refused_before_the_batch_machinery_loads(
     assert "redis" in modules  # reached through redis-py (connect), as the backend does
     assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
     assert "knights_tour.commands._following" not in modules
+
+
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("redis://127.0.0.1:1/abc", "database 'abc' is not a number"),
+        ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0: "),
+    ],
+)
+def test_workers_refuses_a_bad_redis_before_celery_loads(
+    tmp_path: Path, url: str, fragment: str
+) -> None:
+    proc, modules = _ktour(["workers", "--redis", url], tmp_path / "kt-data")
+    lines = _error_lines(proc)
+    assert proc.returncode == 2 and len(lines) == 1 and fragment in lines[0], proc.stderr[-2000:]
+    assert "knights_tour.service.monitor" in modules  # the list is the real one
+    unwanted = ("numpy", "pyarrow", "celery", "kombu", "billiard")  # rich draws its table
+    assert sorted(m for m in modules if m.split(".")[0] in unwanted) == []

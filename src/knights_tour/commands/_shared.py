@@ -11,6 +11,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,15 @@ def stdout_console() -> Console:
     if not console.is_terminal:
         console = Console(file=sys.stdout, highlight=False, width=160)
     return console
+
+
+def format_utc(t: float | datetime | None) -> str:
+    """``t`` (Unix seconds or a datetime) as ``YYYY-MM-DD HH:MM:SS`` in UTC; ``-`` for None."""
+    if t is None:
+        return "-"
+    if isinstance(t, datetime):
+        return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def write_output(path: str, text: str, what: str) -> None:
@@ -170,6 +180,7 @@ __all__ = [
     "ExitCode",
     "err",
     "note",
+    "format_utc",
     "stdout_console",
     "solver_option",
     "time_limit_option",

@@ -1,4 +1,6 @@
-"""The operations commands of ``ktour``: ``workers``, ``schedule show`` and ``reports``.
+"""The operations commands of ``ktour``: ``schedule show`` and ``reports`` (``workers`` is
+:mod:`knights_tour.commands.workers`, apart so that it loads neither the schedule's celery beat
+nor the record types).
 
 Exit 0 on success, 2 on bad input or an unreachable Redis (a
 :class:`~knights_tour.errors.KnightsTourError` that :func:`knights_tour.cli.main` turns into one
@@ -14,23 +16,11 @@ from typing import Any
 import click
 from rich.table import Table
 
-from knights_tour.commands._shared import ExitCode, stdout_console, url_redis_option
-from knights_tour.errors import KnightsTourError
+from knights_tour.commands._shared import ExitCode, format_utc, stdout_console
 from knights_tour.service import collector
-from knights_tour.service.local import configured_redis_url
-from knights_tour.service.monitor import live_workers
 from knights_tour.service.schedule import load_schedule, next_run_times, schedule_from_settings
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import connect
-
-
-def _iso(t: float | datetime | None) -> str:
-    if t is None:
-        return "-"
-    if isinstance(t, datetime):
-        return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%d %H:%M:%S")
-
 
 # -- schedule show ------------------------------------------------------------------------------
 
@@ -145,7 +135,7 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
             for bid, m in sorted(markers.items(), key=lambda kv: kv[1].get("at", 0))
         ]
         for it in items:
-            it["collected_iso"] = _iso(it.get("at"))
+            it["collected_iso"] = format_utc(it.get("at"))
         source = "Redis"
     else:
         where = reports_dir or get_settings().reports_path
@@ -189,71 +179,10 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
         click.echo("no reports yet")
     if last:
         click.echo(
-            f"last collection: {_iso(last.get('at'))} UTC on {last.get('host')}, "
+            f"last collection: {format_utc(last.get('at'))} UTC on {last.get('host')}, "
             f"{len(last.get('written') or [])} report(s) written"
         )
     return ExitCode.OK
 
 
-# -- workers ------------------------------------------------------------------------------------
-
-
-def _require_url(redis_url: str | None, what: str) -> str:
-    url = configured_redis_url(redis_url)
-    if url is None:
-        raise KnightsTourError(f"{what} needs the workers' Redis URL (--redis URL or KT_REDIS_URL)")
-    return url
-
-
-@click.command("workers")
-@url_redis_option
-@click.option(
-    "--timeout",
-    "timeout",
-    type=float,
-    default=1.0,
-    show_default=True,
-    metavar="S",
-    help="Seconds to wait for the workers' replies.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def workers(redis_url: str | None, timeout: float, as_json: bool) -> ExitCode:
-    """List the live Celery workers and what they are running (Celery ping + inspect active).
-
-    Exit 0 if at least one worker answered, 1 if none did.
-    """
-    if timeout <= 0:
-        raise click.BadParameter("must be positive", param_hint="--timeout")
-    url = _require_url(redis_url, "workers")
-    nodes = live_workers(url, timeout_s=timeout)
-    if as_json:
-        for n in nodes:
-            for t in n["active"]:
-                t.pop("job_dicts", None)
-        click.echo(json.dumps(nodes, indent=2))
-        return ExitCode.OK if nodes else ExitCode.NOT_OK
-    table = Table(title="workers")
-    for col in ("worker", "running", "task", "batch", "jobs", "since (UTC)"):
-        table.add_column(col)
-    for n in nodes:
-        if not n["active"]:
-            table.add_row(n["name"], "idle" if n["answered_inspect"] else "?", "", "", "", "")
-        for i, t in enumerate(n["active"]):
-            table.add_row(
-                n["name"] if i == 0 else "",
-                str(len(n["active"])) if i == 0 else "",
-                str(t["task"]),
-                str(t["batch_id"] or "-"),
-                str(t["jobs"] if t["jobs"] is not None else "-"),
-                _iso(t["started"]),
-            )
-    stdout_console().print(table)
-    if not nodes:
-        click.echo(
-            "no worker answered (start one: celery -A knights_tour.worker worker "
-            "-Q knights_tour -n NAME@%h)"
-        )
-    return ExitCode.OK if nodes else ExitCode.NOT_OK
-
-
-__all__ = ["workers", "schedule_group", "schedule_show", "reports"]
+__all__ = ["schedule_group", "schedule_show", "reports"]
