@@ -186,7 +186,9 @@ def test_run_with_the_same_arguments_resumes_a_submitted_batch(
         str(out_file),
     )
     assert code == 0, err
-    assert f"resuming batch {batch_id}: 7 of 36 jobs already recorded" in err
+    assert (
+        f"resuming batch {batch_id}: 7 of 36 jobs already recorded, not recomputed; 29 sent" in err
+    )
     _exactly_once(out_file, batch_id, early)
 
 

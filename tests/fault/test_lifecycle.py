@@ -84,8 +84,8 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     url = fault_redis.url
     r = connect(url)
     _, jobs, params = make_jobs(["5"], JobOptions(exhaustive=True))
-    first, reused = start_or_resume(url, jobs, params, chunk_size=5)
-    assert reused == 0 and _queued(r) == 5
+    first, reused, sent = start_or_resume(url, jobs, params, chunk_size=5)
+    assert (reused, sent) == (0, 25) and _queued(r) == 5
     cancel_batch(r, first)
     assert _queued(r) == 0
     # As if 7 jobs had been recorded before the interruption.
@@ -103,8 +103,8 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
                 worker="before-the-interruption",
             ),
         )
-    again, reused = start_or_resume(url, jobs, params, chunk_size=5)
-    assert (again, reused) == (first, 7)
+    again, reused, sent = start_or_resume(url, jobs, params, chunk_size=5)
+    assert (again, reused, sent) == (first, 7, 18)
     assert store.batch_state(r, again) is None  # no longer cancelled
     assert _queued(r) == 4  # 18 unrecorded jobs in chunks of 5
     worker_pool.start("life-b")
@@ -114,8 +114,8 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     assert len(kept) == 7, "a recorded job was computed again"
     # Other params are another batch; --fresh is a new batch even with the same ones.
     assert batch_digest(jobs, {**params, "closed": True}) != batch_digest(jobs, params)
-    fresh, reused = start_or_resume(url, jobs, params, chunk_size=25, fresh=True)
-    assert fresh != first and reused == 0
+    fresh, reused, sent = start_or_resume(url, jobs, params, chunk_size=25, fresh=True)
+    assert fresh != first and (reused, sent) == (0, 25)
 
 
 def test_cancel_command(fault_redis, capsys):

@@ -132,16 +132,16 @@ def test_a_second_identical_run_sends_nothing_while_the_first_carries_every_job(
     url = fault_redis.url
     r = connect(url)
     _, jobs, params = make_jobs(["5", "6"], JobOptions())
-    first, reused = start_or_resume(url, jobs, params, chunk_size=5)
-    assert reused == 0
+    first, reused, sent = start_or_resume(url, jobs, params, chunk_size=5)
+    assert (reused, sent) == (0, len(jobs))
     before = _sent(r, first)
     assert before == Counter(j.key for j in jobs)
     # A worker of the first run took a task and holds its jobs now.
     led = Ledger.for_batch(first)
     held = _take_one_task(r)
     _claimed(r, led, "host:4:alive", held, live=True)
-    again, reused = start_or_resume(url, jobs, params, chunk_size=5)
-    assert (again, reused) == (first, 0)
+    again, reused, sent = start_or_resume(url, jobs, params, chunk_size=5)
+    assert (again, reused, sent) == (first, 0, 0)
     assert _sent(r, first) == before - Counter(held)  # nothing sent twice
     # Cancelled (its queued tasks dropped), the same run sends every job nobody holds.
     cancel_batch(r, first)

@@ -185,7 +185,7 @@ def submit_and_follow(
         backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
 
     try:
-        batch_id, reused = start_or_resume(
+        batch_id, reused, sent = start_or_resume(
             backend.url, jobs, params, chunk, fresh=fresh, on_id=on_id
         )
     except KeyboardInterrupt:
@@ -196,7 +196,7 @@ def submit_and_follow(
     if reused or any(resumed):
         note(
             f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
-            f"recorded, not recomputed; {len(jobs) - reused} sent to "
+            f"recorded, not recomputed; {sent} sent to "
             f"{backend.where} (--fresh starts over)"
         )
     else:

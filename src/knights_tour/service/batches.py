@@ -321,7 +321,7 @@ def start_or_resume(
     chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     fresh: bool = False,
     on_id: Callable[[str], None] | None = None,
-) -> tuple[str, int]:
+) -> tuple[str, int, int]:
     """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params``
     (made by ``ktour run``, ``ktour submit`` or a schedule sweep; cancelled, timed out or
     abandoned), sending only its jobs without a record that no queued task or live worker
@@ -334,8 +334,9 @@ def start_or_resume(
 
     Returns
     -------
-    (batch_id, reused)
-        ``reused``: jobs already recorded, not sent again (0 for a new batch).
+    (batch_id, reused, sent)
+        ``reused``: jobs already recorded, not sent again (0 for a new batch); ``sent``: jobs
+        sent now (all of a new batch's).
 
     Raises
     ------
@@ -349,13 +350,13 @@ def start_or_resume(
         if old is not None and not store.batch_status(r, old, max_missing=0)["complete"]:
             if on_id is not None:
                 on_id(old)
-            reused, _sent = resume_batch(redis_url, old, chunk_size)
-            return old, reused
+            reused, sent = resume_batch(redis_url, old, chunk_size)
+            return old, reused, sent
         batch_id = store.new_batch_id()
         if on_id is not None:
             on_id(batch_id)
         submit_batch(redis_url, jobs, params, chunk_size, batch_id=batch_id)
-        return batch_id, 0
+        return batch_id, 0, len(jobs)
     finally:
         r.close()
 
