@@ -148,3 +148,16 @@ def test_a_second_identical_run_sends_nothing_while_the_first_carries_every_job(
     assert _sent(r, first) == Counter()
     assert resume_batch(url, first, chunk_size=5) == (0, len(jobs) - len(held))
     assert _sent(r, first) == Counter(j.key for j in jobs) - Counter(held)
+
+
+def test_ending_the_leases_of_killed_processes_ends_only_theirs(fault_redis):
+    r = connect(fault_redis.url)
+    for token in ("box:11:a", "box:11:b", "box:111:c", "other:11:d"):
+        assert leases.open_lease(r, token, 60_000)
+    assert sorted(leases.end_leases_of(r, "box", [11, 12])) == ["box:11:a", "box:11:b"]
+    assert [bool(r.exists(keys.lease(t))) for t in ("box:11:a", "box:111:c", "other:11:d")] == [
+        False,
+        True,
+        True,
+    ]
+    assert leases.end_leases_of(r, "box", []) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from knights_tour.service.launching import (
     worker_log_dir,
 )
 from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.store import keys
+from knights_tour.store import keys, leases
 from knights_tour.store.connection import connect, mask_url
 
 NO_WORKERS_WARNING = (
@@ -206,21 +207,27 @@ class Backend:
         """Stop :attr:`pending` now (the command is leaving it: timeout, Ctrl-C, error): kill
         the local workers first (their running jobs are not worth waiting for; nothing of the
         work changes after this), then call its ``stop`` on a fresh connection (an interrupt
-        may have cut a reply on :attr:`client`). Returns the tasks dropped (queued, or held by
-        the killed workers), or None if nothing was pending or Redis could not be reached
-        (best effort)."""
+        may have cut a reply on :attr:`client`), then end the killed workers' leases
+        (:func:`knights_tour.store.leases.end_leases_of`). Returns the tasks dropped (queued,
+        or held by the killed workers), or None if nothing was pending or Redis could not be
+        reached (best effort)."""
         self.hurry = True
-        if self.workers is not None:
-            self.workers.kill()
+        killed = self.workers.kill() if self.workers is not None else []
         stop, self.pending, self.stop_pending = self.stop_pending, None, None
-        if stop is None:
+        if stop is None and not killed:
             return None
-        self.stop_last = stop
+        if stop is not None:
+            self.stop_last = stop
         try:
             client = connect(self.url)
             try:
-                return stop(client)
+                return None if stop is None else stop(client)
             finally:
+                # After the stop (a cancelled batch is not recovered): what the killed workers
+                # held is lost now, not when their leases would run out, so a resume takes it
+                # at once as a fresh start instead of leaving it to recovery.
+                with contextlib.suppress(redis.RedisError):
+                    leases.end_leases_of(client, socket.gethostname(), killed)
                 client.close()
         except (redis.RedisError, KnightsTourError):
             return None

@@ -268,14 +268,17 @@ class LocalWorkers:
             raise
         _kill_all(procs, family)
 
-    def kill(self) -> None:
+    def kill(self) -> list[int]:
         """Stop the workers we started at once: SIGKILL to each worker main process and its
-        pool children, then reap them. Only for workers that hold no task message (none
-        running, none reserved), e.g. once the broker's unacknowledged-message hash is empty:
-        nothing is then lost, and neither Celery's warm nor its cold shutdown (each about a
-        second or two, pool join and connection teardown included) is paid."""
+        pool children, then reap them; returns their PIDs (all gone now). Only for workers
+        that hold no task message (none running, none reserved), e.g. once the broker's
+        unacknowledged-message hash is empty: nothing is then lost, and neither Celery's warm
+        nor its cold shutdown (each about a second or two, pool join and connection teardown
+        included) is paid."""
         procs, self.procs = self.procs, []
-        _kill_all(procs, _descendants(procs))
+        family = _descendants(procs)
+        _kill_all(procs, family)
+        return [p.pid for p in procs] + [p.pid for p in family]
 
     def kill_one(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` to the pool child of worker ``index`` (or the worker itself if it has
