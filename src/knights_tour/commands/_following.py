@@ -252,7 +252,8 @@ def resume_and_follow(
 ) -> Outcome:
     """``ktour resume`` on a backend opened without workers: an unknown batch is an error; a
     complete one is just collected; otherwise the workers are started, its jobs without a
-    record sent again (its queued tasks dropped first) and it is :func:`follow`\\ ed.
+    record that no queued task or live worker carries sent once
+    (:func:`~knights_tour.service.batches.resume_batch`) and it is :func:`follow`\\ ed.
 
     Raises
     ------
