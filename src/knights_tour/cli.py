@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "solve:solve",
         "Solve one job in-process: a knight's tour of SIZE (8 or 6x8) from START (a1 or r,c).",
     ),
-    "verify": ("solve:verify", "Check the tour in FILE ('-' = stdin)."),
+    "verify": ("verify:verify", "Check the tour in FILE ('-' = stdin)."),
     "run": (
         "lifecycle:run",
         "Run a batch: one job per start square of every board, in parallel, and collect it.",

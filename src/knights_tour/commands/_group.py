@@ -16,8 +16,8 @@ from typing import Any
 import click
 
 PACKAGE = "knights_tour.commands"
-"""Where a table's ``module`` names are looked up (``"solve:verify"`` means
-``knights_tour.commands.solve.verify``)."""
+"""Where a table's ``module`` names are looked up (``"solve:solve"`` means
+``knights_tour.commands.solve.solve``)."""
 
 
 class LazyGroup(click.Group):
