@@ -136,6 +136,7 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
         ("6x6", ["--sizes", "6", "--workers", "1", "--repeats", "1", "--json", "{tmp}/out.json"]),
         ("synthetic", ["--synthetic-sizes", "5", "--repeats", "1", "--json", "{tmp}/out.json"]),
     ],
+    "bench_bad_input.py": [("one", ["--repeats", "1", "--json", "{tmp}/out.json"])],
     "bench_startup.py": [
         ("one", ["--repeats", "1", "--split-repeats", "0", "--json", "{tmp}/out.json"])
     ],
