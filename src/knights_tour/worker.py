@@ -114,6 +114,9 @@ def celery_config(settings: Settings, url: str | None = None) -> dict:
     }
     return {
         "broker_url": url,
+        # kombu's Redis transport, with an ack that frees its prefetch slot when Redis does not
+        # answer (knights_tour.broker_transport).
+        "broker_transport": "knights_tour.broker_transport:Transport",
         "result_backend": url,
         "task_serializer": "json",
         "result_serializer": "json",
