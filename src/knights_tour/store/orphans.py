@@ -201,30 +201,34 @@ def take_for_resend(
         If Redis is unreachable.
     """
     grace, now = _grace(requeue_grace_s, None)
-    marked: list[str] = []
-    for i in range(0, len(candidates), SCRIPT_BATCH):
-        part = list(candidates[i : i + SCRIPT_BATCH])
-        marked += [
-            text(k)
-            for k in r.eval(
-                _RESEND_LUA,
-                4,
-                led.done,
-                led.started,
-                led.requeued,
-                led.attempts,
-                f"{now:.3f}",
-                grace,
-                keys.lease_prefix(),
-                int(get_settings().max_attempts),
-                *part,
-            )
-            or []
-        ]
+    marked = _run_in_parts(
+        r,
+        _RESEND_LUA,
+        led,
+        candidates,
+        f"{now:.3f}",
+        grace,
+        keys.lease_prefix(),
+        int(get_settings().max_attempts),
+    )
     if not marked:
         return []
     raw = r.hmget(led.items, marked)
     return [(k, text(v)) for k, v in zip(marked, raw, strict=True) if v is not None]
+
+
+def _run_in_parts(
+    r: redis.Redis, script: str, led: Ledger, candidates: Sequence[str], *args: Any
+) -> list[str]:
+    """Run ``script`` (KEYS: the ledger's done, started, requeued, attempts; ARGV: ``args``,
+    then item keys) over ``candidates``, :data:`SCRIPT_BATCH` items per call; the item keys
+    its calls returned, in order."""
+    out: list[str] = []
+    for i in range(0, len(candidates), SCRIPT_BATCH):
+        part = list(candidates[i : i + SCRIPT_BATCH])
+        reply = r.eval(script, 4, led.done, led.started, led.requeued, led.attempts, *args, *part)
+        out += [text(k) for k in reply or []]
+    return out
 
 
 def take_for_resume(
@@ -265,23 +269,15 @@ def take_for_resume(
         If Redis is unreachable.
     """
     grace, now = _grace(requeue_grace_s, None)
-    taken: list[str] = []
-    for i in range(0, len(candidates), SCRIPT_BATCH):
-        part = list(candidates[i : i + SCRIPT_BATCH])
-        reply = r.eval(
-            _RESUME_LUA,
-            4,
-            led.done,
-            led.started,
-            led.requeued,
-            led.attempts,
-            f"{now:.3f}",
-            grace if honour_resends else -1,
-            keys.lease_prefix(),
-            *part,
-        )
-        taken += [text(k) for k in reply or []]
-    return taken
+    return _run_in_parts(
+        r,
+        _RESUME_LUA,
+        led,
+        candidates,
+        f"{now:.3f}",
+        grace if honour_resends else -1,
+        keys.lease_prefix(),
+    )
 
 
 def find_unclaimed(
