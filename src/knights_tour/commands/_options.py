@@ -112,7 +112,14 @@ yes_option = click.option(
 """``--yes`` of ``run``, ``submit`` and ``count``."""
 
 
+def timeout_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--timeout S`` (seconds, default none) with the command's own ``help``: what it gives
+    up on and how it ends."""
+    return click.option("--timeout", "timeout", type=float, default=None, metavar="S", help=help)
+
+
 __all__ = [
+    "timeout_option",
     "solver_option",
     "time_limit_option",
     "node_limit_option",

@@ -21,7 +21,13 @@ from knights_tour.commands._records import (
     wait_with_progress,
     write_records,
 )
-from knights_tour.commands._shared import ExitCode, check_out_path, redis_option, stdout_console
+from knights_tour.commands._shared import (
+    ExitCode,
+    check_out_path,
+    redis_option,
+    stdout_console,
+    timeout_option,
+)
 from knights_tour.service.local import open_store
 from knights_tour.service.monitor import batch_states
 from knights_tour.service.status import shown_params, stalled_batches
@@ -46,14 +52,7 @@ from knights_tour.store.batches import CANCELLED, batch_state, batch_status, lis
     help="Write the records to FILE atomically instead of stdout (needed for parquet).",
 )
 @click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
-@click.option(
-    "--timeout",
-    "timeout",
-    type=float,
-    default=None,
-    metavar="S",
-    help="With --wait: give up after S seconds.",
-)
+@timeout_option("With --wait: give up after S seconds.")
 @redis_option
 def collect(
     batch_id: str,

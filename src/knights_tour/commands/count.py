@@ -27,6 +27,7 @@ from knights_tour.commands._shared import (
     require_non_negative,
     require_positive,
     require_workers,
+    timeout_option,
     workers_option,
     yes_option,
 )
@@ -208,14 +209,9 @@ def _print_report(
     help="DP only: bound on one layer's table (GiB); a layer that needs more is built in parts.",
 )
 @redis_option
-@click.option(
-    "--timeout",
-    "timeout",
-    type=float,
-    default=None,
-    metavar="S",
-    help="Stop after S seconds: its queued sub-jobs are dropped, partial counts "
-    "stay stored (the same command resumes); exit 1.",
+@timeout_option(
+    "Stop after S seconds: its queued sub-jobs are dropped, partial counts "
+    "stay stored (the same command resumes); exit 1."
 )
 @yes_option
 def count(

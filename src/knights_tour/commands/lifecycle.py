@@ -42,6 +42,7 @@ from knights_tour.commands._options import (
     redis_option,
     solver_option,
     time_limit_option,
+    timeout_option,
     url_redis_option,
     workers_option,
     yes_option,
@@ -159,14 +160,9 @@ _out_option = click.option(
     help="File for all records: JSON Lines, or Parquet if FILE ends in .parquet "
     "(default results-<batch>.jsonl; '-' = stdout).",
 )
-_timeout_option = click.option(
-    "--timeout",
-    "timeout",
-    type=float,
-    default=None,
-    metavar="S",
-    help="Give up S seconds after the start: the batch is cancelled (only its own queued "
-    "tasks dropped), its records kept, and 'ktour resume BATCH' continues it; exit 1.",
+_timeout_option = timeout_option(
+    "Give up S seconds after the start: the batch is cancelled (only its own queued "
+    "tasks dropped), its records kept, and 'ktour resume BATCH' continues it; exit 1."
 )
 
 

@@ -25,7 +25,7 @@ import click
 import redis
 
 from knights_tour.commands._errors import ExitCode
-from knights_tour.commands._options import redis_option
+from knights_tour.commands._options import redis_option, timeout_option
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.durations import format_eta
 from knights_tour.service.local import open_store
@@ -184,14 +184,7 @@ def _watch(
     metavar="S",
     help="With --watch: seconds between refreshes.",
 )
-@click.option(
-    "--timeout",
-    "timeout",
-    type=float,
-    default=None,
-    metavar="S",
-    help="With --watch: stop after S seconds.",
-)
+@timeout_option("With --watch: stop after S seconds.")
 def status(
     batch_id: str | None,
     redis_url: str | None,
