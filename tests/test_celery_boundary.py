@@ -12,38 +12,19 @@ colour, so a sweep of 5x5 has 13 found and 12 no_tour.
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from _importtime import run_importtime
 
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.store.batches import create_batch, save_record
 
-_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|(\s*)(\S+)$")
-
-
-def _imported_modules(stderr: str) -> set[str]:
-    """The modules ``-X importtime`` reports (one line each on stderr)."""
-    return {m.group(2) for line in stderr.splitlines() if (m := _IMPORTED.match(line))}
-
 
 def _ktour(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
-    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
-    env["KT_DATA_DIR"] = str(tmp / "data")
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "knights_tour", *args],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    return proc, _imported_modules(proc.stderr)
+    return run_importtime(["-m", "knights_tour", *args], tmp / "data", tmp)
 
 
 def _celery_modules(modules: set[str]) -> list[str]:
@@ -64,14 +45,9 @@ def tour_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_probe_sees_celery_where_it_is_loaded(tmp_path: Path):
     """The check can fail: a process that imports the Celery app module is caught by it."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import knights_tour.worker"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc, modules = run_importtime(["-c", "import knights_tour.worker"], tmp_path, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {"celery", "kombu"} <= set(_celery_modules(_imported_modules(proc.stderr)))
+    assert {"celery", "kombu"} <= set(_celery_modules(modules))
 
 
 @pytest.mark.parametrize(

@@ -11,17 +11,13 @@ tests/commands/test_failures.py. Port 1 of the loopback has no server: connectio
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _importtime import run_importtime
 
 pytestmark = pytest.mark.process
-
-_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
 
 HEAVY = ("numpy", "numba", "ortools", "pyarrow", "rich", "celery", "kombu", "billiard", "psutil")
 """Top-level packages a refused ``ktour run`` / ``submit`` must not load."""
@@ -29,18 +25,7 @@ HEAVY = ("numpy", "numba", "ortools", "pyarrow", "rich", "celery", "kombu", "bil
 
 def _ktour(args: list[str], data_dir: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
     """``python -X importtime -m knights_tour ARGS``: the process and the modules it loaded."""
-    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
-    env["KT_DATA_DIR"] = str(data_dir)
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "knights_tour", *args],
-        cwd=data_dir.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    modules = {m.group(1) for line in proc.stderr.splitlines() if (m := _IMPORTED.match(line))}
-    return proc, modules
+    return run_importtime(["-m", "knights_tour", *args], data_dir, data_dir.parent)
 
 
 def _error_lines(proc: subprocess.CompletedProcess) -> list[str]:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _importtime import run_importtime
 
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.service.embedded_redis import EmbeddedRedis
@@ -32,8 +31,6 @@ from knights_tour.store import batches as store
 from knights_tour.store import leases
 from knights_tour.store.connection import connect
 from knights_tour.store.ledger import Ledger
-
-_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
 
 HEAVY = ("numpy", "numba", "ortools", "rich", "celery", "kombu", "billiard")
 """Top-level packages ``ktour status`` must not load."""
@@ -50,18 +47,7 @@ DONE = 5
 
 def _python(args: list[str], data_dir: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
     """``python -X importtime ARGS`` on ``data_dir``: the process and the modules it loaded."""
-    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
-    env["KT_DATA_DIR"] = str(data_dir)
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *args],
-        cwd=data_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    modules = {m.group(1) for line in proc.stderr.splitlines() if (m := _IMPORTED.match(line))}
-    return proc, modules
+    return run_importtime(args, data_dir, data_dir)
 
 
 def _unwanted(modules: set[str]) -> list[str]:

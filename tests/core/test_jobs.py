@@ -391,20 +391,8 @@ def test_a_disagreement_on_existence_is_a_mismatch_even_when_the_tour_check_runs
     answer of 'no tour' whose check of that tour ran out of time: still a mismatch, never
     'not checked' - a disagreement is never hidden by a time-out of the tour check."""
     import knights_tour.solvers.cpsat as cpsat
-    from knights_tour.result import Proof
 
-    def solve(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
-        return Record(
-            rows=board.rows,
-            cols=board.cols,
-            start=start,
-            solver="cpsat",
-            closed=closed,
-            status=Status.NO_TOUR,
-            proof=Proof.CPSAT,
-        )
-
-    monkeypatch.setattr(cpsat, "solve", solve)
+    monkeypatch.setattr(cpsat, "solve", _fake_cpsat("no_tour", "cpsat"))
     monkeypatch.setattr(cpsat, "check_tour", lambda *args, **kwargs: None)
     rec = run_job(Job(5, 5, (0, 0), verify="cpsat"))
     assert rec.status == Status.FOUND and rec.checks.verifier is True
