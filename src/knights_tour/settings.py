@@ -17,6 +17,9 @@ variable                       meaning                                          
 ``KT_TASK_GRACE_S``            a chunk task's hard limit after its soft one (time to     30
                                store what is done and hand the rest back), seconds
 ``KT_VISIBILITY_TIMEOUT_S``    Redis visibility timeout, seconds (> hard limit)          420
+``KT_DP_TASK_BUDGET_S``        seconds a frontier-DP count task runs layers before it    soft -
+                               re-sends itself to go on (unset: the soft limit less      margin
+                               ``KT_TASK_MARGIN_S``)
 ``KT_JOB_TIME_LIMIT_S``        time budget per job (solver + cross-check), seconds       60
 ``KT_CPSAT_TIME_LIMIT_S``      CP-SAT limit when no job budget is given, seconds         60
 ``KT_RESULT_TTL_S``            expire stored records after this many seconds; 0 = never  0
@@ -91,6 +94,7 @@ class Settings(msgspec.Struct, kw_only=True):
     task_margin_s: Annotated[float, Meta(ge=0)] = 30.0
     task_grace_s: Annotated[float, Meta(gt=0)] = 30.0
     visibility_timeout_s: Annotated[float, Meta(gt=0)] = 420.0
+    dp_task_budget_s: Annotated[float, Meta(gt=0)] | None = None
     job_time_limit_s: Annotated[float, Meta(gt=0)] = 60.0
     cpsat_time_limit_s: Annotated[float, Meta(gt=0)] = 60.0
     result_ttl_s: Annotated[int, Meta(ge=0)] = 0

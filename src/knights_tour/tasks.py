@@ -86,10 +86,17 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run count sub-jobs of ``count_id`` and store their partial counts
     (:func:`knights_tour.service.count_execution.run_count_chunk`; at the soft time limit the
-    sub-jobs not counted are handed back); returns its summary dict."""
+    sub-jobs not counted are handed back); a frontier-DP count's sub-jobs (``"kind": "dp"``)
+    go to :func:`knights_tour.service.dp_execution.run_dp_chunk` (a sweep longer than the
+    task's budget is sent on as a continuation). Returns its summary dict."""
+    node = getattr(self.request, "hostname", None)
+    first = subjob_dicts[0] if isinstance(subjob_dicts, list) and subjob_dicts else None
+    if isinstance(first, dict) and first.get("kind") == "dp":  # a frontier-DP count's sub-jobs
+        from knights_tour.service import dp_execution  # on first use: see the module docstring
+
+        return dp_execution.run_dp_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
     from knights_tour.service import count_execution  # on first use: see the module docstring
 
-    node = getattr(self.request, "hostname", None)
     return count_execution.run_count_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
 
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from knights_tour.commands.count_dp import _LayerProgress
-from knights_tour.core.frontier_run import LayerStat
+from knights_tour.commands import count_dp
+from knights_tour.commands.count_dp import _WorkerProgress
 
 
 def _ktour(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -56,12 +56,35 @@ def test_closed_dp_is_one_line(tmp_path):
 
 
 def test_progress_eta_from_the_estimate_then_the_runs_own_rate():
-    progress = _LayerProgress(estimate=1_000_000)
-    progress("trunk0", LayerStat(0, 1, 1, 0.001, 1), 10)  # too small to time
-    assert progress.eta() == "~ 0% of the estimated 1e+06 transitions, ETA ~ 2 s"
-    progress("trunk0", LayerStat(1, 10, 249_999, 10.0, 1), 10)  # 25,000 a second
-    assert progress.eta() == "~ 25% of the estimated 1e+06 transitions, ETA ~ 30 s"
-    progress("trunk0", LayerStat(2, 10, 750_000, 1.0, 1), 10)  # exactly the estimate
-    assert progress.eta() == "~ 100% of the estimated 1e+06 transitions, ETA ~ 0 s"
-    progress("trunk0", LayerStat(3, 10, 50_000, 1.0, 1), 10)
-    assert progress.eta().startswith("past the estimated 1e+06 transitions")
+    progress = _WorkerProgress(estimate=1_000_000)
+    progress.base, progress.began = 0, 100.0  # this run began at t=100 s with nothing done
+    assert progress.eta(1, 100.0) == "~ 0% of the estimated 1e+06 transitions, ETA ~ 2 s"
+    # 250,000 in 10 s: 25,000 a second
+    assert progress.eta(250_000, 110.0) == "~ 25% of the estimated 1e+06 transitions, ETA ~ 30 s"
+    assert progress.eta(1_000_000, 120.0) == "~ 100% of the estimated 1e+06 transitions, ETA ~ 0 s"
+    assert progress.eta(1_050_000, 121.0).startswith("past the estimated 1e+06 transitions")
+
+
+def test_progress_lines_from_the_workers_records(monkeypatch):
+    lines: list[str] = []
+    monkeypatch.setattr(count_dp, "note", lines.append)
+    progress = _WorkerProgress(estimate=1_000)
+    rec = {
+        "sweep": "trunk-a",
+        "step": 4,
+        "n_steps": 10,
+        "states": 1234,
+        "transitions": 500,
+        "seconds": 0.5,
+        "parts": 1,
+        "done_transitions": 600,
+        "at": 1.0,
+    }
+    progress({"k": rec})
+    assert lines and lines[-1].startswith(
+        "dp trunk-a: layer 5/10, 1,234 states, 1,000 transitions/s"
+    )
+    progress({"k": rec})  # nothing moved: no line
+    assert len(lines) == 1
+    progress({"k": rec | {"step": 9, "at": 2.0}})  # a sweep's last layer is always shown
+    assert len(lines) == 2 and "layer 10/10" in lines[-1]

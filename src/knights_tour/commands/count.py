@@ -32,7 +32,7 @@ from knights_tour.commands._shared import (
     yes_option,
 )
 from knights_tour.commands.count_dp import run_dp_count
-from knights_tour.core.count_method import METHODS, MethodChoice, choose_method, dp_uses_halves
+from knights_tour.core.count_method import METHODS, MethodChoice, choose_method
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import stop_count, submit_count, wait_for_count
@@ -206,7 +206,9 @@ def _print_report(
     default=8.0,
     show_default=True,
     metavar="G",
-    help="DP only: bound on one layer's table (GiB); a layer that needs more is built in parts.",
+    help="DP only: bound on the layers' tables of all local workers together (GiB; each of "
+    "K local workers gets G/K); with --redis and no --workers, the bound per DP task (each "
+    "worker process running one). A layer that needs more is built in parts.",
 )
 @redis_option
 @timeout_option(
@@ -251,15 +253,18 @@ def count(
     check_out_path(out)
     require_positive(memory_gb, "--memory-gb")
     choice = choose_method(board, closed=closed, method=method)
-    if choice.method == "dp":  # in this process: one machine, one core
-        dp_s = dp_count_s(board, start_sq is not None, halves=dp_uses_halves(board))
+    if choice.method == "dp":  # on the workers: a sub-job per trunk and per start class
+        dp_s = dp_count_s(board, start_sq is not None, halves=False)
         confirm_big(
             f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
-            "in this process",
+            "of worker time (its trunk alone is one sweep: about half of it on 2 workers)",
             count_concerns(dp_s, 1),
             yes,
         )
-        return run_dp_count(board, start_sq, choice, memory_gb=memory_gb, as_json=as_json, out=out)
+        where = {"redis_url": redis_url, "workers": workers, "fresh": fresh, "timeout": timeout}
+        return run_dp_count(
+            board, start_sq, choice, memory_gb=memory_gb, as_json=as_json, out=out, **where
+        )
     plan = plan_count(board, start_sq, closed=closed, depth=depth, use_symmetry=not no_symmetry)
     _confirm_enumeration(board, plan, start_sq, closed, no_symmetry, workers, yes)
     params = {

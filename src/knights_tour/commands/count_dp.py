@@ -1,73 +1,44 @@
-"""``ktour count`` by the frontier DP: runs the count in this process, prints progress per layer
-and the same grid as an enumeration.
+"""``ktour count`` by the frontier DP: runs the count on the Celery workers (one sub-job per
+trunk and per searched start class, :mod:`knights_tour.service.dp_counts`), prints progress per
+layer from what the workers report, and the same grid as an enumeration.
 
-The DP (:mod:`knights_tour.core.count_method`) checkpoints every layer under
-``KT_DATA_DIR/frontier``, so running the same command again after an interruption resumes from
-the last finished layer. This module renders; :mod:`knights_tour.commands.count` declares the
-options and picks the method.
+The workers checkpoint every layer under their ``KT_DATA_DIR/frontier``; the sub-jobs' results
+are stored in Redis, so running the same command again after an interruption skips what is
+stored and resumes each sweep from its last finished layer. This module renders;
+:mod:`knights_tour.commands.count` declares the options and picks the method.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from typing import Any
 
 import click
 
 from knights_tour.board import Board, Square
-from knights_tour.commands._shared import ExitCode, note
-from knights_tour.core.count_method import MethodChoice, dp_count, dp_uses_halves
+from knights_tour.commands._shared import ExitCode, note, progress_hooks
+from knights_tour.core.count_method import MethodChoice
 from knights_tour.core.counting import CountReport
-from knights_tour.core.frontier_run import LayerStat
+from knights_tour.core.dp_jobs import dp_plan
 from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.service.counts import stop_count
+from knights_tour.service.dp_counts import (
+    assemble_dp_count,
+    dp_count_id,
+    dp_items,
+    register_dp_count,
+    wait_for_dp_count,
+)
 from knights_tour.service.estimate import DP_TRANSITIONS_PER_S, dp_count_transitions, format_hours
+from knights_tour.service.local import Backend, open_backend
+from knights_tour.service.waiting import WaitHooks
 from knights_tour.settings import get_settings
+from knights_tour.store import counts as count_store
 
 PROGRESS_EVERY_S = 10.0
 """Least seconds between two progress lines (the last layer of a sweep is always shown)."""
-
-
-class _LayerProgress:
-    """One stderr line per layer at most every :data:`PROGRESS_EVERY_S` seconds: sweep, layer,
-    states, transitions per second, and the share of the estimated work done with an ETA.
-
-    ``estimate`` is the count's estimated transitions
-    (:func:`knights_tour.service.estimate.dp_count_transitions`, within about 2x); the ETA is
-    what is left of it at this run's own rate so far (the estimate's rate until 1% of it is
-    done: the first layers are too small to time). Layers resumed from checkpoints are not
-    counted as done, so after a resume the ETA is an upper bound."""
-
-    def __init__(self, estimate: float) -> None:
-        self.last = 0.0
-        self.estimate = estimate
-        self.done = 0
-        self.seconds = 0.0
-
-    def __call__(self, name: str, stat: LayerStat, n_steps: int) -> None:
-        self.done += stat.transitions
-        self.seconds += stat.seconds
-        now = time.monotonic()
-        if now - self.last < PROGRESS_EVERY_S and stat.step + 1 < n_steps:
-            return
-        self.last = now
-        rate = stat.transitions / stat.seconds if stat.seconds > 0 else 0.0
-        parts = f", {stat.parts} parts" if stat.parts > 1 else ""
-        note(
-            f"dp {name}: layer {stat.step + 1}/{n_steps}, {stat.states:,} states, "
-            f"{rate:,.0f} transitions/s{parts}; {self.eta()}"
-        )
-
-    def eta(self) -> str:
-        """``"~ 38% of the estimated 1.5e+09 transitions, ETA ~ 27 min"`` (or past it)."""
-        if self.done > self.estimate:
-            return f"past the estimated {self.estimate:.2g} transitions, ETA unknown"
-        timed = self.done >= 0.01 * self.estimate and self.seconds > 0
-        rate = self.done / self.seconds if timed else DP_TRANSITIONS_PER_S
-        left_s = (self.estimate - self.done) / rate
-        return (
-            f"~ {100 * self.done / self.estimate:.0f}% of the estimated "
-            f"{self.estimate:.2g} transitions, ETA ~ {format_hours(left_s / 3600)}"
-        )
 
 
 def _grid_lines(report: CountReport) -> list[str]:
@@ -85,6 +56,62 @@ def _grid_lines(report: CountReport) -> list[str]:
     return lines
 
 
+def _progress_line(key: str, rec: dict[str, Any]) -> str:
+    parts = f", {rec['parts']} parts" if int(rec.get("parts") or 1) > 1 else ""
+    secs = float(rec.get("seconds") or 0.0)
+    rate = int(rec.get("transitions") or 0) / secs if secs > 0 else 0.0
+    return (
+        f"dp {rec.get('sweep', key)}: layer {int(rec['step']) + 1}/{rec['n_steps']}, "
+        f"{int(rec['states']):,} states, {rate:,.0f} transitions/s{parts}"
+    )
+
+
+class _WorkerProgress:
+    """Progress lines of a DP count on the workers, from the sweeps' records in Redis (one per
+    sweep: its last checkpointed layer): at most one line every :data:`PROGRESS_EVERY_S`
+    seconds (and each sweep's last layer), the layer of the sweep that moved last, with the
+    share of the estimated transitions done over all sweeps and an ETA at this run's rate
+    (the estimate's rate, times the sweeps running, until 1% is done)."""
+
+    def __init__(self, estimate: float) -> None:
+        self.estimate = estimate
+        self.began = time.monotonic()
+        self.base: int | None = None
+        self.last_line = 0.0
+        self.seen: dict[str, Any] = {}
+
+    def __call__(self, records: dict[str, dict[str, Any]]) -> None:
+        done = sum(int(r.get("done_transitions") or 0) for r in records.values())
+        if self.base is None:
+            self.base = done
+        moved = [(k, r) for k, r in records.items() if r.get("at") != self.seen.get(k)]
+        for k, r in moved:
+            self.seen[k] = r.get("at")
+        if not moved:
+            return
+        now = time.monotonic()
+        key, rec = max(moved, key=lambda kr: float(kr[1].get("at") or 0.0))
+        finished = any(int(r["step"]) + 1 >= int(r["n_steps"]) for _, r in moved)
+        if now - self.last_line < PROGRESS_EVERY_S and not finished:
+            return
+        self.last_line = now
+        note(f"{_progress_line(key, rec)}; {self.eta(done, now)}")
+
+    def eta(self, done: int, now: float) -> str:
+        """``"~ 38% of the estimated 1.5e+09 transitions, ETA ~ 27 min"`` (or past it)."""
+        if done > self.estimate:
+            return f"past the estimated {self.estimate:.2g} transitions, ETA unknown"
+        ran = done - (self.base or 0)
+        wall = now - self.began
+        timed = ran >= 0.01 * self.estimate and wall > 0
+        rate = ran / wall if timed else DP_TRANSITIONS_PER_S
+        left_s = (self.estimate - done) / rate
+        return (
+            f"~ {100 * done / self.estimate:.0f}% of the estimated "
+            f"{self.estimate:.2g} transitions, ETA ~ {format_hours(left_s / 3600)}"
+        )
+
+
 def run_dp_count(
     board: Board,
     start_sq: Square | None,
@@ -93,28 +120,133 @@ def run_dp_count(
     memory_gb: float,
     as_json: bool,
     out: str | None,
+    redis_url: str | None = None,
+    workers: int | None = None,
+    fresh: bool = False,
+    timeout: float | None = None,
 ) -> ExitCode:
-    """Count by the DP in this process and print (or write) the report; exit code 0."""
-    note(f"method: {choice.reason}")
-    checkpoints = get_settings().data_dir / "frontier"
+    """Count by the DP on the Celery workers (one sub-job per trunk and per searched start
+    class, :mod:`knights_tour.service.dp_counts`) and print (or write) the report. Exit 0
+    when complete, 1 when stopped (timeout) or a sub-job failed, 130 on Ctrl-C (stored
+    results and checkpoints kept: the same command resumes)."""
+    plan = dp_plan(board, start_sq)
+    count_id = dp_count_id(board, start_sq)
+    began = time.monotonic()
+    with open_backend(redis_url, workers, start_workers=False, notify=note) as backend:
+        note(f"method: {choice.reason}")
+        per_task_gb = memory_gb / max(1, backend.worker_count)
+        items = dp_items(plan, start_sq, int(per_task_gb * 2**30))
+        sent: set[str] = set()
+        try:
+            if fresh:
+                count_store.delete_count(backend.client, count_id)
+            register_dp_count(
+                backend.client,
+                count_id,
+                plan,
+                items,
+                {"size": board.label, "start": None if start_sq is None else list(start_sq)},
+            )
+            status = _run(backend, count_id, board, start_sq, items, sent, per_task_gb, timeout)
+        except KeyboardInterrupt:
+            _stop(backend, count_id, "by Ctrl-C")
+            return ExitCode.INTERRUPTED
+        if status["complete"]:
+            report = assemble_dp_count(
+                backend.client, count_id, plan, items, time.monotonic() - began, sent
+            )
+        elif status.get("errors"):
+            backend.stop_work()
+            note(
+                f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
+                f"{status['done']}/{status['total']} sub-jobs done; run the same command "
+                "again to resume"
+            )
+            return ExitCode.NOT_OK
+        else:
+            _stop(backend, count_id, f"by --timeout after {timeout:g} s")
+            return ExitCode.NOT_OK
+    return _print(report, choice, start_sq, as_json, out)
+
+
+def _run(
+    backend: Backend,
+    count_id: str,
+    board: Board,
+    start_sq: Square | None,
+    items: list[dict[str, Any]],
+    sent: set[str],
+    per_task_gb: float,
+    timeout: float | None,
+) -> dict[str, Any]:
+    """Send the sub-jobs without a result as their layers are ready and wait."""
+    client = backend.client
+    entries = count_store.load_partials(client, count_id)
+    missing = [it for it in items if (entries.get(it["key"]) or {}).get("count") is None]
+    if not missing:
+        note(f"count {count_id}: all {len(items)} sub-jobs already counted")
+        return count_store.count_status(client, count_id)
+    backend.start_workers()
+    backend.abandon_on_error(f"count {count_id}", lambda r: stop_count(r, count_id))
+    reused = len(items) - len(missing)
     note(
-        f"dp: layers checkpointed under {checkpoints} (the same command resumes); tables "
-        f"bounded by {memory_gb:g} GiB"
+        f"count {count_id}: {len(missing)} of {len(items)} DP sub-jobs (trunks, then start "
+        f"classes as their trunk's layer is ready) to run on {backend.where}"
+        + (f" ({reused} already counted)" if reused else "")
+        + f"; layers checkpointed under each worker's KT_DATA_DIR/frontier (here "
+        f"{get_settings().data_dir / 'frontier'}; the same command resumes); tables bounded "
+        f"by {per_task_gb:g} GiB per task"
+    )
+    progress = _WorkerProgress(dp_count_transitions(board, start_sq is not None, halves=False))
+
+    def on_sent(keys: list[str]) -> None:
+        note(f"dp: sent {', '.join(keys)}")
+
+    check = backend.check_workers(f"count {count_id}", "sub-jobs")
+    with progress_hooks(
+        "sub-jobs", len(items), lambda st: "", check, what=f"count {count_id}"
+    ) as callbacks:
+        status = wait_for_dp_count(
+            client,
+            backend.url,
+            count_id,
+            items,
+            sent=sent,
+            timeout_s=timeout,
+            hooks=WaitHooks(**callbacks),
+            on_layers=progress,
+            on_sent=on_sent,
+        )
+    if status["complete"]:
+        backend.finished()
+    return status
+
+
+def _stop(backend: Backend, count_id: str, why: str) -> None:
+    """Stop the count (its own queued sub-jobs dropped) and say so in one line."""
+    dropped = backend.stop_work()
+    status: dict[str, Any] | None = None
+    with contextlib.suppress(Exception):  # best effort: Redis may be going away
+        status = count_store.count_status(backend.client, count_id)
+    got = f"{status['done']}/{status['total']} sub-jobs counted (kept)" if status else "kept"
+    drop = (
+        f"{dropped} queued task(s) of this count dropped"
+        if dropped is not None
+        else "its queued tasks could not be dropped (Redis unreachable)"
+    )
+    note(
+        f"count {count_id} stopped {why}: {got}; {drop}; checkpoints kept; "
+        "the same command resumes it"
     )
 
-    def class_done(rep: Square, value: int, seconds: float) -> None:
-        note(f"dp: start {board.algebraic(rep)}: {value:,} tours ({seconds:.1f} s)")
 
-    report = dp_count(
-        board,
-        start_sq,
-        memory_bytes=int(memory_gb * 2**30),
-        checkpoint_dir=checkpoints,
-        progress=_LayerProgress(
-            dp_count_transitions(board, start_sq is not None, halves=dp_uses_halves(board))
-        ),
-        class_done=class_done,
-    )
+def _print(
+    report: CountReport,
+    choice: MethodChoice,
+    start_sq: Square | None,
+    as_json: bool,
+    out: str | None,
+) -> ExitCode:
     record = report.to_dict()
     record["method_reason"] = choice.reason
     if out is not None:
@@ -122,6 +254,7 @@ def run_dp_count(
     if as_json:
         click.echo(json.dumps(record, separators=(",", ":")))
         return ExitCode.OK
+    board = Board(report.rows, report.cols)
     click.echo(f"directed open knight's tours per start square, {board.label}:")
     for line in _grid_lines(report):
         click.echo(line)
@@ -133,9 +266,11 @@ def run_dp_count(
     click.echo(report.symmetry_note)
     click.echo(f"method: {choice.reason}")
     click.echo(
+        f"sub-jobs: {report.subjobs} ({record['reused_subjobs']} reused from an earlier run); "
         f"transitions {report.nodes:,}; wall {report.elapsed_s:.2f} s; peak RSS "
-        f"{record['peak_rss_bytes'] / 2**30:.2f} GiB"
+        f"{record['peak_rss_bytes'] / 2**30:.2f} GiB (the largest worker process)"
     )
+    click.echo(f"count id: {record['count_id']}")
     return ExitCode.OK
 
 

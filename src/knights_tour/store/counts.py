@@ -62,29 +62,38 @@ def register_count(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    meta = registry.open_meta(
-        r,
-        keys.count(count_id),
-        "count_id",
-        count_id,
-        {
-            "rows": plan.board.rows,
-            "cols": plan.board.cols,
-            "closed": plan.closed,
-            "depth": plan.depth,
-            "use_symmetry": plan.use_symmetry,
-            "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
-            "params": dict(params or {}),
-        },
-    )
-    meta["total"] = len(plan.subjobs)
-    mapping = {sj.key: registry.dumps(sj.to_dict()) for sj in plan.subjobs}
+    fields = {
+        "rows": plan.board.rows,
+        "cols": plan.board.cols,
+        "closed": plan.closed,
+        "depth": plan.depth,
+        "use_symmetry": plan.use_symmetry,
+        "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
+        "params": dict(params or {}),
+    }
+    return register_items(r, count_id, fields, {sj.key: sj.to_dict() for sj in plan.subjobs})
+
+
+def register_items(
+    r: redis.Redis, count_id: str, fields: dict[str, Any], items: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Store a count's meta (``fields`` plus the id, creation time and ``total``) and its
+    sub-jobs (``items``: key -> JSON-ready dict), as :func:`register_count` does for an
+    enumeration; a DP count's sub-jobs are its trunks and classes. Idempotent: stored partial
+    counts stay; the sub-jobs' dicts are rewritten. Returns the meta dict.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    meta = registry.open_meta(r, keys.count(count_id), "count_id", count_id, fields)
+    meta["total"] = len(items)
+    mapping = {k: registry.dumps(v) for k, v in items.items()}
     pipe = r.pipeline(transaction=True)
     if mapping:
         pipe.hset(keys.count_subjobs(count_id), mapping=cast("dict[Any, Any]", mapping))
-    registry.write_meta(
-        pipe, keys.count(count_id), keys.counts(), count_id, meta, len(plan.subjobs)
-    )
+    registry.write_meta(pipe, keys.count(count_id), keys.counts(), count_id, meta, len(items))
     pipe.execute()
     return meta
 
@@ -99,6 +108,7 @@ def save_partial(
     worker: str | None = None,
     error: str | None = None,
     ledger: Ledger | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
 
@@ -106,7 +116,8 @@ def save_partial(
     message), so waiting stops and the count is reported incomplete instead of hanging. With
     ``ledger`` (the count's), its lease bookkeeping for the sub-job (started, attempts,
     requeued) is cleared in the same script, as
-    :func:`knights_tour.store.orphans.finish` does: one round trip instead of two.
+    :func:`knights_tour.store.orphans.finish` does: one round trip instead of two. ``extra``
+    (JSON-ready) is stored in the entry too (a DP sub-job's figures).
 
     Raises
     ------
@@ -120,6 +131,8 @@ def save_partial(
         "finished_at": round(time.time(), 6),
         "worker": worker,
     }
+    if extra:
+        entry.update({k: v for k, v in extra.items() if k not in entry})
     if error is not None:
         entry["error"] = error
     tidy = [ledger.started, ledger.attempts, ledger.requeued] if ledger is not None else []
@@ -148,6 +161,18 @@ return 1
 # KEYS: partials, subjobs, then (optional) the ledger's started, attempts, requeued hashes;
 # ARGV: sub-job key, entry JSON, events channel (told when the count has an entry for every
 # sub-job)
+
+
+def save_dp_progress(r: redis.Redis, count_id: str, sweep_key: str, record: dict[str, Any]) -> None:
+    """Store how far the sweep of DP sub-job ``sweep_key`` got (``record``: JSON-ready; the
+    last layer checkpointed, its figures), overwriting the last one."""
+    r.hset(keys.count_dp_progress(count_id), sweep_key, registry.dumps(record))
+
+
+def load_dp_progress(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
+    """Every DP sweep's last progress record of a count: sweep key -> record."""
+    raw = cast("dict[str, str]", r.hgetall(keys.count_dp_progress(count_id)))
+    return {k: json.loads(v) for k, v in raw.items()}
 
 
 def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
@@ -258,6 +283,11 @@ def assemble_count(
     return report
 
 
+def save_report(r: redis.Redis, count_id: str, record: dict[str, Any]) -> None:
+    """Store a finished count's report JSON in its hash (read by :func:`get_report`)."""
+    r.hset(keys.count(count_id), "report", registry.dumps(record))
+
+
 def get_report(r: redis.Redis, count_id: str) -> dict[str, Any] | None:
     """The stored report of a finished count, or None."""
     raw = r.hget(keys.count(count_id), "report")
@@ -273,12 +303,16 @@ __all__ = [
     "count_id_for",
     "counting_span_s",
     "register_count",
+    "register_items",
+    "save_dp_progress",
+    "load_dp_progress",
     "save_partial",
     "has_partial",
     "load_partials",
     "count_status",
     "missing_subjobs",
     "assemble_count",
+    "save_report",
     "get_report",
     "delete_count",
 ]

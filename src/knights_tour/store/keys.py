@@ -202,6 +202,12 @@ def count_partials(count_id: str) -> str:
     return f"{PREFIX}count:{count_id}:partials"
 
 
+def count_dp_progress(count_id: str) -> str:
+    """Hash sweep key -> JSON of the last layer a worker checkpointed in a DP count's sweep
+    (a trunk or a class; :func:`knights_tour.store.counts.save_dp_progress`)."""
+    return f"{PREFIX}count:{count_id}:dp"
+
+
 def count_started(count_id: str) -> str:
     """Hash sub-job key -> token of the process that claimed it (as :func:`batch_started`)."""
     return f"{PREFIX}count:{count_id}:started"
@@ -244,6 +250,7 @@ def count_keys(count_id: str) -> list[str]:
         count(count_id),
         count_subjobs(count_id),
         count_partials(count_id),
+        count_dp_progress(count_id),
         count_started(count_id),
         count_attempts(count_id),
         count_requeued(count_id),

@@ -1,0 +1,146 @@
+"""A frontier-DP count as separate jobs, for workers: one per trunk group and one per searched
+start class (the split :func:`knights_tour.core.count_method.dp_count` runs in one process with
+``halves=False``). :func:`dp_plan` lists the jobs and which trunk layer each class waits for;
+:func:`dp_run_trunk` and :func:`dp_run_tail` run one, reading and writing nothing but the
+checkpoint directory, so they may run in any process that sees it.
+
+Pure: no Celery, no Redis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from knights_tour.board import Board, Square
+from knights_tour.core.count_method import (
+    _classes,
+    _Member,
+    _tail,
+    _trivial_classes,
+    _trunk,
+    _trunk_groups,
+    _trunk_plan,
+    count_paths_trivial,
+)
+from knights_tour.core.frontier_run import DEFAULT_MEMORY_BYTES, Progress, SweepResult
+from knights_tour.core.frontier_store import Checkpoints
+from knights_tour.errors import InvalidJobError
+
+
+@dataclass(frozen=True)
+class DpTail:
+    """One searched start class of a DP count as a job: its ``representative``, the trunk
+    group it continues (``group``, an index into :attr:`DpPlan.trunks`, or -1 for none) and the
+    trunk step whose kept layer it starts from (``after``; -1: from the first layer)."""
+
+    representative: Square
+    group: int
+    after: int
+
+
+@dataclass(frozen=True)
+class DpPlan:
+    """The jobs of a DP count by trunks (:func:`dp_plan`): ``trunks`` (per group, the steps it
+    keeps on disk; a group whose every start is taken first has none and no job),
+    ``tails`` (one per searched class) and ``trivial`` (the counts of the classes found
+    without search), with the count's ``classes`` (representative -> its squares)."""
+
+    board: Board
+    classes: dict[Square, list[Square]]
+    trivial: dict[Square, int]
+    trunks: list[tuple[int, ...]]
+    tails: list[DpTail]
+
+
+def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
+    """The jobs of the DP count of ``board`` (or of ``start``'s class only) by trunks: the
+    split :func:`dp_count` with ``halves=False`` runs in one process, as separate jobs (a
+    tail may run once its trunk has kept the layer ``after``). Run them with
+    :func:`dp_run_trunk` and :func:`dp_run_tail` given the same ``start``.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    """
+    classes = _classes(board, start)
+    searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
+    trivial, _ = _trivial_classes(board, [r for r in classes if r not in searched])
+    trunks: list[tuple[int, ...]] = []
+    tails: list[DpTail] = []
+    for i, (_, members) in enumerate(_trunk_groups(board, searched)):
+        trunks.append(tuple(sorted({s - 1 for _, _, s in members if s > 0})))
+        for rep, _, s in sorted(members, key=lambda m: m[2]):
+            tails.append(DpTail(rep, i if s > 0 else -1, s - 1))
+    return DpPlan(board, classes, trivial, trunks, tails)
+
+
+def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[_Member]]:
+    searched = [rep for rep in _classes(board, start) if not count_paths_trivial(board, rep)]
+    return _trunk_groups(board, searched)[index]
+
+
+def dp_run_trunk(
+    board: Board,
+    start: Square | None,
+    group: int,
+    *,
+    checkpoint_dir: str | Path,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    progress: Progress | None = None,
+) -> SweepResult | None:
+    """Run trunk ``group`` of :func:`dp_plan` ``(board, start)``, keeping the layer before each
+    of its starts on disk (``kept-K.npy`` under ``checkpoint_dir``); resumes from its last
+    checkpoint. None when it needs no run (its classes all counted on disk, or none needs
+    it). An exception raised by ``progress`` (called after each layer is checkpointed)
+    stops it there; the same call later resumes from that layer.
+
+    Raises
+    ------
+    IndexError
+        If there is no such group.
+    ArithmeticError, MemoryError
+        As in :func:`knights_tour.core.frontier_run.run_sweep`.
+    """
+    colour, members = _group(board, start, group)
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    return _trunk(members, colour, opts)
+
+
+def dp_run_tail(
+    board: Board,
+    start: Square | None,
+    square: Square,
+    *,
+    checkpoint_dir: str | Path,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    progress: Progress | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Count the class of ``square`` (a representative of :func:`dp_plan` ``(board, start)``):
+    its own sweep from the layer its trunk kept on disk, else from its own checkpoints or the
+    first layer (right, only slower). ``(count, figures)`` as :func:`dp_count`'s
+    ``dp_classes`` entries. ``progress`` as in :func:`dp_run_trunk`.
+
+    Raises
+    ------
+    InvalidJobError
+        If ``square`` is not a searched representative of that count.
+    ArithmeticError, MemoryError
+        As in :func:`knights_tour.core.frontier_run.run_sweep`.
+    """
+    searched = [rep for rep in _classes(board, start) if not count_paths_trivial(board, rep)]
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    for colour, members in _trunk_groups(board, searched):
+        for r, g, s in members:
+            if r == tuple(square):
+                initial = None
+                if s > 0:
+                    trunk_dir = Checkpoints(Path(checkpoint_dir), _trunk_plan(members, colour))
+                    initial = trunk_dir.load_kept(s - 1)
+                return _tail(r, g, s, initial, opts)
+    raise InvalidJobError(f"{square} is not a searched start class of this DP count")
+
+
+__all__ = ["DpPlan", "DpTail", "dp_plan", "dp_run_trunk", "dp_run_tail"]

@@ -1,0 +1,344 @@
+"""The worker side of frontier-DP counts: run one DP sub-job (a trunk or a class's tail, see
+:func:`knights_tour.core.count_method.dp_plan`) and store its result as a count's partial
+count, claimed and leased as enumeration sub-jobs are
+(:mod:`knights_tour.service.count_execution`).
+
+A sweep runs longer than a task may (the soft limit ``KT_SOFT_TIME_LIMIT_S``), so a task runs
+layers while it has budget (``KT_DP_TASK_BUDGET_S``; default the soft limit less
+``KT_TASK_MARGIN_S``): after a checkpointed layer, when the time used plus
+:data:`LAYER_GROWTH` times that layer's would pass the budget, it stops and sends the sub-job
+again (the continuation resumes from the checkpoint on disk, ``KT_DATA_DIR/frontier``). A
+worker killed mid-layer loses that layer only: the lease machinery re-sends the sub-job. After
+each layer the sweep's progress is stored in Redis (the client's progress lines; a trunk's
+progress also tells the client which class may start).
+
+The Celery task in :mod:`knights_tour.tasks` hands a count's sub-job dicts here when they are
+DP sub-jobs (:func:`is_dp`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from knights_tour.board import Board, Square
+from knights_tour.core.count_method import peak_rss_bytes
+from knights_tour.core.dp_jobs import dp_run_tail, dp_run_trunk
+from knights_tour.core.frontier_store import LayerStat
+from knights_tour.errors import InvalidJobError
+from knights_tour.service import count_execution
+from knights_tour.service.chunk_claims import ChunkClaim, retrying
+from knights_tour.service.execution import Send, at_task_limit, invalid_key, redis_client
+from knights_tour.service.lease_keeper import keeper
+from knights_tour.settings import get_settings
+from knights_tour.store import counts as count_store
+from knights_tour.store.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+DP_KIND = "dp"
+"""``kind`` of a DP sub-job's dict."""
+
+LAYER_GROWTH = 3.0
+"""A task stops before a layer unless the time used plus this many times the last layer's
+would stay within its budget (a layer takes up to ~2-3 times its predecessor's time)."""
+
+
+def is_dp(raw: object) -> bool:
+    """True if ``raw`` (a count sub-job's dict, untrusted) is a DP sub-job."""
+    return isinstance(raw, dict) and raw.get("kind") == DP_KIND
+
+
+def dp_item(
+    board: Board,
+    start: Square | None,
+    role: str,
+    *,
+    group: int = -1,
+    square: Square | None = None,
+    after: int = -1,
+    memory_bytes: int,
+) -> dict[str, Any]:
+    """The JSON dict of one DP sub-job of the count of ``board`` (``start``'s class only when
+    given): ``role`` ``"trunk"`` (trunk ``group``) or ``"tail"`` (the class of ``square``,
+    which waits for its trunk's layer ``after``); ``memory_bytes`` bounds one layer's table.
+    Its ``key`` names it within the count."""
+    name = f"trunk{group}" if role == "trunk" else f"sq{square[0]}.{square[1]}"  # type: ignore[index]
+    return {
+        "kind": DP_KIND,
+        "key": f"{board.label}:dp:{name}",
+        "rows": board.rows,
+        "cols": board.cols,
+        "start": None if start is None else list(start),
+        "role": role,
+        "group": group,
+        "square": None if square is None else list(square),
+        "after": after,
+        "memory_bytes": int(memory_bytes),
+    }
+
+
+@dataclass(frozen=True)
+class DpSubJob:
+    """A validated DP sub-job (:func:`dp_item`'s dict)."""
+
+    raw: dict[str, Any]
+    board: Board
+    start: Square | None
+    role: str
+    group: int
+    square: Square | None
+    memory_bytes: int
+
+    @property
+    def key(self) -> str:
+        return str(self.raw["key"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.raw
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> DpSubJob:
+        """Validate ``raw``.
+
+        Raises
+        ------
+        InvalidJobError
+            If a field is missing or out of range.
+        """
+        try:
+            board = Board(int(raw["rows"]), int(raw["cols"]))
+            start = None if raw.get("start") is None else board.check_square(tuple(raw["start"]))
+            role = raw["role"]
+            square = None if raw.get("square") is None else board.check_square(tuple(raw["square"]))
+            group = int(raw.get("group", -1))
+            memory = int(raw["memory_bytes"])
+            key = raw["key"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidJobError(f"malformed DP sub-job: {exc!r}") from None
+        if role not in ("trunk", "tail") or memory < 1 or not isinstance(key, str):
+            raise InvalidJobError("malformed DP sub-job: role, memory_bytes or key")
+        if (role == "tail") != (square is not None):
+            raise InvalidJobError("malformed DP sub-job: a tail names its square, a trunk not")
+        return cls(dict(raw), board, start, role, group, square, memory)
+
+
+class _OutOfBudget(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by the progress callback after a checkpointed layer: the task's budget would not
+    hold another one."""
+
+
+class _Reporter:
+    """The sweeps' progress callback: stores each layer's figures in Redis and stops the
+    sweep (:class:`_OutOfBudget`) when the next layer would not fit the task's budget."""
+
+    def __init__(self, r: Any, count_id: str, sj: DpSubJob, budget_s: float | None) -> None:
+        self.r, self.count_id, self.sj, self.budget_s = r, count_id, sj, budget_s
+        self.began = time.monotonic()
+        before = count_store.load_dp_progress(r, count_id).get(sj.key) or {}
+        self.done = int(before.get("done_transitions") or 0)
+        self.seconds = float(before.get("done_s") or 0.0)
+        self.tasks = int(before.get("tasks") or 0) + 1  # tasks this sweep has run in
+
+    def __call__(self, name: str, stat: LayerStat, n_steps: int) -> None:
+        self.done += stat.transitions
+        self.seconds += stat.seconds
+        record = {
+            "sweep": name,
+            "role": self.sj.role,
+            "step": stat.step,
+            "n_steps": n_steps,
+            "states": stat.states,
+            "transitions": stat.transitions,
+            "seconds": round(stat.seconds, 3),
+            "parts": stat.parts,
+            "done_transitions": self.done,
+            "done_s": round(self.seconds, 3),
+            "tasks": self.tasks,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "at": round(time.time(), 3),
+        }
+        retrying(lambda: count_store.save_dp_progress(self.r, self.count_id, self.sj.key, record))
+        if self.budget_s is None or stat.step + 1 >= n_steps:
+            return
+        used = time.monotonic() - self.began
+        if used + LAYER_GROWTH * stat.seconds > self.budget_s:
+            raise _OutOfBudget
+
+
+def budget_s() -> float:
+    """Seconds a DP task runs layers before handing its sweep on (``KT_DP_TASK_BUDGET_S``,
+    default ``KT_SOFT_TIME_LIMIT_S`` less ``KT_TASK_MARGIN_S``, at least a tenth of the soft
+    limit)."""
+    s = get_settings()
+    if s.dp_task_budget_s is not None:
+        return s.dp_task_budget_s
+    return max(s.soft_time_limit_s - s.task_margin_s, s.soft_time_limit_s / 10)
+
+
+def checkpoint_dir() -> Path:
+    """Where the DP's layers are checkpointed: ``KT_DATA_DIR/frontier`` (shared by the local
+    workers; on a cluster, a shared filesystem lets a class start from its trunk's layer)."""
+    return get_settings().data_dir / "frontier"
+
+
+def run_dp_subjob(
+    r: Any, count_id: str, sj: DpSubJob, budget: float | None
+) -> tuple[int, int, float, dict[str, Any]]:
+    """Run one DP sub-job to its end: ``(count, transitions, seconds, extra)`` (a trunk's
+    count is 0; ``extra``: role, figures, peak RSS of this process).
+
+    Raises
+    ------
+    _OutOfBudget
+        When it stopped after a layer to go on in another task.
+    ArithmeticError, MemoryError, InvalidJobError
+        From the sweep.
+    """
+    reporter = _Reporter(r, count_id, sj, budget)
+    opts: dict[str, Any] = {
+        "checkpoint_dir": checkpoint_dir(),
+        "memory_bytes": sj.memory_bytes,
+        "progress": reporter,
+    }
+    if sj.role == "trunk":
+        res = dp_run_trunk(sj.board, sj.start, sj.group, **opts)
+        layers = [] if res is None else [ls.to_dict() for ls in res.layers]
+        trans = 0 if res is None else res.transitions
+        secs = 0.0 if res is None else res.seconds
+        figures: dict[str, Any] = {
+            "layers": layers,
+            "peak_states": max((ls["states"] for ls in layers), default=0),
+        }
+        if res is None:
+            figures["method"] = "not run: every class it serves is counted on disk"
+        count = 0
+    else:
+        assert sj.square is not None
+        count, figures = dp_run_tail(sj.board, sj.start, sj.square, **opts)
+        trans = int(figures.get("transitions", 0))
+        secs = sum(float(ls["seconds"]) for ls in figures.get("layers", []))
+    extra = {"role": sj.role, "figures": figures, "peak_rss_bytes": peak_rss_bytes()}
+    return count, trans, secs, extra
+
+
+def _run_claimed(
+    held: ChunkClaim,
+    todo: deque[DpSubJob],
+    worker: str | None,
+    send: Send | None,
+    tally: Counter[str],
+) -> None:
+    r, led = held.r, held.led
+    max_attempts = get_settings().max_attempts
+    budget = budget_s() if send is not None else None
+    while todo:
+        todo = held.ready(todo, _key, lambda: None)
+        if not todo:
+            break
+        sj = todo.popleft()
+        deaths = held.start(sj.key)
+        if deaths >= max_attempts:
+            error = f"WorkerLost: worker lost {deaths} times on this sub-job; given up"
+            count_store.save_partial(
+                r, led.id, sj.key, None, 0, worker=worker, error=error, ledger=led
+            )
+            tally["errors"] += 1
+            held.done(sj.key)
+            continue
+        try:
+            count, trans, secs, extra = run_dp_subjob(r, led.id, sj, budget)
+        except _OutOfBudget:
+            assert send is not None
+            held.send_back([sj.key], [sj.to_dict()], send)
+            held.done(sj.key)
+            tally["continued"] += 1
+            log.info("count %s: %s goes on in another task", led.id, sj.key)
+            continue
+        except (ArithmeticError, MemoryError, InvalidJobError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            count_store.save_partial(
+                r, led.id, sj.key, None, 0, worker=worker, error=error, ledger=led
+            )
+            tally["errors"] += 1
+            held.done(sj.key)
+            continue
+        count_store.save_partial(
+            r, led.id, sj.key, count, trans, secs, worker, ledger=led, extra=extra
+        )
+        tally["ran"] += 1
+        held.done(sj.key)
+
+
+def _key(sj: DpSubJob) -> str:
+    return sj.key
+
+
+def run_dp_chunk(
+    count_id: str, subjob_dicts: list[Any], worker: str | None, send: Send | None = None
+) -> dict[str, Any]:
+    """Run DP sub-jobs (:func:`dp_item` dicts) of ``count_id``, storing each result as a
+    partial count under its key (claimed as enumeration sub-jobs are: one with an entry is
+    skipped, one a live worker holds is left to it; a malformed one gets an error entry).
+    With ``send`` (``send(dicts)`` puts a task for them on the queue), a sweep that outruns
+    the task's budget is sent on (:func:`budget_s`), and at the soft time limit the sub-jobs
+    not run are handed back; without, each runs to its end.
+
+    Returns
+    -------
+    dict
+        ``count_id``, ``ran``, ``continued``, ``skipped``, ``errors``, ``handed_back``,
+        ``worker``.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    r = redis_client()
+    tally: Counter[str] = Counter()
+    valid: list[DpSubJob] = []
+    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
+        try:
+            valid.append(DpSubJob.from_dict(raw))
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
+            name = raw.get("key") if isinstance(raw, dict) else None
+            key = str(name or invalid_key(raw))
+            error = f"{type(exc).__name__}: {exc}"
+            count_store.save_partial(r, count_id, key, None, 0, worker=worker, error=error)
+            tally["errors"] += 1
+    held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
+    try:
+        _run_claimed(held, held.claim(valid, _key), worker, send, tally)
+    except Exception as exc:
+        if send is None or not at_task_limit(exc):
+            raise
+        count_execution._hand_back_subjobs(held, cast("list[Any]", valid), worker, send, tally)  # noqa: SLF001
+    finally:
+        held.release()
+    return {
+        "count_id": count_id,
+        "ran": tally["ran"],
+        "continued": tally["continued"],
+        "skipped": held.skipped,
+        "errors": tally["errors"],
+        "handed_back": tally["handed_back"],
+        "worker": worker,
+    }
+
+
+__all__ = [
+    "DP_KIND",
+    "LAYER_GROWTH",
+    "DpSubJob",
+    "is_dp",
+    "dp_item",
+    "budget_s",
+    "checkpoint_dir",
+    "run_dp_subjob",
+    "run_dp_chunk",
+]

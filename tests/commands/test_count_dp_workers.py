@@ -1,0 +1,115 @@
+"""``ktour count --method dp`` on real Celery workers over a real Redis: one sub-job per trunk
+and per start class, each class sent once its trunk's layer is on disk, results stored per key
+(a rerun skips them), and sweeps that outrun a task's budget sent on as continuations (the
+workers here get a budget of a few milliseconds, so every sweep goes on in several tasks).
+
+Facts: OEIS A165134 — 1728 directed open tours on 5×5 (304 per corner, 64 in the centre) and
+6,637,920 on 6×6; the enumeration's grid square by square.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knights_tour.cli import main
+from knights_tour.settings import get_settings
+from knights_tour.store import counts as count_store
+from knights_tour.store import keys
+from knights_tour.store.connection import connect
+
+OEIS_5X5 = [
+    [304, 0, 56, 0, 304],
+    [0, 56, 0, 56, 0],
+    [56, 0, 64, 0, 56],
+    [0, 56, 0, 56, 0],
+    [304, 0, 56, 0, 304],
+]
+
+
+@pytest.fixture(scope="module")
+def dp_workers(module_redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Two real workers on ``module_redis_url`` with their own ``KT_DATA_DIR`` (the DP's
+    checkpoints) and a DP task budget of 5 ms; yields that data dir."""
+    import os
+
+    from knights_tour.service.local_workers import LocalWorkers
+
+    data = tmp_path_factory.mktemp("dp-workers")
+    saved = os.environ.get("KT_REDIS_URL")
+    os.environ["KT_REDIS_URL"] = module_redis_url
+    get_settings.cache_clear()
+    env = {"KT_DATA_DIR": str(data), "KT_DP_TASK_BUDGET_S": "0.005"}
+    workers = LocalWorkers(module_redis_url, count=2, concurrency=1, env=env, ready_timeout_s=90)
+    try:
+        workers.start()
+        yield data
+    finally:
+        workers.stop()
+        if saved is None:
+            os.environ.pop("KT_REDIS_URL", None)
+        else:
+            os.environ["KT_REDIS_URL"] = saved
+        get_settings.cache_clear()
+
+
+def _count(url: str, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str]:
+    code = main(["count", *args, "--redis", url, "--workers", "0", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out), out.err
+
+
+def test_dp_5x5_on_workers_equals_a165134_through_continuations(
+    dp_workers, module_redis_url, capsys
+):
+    began = time.monotonic()
+    record, err = _count(module_redis_url, "5", "--method", "dp", "--fresh", capsys=capsys)
+    assert record["grid"] == OEIS_5X5 and record["total"] == 1728
+    assert record["method"] == "frontier DP" and record["peak_rss_bytes"] > 0
+    assert record["subjobs"] == 5 and record["reused_subjobs"] == 0  # 1 trunk + 4 classes
+    assert "dp trunk" in err and "ETA" in err  # progress lines from the workers' records
+    r = connect(module_redis_url)
+    progress = count_store.load_dp_progress(r, "5x5-open-dp-all")
+    # the trunk's 24 layers ran in several tasks, each resuming from the last checkpoint
+    assert progress["5x5:dp:trunk0"]["tasks"] > 1
+    assert list((dp_workers / "frontier").glob("*/kept-*.npy"))  # the layers classes start from
+    assert time.monotonic() - began < 60
+
+
+def test_dp_6x6_on_workers_equals_the_enumeration(dp_workers, module_redis_url, capsys):
+    dp, _ = _count(module_redis_url, "6", "--method", "dp", "--fresh", capsys=capsys)
+    enum, _ = _count(module_redis_url, "6", "--method", "enumerate", capsys=capsys)
+    assert dp["total"] == enum["total"] == 6_637_920
+    assert dp["grid"] == enum["grid"]
+
+
+def test_dp_rectangle_on_workers_equals_the_enumeration(dp_workers, module_redis_url, capsys):
+    dp, _ = _count(module_redis_url, "4x5", "--method", "dp", "--fresh", capsys=capsys)
+    enum, _ = _count(module_redis_url, "4x5", "--method", "enumerate", capsys=capsys)
+    assert dp["grid"] == enum["grid"] and dp["total"] == enum["total"] > 0
+
+
+def test_dp_rerun_counts_only_what_is_not_stored(dp_workers, module_redis_url, capsys):
+    first, _ = _count(module_redis_url, "3x10", "--method", "dp", "--fresh", capsys=capsys)
+    r = connect(module_redis_url)
+    cid = "3x10-open-dp-all"
+    entries = count_store.load_partials(r, cid)
+    assert len(entries) == first["subjobs"] == 12  # 2 trunks + 10 classes
+    # As if the run had stopped after the trunks and one class: the other classes' results
+    # are dropped and counted again; the stored ones are not.
+    kept = {"3x10:dp:trunk0", "3x10:dp:trunk1", "3x10:dp:sq0.0"}
+    r.hdel(keys.count_partials(cid), *[k for k in entries if k not in kept])
+    again, err = _count(module_redis_url, "3x10", "--method", "dp", capsys=capsys)
+    assert "9 of 12 DP sub-jobs" in err and "(3 already counted)" in err
+    assert again["grid"] == first["grid"] and again["reused_subjobs"] == 3
+    now = count_store.load_partials(r, cid)
+    for key in kept:
+        assert now[key]["finished_at"] == entries[key]["finished_at"]  # not counted again
+    # Nothing dropped: the same command only sums what is stored.
+    third, err = _count(module_redis_url, "3x10", "--method", "dp", capsys=capsys)
+    assert "all 12 sub-jobs already counted" in err and third["grid"] == first["grid"]

@@ -1,0 +1,71 @@
+"""The frontier-DP count split into jobs (one per trunk, one per start class), run one by one
+as workers would, against OEIS A165134 (5×5: 304 per corner, 64 in the centre, 1728 in all)."""
+
+from __future__ import annotations
+
+import pytest
+
+from knights_tour.board import Board
+from knights_tour.core.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk
+from knights_tour.errors import InvalidJobError
+
+
+def test_7x7_plan_one_trunk_and_six_classes_waiting_for_its_layers():
+    plan = dp_plan(Board(7, 7))
+    # the majority-colour classes of the late images are taken at layers 25, 33, 39, 41, 47, 49
+    assert plan.trunks == [(23, 31, 37, 39, 45, 47)]
+    assert [(t.representative, t.after) for t in plan.tails] == [
+        ((3, 3), 23),
+        ((2, 2), 31),
+        ((1, 3), 37),
+        ((1, 1), 39),
+        ((0, 2), 45),
+        ((0, 0), 47),
+    ]
+    assert set(plan.trivial.values()) == {0}  # the minority colour: no search
+    one = dp_plan(Board(7, 7), (6, 6))  # a corner alone: its own trunk
+    assert [t.representative for t in one.tails] == [(0, 0)] and one.trunks == [(47,)]
+
+
+def test_5x5_jobs_one_by_one_equal_a165134(tmp_path):
+    board = Board(5, 5)
+    plan = dp_plan(board)
+    for group, keep in enumerate(plan.trunks):
+        trunk = dp_run_trunk(board, None, group, checkpoint_dir=tmp_path)
+        assert trunk is not None and sorted(trunk.kept) == list(keep)
+    counts = dict(plan.trivial)
+    for tail in plan.tails:
+        counts[tail.representative], fig = dp_run_tail(
+            board, None, tail.representative, checkpoint_dir=tmp_path
+        )
+        assert "trunk's layer" in fig["method"]  # started from the kept layer
+    assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
+    assert sum(counts[rep] * len(m) for rep, m in plan.classes.items()) == 1728
+
+
+def test_a_progress_exception_stops_a_trunk_and_the_next_call_resumes(tmp_path):
+    board = Board(5, 5)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_10(name, stat, n_steps):
+        if stat.step == 10:
+            raise Stop
+
+    with pytest.raises(Stop):
+        dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path, progress=stop_at_10)
+    trunk = dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
+    assert trunk is not None and trunk.resumed_from == 10
+    count, _ = dp_run_tail(board, None, (0, 0), checkpoint_dir=tmp_path)
+    assert count == 304
+
+
+def test_a_tail_without_its_trunks_layer_sweeps_from_the_start(tmp_path):
+    count, fig = dp_run_tail(Board(5, 5), None, (2, 2), checkpoint_dir=tmp_path)
+    assert count == 64 and fig["method"] == "full sweep"
+
+
+def test_not_a_searched_class_is_refused(tmp_path):
+    with pytest.raises(InvalidJobError):
+        dp_run_tail(Board(5, 5), None, (0, 1), checkpoint_dir=tmp_path)  # minority colour

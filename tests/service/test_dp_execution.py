@@ -1,0 +1,40 @@
+"""A DP sub-job's dict: built, validated (malformed ones refused as errors), told apart from an
+enumeration sub-job's."""
+
+from __future__ import annotations
+
+import pytest
+
+from knights_tour.board import Board
+from knights_tour.errors import InvalidJobError
+from knights_tour.service.dp_execution import DpSubJob, dp_item, is_dp
+
+
+def test_dp_item_round_trip():
+    raw = dp_item(Board(7, 7), None, "tail", group=0, square=(3, 3), after=23, memory_bytes=2**30)
+    assert raw["key"] == "7x7:dp:sq3.3" and is_dp(raw)
+    sj = DpSubJob.from_dict(raw)
+    assert sj.square == (3, 3) and sj.role == "tail" and sj.to_dict() == raw
+    trunk = DpSubJob.from_dict(dp_item(Board(7, 7), None, "trunk", group=0, memory_bytes=1))
+    assert trunk.key == "7x7:dp:trunk0" and trunk.square is None
+    assert not is_dp({"rows": 5, "cols": 5, "prefix": [[0, 0]]}) and not is_dp(["x"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"role": "branch"},
+        {"memory_bytes": 0},
+        {"square": None},
+        {"square": [9, 9]},
+        {"rows": "x"},
+        {"key": 3},
+    ],
+)
+def test_malformed_dp_subjob_is_refused(change):
+    raw = dp_item(Board(5, 5), None, "tail", group=0, square=(0, 0), after=23, memory_bytes=10)
+    with pytest.raises(InvalidJobError):
+        DpSubJob.from_dict(raw | change)
+    bare = {k: v for k, v in raw.items() if k != "memory_bytes"}
+    with pytest.raises(InvalidJobError):
+        DpSubJob.from_dict(bare)
