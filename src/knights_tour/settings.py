@@ -20,6 +20,8 @@ variable                       meaning                                          
 ``KT_DP_TASK_BUDGET_S``        seconds a frontier-DP count task runs layers before it    soft -
                                re-sends itself to go on (unset: the soft limit less      margin
                                ``KT_TASK_MARGIN_S``)
+``KT_DP_LAYER_LIMIT_S``        soft time limit of a frontier-DP count task (bounds one   3600
+                               layer that outlasts the budget; hard: plus grace)
 ``KT_JOB_TIME_LIMIT_S``        time budget per job (solver + cross-check), seconds       60
 ``KT_CPSAT_TIME_LIMIT_S``      CP-SAT limit when no job budget is given, seconds         60
 ``KT_RESULT_TTL_S``            expire stored records after this many seconds; 0 = never  0
@@ -95,6 +97,7 @@ class Settings(msgspec.Struct, kw_only=True):
     task_grace_s: Annotated[float, Meta(gt=0)] = 30.0
     visibility_timeout_s: Annotated[float, Meta(gt=0)] = 420.0
     dp_task_budget_s: Annotated[float, Meta(gt=0)] | None = None
+    dp_layer_limit_s: Annotated[float, Meta(gt=0)] = 3600.0
     job_time_limit_s: Annotated[float, Meta(gt=0)] = 60.0
     cpsat_time_limit_s: Annotated[float, Meta(gt=0)] = 60.0
     result_ttl_s: Annotated[int, Meta(ge=0)] = 0

@@ -62,6 +62,33 @@ class ChunkRequest(Request):
             self.time_limits = (hard, soft)  # Celery's order: (hard, soft)
 
 
+def dp_time_limits(subjob_dicts: object) -> tuple[float, float] | None:
+    """``(soft, hard)`` time limits of a count task whose sub-jobs are a frontier DP's
+    (``"kind": "dp"``): ``KT_DP_LAYER_LIMIT_S`` and that plus ``KT_TASK_GRACE_S``; None for
+    other sub-jobs (the app's limits). A DP task stops by itself after a layer once its budget
+    (``KT_DP_TASK_BUDGET_S``) is spent; this limit only bounds one layer that outlasts it."""
+    first = subjob_dicts[0] if isinstance(subjob_dicts, list) and subjob_dicts else None
+    if not (isinstance(first, dict) and first.get("kind") == "dp"):
+        return None
+    s = get_settings()
+    return s.dp_layer_limit_s, s.dp_layer_limit_s + s.task_grace_s
+
+
+class CountRequest(Request):
+    """The worker's request for a count task: a frontier DP's sub-jobs get the time limits of
+    :func:`dp_time_limits` (one large layer may outlast the app's soft limit), unless the
+    message carries its own; enumeration sub-jobs keep the app's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        given: Any = getattr(self, "time_limits", None)
+        if not any(given or ()):
+            task_args = self.args if isinstance(self.args, (list, tuple)) else ()
+            limits = dp_time_limits(task_args[1] if len(task_args) > 1 else None)
+            if limits is not None:
+                self.time_limits = (limits[1], limits[0])  # Celery's order: (hard, soft)
+
+
 def _resend(unit_id: str, count: bool = False) -> execution.Send:
     """Send more jobs of batch ``unit_id`` (with ``count``: sub-jobs of count ``unit_id``) at
     recovery priority: the hand-back at a task's time limit."""
@@ -82,7 +109,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
     return execution.run_chunk(batch_id, job_dicts, node, _resend(batch_id))
 
 
-@app.task(name=worker.TASK_COUNT_SUBJOBS, bind=True, **JOB_TASK_OPTIONS)
+@app.task(name=worker.TASK_COUNT_SUBJOBS, bind=True, Request=CountRequest, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run count sub-jobs of ``count_id`` and store their partial counts
     (:func:`knights_tour.service.count_execution.run_count_chunk`; at the soft time limit the
@@ -90,8 +117,7 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
     go to :func:`knights_tour.service.dp_execution.run_dp_chunk` (a sweep longer than the
     task's budget is sent on as a continuation). Returns its summary dict."""
     node = getattr(self.request, "hostname", None)
-    first = subjob_dicts[0] if isinstance(subjob_dicts, list) and subjob_dicts else None
-    if isinstance(first, dict) and first.get("kind") == "dp":  # a frontier-DP count's sub-jobs
+    if dp_time_limits(subjob_dicts) is not None:  # a frontier-DP count's sub-jobs
         from knights_tour.service import dp_execution  # on first use: see the module docstring
 
         return dp_execution.run_dp_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
@@ -200,6 +226,8 @@ __all__ = [
     "collect_reports",
     "JOB_TASK_OPTIONS",
     "ChunkRequest",
+    "CountRequest",
+    "dp_time_limits",
     "recovery_tick",
     "memory_watch",
     "MEMORY_CHECK_S",

@@ -38,3 +38,19 @@ def test_malformed_dp_subjob_is_refused(change):
     bare = {k: v for k, v in raw.items() if k != "memory_bytes"}
     with pytest.raises(InvalidJobError):
         DpSubJob.from_dict(bare)
+
+
+def test_dp_tasks_get_their_own_time_limits_enumeration_the_apps(monkeypatch):
+    from knights_tour.settings import get_settings
+    from knights_tour.tasks import dp_time_limits
+
+    monkeypatch.setenv("KT_DP_LAYER_LIMIT_S", "1200")
+    monkeypatch.setenv("KT_TASK_GRACE_S", "30")
+    get_settings.cache_clear()
+    try:
+        raw = dp_item(Board(7, 7), None, "trunk", group=0, memory_bytes=2**30)
+        assert dp_time_limits([raw]) == (1200.0, 1230.0)
+        assert dp_time_limits([{"rows": 5, "cols": 5, "prefix": [[0, 0]]}]) is None
+        assert dp_time_limits("junk") is None and dp_time_limits([]) is None
+    finally:
+        get_settings.cache_clear()
