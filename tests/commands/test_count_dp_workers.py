@@ -71,6 +71,7 @@ def test_dp_5x5_on_workers_equals_a165134_through_continuations(
     record, err = _count(module_redis_url, "5", "--method", "dp", "--fresh", capsys=capsys)
     assert record["grid"] == OEIS_5X5 and record["total"] == 1728
     assert record["method"] == "frontier DP" and record["peak_rss_bytes"] > 0
+    assert len(record["peak_rss_bytes_per_worker"]) <= 2  # the peak of each worker process
     assert record["subjobs"] == 5 and record["reused_subjobs"] == 0  # 1 trunk + 4 classes
     assert "dp trunk" in err and "ETA" in err  # progress lines from the workers' records
     r = connect(module_redis_url)

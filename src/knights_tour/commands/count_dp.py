@@ -268,7 +268,9 @@ def _print(
     click.echo(
         f"sub-jobs: {report.subjobs} ({record['reused_subjobs']} reused from an earlier run); "
         f"transitions {report.nodes:,}; wall {report.elapsed_s:.2f} s; peak RSS "
-        f"{record['peak_rss_bytes'] / 2**30:.2f} GiB (the largest worker process)"
+        f"{record['peak_rss_bytes'] / 2**30:.2f} GiB in the largest worker process, "
+        f"{sum(record['peak_rss_bytes_per_worker'].values()) / 2**30:.2f} GiB summed over "
+        f"{len(record['peak_rss_bytes_per_worker'])} worker(s)"
     )
     click.echo(f"count id: {record['count_id']}")
     return ExitCode.OK

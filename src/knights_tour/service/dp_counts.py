@@ -235,7 +235,9 @@ def assemble_dp_count(
 ) -> CountReport:
     """The count's report from its stored entries (the same grid and JSON as
     :func:`knights_tour.core.count_method.dp_count`: ``extra`` with the method, per-class
-    figures, ``wall_s``, ``peak_rss_bytes`` over the workers' processes, the trunks' layers),
+    figures, ``wall_s``, ``peak_rss_bytes`` (the largest of the workers' processes' peaks;
+    ``peak_rss_bytes_per_worker``: each worker's, whose sum bounds what they held at once),
+    the trunks' layers),
     also stored in the count's hash.
 
     Raises
@@ -247,9 +249,11 @@ def assemble_dp_count(
     progress = count_store.load_dp_progress(r, count_id)
     counts, figures, trunks = _results(plan, items, entries)
     transitions = sum(int(entries[it["key"]].get("nodes") or 0) for it in items)
-    peak = max(
-        int(e.get("peak_rss_bytes") or 0) for e in [*progress.values(), *entries.values(), {}]
-    )
+    by_worker: dict[str, int] = {}
+    for e in [*progress.values(), *entries.values()]:
+        name = str(e.get("worker"))
+        by_worker[name] = max(by_worker.get(name, 0), int(e.get("peak_rss_bytes") or 0))
+    peak = max(by_worker.values(), default=0)
     board = plan.board
     grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]
     for rep, members in plan.classes.items():
@@ -265,6 +269,7 @@ def assemble_dp_count(
         "dp_classes": figures,
         "wall_s": round(elapsed_s, 3),
         "peak_rss_bytes": peak,
+        "peak_rss_bytes_per_worker": by_worker,
         "trunks": trunks,
         "count_id": count_id,
         "subjob_s": round(sum(float(e.get("elapsed_s") or 0.0) for e in entries.values()), 3),

@@ -136,8 +136,11 @@ class _Reporter:
     """The sweeps' progress callback: stores each layer's figures in Redis and stops the
     sweep (:class:`_OutOfBudget`) when the next layer would not fit the task's budget."""
 
-    def __init__(self, r: Any, count_id: str, sj: DpSubJob, budget_s: float | None) -> None:
+    def __init__(
+        self, r: Any, count_id: str, sj: DpSubJob, budget_s: float | None, worker: str | None
+    ) -> None:
         self.r, self.count_id, self.sj, self.budget_s = r, count_id, sj, budget_s
+        self.worker = worker
         self.began = time.monotonic()
         before = count_store.load_dp_progress(r, count_id).get(sj.key) or {}
         self.done = int(before.get("done_transitions") or 0)
@@ -160,6 +163,7 @@ class _Reporter:
             "done_s": round(self.seconds, 3),
             "tasks": self.tasks,
             "peak_rss_bytes": peak_rss_bytes(),
+            "worker": self.worker,
             "at": round(time.time(), 3),
         }
         retrying(lambda: count_store.save_dp_progress(self.r, self.count_id, self.sj.key, record))
@@ -187,7 +191,7 @@ def checkpoint_dir() -> Path:
 
 
 def run_dp_subjob(
-    r: Any, count_id: str, sj: DpSubJob, budget: float | None
+    r: Any, count_id: str, sj: DpSubJob, budget: float | None, worker: str | None = None
 ) -> tuple[int, int, float, dict[str, Any]]:
     """Run one DP sub-job to its end: ``(count, transitions, seconds, extra)`` (a trunk's
     count is 0; ``extra``: role, figures, peak RSS of this process).
@@ -199,7 +203,7 @@ def run_dp_subjob(
     ArithmeticError, MemoryError, InvalidJobError
         From the sweep.
     """
-    reporter = _Reporter(r, count_id, sj, budget)
+    reporter = _Reporter(r, count_id, sj, budget, worker)
     opts: dict[str, Any] = {
         "checkpoint_dir": checkpoint_dir(),
         "memory_bytes": sj.memory_bytes,
@@ -251,7 +255,7 @@ def _run_claimed(
             held.done(sj.key)
             continue
         try:
-            count, trans, secs, extra = run_dp_subjob(r, led.id, sj, budget)
+            count, trans, secs, extra = run_dp_subjob(r, led.id, sj, budget, worker)
         except _OutOfBudget:
             assert send is not None
             held.send_back([sj.key], [sj.to_dict()], send)
