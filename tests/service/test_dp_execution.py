@@ -54,3 +54,40 @@ def test_dp_tasks_get_their_own_time_limits_enumeration_the_apps(monkeypatch):
         assert dp_time_limits("junk") is None and dp_time_limits([]) is None
     finally:
         get_settings.cache_clear()
+
+
+def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_path, monkeypatch):
+    """A chunk run in this process against the real Redis with a budget of 1 ms: each task
+    runs one layer and sends its sub-job on (a second sub-job in the same chunk is sent on
+    without starting); feeding the sent ones back until every one is stored gives A165134."""
+    from knights_tour.core.dp_jobs import dp_plan
+    from knights_tour.service.dp_counts import dp_items, register_dp_count
+    from knights_tour.service.dp_execution import run_dp_chunk
+    from knights_tour.settings import get_settings
+    from knights_tour.store import counts as count_store
+    from knights_tour.store.connection import connect
+
+    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("KT_DP_TASK_BUDGET_S", "0.001")
+    get_settings.cache_clear()
+    board = Board(5, 5)
+    plan = dp_plan(board)
+    items = dp_items(plan, None, 2**26)
+    r = connect(task_env)
+    register_dp_count(r, "t-dp", plan, items)
+    sent: list[list[dict]] = [[items[0], items[1]]]  # the trunk and the centre in one chunk
+    tasks = 0
+    while sent:
+        chunk = sent.pop(0)
+        summary = run_dp_chunk("t-dp", chunk, "w1", sent.append)
+        tasks += 1
+        assert summary["errors"] == 0
+        assert tasks < 500
+    assert tasks > 24  # the trunk's 24 layers went one task each
+    for it in items[2:]:  # the other classes, now that the trunk's layers are kept
+        assert run_dp_chunk("t-dp", [it], "w1")["ran"] == 1  # without send: to the end
+    entries = count_store.load_partials(r, "t-dp")
+    counts = {tuple(it["square"]): entries[it["key"]]["count"] for it in items[1:]}
+    assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
+    assert sum(counts.get(rep, 0) * len(m) for rep, m in plan.classes.items()) == 1728
+    assert entries[items[0]["key"]]["figures"]["layers"]  # the trunk's layers, all tasks'

@@ -137,11 +137,10 @@ class _Reporter:
     sweep (:class:`_OutOfBudget`) when the next layer would not fit the task's budget."""
 
     def __init__(
-        self, r: Any, count_id: str, sj: DpSubJob, budget_s: float | None, worker: str | None
+        self, r: Any, count_id: str, sj: DpSubJob, deadline: float | None, worker: str | None
     ) -> None:
-        self.r, self.count_id, self.sj, self.budget_s = r, count_id, sj, budget_s
+        self.r, self.count_id, self.sj, self.deadline = r, count_id, sj, deadline
         self.worker = worker
-        self.began = time.monotonic()
         before = count_store.load_dp_progress(r, count_id).get(sj.key) or {}
         self.done = int(before.get("done_transitions") or 0)
         self.seconds = float(before.get("done_s") or 0.0)
@@ -167,10 +166,9 @@ class _Reporter:
             "at": round(time.time(), 3),
         }
         retrying(lambda: count_store.save_dp_progress(self.r, self.count_id, self.sj.key, record))
-        if self.budget_s is None or stat.step + 1 >= n_steps:
+        if self.deadline is None or stat.step + 1 >= n_steps:
             return
-        used = time.monotonic() - self.began
-        if used + LAYER_GROWTH * stat.seconds > self.budget_s:
+        if time.monotonic() + LAYER_GROWTH * stat.seconds > self.deadline:
             raise _OutOfBudget
 
 
@@ -191,10 +189,12 @@ def checkpoint_dir() -> Path:
 
 
 def run_dp_subjob(
-    r: Any, count_id: str, sj: DpSubJob, budget: float | None, worker: str | None = None
+    r: Any, count_id: str, sj: DpSubJob, deadline: float | None, worker: str | None = None
 ) -> tuple[int, int, float, dict[str, Any]]:
     """Run one DP sub-job to its end: ``(count, transitions, seconds, extra)`` (a trunk's
-    count is 0; ``extra``: role, figures, peak RSS of this process).
+    count is 0; ``extra``: role, figures, peak RSS of this process). With ``deadline``
+    (:func:`time.monotonic` seconds), it stops after the first layer past which the next one
+    would not end in time.
 
     Raises
     ------
@@ -203,7 +203,7 @@ def run_dp_subjob(
     ArithmeticError, MemoryError, InvalidJobError
         From the sweep.
     """
-    reporter = _Reporter(r, count_id, sj, budget, worker)
+    reporter = _Reporter(r, count_id, sj, deadline, worker)
     opts: dict[str, Any] = {
         "checkpoint_dir": checkpoint_dir(),
         "memory_bytes": sj.memory_bytes,
@@ -239,7 +239,7 @@ def _run_claimed(
 ) -> None:
     r, led = held.r, held.led
     max_attempts = get_settings().max_attempts
-    budget = budget_s() if send is not None else None
+    deadline = time.monotonic() + budget_s() if send is not None else None
     while todo:
         todo = held.ready(todo, _key, lambda: None)
         if not todo:
@@ -255,7 +255,9 @@ def _run_claimed(
             held.done(sj.key)
             continue
         try:
-            count, trans, secs, extra = run_dp_subjob(r, led.id, sj, budget, worker)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _OutOfBudget  # the task's budget went to the sub-jobs before it
+            count, trans, secs, extra = run_dp_subjob(r, led.id, sj, deadline, worker)
         except _OutOfBudget:
             assert send is not None
             held.send_back([sj.key], [sj.to_dict()], send)
