@@ -10,6 +10,7 @@ Facts: OEIS A165134 — 1728 directed open tours on 5×5 (304 per corner, 64 in 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +115,13 @@ def test_dp_rerun_counts_only_what_is_not_stored(dp_workers, module_redis_url, c
     # Nothing dropped: the same command only sums what is stored.
     third, err = _count(module_redis_url, "3x10", "--method", "dp", capsys=capsys)
     assert "all 12 sub-jobs already counted" in err and third["grid"] == first["grid"]
+
+
+def test_dp_timeout_stops_and_the_same_command_finishes(dp_workers, module_redis_url, capsys):
+    shutil.rmtree(dp_workers / "frontier", ignore_errors=True)  # no finished sweeps on disk
+    args = ["count", "6", "--method", "dp", "--redis", module_redis_url, "--workers", "0"]
+    code = main([*args, "--fresh", "--timeout", "0.5"])
+    err = capsys.readouterr().err
+    assert code == 1 and "stopped by --timeout after 0.5 s" in err, err
+    again, err = _count(module_redis_url, "6", "--method", "dp", capsys=capsys)
+    assert again["total"] == 6_637_920

@@ -66,6 +66,7 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     from knights_tour.settings import get_settings
     from knights_tour.store import counts as count_store
     from knights_tour.store.connection import connect
+    from knights_tour.store.ledger import Ledger, activate
 
     monkeypatch.setenv("KT_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("KT_DP_TASK_BUDGET_S", "0.001")
@@ -75,6 +76,7 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     items = dp_items(plan, None, 2**26)
     r = connect(task_env)
     register_dp_count(r, "t-dp", plan, items)
+    activate(r, Ledger.for_count("t-dp"))  # sent: what the client does before sending
     sent: list[list[dict]] = [[items[0], items[1]]]  # the trunk and the centre in one chunk
     tasks = 0
     while sent:
@@ -91,3 +93,25 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
     assert sum(counts.get(rep, 0) * len(m) for rep, m in plan.classes.items()) == 1728
     assert entries[items[0]["key"]]["figures"]["layers"]  # the trunk's layers, all tasks'
+
+
+def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):
+    from knights_tour.core.dp_jobs import dp_plan
+    from knights_tour.service.dp_counts import dp_items, register_dp_count
+    from knights_tour.service.dp_execution import run_dp_chunk
+    from knights_tour.settings import get_settings
+    from knights_tour.store import counts as count_store
+    from knights_tour.store.connection import connect
+
+    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("KT_DP_TASK_BUDGET_S", "0.001")
+    get_settings.cache_clear()
+    plan = dp_plan(Board(5, 5))
+    items = dp_items(plan, None, 2**26)
+    r = connect(task_env)
+    register_dp_count(r, "t-dp-stopped", plan, items)  # never activated: as after a stop
+    sent: list[list[dict]] = []
+    summary = run_dp_chunk("t-dp-stopped", [items[0]], "w1", sent.append)
+    assert summary["stopped"] == 1 and sent == []
+    assert count_store.load_dp_progress(r, "t-dp-stopped")[items[0]["key"]]["step"] >= 0
+    assert not count_store.load_partials(r, "t-dp-stopped")  # left at its checkpoint

@@ -36,6 +36,7 @@ from knights_tour.service.execution import Send, at_task_limit, invalid_key, red
 from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
+from knights_tour.store import ledger
 from knights_tour.store.ledger import Ledger
 
 log = logging.getLogger(__name__)
@@ -260,6 +261,12 @@ def _run_claimed(
             count, trans, secs, extra = run_dp_subjob(r, led.id, sj, deadline, worker)
         except _OutOfBudget:
             assert send is not None
+            if not retrying(lambda: ledger.is_active(r, led)):  # the count was stopped
+                held.release([sj.key])
+                held.done(sj.key)
+                tally["stopped"] += 1
+                log.info("count %s stopped: %s not sent on", led.id, sj.key)
+                continue
             held.send_back([sj.key], [sj.to_dict()], send)
             held.done(sj.key)
             tally["continued"] += 1
@@ -291,13 +298,14 @@ def run_dp_chunk(
     partial count under its key (claimed as enumeration sub-jobs are: one with an entry is
     skipped, one a live worker holds is left to it; a malformed one gets an error entry).
     With ``send`` (``send(dicts)`` puts a task for them on the queue), a sweep that outruns
-    the task's budget is sent on (:func:`budget_s`), and at the soft time limit the sub-jobs
-    not run are handed back; without, each runs to its end.
+    the task's budget is sent on (:func:`budget_s`) unless the count was stopped (then it
+    stays at its checkpoint for the next run), and at the soft time limit the sub-jobs not run
+    are handed back; without, each runs to its end.
 
     Returns
     -------
     dict
-        ``count_id``, ``ran``, ``continued``, ``skipped``, ``errors``, ``handed_back``,
+        ``count_id``, ``ran``, ``continued``, ``stopped``, ``skipped``, ``errors``, ``handed_back``,
         ``worker``.
 
     Raises
@@ -330,6 +338,7 @@ def run_dp_chunk(
         "count_id": count_id,
         "ran": tally["ran"],
         "continued": tally["continued"],
+        "stopped": tally["stopped"],
         "skipped": held.skipped,
         "errors": tally["errors"],
         "handed_back": tally["handed_back"],

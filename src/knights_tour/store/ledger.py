@@ -102,6 +102,11 @@ def deactivate(r: redis.Redis, led: Ledger) -> None:
     r.srem(led.active_set, led.id)
 
 
+def is_active(r: redis.Redis, led: Ledger) -> bool:
+    """True if ``led``'s unit is in its active set (sent and neither finished nor stopped)."""
+    return bool(r.sismember(led.active_set, led.id))
+
+
 def active(r: redis.Redis) -> list[Ledger]:
     """The ledgers of every active batch and count, batches first, each kind sorted by id."""
     pipe = r.pipeline(transaction=False)
@@ -141,4 +146,14 @@ def missing(r: redis.Redis, led: Ledger) -> list[str]:
     return sorted(k for k in (text(i) for i in items) if k not in done)
 
 
-__all__ = ["Ledger", "text", "activate", "deactivate", "active", "cancelled", "finished", "missing"]
+__all__ = [
+    "Ledger",
+    "text",
+    "activate",
+    "deactivate",
+    "active",
+    "is_active",
+    "cancelled",
+    "finished",
+    "missing",
+]
