@@ -13,7 +13,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,9 +33,11 @@ OEIS_5X5 = [
 
 
 @pytest.fixture(scope="module")
-def dp_workers(module_redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def dp_workers(
+    module_redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SimpleNamespace]:
     """Two real workers on ``module_redis_url`` with their own ``KT_DATA_DIR`` (the DP's
-    checkpoints) and a DP task budget of 5 ms; yields that data dir."""
+    checkpoints) and a DP task budget of 5 ms; yields ``.data`` (that dir) and ``.workers``."""
     import os
 
     from knights_tour.service.local_workers import LocalWorkers
@@ -48,7 +50,7 @@ def dp_workers(module_redis_url: str, tmp_path_factory: pytest.TempPathFactory) 
     workers = LocalWorkers(module_redis_url, count=2, concurrency=1, env=env, ready_timeout_s=90)
     try:
         workers.start()
-        yield data
+        yield SimpleNamespace(data=data, workers=workers)
     finally:
         workers.stop()
         if saved is None:
@@ -79,7 +81,9 @@ def test_dp_5x5_on_workers_equals_a165134_through_continuations(
     progress = count_store.load_dp_progress(r, "5x5-open-dp-all")
     # the trunk's 24 layers ran in several tasks, each resuming from the last checkpoint
     assert progress["5x5:dp:trunk0"]["tasks"] > 1
-    assert list((dp_workers / "frontier").glob("*/kept-*.npy"))  # the layers classes start from
+    assert list(
+        (dp_workers.data / "frontier").glob("*/kept-*.npy")
+    )  # the layers classes start from
     assert time.monotonic() - began < 60
 
 
@@ -118,10 +122,54 @@ def test_dp_rerun_counts_only_what_is_not_stored(dp_workers, module_redis_url, c
 
 
 def test_dp_timeout_stops_and_the_same_command_finishes(dp_workers, module_redis_url, capsys):
-    shutil.rmtree(dp_workers / "frontier", ignore_errors=True)  # no finished sweeps on disk
+    shutil.rmtree(dp_workers.data / "frontier", ignore_errors=True)  # no finished sweeps on disk
     args = ["count", "6", "--method", "dp", "--redis", module_redis_url, "--workers", "0"]
     code = main([*args, "--fresh", "--timeout", "0.5"])
     err = capsys.readouterr().err
     assert code == 1 and "stopped by --timeout after 0.5 s" in err, err
     again, err = _count(module_redis_url, "6", "--method", "dp", capsys=capsys)
     assert again["total"] == 6_637_920
+
+
+def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_url):
+    """SIGKILL a worker's pool process while the trunks of a 6x6 DP count run (one layer a
+    task): its sub-job is re-sent and resumes from the last checkpointed layer; the total is
+    still OEIS A165134(6)."""
+    from knights_tour.board import Board
+    from knights_tour.core.dp_jobs import dp_plan
+    from knights_tour.service.dp_counts import (
+        assemble_dp_count,
+        dp_items,
+        ready_items,
+        register_dp_count,
+        send_items,
+        wait_for_dp_count,
+    )
+
+    shutil.rmtree(dp_workers.data / "frontier", ignore_errors=True)
+    r = connect(module_redis_url)
+    cid = "6x6-open-dp-killed"
+    count_store.delete_count(r, cid)
+    plan = dp_plan(Board(6, 6))
+    items = dp_items(plan, None, 2**28)
+    register_dp_count(r, cid, plan, items)
+    first = ready_items(r, cid, items, set())
+    assert [it["role"] for it in first] == ["trunk", "trunk"]
+    send_items(module_redis_url, cid, first)
+    deadline = time.monotonic() + 120
+    while (
+        int((count_store.load_dp_progress(r, cid).get("6x6:dp:trunk0") or {}).get("step", -1)) < 20
+    ):
+        assert time.monotonic() < deadline, "the trunk made no progress"
+        time.sleep(0.05)
+    assert "6x6:dp:trunk0" not in count_store.load_partials(r, cid), "trunk done: proves nothing"
+    dp_workers.workers.kill_one(0)
+    sent = {it["key"] for it in first}
+    status = wait_for_dp_count(r, module_redis_url, cid, items, sent=sent, timeout_s=240)
+    assert status["complete"], status
+    report = assemble_dp_count(r, cid, plan, items, 0.0, sent)
+    assert report.total == 6_637_920
+    trunk = count_store.load_partials(r, cid)["6x6:dp:trunk0"]
+    steps = [layer["step"] for layer in trunk["figures"]["layers"]]
+    assert steps == list(range(len(steps)))  # every layer once, none lost or doubled
+    r.close()
