@@ -35,7 +35,7 @@ import msgspec
 from knights_tour.board import parse_board_list
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.core.records import decode_many
-from knights_tour.output.recordfile import jsonl_line
+from knights_tour.output.recordfile import jsonl_bytes
 from knights_tour.output.tourfile import atomic_write_lines
 from knights_tour.service.collector import collect_finished
 from knights_tour.service.embedded_redis import EmbeddedRedis
@@ -64,14 +64,14 @@ def split(sizes: str) -> dict:
         names = record_keys(r, bid)
         out["keys_sort_s"] = time.perf_counter() - t
         fetch_s = decode_s = format_s = 0.0
-        lines: list[str] = []
+        lines: list[bytes] = []
         for i in range(0, len(names), PAGE):
             t = time.perf_counter()
             raw = fetch(r, bid, names[i : i + PAGE])
             t1 = time.perf_counter()
             page = decode_many(raw)
             t2 = time.perf_counter()
-            lines.extend(map(jsonl_line, page))
+            lines.extend(map(jsonl_bytes, page))
             t3 = time.perf_counter()
             fetch_s, decode_s, format_s = fetch_s + t1 - t, decode_s + t2 - t1, format_s + t3 - t2
         out.update(fetch_s=fetch_s, decode_s=decode_s, format_s=format_s)
@@ -79,7 +79,7 @@ def split(sizes: str) -> dict:
         atomic_write_lines(Path(tmp) / "stream.jsonl", lines)
         out["write_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        atomic_write_lines(Path(tmp) / "again.jsonl", map(jsonl_line, iter_records(r, bid)))
+        atomic_write_lines(Path(tmp) / "again.jsonl", map(jsonl_bytes, iter_records(r, bid)))
         out["streamed_total_s"] = time.perf_counter() - t
         out["identical"] = (Path(tmp) / "stream.jsonl").read_bytes() == (
             Path(tmp) / "again.jsonl"

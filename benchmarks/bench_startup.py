@@ -66,6 +66,7 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()
     from knights_tour.core.jobs import JobOptions
+    from knights_tour.output.recordfile import jsonl_bytes
     from knights_tour.service.batches import make_jobs, stream_records, submit_batch, wait_for_batch
     from knights_tour.service.embedded_redis import EmbeddedRedis
     from knights_tour.service.local import open_backend
@@ -89,9 +90,8 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
         wait_for_batch(backend.client, batch_id, timeout_s=120, recover_url=backend.url)
         t3 = time.perf_counter()
         marks["batch"] = t3 - t2
-        with open(data_dir / "o.jsonl", "w") as out:
-            for rec in stream_records(backend.client, batch_id):
-                out.write(json.dumps(rec) + "\n")
+        with open(data_dir / "o.jsonl", "wb") as out:
+            out.writelines(map(jsonl_bytes, stream_records(backend.client, batch_id)))
         t4 = time.perf_counter()
         marks["collect"] = t4 - t3
     t5 = time.perf_counter()

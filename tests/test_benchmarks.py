@@ -138,7 +138,7 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
     ],
     "bench_bad_input.py": [("one", ["--repeats", "1", "--json", "{tmp}/out.json"])],
     "bench_startup.py": [
-        ("one", ["--repeats", "1", "--split-repeats", "0", "--json", "{tmp}/out.json"])
+        ("one", ["--repeats", "1", "--split-repeats", "1", "--json", "{tmp}/out.json"])
     ],
     "stress_tiers.py": [
         (

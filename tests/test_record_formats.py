@@ -48,7 +48,7 @@ def test_csv_round_trips_every_field(records):
 def test_json_lines_and_the_json_array_read_back(records):
     lines = list(record_lines(records, "jsonl"))
     assert [record_from_json(line) for line in lines] == records
-    array = json.loads("".join(record_lines(records, "json")))
+    array = json.loads(b"".join(record_lines(records, "json")))
     assert [Record.from_dict(d) for d in array] == records
     assert all(len(line) < 2000 for line in lines)  # compact, one record a line
 

@@ -240,13 +240,13 @@ def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     odd = error_record(Job(5, 5, (0, 0)), 'é\n"quoted"', "b1")  # not ASCII, not one line
     recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [odd]
     for rs in (recs, [], recs[:1]):
-        array = "".join(record_lines(iter(rs), "json"))
+        array = b"".join(record_lines(iter(rs), "json")).decode()
         assert _json.loads(array) == [r.to_dict() for r in rs]
         assert len(array.splitlines()) == (len(rs) + 2 if rs else 1)  # one record a line
-        jsonl = "".join(record_lines(iter(rs), "jsonl"))
+        jsonl = b"".join(record_lines(iter(rs), "jsonl")).decode()
         assert jsonl == records_to_jsonl(rs)
         assert [_json.loads(line) for line in jsonl.splitlines()] == [r.to_dict() for r in rs]
-        assert "".join(record_lines(iter(rs), "csv")) == records_to_csv(rs)
+        assert b"".join(record_lines(iter(rs), "csv")).decode() == records_to_csv(rs)
     target = tmp_path / "out.jsonl"
     atomic_write_lines(target, record_lines(iter(recs), "jsonl"))
     assert target.read_text() == records_to_jsonl(recs)

@@ -95,8 +95,9 @@ def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str 
     elif fmt == "parquet":
         parquet.write(out, counted())
     elif out == "-":
-        for line in record_lines(counted(), fmt):
-            click.echo(line, nl=False)
+        stdout = click.get_binary_stream("stdout")
+        stdout.writelines(record_lines(counted(), fmt))
+        stdout.flush()
     else:
         atomic_write_lines(out, record_lines(counted(), fmt))
     return tally

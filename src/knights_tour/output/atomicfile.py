@@ -15,10 +15,15 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from knights_tour.errors import OutputPathError
+
+WRITE_BUFFER_BYTES = 1 << 20
+"""Write buffer of a record file: a sweep's lines are kilobytes each (tours), so the default
+8 KiB buffer made about one ``write`` call per line."""
 
 
 def current_umask() -> int:
@@ -56,13 +61,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         ``path`` is a directory, its directory is missing or not writable, or the disk is full.
         It is also an ``OSError`` with the original ``errno``.
     """
-    return atomic_write_lines(path, (text,))
+    return atomic_write_lines(path, (text.encode(),))
 
 
-def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> Path:
-    """Write the strings of ``lines`` to ``path`` as they come (each holds its own line
-    ending), atomically as :func:`atomic_write_text` does: memory stays bounded by one line
-    whatever the file's size.
+def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[bytes]) -> Path:
+    """Write the byte strings of ``lines`` (UTF-8 text, each holding its own line ending) to
+    ``path`` as they come, atomically as :func:`atomic_write_text` does: memory stays bounded
+    by one line and the write buffer whatever the file's size.
 
     Raises
     ------
@@ -70,39 +75,94 @@ def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[str]) -> Pa
         As :func:`atomic_write_text`. Whatever ``lines`` raises is raised too, and then no
         file is left behind.
     """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise OutputPathError(f"cannot write {path}: it is a directory", errno.EISDIR)
-    if target.exists() and not target.is_file():  # a device or pipe: written in place
-        try:
-            with open(target, "w", encoding="utf-8", newline="") as fh:
-                fh.writelines(lines)
-        except OSError as exc:
-            raise OutputPathError(
-                f"cannot write {path}: {exc.strerror or exc}", exc.errno
-            ) from None
-        return target
-    tmp = None
+    out = AtomicFile(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-        os.fchmod(fd, new_file_mode(target))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.writelines(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, OutputPathError):
-            reason = exc.strerror or str(exc)
-            if exc.errno == errno.ENOENT and not directory.is_dir():
-                reason = f"directory {directory} does not exist"
-            raise OutputPathError(f"cannot write {path}: {reason}", exc.errno) from None
+        out.writelines(lines)
+    except BaseException:
+        out.discard()
         raise
-    return target
+    return out.commit()
 
 
-__all__ = ["atomic_write_text", "atomic_write_lines", "new_file_mode", "current_umask"]
+class AtomicFile:
+    """A file written in several steps that appears at its path only when complete
+    (:meth:`commit`): a temporary file in the target's directory, with the permissions a
+    plain ``open(path, "w")`` would give, fsynced and renamed over the target. A path that
+    exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place.
+
+    Raises
+    ------
+    OutputPathError
+        From the constructor, :meth:`writelines` and :meth:`commit`: ``cannot write <path>:
+        <reason>`` (the path as given), also an ``OSError`` with the original ``errno``; the
+        temporary file is then removed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.given = str(path)
+        self.target = Path(path)
+        self.directory = self.target.parent if str(self.target.parent) else Path(".")
+        self.tmp: str | None = None
+        self.fh: BinaryIO | None = None
+        if self.target.is_dir():
+            raise OutputPathError(f"cannot write {path}: it is a directory", errno.EISDIR)
+        with self._errors():
+            if self.target.exists() and not self.target.is_file():
+                self.fh = open(self.target, "wb")  # noqa: SIM115 - closed by commit/discard
+            else:
+                fd, self.tmp = tempfile.mkstemp(
+                    prefix=f".{self.target.name}.", suffix=".tmp", dir=self.directory
+                )
+                os.fchmod(fd, new_file_mode(self.target))
+                self.fh = os.fdopen(fd, "wb", buffering=WRITE_BUFFER_BYTES)
+
+    def writelines(self, lines: Iterable[bytes | memoryview]) -> None:
+        """Append ``lines`` (bytes, each with its own line ending)."""
+        assert self.fh is not None, "the file is closed"
+        with self._errors():
+            self.fh.writelines(lines)
+
+    def commit(self) -> Path:
+        """Flush, fsync and rename the file into place; returns its path."""
+        assert self.fh is not None, "the file is closed"
+        with self._errors():
+            self.fh.flush()
+            if self.tmp is not None:
+                os.fsync(self.fh.fileno())
+            self.fh.close()
+            if self.tmp is not None:
+                os.replace(self.tmp, self.target)
+                self.tmp = None
+        return self.target
+
+    def discard(self) -> None:
+        """Close and remove the temporary file (the target stays as it was)."""
+        if self.fh is not None:
+            with contextlib.suppress(OSError):
+                self.fh.close()
+        if self.tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+            self.tmp = None
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            self.discard()
+            if isinstance(exc, OutputPathError):
+                raise
+            reason = exc.strerror or str(exc)
+            if exc.errno == errno.ENOENT and not self.directory.is_dir():
+                reason = f"directory {self.directory} does not exist"
+            raise OutputPathError(f"cannot write {self.given}: {reason}", exc.errno) from None
+
+
+__all__ = [
+    "AtomicFile",
+    "atomic_write_text",
+    "atomic_write_lines",
+    "new_file_mode",
+    "current_umask",
+]

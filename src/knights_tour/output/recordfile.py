@@ -28,14 +28,21 @@ def jsonl_line(record: Record) -> str:
     return json_bytes(record).decode() + "\n"
 
 
+def jsonl_bytes(record: Record) -> bytes:
+    """One record as a JSON Lines line in UTF-8: :func:`jsonl_line` without a round trip
+    through ``str`` (what a file or a pipe is written with)."""
+    return json_bytes(record) + b"\n"
+
+
 def records_to_jsonl(records: Iterable[Record]) -> str:
     """JSON Lines text: one compact JSON object per line, each line ending in a newline."""
     return "".join(map(jsonl_line, records))
 
 
-def record_lines(records: Iterable[Record], fmt: str = "jsonl") -> Iterator[str]:
-    """The text of ``records`` in ``fmt``, a line (or a record's lines) at a time, consuming
-    ``records`` lazily.
+def record_lines(records: Iterable[Record], fmt: str = "jsonl") -> Iterator[bytes]:
+    """The text of ``records`` in ``fmt`` as UTF-8 bytes, a line (or a record's lines) at a
+    time, consuming ``records`` lazily (JSON Lines never goes through ``str``: a sweep's
+    file is mostly tours, and decoding then re-encoding them cost as much as writing them).
 
     Parameters
     ----------
@@ -50,20 +57,20 @@ def record_lines(records: Iterable[Record], fmt: str = "jsonl") -> Iterator[str]
         For another ``fmt`` (Parquet is binary: :func:`knights_tour.output.parquet.write`).
     """
     if fmt == "jsonl":
-        return map(jsonl_line, records)
+        return map(jsonl_bytes, records)
     if fmt == "json":
         return _json_array_lines(records)
     if fmt == "csv":
-        return _csv_lines(records)
+        return (line.encode() for line in _csv_lines(records))
     raise ValueError(f"unknown record format {fmt!r}")
 
 
-def _json_array_lines(records: Iterable[Record]) -> Iterator[str]:
-    sep = "[\n"
+def _json_array_lines(records: Iterable[Record]) -> Iterator[bytes]:
+    sep = b"[\n"
     for rec in records:
-        yield sep + json_bytes(rec).decode()
-        sep = ",\n"
-    yield "[]\n" if sep == "[\n" else "\n]\n"
+        yield sep + json_bytes(rec)
+        sep = b",\n"
+    yield b"[]\n" if sep == b"[\n" else b"\n]\n"
 
 
 def _csv_columns() -> tuple[str, ...]:
@@ -168,6 +175,7 @@ def _csv_lines(records: Iterable[Record]) -> Iterator[str]:
 __all__ = [
     "FORMATS",
     "jsonl_line",
+    "jsonl_bytes",
     "records_to_jsonl",
     "record_lines",
     "records_to_csv",
