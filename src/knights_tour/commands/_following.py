@@ -12,7 +12,9 @@ start, on the other core, instead of before them.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,7 @@ from knights_tour.service.batches import (
     DEFAULT_CHUNK_SIZE,
     make_jobs,
     resume_batch,
+    send_order,
     start_or_resume,
     submit_batch,
 )
@@ -44,9 +47,10 @@ from knights_tour.service.local import (
     open_backend,
     open_store,
 )
+from knights_tour.service.record_stream import RecordStream
 from knights_tour.service.verdict import Tally
 from knights_tour.store.batches import CANCELLED, batch_status
-from knights_tour.store.connection import mask_url
+from knights_tour.store.connection import REDIS_ERRORS, mask_url
 
 
 def resume_hint(batch_id: str, redis_url: str | None) -> str:
@@ -112,27 +116,50 @@ def stopped(backend: Backend, batch_id: str, why: str, hint: str) -> None:
 
 
 def follow(
-    backend: Backend, batch_id: str, total: int, deadline: float | None, out: str | None, hint: str
+    backend: Backend,
+    batch_id: str,
+    total: int,
+    deadline: float | None,
+    out: str | None,
+    hint: str,
+    job_keys: Sequence[str] | None = None,
 ) -> Outcome:
     """Wait for the batch until it is complete, the deadline passes (monotonic seconds),
     Ctrl-C, or a cancel from elsewhere; then write its records to ``out`` (complete only).
+    Given the batch's ``job_keys``, a JSON Lines file is written while the batch runs
+    (:class:`~knights_tour.service.record_stream.RecordStream`) and put in place at its end.
 
     Left unfinished (exit 1 for --timeout / a cancel from elsewhere, 130 for Ctrl-C), the
     outcome has no tally, after one line saying so (:func:`stopped`)."""
     out_path = out or f"results-{batch_id}.jsonl"
+    stream = None
+    if job_keys is not None and out_path != "-" and not out_path.endswith(".parquet"):
+        stream = RecordStream(backend.client, batch_id, job_keys, out_path)
+    check = backend.check_workers(f"batch {batch_id}", "jobs")
+
+    def check_and_write(status: dict[str, Any]) -> None:
+        check(status)
+        if stream is not None:
+            with contextlib.suppress(*REDIS_ERRORS):  # an outage: the wait rides it out
+                stream.advance()
+
     try:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         status = wait_with_progress(
-            backend.client,
-            batch_id,
-            total,
-            left,
-            backend.url,
-            check=backend.check_workers(f"batch {batch_id}", "jobs"),
+            backend.client, batch_id, total, left, backend.url, check=check_and_write
         )
     except KeyboardInterrupt:
+        if stream is not None:
+            stream.discard()
         stopped(backend, batch_id, "by Ctrl-C", hint)
         return Outcome(ExitCode.INTERRUPTED, batch_id, {}, None, out_path)
+    except BaseException:
+        if stream is not None:
+            stream.discard()
+        raise
+    if status.get("state") == CANCELLED or not status["complete"]:
+        if stream is not None:
+            stream.discard()
     if status.get("state") == CANCELLED:
         backend.stop_work()
         note(
@@ -145,19 +172,29 @@ def follow(
         stopped(backend, batch_id, "by --timeout", hint)
         return Outcome(ExitCode.NOT_OK, batch_id, status, None, out_path)
     backend.finished()  # nothing to drop if writing the file fails
+    with _records_kept(batch_id):
+        if stream is not None:
+            tally = stream.finish()
+        else:
+            tally = write_records(
+                backend.client,
+                batch_id,
+                out_path,
+                "parquet" if out_path.endswith(".parquet") else "jsonl",
+            )
+    return Outcome(ExitCode.OK, batch_id, status, tally, out_path)
+
+
+@contextlib.contextmanager
+def _records_kept(batch_id: str) -> Iterator[None]:
+    """An error writing the file (e.g. a full disk) says that the records stay in Redis."""
     try:
-        tally = write_records(
-            backend.client,
-            batch_id,
-            out_path,
-            "parquet" if out_path.endswith(".parquet") else "jsonl",
-        )
-    except OutputPathError as exc:  # e.g. a full disk: the records stay in Redis
+        yield
+    except OutputPathError as exc:
         raise OutputPathError(
             f"{exc}; the records of batch {batch_id} are kept: ktour collect {batch_id} --out FILE",
             exc.errno,
         ) from None
-    return Outcome(ExitCode.OK, batch_id, status, tally, out_path)
 
 
 def submit_and_follow(
@@ -204,7 +241,15 @@ def submit_and_follow(
             f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
             f"to {backend.where}"
         )
-    return follow(backend, batch_id, len(jobs), deadline, out, resume_hint(batch_id, redis_url))
+    return follow(
+        backend,
+        batch_id,
+        len(jobs),
+        deadline,
+        out,
+        resume_hint(batch_id, redis_url),
+        job_keys=[job.key for job in send_order(jobs)],
+    )
 
 
 def run_batch(

@@ -167,6 +167,13 @@ def submit_batch(
     return batch_id
 
 
+def send_order(jobs: Sequence[Job]) -> list[Job]:
+    """``jobs`` in the order a batch's tasks are sent: the largest boards first (their jobs
+    take longest, so the batch's end is not held up by one of them started last), the given
+    order within a board size."""
+    return sorted(jobs, key=lambda j: j.rows * j.cols, reverse=True)
+
+
 def _send_jobs(
     redis_url: str,
     batch_id: str,
@@ -176,9 +183,7 @@ def _send_jobs(
 ) -> None:
     """Put ``jobs`` of ``batch_id`` on the queue in run-jobs tasks at
     :data:`knights_tour.messages.BATCH_PRIORITY` (chunks: :func:`plan_chunks`)."""
-    to_send = list(jobs)
-    if largest_first:
-        to_send.sort(key=lambda j: j.rows * j.cols, reverse=True)
+    to_send = send_order(jobs) if largest_first else list(jobs)
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:
         for chunk in plan_chunks(to_send, chunk_size):
@@ -455,6 +460,7 @@ __all__ = [
     "make_jobs",
     "chunked",
     "submit_batch",
+    "send_order",
     "resend_jobs",
     "recover_lost_jobs",
     "wait_for_batch",

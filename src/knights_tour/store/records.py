@@ -10,7 +10,7 @@ Records are written by the workers (:mod:`knights_tour.store.batches`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 import redis
@@ -71,6 +71,17 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
     return sorted(names, key=lambda k: cast("tuple[Any, ...]", order[k]))
 
 
+def in_record_order(job_keys: Iterable[str]) -> list[str]:
+    """Job keys of the :attr:`~knights_tour.core.jobs.Job.key` form in the order
+    :func:`record_keys` gives their records (another key sorts as :func:`record_keys` sorts
+    a key whose record is missing)."""
+
+    def order(k: str) -> tuple[Any, ...]:
+        return _key_order(k) or order_key(None, None, None, None, False, k)
+
+    return sorted(job_keys, key=order)
+
+
 def iter_pages(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[list[Record]]:
     """The records of a batch in record order, ``page`` at a time (one HMGET and one bulk
     decode per page)."""
@@ -91,4 +102,12 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     return list(iter_records(r, batch_id))
 
 
-__all__ = ["PAGE", "fetch", "record_keys", "iter_pages", "iter_records", "collect"]
+__all__ = [
+    "PAGE",
+    "fetch",
+    "record_keys",
+    "in_record_order",
+    "iter_pages",
+    "iter_records",
+    "collect",
+]
