@@ -238,7 +238,9 @@ def count(
     n x n sums to OEIS A165134: 1728 for 5, 6,637,920 for 6). One square per symmetry class is
     counted and copied to its class. Each count is split into sub-jobs (first moves fixed) that
     run as Celery tasks; partial counts are stored in Redis per sub-job, so running the same
-    command again resumes: finished sub-jobs are not counted twice. Without --redis an embedded
+    command again resumes: finished sub-jobs are not counted twice. By the frontier DP (auto
+    beyond 6x6) the sub-jobs are its trunk sweeps and start classes, checkpointed per layer
+    under the workers' KT_DATA_DIR/frontier. Without --redis an embedded
     Redis and K local workers are started, as for 'ktour run'. A count estimated to take longer
     than KT_CONFIRM_HOURS on K workers asks first (--yes does not ask; without a terminal it
     is refused). Exit 0 when the count is complete, 1 if not (timeout, failed sub-jobs, the
@@ -257,7 +259,7 @@ def count(
         dp_s = dp_count_s(board, start_sq is not None, halves=False)
         confirm_big(
             f"a frontier-DP count on {board.label} takes ~ {format_hours(dp_s / 3600)} "
-            "of worker time (its trunk alone is one sweep: about half of it on 2 workers)",
+            "of worker time in all (a trunk and its classes; classes run beside the trunk)",
             count_concerns(dp_s, 1),
             yes,
         )
