@@ -80,6 +80,7 @@ def test_progress_lines_from_the_workers_records(monkeypatch):
         "done_transitions": 600,
         "at": 1.0,
     }
+    progress({})  # the first poll: what an earlier run left is not shown
     progress({"k": rec})
     assert lines and lines[-1].startswith(
         "dp trunk-a: layer 5/10, 1,234 states, 1,000 transitions/s"

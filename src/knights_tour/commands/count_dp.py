@@ -82,12 +82,13 @@ class _WorkerProgress:
 
     def __call__(self, records: dict[str, dict[str, Any]]) -> None:
         done = sum(int(r.get("done_transitions") or 0) for r in records.values())
-        if self.base is None:
+        first = self.base is None
+        if first:
             self.base = done
         moved = [(k, r) for k, r in records.items() if r.get("at") != self.seen.get(k)]
         for k, r in moved:
             self.seen[k] = r.get("at")
-        if not moved:
+        if not moved or first:  # the first records are an earlier run's: not news
             return
         now = time.monotonic()
         key, rec = max(moved, key=lambda kr: float(kr[1].get("at") or 0.0))
