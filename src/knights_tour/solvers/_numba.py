@@ -9,6 +9,10 @@ linear algebra would fail to compile with numba's "scipy ... is required" error,
 Likewise numba's typing of cffi functions (``numba.core.typing.cffi_utils``) builds a
 ``cffi.FFI()`` when cffi is installed, which imports pycparser: it is loaded here with cffi
 hidden (the kernels call no cffi function; one that did would fail to type, not silently).
+Every kernel is compiled with ``nogil=True``: it releases the GIL while it runs, so the
+other threads of its process go on - in a Celery worker, the lease heartbeat thread
+(:mod:`knights_tour.service.lease_keeper`), without which a layer of the frontier DP or a long
+search would outlast the lease and have its job re-sent to another worker while it still runs.
 Pure: no Celery, no Redis.
 """
 
