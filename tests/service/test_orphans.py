@@ -157,7 +157,12 @@ def test_repeated_ctrl_c_stops_workers_before_redis(tmp_path: Path) -> None:
         # everything and said so may end the interpreter by SIGINT instead (the shell shows
         # 130 for both): either way an orderly stop, without a traceback.
         assert proc.wait(timeout=GONE_S) in (130, -signal.SIGINT), err.read_text()
-        assert "interrupted" in err.read_text() and "Traceback" not in err.read_text()
+        said = err.read_text()
+        assert "Traceback" not in said, said
+        # The first Ctrl-C cancels the batch and says so; whether a later one lands while
+        # ktour is still shutting down (then it also says "ktour: interrupted") is a race
+        # between the test's presses and the shut-down.
+        assert "cancelled by Ctrl-C" in said or said.rstrip().endswith("ktour: interrupted"), said
         assert _wait_gone(workers + redis_procs + kinds["watchdog"]) == []
         _no_stale_server(tmp_path)
     finally:
