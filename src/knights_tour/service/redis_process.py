@@ -42,18 +42,14 @@ def ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
 
 
 def shut_down(client: redis.Redis) -> None:
-    """Ask the server behind ``client`` to exit, saving its snapshot first (``SHUTDOWN
-    SAVE``). A server that cannot write the snapshot (e.g. a full disk) answers an error and
-    stays up: it is then asked to exit without it, since what it had is in its append-only
-    file. Returns without waiting for the exit; errors are swallowed (the connection closes as
-    the server exits, or it is already gone)."""
-    try:
-        client.shutdown(save=True)
-    except redis.ResponseError:
-        with contextlib.suppress(redis.RedisError, OSError):
-            client.shutdown(nosave=True)
-    except (redis.RedisError, OSError):
-        pass
+    """Ask the server behind ``client`` to exit (``SHUTDOWN NOSAVE``). Nothing is lost: the
+    server flushes and fsyncs its append-only file as it exits, and a server started with
+    ``appendonly yes`` loads that file at start, never an RDB snapshot, so a snapshot written
+    at every stop would be a full write of the dataset for nothing. Returns without waiting
+    for the exit; errors are swallowed (the connection closes as the server exits, or it is
+    already gone)."""
+    with contextlib.suppress(redis.RedisError, OSError):
+        client.shutdown(nosave=True)
 
 
 def wait_gone(pid: int, timeout_s: float) -> None:
