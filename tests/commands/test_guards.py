@@ -300,6 +300,30 @@ def test_progress_lines_every_interval_with_rate_and_eta():
     ]
 
 
+def test_progress_lines_repeat_a_count_that_stands_still_only_as_a_sign_of_life():
+    import knights_tour.commands._shared as shared
+    from knights_tour.commands._shared import ProgressLines
+
+    t = [0.0]
+    lines: list[str] = []
+    progress = ProgressLines("count C", "sub-jobs", 10.0, clock=lambda: t[0])
+    real_note = shared.note
+    shared.note = lines.append
+    try:
+        progress(0, 2)
+        while t[0] < 130.0:  # polls every 2 s; nothing done until 125 s
+            t[0] += 2.0
+            progress(1 if t[0] >= 125.0 else 0, 2)
+    finally:
+        shared.note = real_note
+    # the unchanged 0/2 once a minute (60 s, 120 s), then the change at the next interval
+    assert [line.split(",")[0] for line in lines] == [
+        "count C: 0/2 sub-jobs done",
+        "count C: 0/2 sub-jobs done",
+        "count C: 1/2 sub-jobs done",
+    ]
+
+
 def test_a_mistyped_command_gets_a_suggestion(capsys):
     code, _, err = run_cli(capsys, "stauts")
     assert code == 2 and "No such command 'stauts'. Did you mean 'status'?" in err

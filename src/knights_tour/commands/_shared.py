@@ -94,7 +94,11 @@ class ProgressLines:
     """Progress as one ``ktour:`` line every ``every_s`` seconds, for a stderr that is not a
     terminal (cron, CI logs, beat): ``batch B: 120/620 jobs done, 12.0/s, ETA 41s``. The
     rate is measured since the first status seen, so jobs recorded before (a resumed batch)
-    do not inflate it."""
+    do not inflate it. While the done count stands still (a few long jobs, or the sub-jobs
+    of a DP count, which prints its own per-layer lines) the same line is repeated only every
+    :data:`UNCHANGED_EVERY` intervals, as a sign of life rather than news."""
+
+    UNCHANGED_EVERY = 6
 
     def __init__(
         self, what: str, label: str, every_s: float, clock: Callable[[], float] = time.monotonic
@@ -102,6 +106,7 @@ class ProgressLines:
         self.what, self.label, self.every_s, self.clock = what, label, every_s, clock
         self.first: tuple[float, int] | None = None
         self.last_line: float | None = None
+        self.last_done: int | None = None
 
     def line(self, done: int, total: int) -> str:
         """The progress line for ``done`` of ``total`` now (no ``ktour:`` prefix)."""
@@ -123,12 +128,16 @@ class ProgressLines:
         clock without a line)."""
         now = self.clock()
         if self.last_line is None:
-            self.last_line = now
+            self.last_line, self.last_done = now, done
             self.line(done, total)
             return
-        if now - self.last_line >= self.every_s:
-            self.last_line = now
-            note(self.line(done, total))
+        waited = now - self.last_line
+        if waited < self.every_s:
+            return
+        if done == self.last_done and waited < self.every_s * self.UNCHANGED_EVERY:
+            return
+        self.last_line, self.last_done = now, done
+        note(self.line(done, total))
 
 
 @contextlib.contextmanager
