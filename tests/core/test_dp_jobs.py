@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk
+from knights_tour.core.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk, dp_sweep_dirs
 from knights_tour.errors import InvalidJobError
 
 
@@ -41,6 +41,11 @@ def test_5x5_jobs_one_by_one_equal_a165134(tmp_path):
         assert "trunk's layer" in fig["method"]  # started from the kept layer
     assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
     assert sum(counts[rep] * len(m) for rep, m in plan.classes.items()) == 1728
+    # the folders the jobs wrote are exactly those the count names (what --fresh removes)
+    written = {d for d in tmp_path.iterdir() if d.is_dir()}
+    assert written and set(dp_sweep_dirs(board, None, tmp_path)) == written
+    corner = set(dp_sweep_dirs(board, (4, 4), tmp_path))  # a corner alone: its own trunk
+    assert len(corner) == 2 and len(corner & written) == 1  # the corner's full sweep is shared
 
 
 def test_a_progress_exception_stops_a_trunk_and_the_next_call_resumes(tmp_path):

@@ -36,8 +36,9 @@ from knights_tour.core.frontier_run import (
     join_halves,
     run_sweep,
 )
-from knights_tour.core.frontier_store import Checkpoints, plan_digest, sweep_done
+from knights_tour.core.frontier_store import Checkpoints, plan_digest
 from knights_tour.core.symmetry import representative, symmetry_classes
+from knights_tour.core.trunks import class_sweep, run_trunk, trunk_groups, trunk_plan
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers.engine.frontier_kernel import MAX_SLOTS
 
@@ -161,12 +162,12 @@ def dp_count(
         As in :func:`knights_tour.core.frontier_run.count_paths`.
     """
     began = time.perf_counter()
-    classes = _classes(board, start)
+    classes = classes_to_count(board, start)
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
     searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
-    class_counts, figures = _trivial_classes(board, [r for r in classes if r not in searched])
+    class_counts, figures = trivial_class_counts(board, [r for r in classes if r not in searched])
     lowers: dict[str, SweepResult] = {}
     trunks: list[SweepResult] = []
     cut = halves_cut(board) if halves and searched else None
@@ -205,7 +206,7 @@ def dp_count(
     )
 
 
-def _classes(board: Board, start: Square | None) -> dict[Square, list[Square]]:
+def classes_to_count(board: Board, start: Square | None) -> dict[Square, list[Square]]:
     """The symmetry classes to count: every class, or ``start``'s only."""
     all_classes = symmetry_classes(board)
     if start is None:
@@ -214,7 +215,7 @@ def _classes(board: Board, start: Square | None) -> dict[Square, list[Square]]:
     return {rep: all_classes[rep]}
 
 
-def _trivial_classes(
+def trivial_class_counts(
     board: Board, reps: list[Square]
 ) -> tuple[dict[Square, int], list[dict[str, Any]]]:
     """The counts (all 0, or 1 on one square) and figures of classes needing no search."""
@@ -285,64 +286,6 @@ def _halves_class(
     }
 
 
-_Member = tuple[Square, frontier.Graph, int]
-"""A start class in a trunk's group: representative, its late image graph, its step there."""
-
-
-def _trunk_groups(board: Board, reps: list[Square]) -> list[tuple[int, list[_Member]]]:
-    """The classes grouped by trunk: every start of one colour (on the same image graph)
-    sees the same sweep until its square is taken. ``[(colour, members)]``."""
-    groups: dict[tuple[Any, ...], list[_Member]] = {}
-    for rep in reps:
-        g = frontier.image_graph(board, rep, late=True)
-        s = g.square.index(rep)
-        groups.setdefault((g.nbrs, g.colour, g.colour[s]), []).append((rep, g, s))
-    return [(key[2], members) for key, members in groups.items()]
-
-
-def _trunk_plan(members: list[_Member], colour: int) -> frontier.SweepPlan:
-    """The trunk of a group: to its latest start, serving every start of the group."""
-    last = max(s for _, _, s in members)
-    cands = frozenset(s for _, _, s in members)
-    return frontier.trunk_sweep(members[0][1], colour, last, cands)
-
-
-def _trunk(members: list[_Member], colour: int, opts: dict[str, Any]) -> SweepResult | None:
-    """Run a group's trunk, keeping the layer before each start (on disk with checkpoints);
-    None when none is needed (every class of the group counted on disk, or all taken
-    first)."""
-    ckpt = opts["checkpoint_dir"]
-    plans = [frontier.full_sweep(g, s) for _, g, s in members]
-    if ckpt is not None and all(sweep_done(p, ckpt) for p in plans):
-        return None
-    if max(s for _, _, s in members) == 0:
-        return None
-    keep = {s - 1 for _, _, s in members if s > 0}
-    return run_sweep(_trunk_plan(members, colour), keep=keep, **opts)
-
-
-def _tail(
-    rep: Square, g: frontier.Graph, s: int, initial: Any, opts: dict[str, Any]
-) -> tuple[int, dict[str, Any]]:
-    """A class's own sweep from the trunk's layer ``initial`` (before step ``s``); without it
-    (a trunk resumed past this start without keeping its layer) the class's own checkpoints
-    resume it, or it is swept from the first layer. ``(count, figures)``."""
-    first = s if initial is not None else 0
-    res = run_sweep(frontier.full_sweep(g, s), first_step=first, initial=initial, **opts)
-    count = int(res.counts[0]) if len(res.keys) else 0
-    how = f"full sweep from the trunk's layer {s}" if first else "full sweep"
-    if res.resumed_from >= 0:
-        how += f", resumed from its checkpoint after step {res.resumed_from}"
-    return count, {
-        "representative": list(rep),
-        "count": count,
-        "method": how,
-        "peak_states": res.peak_states,
-        "transitions": res.transitions,
-        "layers": [ls.to_dict() for ls in res.layers],
-    }
-
-
 def _trunk_classes(
     board: Board,
     reps: list[Square],
@@ -355,14 +298,14 @@ def _trunk_classes(
     (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
     the trunk's layer before its square. Fills ``counts`` and ``figures``; returns the trunks."""
     trunks = []
-    for colour, members in _trunk_groups(board, reps):
-        tr = _trunk(members, colour, opts)
+    for colour, members in trunk_groups(board, reps):
+        tr = run_trunk(members, colour, opts)
         if tr is not None:
             trunks.append(tr)
         for rep, g, s in sorted(members, key=lambda m: -m[2]):
             t0 = time.perf_counter()
             initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
-            counts[rep], fig = _tail(rep, g, s, initial, opts)
+            counts[rep], fig = class_sweep(rep, g, s, initial, opts)
             figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
             if class_done is not None:
                 class_done(rep, counts[rep], time.perf_counter() - t0)
@@ -394,8 +337,8 @@ def dp_trunks(
     """
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
     out = []
-    for colour, members in _trunk_groups(board, _searched(board)):
-        tr = _trunk(members, colour, opts)
+    for colour, members in trunk_groups(board, _searched(board)):
+        tr = run_trunk(members, colour, opts)
         if tr is not None:
             out.append(tr)
     return out
@@ -426,12 +369,12 @@ def dp_class_tail(
     if count_paths_trivial(board, rep):
         return count_paths(board, rep).paths
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
-    for colour, members in _trunk_groups(board, _searched(board)):
+    for colour, members in trunk_groups(board, _searched(board)):
         for r, g, s in members:
             if r == rep:
-                trunk_dir = Checkpoints(Path(checkpoint_dir), _trunk_plan(members, colour))
+                trunk_dir = Checkpoints(Path(checkpoint_dir), trunk_plan(members, colour))
                 initial = trunk_dir.load_kept(s - 1) if s > 0 else None
-                return _tail(r, g, s, initial, opts)[0]
+                return class_sweep(r, g, s, initial, opts)[0]
     raise AssertionError(f"{rep} is a searched class of {board.label}")  # pragma: no cover
 
 
@@ -494,4 +437,6 @@ __all__ = [
     "dp_class_tail",
     "peak_rss_bytes",
     "count_paths_trivial",
+    "classes_to_count",
+    "trivial_class_counts",
 ]

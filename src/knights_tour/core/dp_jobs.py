@@ -14,18 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from knights_tour.board import Board, Square
+from knights_tour.core import frontier
 from knights_tour.core.count_method import (
-    _classes,
-    _Member,
-    _tail,
-    _trivial_classes,
-    _trunk,
-    _trunk_groups,
-    _trunk_plan,
+    classes_to_count,
     count_paths_trivial,
+    trivial_class_counts,
 )
 from knights_tour.core.frontier_run import DEFAULT_MEMORY_BYTES, Progress, SweepResult
-from knights_tour.core.frontier_store import Checkpoints
+from knights_tour.core.frontier_store import Checkpoints, sweep_dir
+from knights_tour.core.trunks import TrunkMember, class_sweep, run_trunk, trunk_groups, trunk_plan
 from knights_tour.errors import InvalidJobError
 
 
@@ -65,21 +62,26 @@ def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
     InvalidSquareError
         If ``start`` is off the board.
     """
-    classes = _classes(board, start)
+    classes = classes_to_count(board, start)
     searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
-    trivial, _ = _trivial_classes(board, [r for r in classes if r not in searched])
+    trivial, _ = trivial_class_counts(board, [r for r in classes if r not in searched])
     trunks: list[tuple[int, ...]] = []
     tails: list[DpTail] = []
-    for i, (_, members) in enumerate(_trunk_groups(board, searched)):
+    for i, (_, members) in enumerate(trunk_groups(board, searched)):
         trunks.append(tuple(sorted({s - 1 for _, _, s in members if s > 0})))
         for rep, _, s in sorted(members, key=lambda m: m[2]):
             tails.append(DpTail(rep, i if s > 0 else -1, s - 1))
     return DpPlan(board, classes, trivial, trunks, tails)
 
 
-def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[_Member]]:
-    searched = [rep for rep in _classes(board, start) if not count_paths_trivial(board, rep)]
-    return _trunk_groups(board, searched)[index]
+def _searched(board: Board, start: Square | None) -> list[Square]:
+    """The representatives of the count's classes that need a search."""
+    return [rep for rep in classes_to_count(board, start) if not count_paths_trivial(board, rep)]
+
+
+def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[TrunkMember]]:
+    searched = _searched(board, start)
+    return trunk_groups(board, searched)[index]
 
 
 def dp_run_trunk(
@@ -106,7 +108,7 @@ def dp_run_trunk(
     """
     colour, members = _group(board, start, group)
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
-    return _trunk(members, colour, opts)
+    return run_trunk(members, colour, opts)
 
 
 def dp_run_tail(
@@ -130,17 +132,32 @@ def dp_run_tail(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.core.frontier_run.run_sweep`.
     """
-    searched = [rep for rep in _classes(board, start) if not count_paths_trivial(board, rep)]
+    searched = _searched(board, start)
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
-    for colour, members in _trunk_groups(board, searched):
+    for colour, members in trunk_groups(board, searched):
         for r, g, s in members:
             if r == tuple(square):
                 initial = None
                 if s > 0:
-                    trunk_dir = Checkpoints(Path(checkpoint_dir), _trunk_plan(members, colour))
+                    trunk_dir = Checkpoints(Path(checkpoint_dir), trunk_plan(members, colour))
                     initial = trunk_dir.load_kept(s - 1)
-                return _tail(r, g, s, initial, opts)
+                return class_sweep(r, g, s, initial, opts)
     raise InvalidJobError(f"{square} is not a searched start class of this DP count")
 
 
-__all__ = ["DpPlan", "DpTail", "dp_plan", "dp_run_trunk", "dp_run_tail"]
+def dp_sweep_dirs(board: Board, start: Square | None, checkpoint_dir: str | Path) -> list[Path]:
+    """The folders under ``checkpoint_dir`` where the sweeps of :func:`dp_plan` ``(board,
+    start)`` keep their layers: each trunk's and each searched class's own full sweep (a class's
+    full sweep is the same plan in every count that searches it, so counts of the whole grid
+    and of one start share it). Whether they exist or not; nothing is created."""
+    root = Path(checkpoint_dir)
+    searched = _searched(board, start)
+    dirs: list[Path] = []
+    for colour, members in trunk_groups(board, searched):
+        if max(s for _, _, s in members) > 0:
+            dirs.append(sweep_dir(root, trunk_plan(members, colour)))
+        dirs.extend(sweep_dir(root, frontier.full_sweep(g, s)) for _, g, s in members)
+    return dirs
+
+
+__all__ = ["DpPlan", "DpTail", "dp_plan", "dp_run_trunk", "dp_run_tail", "dp_sweep_dirs"]

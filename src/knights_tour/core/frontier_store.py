@@ -56,11 +56,17 @@ def plan_digest(plan: frontier.SweepPlan) -> str:
     return h.hexdigest()[:16]
 
 
+def sweep_dir(root: Path, plan: frontier.SweepPlan) -> Path:
+    """The folder under ``root`` (the checkpoint directory) that holds ``plan``'s layers:
+    ``<name>-<digest>``. Not created here."""
+    return root / f"{plan.name}-{plan_digest(plan)}"
+
+
 class Checkpoints:
     """Layers of one sweep on disk: ``layer-K.part-J.npy`` files and ``manifest.json``."""
 
     def __init__(self, root: Path, plan: frontier.SweepPlan) -> None:
-        self.dir = root / f"{plan.name}-{plan_digest(plan)}"
+        self.dir = sweep_dir(root, plan)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.manifest = self.dir / "manifest.json"
 

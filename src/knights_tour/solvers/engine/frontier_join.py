@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from knights_tour.solvers._numba import njit
-from knights_tour.solvers.engine.frontier_kernel import DANGLE, EMPTY, ISO, SAT, _slot_index
+from knights_tour.solvers.engine.frontier_kernel import DANGLE, EMPTY, ISO, SAT, slot_index
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -84,7 +84,7 @@ def group_index(sorted_sigs, logcap):
         j = i
         while j < n and sorted_sigs[j] == sorted_sigs[i]:
             j += 1
-        h = _slot_index(sorted_sigs[i], logcap)
+        h = slot_index(sorted_sigs[i], logcap)
         while gkeys[h] != EMPTY:
             h = (h + 1) & mask
         gkeys[h] = sorted_sigs[i]
@@ -97,7 +97,7 @@ def group_index(sorted_sigs, logcap):
 @njit(cache=True, nogil=True, inline="always")
 def _lookup(gkeys, logcap, sig):
     mask = (np.int64(1) << logcap) - 1
-    h = _slot_index(sig, logcap)
+    h = slot_index(sig, logcap)
     while True:
         kk = gkeys[h]
         if kk == sig:

@@ -77,7 +77,10 @@ _PART_MUL = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _slot_index(key, logcap):
+def slot_index(key, logcap):
+    """The home slot of ``key`` in an open-addressing table of ``2**logcap`` slots
+    (multiplicative hashing: the top ``logcap`` bits of ``key`` times an odd constant; Knuth,
+    TAOCP vol. 3, 6.4)."""
     return np.int64((key * _HASH_MUL) >> np.uint64(64 - logcap))
 
 
@@ -266,7 +269,7 @@ def _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, do
 def _insert(tkeys, tcounts, logcap, key, cnt):
     """Add ``cnt`` to ``key``'s entry. Returns (1 if a new entry, overflow flag)."""
     mask = (np.int64(1) << logcap) - 1
-    h = _slot_index(key, logcap)
+    h = slot_index(key, logcap)
     while True:
         kk = tkeys[h]
         if kk == key:
