@@ -121,6 +121,31 @@ def test_dp_rerun_counts_only_what_is_not_stored(dp_workers, module_redis_url, c
     assert "all 12 sub-jobs already counted" in err and third["grid"] == first["grid"]
 
 
+def test_dp_fresh_removes_the_counts_checkpoints(dp_workers, module_redis_url, capsys, monkeypatch):
+    """``--fresh`` removes the count's checkpoint folders under this machine's data dir (here
+    the workers' own, as for local workers); without it, a count whose results were dropped
+    from Redis reads its classes' finished sweeps from disk again."""
+    monkeypatch.setenv("KT_DATA_DIR", str(dp_workers.data))
+    get_settings.cache_clear()
+    try:
+        _count(module_redis_url, "5", "--method", "dp", capsys=capsys)  # complete, on disk
+        r = connect(module_redis_url)
+        count_store.delete_count(r, "5x5-open-dp-all")  # Redis forgets, the disk does not
+        kept, _ = _count(module_redis_url, "5", "--method", "dp", capsys=capsys)
+        assert kept["total"] == 1728
+        swept = [c["method"] for c in kept["dp_classes"] if "sweep" in c["method"]]
+        assert len(swept) == 4 and all("resumed from its checkpoint" in m for m in swept)
+        assert count_store.load_dp_progress(r, "5x5-open-dp-all") == {}  # no layer swept
+        fresh, err = _count(module_redis_url, "5", "--method", "dp", "--fresh", capsys=capsys)
+        frontier = dp_workers.data / "frontier"
+        assert f"--fresh: 5 checkpoint folder(s) of this count removed under {frontier}" in err
+        assert fresh["total"] == 1728 and fresh["reused_subjobs"] == 0
+        progress = count_store.load_dp_progress(r, "5x5-open-dp-all")
+        assert progress["5x5:dp:trunk0"]["step"] > 0  # the trunk swept its layers again
+    finally:
+        get_settings.cache_clear()
+
+
 def test_dp_timeout_stops_and_the_same_command_finishes(dp_workers, module_redis_url, capsys):
     shutil.rmtree(dp_workers.data / "frontier", ignore_errors=True)  # no finished sweeps on disk
     args = ["count", "6", "--method", "dp", "--redis", module_redis_url, "--workers", "0"]

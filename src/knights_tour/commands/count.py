@@ -184,9 +184,9 @@ def _print_report(
 @click.option(
     "--fresh",
     is_flag=True,
-    help="Discard partial counts stored in Redis by an earlier run of the same count. The "
-    "DP's layers checkpointed under the workers' KT_DATA_DIR/frontier are kept and read "
-    "again: remove that folder to count from nothing.",
+    help="Discard partial counts stored by an earlier run of the same count: in Redis, and "
+    "for the DP its layers checkpointed under this machine's KT_DATA_DIR/frontier (workers "
+    "on other machines keep theirs).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead.")
 @click.option(

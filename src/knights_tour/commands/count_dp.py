@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import time
 from typing import Any
 
@@ -21,7 +22,7 @@ from knights_tour.board import Board, Square
 from knights_tour.commands._shared import ExitCode, note, progress_hooks
 from knights_tour.core.count_method import MethodChoice
 from knights_tour.core.counting import CountReport
-from knights_tour.core.dp_jobs import dp_plan
+from knights_tour.core.dp_jobs import dp_plan, dp_sweep_dirs
 from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.service.counts import stop_count
 from knights_tour.service.dp_counts import (
@@ -141,6 +142,7 @@ def run_dp_count(
         try:
             if fresh:
                 count_store.delete_count(backend.client, count_id)
+                _remove_checkpoints(board, start_sq, local=backend.worker_count > 0)
             register_dp_count(
                 backend.client,
                 count_id,
@@ -221,6 +223,26 @@ def _run(
     if status["complete"]:
         backend.finished()
     return status
+
+
+def _remove_checkpoints(board: Board, start_sq: Square | None, local: bool) -> None:
+    """``--fresh``: remove the folders where this count's sweeps keep their layers under this
+    machine's ``KT_DATA_DIR/frontier`` (where local workers write them), and say how many.
+    ``local``: this command starts the workers; else workers on other machines keep theirs.
+
+    Raises
+    ------
+    OSError
+        If a folder cannot be removed.
+    """
+    root = get_settings().data_dir / "frontier"
+    found = [d for d in dp_sweep_dirs(board, start_sq, root) if d.is_dir()]
+    for folder in found:
+        shutil.rmtree(folder)
+    note(
+        f"--fresh: {len(found)} checkpoint folder(s) of this count removed under {root}"
+        + ("" if local else "; workers on other machines keep theirs under their KT_DATA_DIR")
+    )
 
 
 def _stop(backend: Backend, count_id: str, why: str) -> None:
