@@ -8,11 +8,11 @@ which ``ktour solve`` never needs.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-import click
 import redis
 from rich.console import Console
 from rich.table import Table
@@ -95,9 +95,9 @@ def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str 
     elif fmt == "parquet":
         parquet.write(out, counted())
     elif out == "-":
-        stdout = click.get_binary_stream("stdout")
-        stdout.writelines(record_lines(counted(), fmt))
-        stdout.flush()
+        sys.stdout.flush()  # what was echoed before goes first
+        sys.stdout.buffer.writelines(record_lines(counted(), fmt))
+        sys.stdout.buffer.flush()
     else:
         atomic_write_lines(out, record_lines(counted(), fmt))
     return tally
