@@ -293,8 +293,9 @@ def test_progress_lines_every_interval_with_rate_and_eta():
             progress(done, 620)
     finally:
         shared.note = real_note
-    # 24 s of polls every 2 s: a line at 10 s and at 20 s after the first poll
+    # 24 s of polls every 2 s: a line at once, then at 10 s and at 20 s after the first poll
     assert lines == [
+        "batch B: 0/620 jobs done, rate -, ETA -",
         "batch B: 50/620 jobs done, 5.0/s, ETA 1m54s",
         "batch B: 100/620 jobs done, 5.0/s, ETA 1m44s",
     ]
@@ -316,8 +317,9 @@ def test_progress_lines_repeat_a_count_that_stands_still_only_as_a_sign_of_life(
             progress(1 if t[0] >= 125.0 else 0, 2)
     finally:
         shared.note = real_note
-    # the unchanged 0/2 once a minute (60 s, 120 s), then the change at the next interval
+    # at once, the unchanged 0/2 once a minute (60 s, 120 s), the change at the next interval
     assert [line.split(",")[0] for line in lines] == [
+        "count C: 0/2 sub-jobs done",
         "count C: 0/2 sub-jobs done",
         "count C: 0/2 sub-jobs done",
         "count C: 1/2 sub-jobs done",

@@ -94,9 +94,10 @@ class ProgressLines:
     """Progress as one ``ktour:`` line every ``every_s`` seconds, for a stderr that is not a
     terminal (cron, CI logs, beat): ``batch B: 120/620 jobs done, 12.0/s, ETA 41s``. The
     rate is measured since the first status seen, so jobs recorded before (a resumed batch)
-    do not inflate it. While the done count stands still (a few long jobs, or the sub-jobs
-    of a DP count, which prints its own per-layer lines) the same line is repeated only every
-    :data:`UNCHANGED_EVERY` intervals, as a sign of life rather than news."""
+    do not inflate it. The first poll gives a line at once (where the wait starts). While
+    the done count stands still (a few long jobs, or the sub-jobs of a DP count, which prints
+    its own per-layer lines) the same line is repeated only every :data:`UNCHANGED_EVERY`
+    intervals, as a sign of life rather than news."""
 
     UNCHANGED_EVERY = 6
 
@@ -124,12 +125,15 @@ class ProgressLines:
         )
 
     def __call__(self, done: int, total: int) -> None:
-        """Note the line if ``every_s`` passed since the last one (the first poll starts the
-        clock without a line)."""
+        """Note the line if ``every_s`` passed since the last one and the count moved (or
+        :data:`UNCHANGED_EVERY` intervals passed); the first poll notes its line at once
+        unless everything is done already."""
         now = self.clock()
         if self.last_line is None:
             self.last_line, self.last_done = now, done
-            self.line(done, total)
+            text = self.line(done, total)
+            if done < total:  # where the wait starts (a resumed batch: its jobs already done)
+                note(text)
             return
         waited = now - self.last_line
         if waited < self.every_s:
