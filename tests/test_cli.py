@@ -397,6 +397,9 @@ def test_submit_status_collect_batches(capsys, tmp_path, local_workers, module_r
 
     code, out, _ = run_cli(capsys, "collect", batch_id, "--format", "csv", "--redis", url)
     assert len(out.splitlines()) == 1 + 37
+    csv_file = tmp_path / "r.csv"  # the name asks for CSV: the same bytes as --format csv
+    run_cli(capsys, "collect", batch_id, "--out", str(csv_file), "--redis", url)
+    assert csv_file.read_text() == out
 
     code, out, _ = run_cli(capsys, "batches", "--json", "--redis", url)
     assert batch_id in [b["batch_id"] for b in json.loads(out)]

@@ -14,6 +14,7 @@ from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
 from knights_tour.output import parquet
 from knights_tour.output.recordfile import (
     CSV_FIELDS,
+    format_for_path,
     record_from_csv_row,
     record_lines,
     records_to_csv,
@@ -62,3 +63,14 @@ def test_parquet_round_trips_every_field_in_pages(records, tmp_path):
     meta = pq.ParquetFile(path).metadata
     assert meta.num_rows == len(records) and meta.num_row_groups == -(-len(records) // 4)
     assert [c for c, _ in parquet.COLUMNS] == list(CSV_FIELDS)
+
+
+def test_a_file_name_picks_its_format():
+    assert [format_for_path(n) for n in ("r.csv", "R.CSV", "r.parquet", "r.jsonl", "-", "r")] == [
+        "csv",
+        "csv",
+        "parquet",
+        "jsonl",
+        "jsonl",
+        "jsonl",
+    ]

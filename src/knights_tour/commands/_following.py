@@ -30,6 +30,7 @@ from knights_tour.commands._records import (
 from knights_tour.commands._shared import ExitCode, note, stdout_console
 from knights_tour.core.jobs import Job, JobOptions
 from knights_tour.errors import KnightsTourError, OutputPathError
+from knights_tour.output.recordfile import format_for_path
 from knights_tour.service.batches import (
     DEFAULT_CHUNK_SIZE,
     make_jobs,
@@ -133,7 +134,7 @@ def follow(
     outcome has no tally, after one line saying so (:func:`stopped`)."""
     out_path = out or f"results-{batch_id}.jsonl"
     stream = None
-    if job_keys is not None and out_path != "-" and not out_path.endswith(".parquet"):
+    if job_keys is not None and out_path != "-" and format_for_path(out_path) == "jsonl":
         stream = RecordStream(backend.client, batch_id, job_keys, out_path)
     check = backend.check_workers(f"batch {batch_id}", "jobs")
 
@@ -176,12 +177,7 @@ def follow(
         if stream is not None:
             tally = stream.finish()
         else:
-            tally = write_records(
-                backend.client,
-                batch_id,
-                out_path,
-                "parquet" if out_path.endswith(".parquet") else "jsonl",
-            )
+            tally = write_records(backend.client, batch_id, out_path, format_for_path(out_path))
     return Outcome(ExitCode.OK, batch_id, status, tally, out_path)
 
 

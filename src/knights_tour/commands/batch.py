@@ -28,6 +28,7 @@ from knights_tour.commands._shared import (
     stdout_console,
     timeout_option,
 )
+from knights_tour.output.recordfile import format_for_path
 from knights_tour.service.local import open_store
 from knights_tour.service.monitor import batch_states
 from knights_tour.service.status import shown_params, stalled_batches
@@ -49,7 +50,8 @@ from knights_tour.store.batches import CANCELLED, batch_state, batch_status, lis
     "out",
     default=None,
     metavar="FILE",
-    help="Write the records to FILE atomically instead of stdout (needed for parquet).",
+    help="Write the records to FILE atomically instead of stdout (needed for parquet); "
+    "without --format, a FILE ending in .parquet or .csv gets that format, else JSON Lines.",
 )
 @click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
 @timeout_option("With --wait: give up after S seconds.")
@@ -70,7 +72,7 @@ def collect(
     """
     check_out_path(out)
     if out is not None and fmt == "table":
-        fmt = "parquet" if out.endswith(".parquet") else "jsonl"
+        fmt = format_for_path(out)
     if fmt == "parquet" and out in (None, "-"):
         raise click.UsageError("--format parquet writes a file: give --out FILE")
     with open_store(redis_url) as backend:

@@ -157,8 +157,8 @@ _out_option = click.option(
     "out",
     default=None,
     metavar="FILE",
-    help="File for all records: JSON Lines, or Parquet if FILE ends in .parquet "
-    "(default results-<batch>.jsonl; '-' = stdout).",
+    help="File for all records: JSON Lines, or Parquet / CSV if FILE ends in .parquet / "
+    ".csv (default results-<batch>.jsonl; '-' = stdout).",
 )
 _timeout_option = timeout_option(
     "Give up S seconds after the start: the batch is cancelled (only its own queued "

@@ -39,6 +39,17 @@ def records_to_jsonl(records: Iterable[Record]) -> str:
     return "".join(map(jsonl_line, records))
 
 
+def format_for_path(path: str) -> str:
+    """The record format a file name asks for: ``"parquet"`` for ``*.parquet``, ``"csv"`` for
+    ``*.csv``, else ``"jsonl"`` (JSON Lines; also for ``-``, stdout)."""
+    lower = path.lower()
+    if lower.endswith(".parquet"):
+        return "parquet"
+    if lower.endswith(".csv"):
+        return "csv"
+    return "jsonl"
+
+
 def record_lines(records: Iterable[Record], fmt: str = "jsonl") -> Iterator[bytes]:
     """The text of ``records`` in ``fmt`` as UTF-8 bytes, a line (or a record's lines) at a
     time, consuming ``records`` lazily (JSON Lines never goes through ``str``: a sweep's
@@ -182,4 +193,5 @@ __all__ = [
     "CSV_FIELDS",
     "csv_row",
     "record_from_csv_row",
+    "format_for_path",
 ]
