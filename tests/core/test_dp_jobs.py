@@ -9,6 +9,14 @@ from knights_tour.board import Board
 from knights_tour.core.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk, dp_sweep_dirs
 from knights_tour.errors import InvalidJobError
 
+OEIS_5X5_GRID = [  # directed open tours per start square; sums to A165134(5) = 1728
+    [304, 0, 56, 0, 304],
+    [0, 56, 0, 56, 0],
+    [56, 0, 64, 0, 56],
+    [0, 56, 0, 56, 0],
+    [304, 0, 56, 0, 304],
+]
+
 
 def test_7x7_plan_one_trunk_and_six_classes_waiting_for_its_layers():
     plan = dp_plan(Board(7, 7))
@@ -74,3 +82,35 @@ def test_a_tail_without_its_trunks_layer_sweeps_from_the_start(tmp_path):
 def test_not_a_searched_class_is_refused(tmp_path):
     with pytest.raises(InvalidJobError):
         dp_run_tail(Board(5, 5), None, (0, 1), checkpoint_dir=tmp_path)  # minority colour
+
+
+def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, monkeypatch):
+    """The layer a class starts from is on disk before the trunk's checkpoint says the trunk
+    is past it: a trunk killed in between resumes before that layer and keeps it, so the class
+    still starts from the trunk's layer (not from its first layer)."""
+    from knights_tour.core.frontier_store import Checkpoints
+
+    board = Board(5, 5)
+    plan = dp_plan(board)
+    k = plan.trunks[0][0]
+    real = Checkpoints.save_kept
+
+    class Killed(Exception):
+        pass
+
+    def killed_at_k(self, step, parts):
+        if step == k:
+            raise Killed
+        return real(self, step, parts)
+
+    monkeypatch.setattr(Checkpoints, "save_kept", killed_at_k)
+    with pytest.raises(Killed):
+        dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
+    monkeypatch.setattr(Checkpoints, "save_kept", real)
+    trunk = dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
+    assert trunk is not None and trunk.resumed_from < k and k in trunk.kept
+    tail = next(t for t in plan.tails if t.after == k)
+    count, fig = dp_run_tail(board, None, tail.representative, checkpoint_dir=tmp_path)
+    assert f"from the trunk's layer {k + 1}" in fig["method"]
+    r, c = tail.representative
+    assert count == OEIS_5X5_GRID[r][c] > 0

@@ -168,9 +168,14 @@ def run_sweep(
         parts, trans, nparts = _run_step(plan, k, inputs, nparts, max_logcap, memory_bytes)
         stat = LayerStat(k, sum(len(p) for p in parts), trans, time.perf_counter() - began, nparts)
         stats.append(stat)
-        inputs = store.save(k, parts, stats) if store is not None else parts
-        if k in keep:
-            kept[k] = store.save_kept(k, inputs) if store is not None else np.concatenate(inputs)
+        if store is None:
+            inputs = parts
+            if k in keep:
+                kept[k] = np.concatenate(inputs)
+        else:
+            if k in keep:  # before the layer's manifest: a sweep resumed past k finds it
+                kept[k] = store.save_kept(k, parts)
+            inputs = store.save(k, parts, stats)
         if progress is not None:
             progress(plan.name, stat, plan.n_steps)
         nparts = max(1, nparts // 2)

@@ -127,7 +127,7 @@ class Checkpoints:
 
 def sweep_done(plan: frontier.SweepPlan, checkpoint_dir: str | Path) -> bool:
     """True if ``checkpoint_dir`` holds the last layer of ``plan`` (its count is on disk)."""
-    manifest = Path(checkpoint_dir) / f"{plan.name}-{plan_digest(plan)}" / "manifest.json"
+    manifest = sweep_dir(Path(checkpoint_dir), plan) / "manifest.json"
     try:
         return int(json.loads(manifest.read_text())["step"]) == plan.n_steps - 1
     except (OSError, ValueError, KeyError, TypeError):
