@@ -258,3 +258,82 @@ def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write_lines(tmp_path / "half.jsonl", record_lines(failing(), "jsonl"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_copy_ranges_appends_the_ranges_in_order(tmp_path, monkeypatch, kernel):
+    import errno
+    import os
+
+    from knights_tour.output.atomicfile import AtomicFile
+
+    if not kernel:  # as on a file system (or kernel) without copy_file_range
+
+        def refused(*args, **kwargs):
+            raise OSError(errno.EXDEV, "cross-device")
+
+        monkeypatch.setattr(os, "copy_file_range", refused, raising=False)
+    source = tmp_path / "spill"
+    data = bytes(range(256)) * 8192  # 2 MiB: more than one read buffer
+    source.write_bytes(data)
+    ranges = [(1_400_000, 600_000), (3, 5), (0, 1), (2_000_000, len(data) - 2_000_000)]
+    out = AtomicFile(tmp_path / "out.bin")
+    out.writelines([b"head:"])
+    with open(source, "rb") as fh:
+        out.copy_ranges(fh.fileno(), ranges)
+    out.writelines([b":tail"])
+    out.commit()
+    expected = b"head:" + b"".join(data[o : o + n] for o, n in ranges) + b":tail"
+    assert (tmp_path / "out.bin").read_bytes() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin", "spill"]
+
+
+def test_copy_ranges_past_the_end_of_the_source_is_an_error_and_leaves_no_file(tmp_path):
+    from knights_tour.errors import OutputPathError
+    from knights_tour.output.atomicfile import AtomicFile
+
+    source = tmp_path / "spill"
+    source.write_bytes(b"0123456789")
+    out = AtomicFile(tmp_path / "out.bin")
+    with open(source, "rb") as fh, pytest.raises(OutputPathError):
+        out.copy_ranges(fh.fileno(), [(5, 100)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spill"]
+
+
+def test_a_link_is_written_through_and_stays_a_link(tmp_path):
+    from knights_tour.output import parquet
+    from knights_tour.output.atomicfile import atomic_write_text
+
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    pq_real, pq_link = tmp_path / "real.parquet", tmp_path / "link.parquet"
+    pq_link.symlink_to(pq_real)
+    assert parquet.write(pq_link, []) == 0
+    assert pq_link.is_symlink() and pq_real.stat().st_size > 0
+
+
+def test_a_link_to_this_processs_stdout_redirected_to_a_file_writes_in_order(tmp_path):
+    """As ``ktour run --out /dev/stdout > FILE`` (``/dev/stdout`` links to /proc/self/fd/1):
+    the lines go through stdout's own open file, between what is printed before and after,
+    and the link is not replaced by a file (a link of the test's own stands for /dev/stdout)."""
+    import subprocess
+    import sys
+
+    link = tmp_path / "stdout-link"
+    link.symlink_to("/proc/self/fd/1")
+    script = (
+        "import sys\n"
+        "from knights_tour.output.atomicfile import atomic_write_lines\n"
+        "print('before', flush=True)\n"
+        "atomic_write_lines(sys.argv[1], [b'line 1\\n', b'line 2\\n'])\n"
+        "print('after')\n"
+    )
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as fh:
+        subprocess.run([sys.executable, "-c", script, str(link)], stdout=fh, check=True)
+    assert out.read_text() == "before\nline 1\nline 2\nafter\n"
+    assert link.is_symlink()

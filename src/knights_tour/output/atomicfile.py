@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -52,7 +53,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a
     rename, so a reader never sees a half-written file and an interrupted or failed write
     (e.g. a full disk) leaves none, and an existing file at ``path`` unchanged. A ``path``
-    that exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place.
+    that is a symbolic link, or exists and is not a regular file (``/dev/stdout``, a named
+    pipe), is written in place, through the link.
 
     Raises
     ------
@@ -88,7 +90,8 @@ class AtomicFile:
     """A file written in several steps that appears at its path only when complete
     (:meth:`commit`): a temporary file in the target's directory, with the permissions a
     plain ``open(path, "w")`` would give, fsynced and renamed over the target. A path that
-    exists and is not a regular file (``/dev/stdout``, a named pipe) is written in place.
+    is a symbolic link, or exists and is not a regular file (``/dev/stdout``, a named pipe), is
+    written in place, through the link.
 
     Raises
     ------
@@ -107,8 +110,10 @@ class AtomicFile:
         if self.target.is_dir():
             raise OutputPathError(f"cannot write {path}: it is a directory", errno.EISDIR)
         with self._errors():
-            if self.target.exists() and not self.target.is_file():
-                self.fh = open(self.target, "wb")  # noqa: SIM115 - closed by commit/discard
+            if self.target.is_symlink() or (self.target.exists() and not self.target.is_file()):
+                # written through: renaming over a link would replace the link itself (as
+                # root, /dev/stdout -> /proc/self/fd/1 with stdout redirected to a file)
+                self.fh = _open_in_place(self.target)
             else:
                 fd, self.tmp = tempfile.mkstemp(
                     prefix=f".{self.target.name}.", suffix=".tmp", dir=self.directory
@@ -121,6 +126,24 @@ class AtomicFile:
         assert self.fh is not None, "the file is closed"
         with self._errors():
             self.fh.writelines(lines)
+
+    def copy_ranges(self, source: int, ranges: Iterable[tuple[int, int]]) -> None:
+        """Append the bytes of the open file descriptor ``source`` at each ``(offset,
+        length)`` of ``ranges`` (bytes), in order: copied by the kernel (``copy_file_range``)
+        where the two files allow it, else read and written a buffer at a time.
+
+        Raises
+        ------
+        OutputPathError
+            As :meth:`writelines`; also if ``source`` ends inside a range.
+        """
+        assert self.fh is not None, "the file is closed"
+        with self._errors():
+            self.fh.flush()
+            target = self.fh.fileno()
+            kernel = hasattr(os, "copy_file_range")
+            for offset, length in ranges:
+                kernel = _copy_range(source, target, offset, length, kernel)
 
     def commit(self) -> Path:
         """Flush, fsync and rename the file into place; returns its path."""
@@ -157,6 +180,52 @@ class AtomicFile:
             if exc.errno == errno.ENOENT and not self.directory.is_dir():
                 reason = f"directory {self.directory} does not exist"
             raise OutputPathError(f"cannot write {self.given}: {reason}", exc.errno) from None
+
+
+STDOUT_FD = 1
+"""The descriptor of standard output (``sys.stdout`` may be replaced, e.g. by tests)."""
+
+
+def _open_in_place(target: Path) -> BinaryIO:
+    """``target`` opened for writing where it is. This process's own stdout (``/dev/stdout``,
+    or a link to the file stdout is redirected to) is written through a duplicate of its
+    descriptor, which shares its offset, so the lines land where stdout's own output does and
+    nothing earlier is truncated."""
+    with contextlib.suppress(OSError, ValueError):
+        if os.path.samestat(os.stat(target), os.fstat(STDOUT_FD)):
+            sys.stdout.flush()
+            return os.fdopen(os.dup(STDOUT_FD), "wb", buffering=WRITE_BUFFER_BYTES)
+    return open(target, "wb", buffering=WRITE_BUFFER_BYTES)  # noqa: SIM115 - the caller closes it
+
+
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
+"""``copy_file_range`` errors that mean "not between these two files" (another file system,
+a pipe, an old kernel): the bytes are then read and written instead."""
+
+
+def _copy_range(source: int, target: int, offset: int, length: int, kernel: bool) -> bool:
+    """Copy ``length`` bytes of ``source`` from ``offset`` to ``target``'s position; returns
+    whether the kernel copy still works for these two files."""
+    while length > 0:
+        done = 0
+        if kernel:
+            try:
+                done = os.copy_file_range(source, target, length, offset)
+            except OSError as exc:
+                if exc.errno not in _NO_KERNEL_COPY:
+                    raise
+                kernel = False
+        if done <= 0:
+            chunk = os.pread(source, min(length, WRITE_BUFFER_BYTES), offset)
+            if not chunk:
+                raise OSError(errno.EIO, "the source file ended before the range")
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(target, view) :]
+            done = len(chunk)
+        offset += done
+        length -= done
+    return kernel
 
 
 __all__ = [

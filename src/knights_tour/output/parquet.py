@@ -147,6 +147,8 @@ def write(path: str | os.PathLike[str], records: Iterable[Record], page: int = P
     """
     _, pq = _pyarrow()
     target = Path(path)
+    if target.is_symlink():  # the rename goes where the link points; the link stays
+        target = Path(os.path.realpath(target))
     tmp = target.with_name(f".{target.name}.tmp")
     count = 0
     try:

@@ -5,7 +5,8 @@
 in that order at a time (one HMGET, one bulk decode), and writes their JSON lines to a spill file
 as they come; when the batch is complete, :meth:`RecordStream.finish` fetches the rest and
 copies the lines into the output file in record order
-(:func:`knights_tour.store.records.in_record_order`). The file is the one
+(:func:`knights_tour.store.records.in_record_order`), a run of lines that are consecutive in both
+at a time, by the kernel where it can. The file is the one
 :func:`knights_tour.store.records.iter_records` gives (``ktour collect``), byte for byte: should
 the batch's stored keys not be its jobs' (a record under another key), the file is written
 from Redis in record order instead. Memory: the batch's job keys, two integers per job and one
@@ -75,7 +76,7 @@ class RecordStream:
         self.offset = np.full(len(self.keys), -1, dtype=np.int64)
         self.length = np.zeros(len(self.keys), dtype=np.int64)
         target = Path(path)
-        regular = target.is_file() or not target.exists()
+        regular = not target.is_symlink() and (target.is_file() or not target.exists())
         beside = target.parent if regular and target.parent.is_dir() else None
         try:  # unlinked at once: nothing is left behind if this process is killed
             self.spill = tempfile.TemporaryFile(dir=beside)  # noqa: SIM115 - closed by finish/discard
@@ -129,12 +130,9 @@ class RecordStream:
         if stored != len(self.keys) or self.spilled != len(self.keys):
             return self._from_redis()
         self.spill.flush()
-        fd = self.spill.fileno()
         out = AtomicFile(self.path)
         try:
-            out.writelines(
-                os.pread(fd, n, o) for o, n in zip(self.offset.tolist(), self.length.tolist())
-            )
+            out.copy_ranges(self.spill.fileno(), self._runs())
         except BaseException:
             out.discard()
             raise
@@ -142,6 +140,16 @@ class RecordStream:
             self.spill.close()
         out.commit()
         return self.tally
+
+    def _runs(self) -> list[tuple[int, int]]:
+        """The spill file's ``(offset, length)`` runs whose lines follow each other in record
+        order too: the records arrive a board at a time, so a sweep has about one per board."""
+        if not len(self.offset):
+            return []
+        cut = np.flatnonzero(self.offset[1:] != self.offset[:-1] + self.length[:-1]) + 1
+        starts = np.concatenate(([0], cut))
+        lengths = np.add.reduceat(self.length, starts)
+        return list(zip(self.offset[starts].tolist(), lengths.tolist(), strict=True))
 
     def discard(self) -> None:
         """Leave no file (the batch was left unfinished)."""
