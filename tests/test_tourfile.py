@@ -260,46 +260,6 @@ def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
 
 
-@pytest.mark.parametrize("kernel", [True, False])
-def test_copy_ranges_appends_the_ranges_in_order(tmp_path, monkeypatch, kernel):
-    import errno
-    import os
-
-    from knights_tour.output.atomicfile import AtomicFile
-
-    if not kernel:  # as on a file system (or kernel) without copy_file_range
-
-        def refused(*args, **kwargs):
-            raise OSError(errno.EXDEV, "cross-device")
-
-        monkeypatch.setattr(os, "copy_file_range", refused, raising=False)
-    source = tmp_path / "spill"
-    data = bytes(range(256)) * 8192  # 2 MiB: more than one read buffer
-    source.write_bytes(data)
-    ranges = [(1_400_000, 600_000), (3, 5), (0, 1), (2_000_000, len(data) - 2_000_000)]
-    out = AtomicFile(tmp_path / "out.bin")
-    out.writelines([b"head:"])
-    with open(source, "rb") as fh:
-        out.copy_ranges(fh.fileno(), ranges)
-    out.writelines([b":tail"])
-    out.commit()
-    expected = b"head:" + b"".join(data[o : o + n] for o, n in ranges) + b":tail"
-    assert (tmp_path / "out.bin").read_bytes() == expected
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin", "spill"]
-
-
-def test_copy_ranges_past_the_end_of_the_source_is_an_error_and_leaves_no_file(tmp_path):
-    from knights_tour.errors import OutputPathError
-    from knights_tour.output.atomicfile import AtomicFile
-
-    source = tmp_path / "spill"
-    source.write_bytes(b"0123456789")
-    out = AtomicFile(tmp_path / "out.bin")
-    with open(source, "rb") as fh, pytest.raises(OutputPathError):
-        out.copy_ranges(fh.fileno(), [(5, 100)])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["spill"]
-
-
 def test_a_link_is_written_through_and_stays_a_link(tmp_path):
     from knights_tour.output import parquet
     from knights_tour.output.atomicfile import atomic_write_text

@@ -127,24 +127,6 @@ class AtomicFile:
         with self._errors():
             self.fh.writelines(lines)
 
-    def copy_ranges(self, source: int, ranges: Iterable[tuple[int, int]]) -> None:
-        """Append the bytes of the open file descriptor ``source`` at each ``(offset,
-        length)`` of ``ranges`` (bytes), in order: copied by the kernel (``copy_file_range``)
-        where the two files allow it, else read and written a buffer at a time.
-
-        Raises
-        ------
-        OutputPathError
-            As :meth:`writelines`; also if ``source`` ends inside a range.
-        """
-        assert self.fh is not None, "the file is closed"
-        with self._errors():
-            self.fh.flush()
-            target = self.fh.fileno()
-            kernel = hasattr(os, "copy_file_range")
-            for offset, length in ranges:
-                kernel = _copy_range(source, target, offset, length, kernel)
-
     def commit(self) -> Path:
         """Flush, fsync and rename the file into place; returns its path."""
         assert self.fh is not None, "the file is closed"
@@ -196,36 +178,6 @@ def _open_in_place(target: Path) -> BinaryIO:
             sys.stdout.flush()
             return os.fdopen(os.dup(STDOUT_FD), "wb", buffering=WRITE_BUFFER_BYTES)
     return open(target, "wb", buffering=WRITE_BUFFER_BYTES)  # noqa: SIM115 - the caller closes it
-
-
-_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
-"""``copy_file_range`` errors that mean "not between these two files" (another file system,
-a pipe, an old kernel): the bytes are then read and written instead."""
-
-
-def _copy_range(source: int, target: int, offset: int, length: int, kernel: bool) -> bool:
-    """Copy ``length`` bytes of ``source`` from ``offset`` to ``target``'s position; returns
-    whether the kernel copy still works for these two files."""
-    while length > 0:
-        done = 0
-        if kernel:
-            try:
-                done = os.copy_file_range(source, target, length, offset)
-            except OSError as exc:
-                if exc.errno not in _NO_KERNEL_COPY:
-                    raise
-                kernel = False
-        if done <= 0:
-            chunk = os.pread(source, min(length, WRITE_BUFFER_BYTES), offset)
-            if not chunk:
-                raise OSError(errno.EIO, "the source file ended before the range")
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(target, view) :]
-            done = len(chunk)
-        offset += done
-        length -= done
-    return kernel
 
 
 __all__ = [

@@ -5,8 +5,7 @@
 in that order at a time (one HMGET, one bulk decode), and writes their JSON lines to a spill file
 as they come; when the batch is complete, :meth:`RecordStream.finish` fetches the rest and
 copies the lines into the output file in record order
-(:func:`knights_tour.store.records.in_record_order`), a run of lines that are consecutive in both
-at a time, by the kernel where it can. The file is the one
+(:func:`knights_tour.store.records.in_record_order`). The file is the one
 :func:`knights_tour.store.records.iter_records` gives (``ktour collect``), byte for byte: should
 the batch's stored keys not be its jobs' (a record under another key), the file is written
 from Redis in record order instead. Memory: the batch's job keys, two integers per job and one
@@ -130,9 +129,12 @@ class RecordStream:
         if stored != len(self.keys) or self.spilled != len(self.keys):
             return self._from_redis()
         self.spill.flush()
+        fd = self.spill.fileno()
         out = AtomicFile(self.path)
         try:
-            out.copy_ranges(self.spill.fileno(), self._runs())
+            out.writelines(
+                os.pread(fd, n, o) for o, n in zip(self.offset.tolist(), self.length.tolist())
+            )
         except BaseException:
             out.discard()
             raise
@@ -140,16 +142,6 @@ class RecordStream:
             self.spill.close()
         out.commit()
         return self.tally
-
-    def _runs(self) -> list[tuple[int, int]]:
-        """The spill file's ``(offset, length)`` runs whose lines follow each other in record
-        order too: the records arrive a board at a time, so a sweep has about one per board."""
-        if not len(self.offset):
-            return []
-        cut = np.flatnonzero(self.offset[1:] != self.offset[:-1] + self.length[:-1]) + 1
-        starts = np.concatenate(([0], cut))
-        lengths = np.add.reduceat(self.length, starts)
-        return list(zip(self.offset[starts].tolist(), lengths.tolist(), strict=True))
 
     def discard(self) -> None:
         """Leave no file (the batch was left unfinished)."""
