@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from knights_tour.core.counting import SubJob
 from knights_tour.service.chunk_claims import ChunkClaim, retrying
@@ -24,44 +24,77 @@ from knights_tour.store.ledger import Ledger
 log = logging.getLogger(__name__)
 
 
+class CountSubJobLike(Protocol):
+    """What the claim machinery needs of a count's sub-job (enumeration or DP)."""
+
+    @property
+    def key(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+SubJobT = TypeVar("SubJobT", bound=CountSubJobLike)
+
+
+def subjob_key(sj: CountSubJobLike) -> str:
+    """The key a sub-job is claimed, leased and stored under."""
+    return sj.key
+
+
+def store_error(
+    held: ChunkClaim, key: str, worker: str | None, error: str, tally: Counter[str]
+) -> None:
+    """Store an error entry for sub-job ``key`` (the count is then reported incomplete, not
+    left waiting) and mark it done."""
+    count_store.save_partial(
+        held.r, held.led.id, key, None, 0, worker=worker, error=error, ledger=held.led
+    )
+    tally["errors"] += 1
+    held.done(key)
+
+
+def start_or_give_up(held: ChunkClaim, key: str, worker: str | None, tally: Counter[str]) -> bool:
+    """Start sub-job ``key``; False, with an error entry stored, if workers died on it
+    ``KT_MAX_ATTEMPTS`` times already."""
+    deaths = held.start(key)
+    if deaths < get_settings().max_attempts:
+        return True
+    error = f"WorkerLost: worker lost {deaths} times on this sub-job; given up"
+    store_error(held, key, worker, error, tally)
+    return False
+
+
 def _count_subjobs(
     held: ChunkClaim, todo: deque[SubJob], worker: str | None, tally: Counter[str]
 ) -> None:
     """Count the claimed sub-jobs ``todo`` in order, storing each partial count as it is done
     (an error entry instead for one on which workers died ``KT_MAX_ATTEMPTS`` times)."""
     r, led = held.r, held.led
-    max_attempts = get_settings().max_attempts
     while todo:
-        todo = held.ready(todo, _subjob_key, lambda: None)
+        todo = held.ready(todo, subjob_key, lambda: None)
         if not todo:
             break
         sj = todo.popleft()
-        deaths = held.start(sj.key)
-        if deaths >= max_attempts:
-            error = f"WorkerLost: worker lost {deaths} times on this sub-job; given up"
-            count_store.save_partial(
-                r, led.id, sj.key, None, 0, worker=worker, error=error, ledger=led
-            )
-            tally["errors"] += 1
-        else:
-            began = time.perf_counter()
-            count, nodes = sj.run()
-            elapsed_s = time.perf_counter() - began
-            count_store.save_partial(r, led.id, sj.key, count, nodes, elapsed_s, worker, ledger=led)
-            tally["ran"] += 1
+        if not start_or_give_up(held, sj.key, worker, tally):
+            continue
+        began = time.perf_counter()
+        count, nodes = sj.run()
+        elapsed_s = time.perf_counter() - began
+        count_store.save_partial(r, led.id, sj.key, count, nodes, elapsed_s, worker, ledger=led)
+        tally["ran"] += 1
         held.done(sj.key)
-
-
-def _subjob_key(sj: SubJob) -> str:
-    return sj.key
 
 
 def _stored(held: ChunkClaim, key: str) -> bool:
     return bool(retrying(lambda: count_store.has_entry(held.r, held.led.id, key)))
 
 
-def _hand_back_subjobs(
-    held: ChunkClaim, subjobs: Sequence[SubJob], worker: str | None, send: Send, tally: Counter[str]
+def hand_back_subjobs(
+    held: ChunkClaim,
+    subjobs: Sequence[CountSubJobLike],
+    worker: str | None,
+    send: Send,
+    tally: Counter[str],
 ) -> None:
     """After the task's soft time limit (``KT_SOFT_TIME_LIMIT_S``): hand back the sub-jobs not
     counted, as :func:`_hand_back` does for jobs. The one the limit cut is blamed an attempt;
@@ -123,7 +156,7 @@ def run_count_chunk(
     Sub-jobs are long (seconds), so each partial count is stored as it is counted. With
     ``send`` (``send(subjob_dicts)`` puts a task for them on the queue at recovery priority),
     the task's soft time limit hands the sub-jobs not counted back
-    (:func:`_hand_back_subjobs`); without, it is raised.
+    (:func:`hand_back_subjobs`); without, it is raised.
 
     Returns
     -------
@@ -136,27 +169,9 @@ def run_count_chunk(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    r = redis_client()
-    tally: Counter[str] = Counter()
-    valid: list[SubJob] = []
-    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
-        try:
-            valid.append(SubJob.from_dict(raw))
-        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
-            name = raw.get("key") if isinstance(raw, dict) else None
-            key = str(name or invalid_key(raw))
-            error = f"{type(exc).__name__}: {exc}"
-            count_store.save_partial(r, count_id, key, None, 0, worker=worker, error=error)
-            tally["errors"] += 1
-    held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
-    try:
-        _count_subjobs(held, held.claim(valid, _subjob_key), worker, tally)
-    except Exception as exc:
-        if send is None or not at_task_limit(exc):
-            raise
-        _hand_back_subjobs(held, valid, worker, send, tally)
-    finally:
-        held.release()
+    held, tally = run_claimed_subjobs(
+        count_id, subjob_dicts, SubJob.from_dict, worker, send, _count_subjobs
+    )
     return {
         "count_id": count_id,
         "ran": tally["ran"],
@@ -167,4 +182,55 @@ def run_count_chunk(
     }
 
 
-__all__ = ["run_count_chunk"]
+def run_claimed_subjobs(
+    count_id: str,
+    subjob_dicts: Any,
+    parse: Callable[[Any], SubJobT],
+    worker: str | None,
+    send: Send | None,
+    run: Callable[[ChunkClaim, deque[SubJobT], str | None, Counter[str]], None],
+) -> tuple[ChunkClaim, Counter[str]]:
+    """The frame of a count task: parse each of ``subjob_dicts`` (a list, or one dict) with
+    ``parse`` (one that does not parse gets an error entry), claim them, ``run`` the claimed
+    ones; at the task's soft time limit, with ``send``, hand back those not run
+    (:func:`hand_back_subjobs`), without it re-raise. Returns the claim (released) and the
+    tally (``ran``, ``errors``, ``handed_back``, and what ``run`` adds).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    r = redis_client()
+    tally: Counter[str] = Counter()
+    valid: list[SubJobT] = []
+    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
+        try:
+            valid.append(parse(raw))
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
+            name = raw.get("key") if isinstance(raw, dict) else None
+            key = str(name or invalid_key(raw))
+            error = f"{type(exc).__name__}: {exc}"
+            count_store.save_partial(r, count_id, key, None, 0, worker=worker, error=error)
+            tally["errors"] += 1
+    held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
+    try:
+        run(held, held.claim(valid, subjob_key), worker, tally)
+    except Exception as exc:
+        if send is None or not at_task_limit(exc):
+            raise
+        hand_back_subjobs(held, valid, worker, send, tally)
+    finally:
+        held.release()
+    return held, tally
+
+
+__all__ = [
+    "CountSubJobLike",
+    "run_count_chunk",
+    "run_claimed_subjobs",
+    "hand_back_subjobs",
+    "start_or_give_up",
+    "store_error",
+    "subjob_key",
+]

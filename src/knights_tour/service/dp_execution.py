@@ -18,26 +18,30 @@ DP sub-jobs (:func:`is_dp`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from knights_tour.board import Board, Square
 from knights_tour.core.count_method import peak_rss_bytes
 from knights_tour.core.dp_jobs import dp_run_tail, dp_run_trunk
 from knights_tour.core.frontier_store import LayerStat
 from knights_tour.errors import InvalidJobError
-from knights_tour.service import count_execution
 from knights_tour.service.chunk_claims import ChunkClaim, retrying
-from knights_tour.service.execution import Send, at_task_limit, invalid_key, redis_client
-from knights_tour.service.lease_keeper import keeper
+from knights_tour.service.count_execution import (
+    run_claimed_subjobs,
+    start_or_give_up,
+    store_error,
+    subjob_key,
+)
+from knights_tour.service.execution import Send
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
 from knights_tour.store import ledger
-from knights_tour.store.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -235,25 +239,17 @@ def _run_claimed(
     held: ChunkClaim,
     todo: deque[DpSubJob],
     worker: str | None,
-    send: Send | None,
     tally: Counter[str],
+    send: Send | None = None,
 ) -> None:
     r, led = held.r, held.led
-    max_attempts = get_settings().max_attempts
     deadline = time.monotonic() + budget_s() if send is not None else None
     while todo:
-        todo = held.ready(todo, _key, lambda: None)
+        todo = held.ready(todo, subjob_key, lambda: None)
         if not todo:
             break
         sj = todo.popleft()
-        deaths = held.start(sj.key)
-        if deaths >= max_attempts:
-            error = f"WorkerLost: worker lost {deaths} times on this sub-job; given up"
-            count_store.save_partial(
-                r, led.id, sj.key, None, 0, worker=worker, error=error, ledger=led
-            )
-            tally["errors"] += 1
-            held.done(sj.key)
+        if not start_or_give_up(held, sj.key, worker, tally):
             continue
         try:
             if deadline is not None and time.monotonic() >= deadline:
@@ -273,22 +269,13 @@ def _run_claimed(
             log.info("count %s: %s goes on in another task", led.id, sj.key)
             continue
         except (ArithmeticError, MemoryError, InvalidJobError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            count_store.save_partial(
-                r, led.id, sj.key, None, 0, worker=worker, error=error, ledger=led
-            )
-            tally["errors"] += 1
-            held.done(sj.key)
+            store_error(held, sj.key, worker, f"{type(exc).__name__}: {exc}", tally)
             continue
         count_store.save_partial(
             r, led.id, sj.key, count, trans, secs, worker, ledger=led, extra=extra
         )
         tally["ran"] += 1
         held.done(sj.key)
-
-
-def _key(sj: DpSubJob) -> str:
-    return sj.key
 
 
 def run_dp_chunk(
@@ -313,27 +300,8 @@ def run_dp_chunk(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    r = redis_client()
-    tally: Counter[str] = Counter()
-    valid: list[DpSubJob] = []
-    for raw in subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]:
-        try:
-            valid.append(DpSubJob.from_dict(raw))
-        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error entry
-            name = raw.get("key") if isinstance(raw, dict) else None
-            key = str(name or invalid_key(raw))
-            error = f"{type(exc).__name__}: {exc}"
-            count_store.save_partial(r, count_id, key, None, 0, worker=worker, error=error)
-            tally["errors"] += 1
-    held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
-    try:
-        _run_claimed(held, held.claim(valid, _key), worker, send, tally)
-    except Exception as exc:
-        if send is None or not at_task_limit(exc):
-            raise
-        count_execution._hand_back_subjobs(held, cast("list[Any]", valid), worker, send, tally)  # noqa: SLF001
-    finally:
-        held.release()
+    run = functools.partial(_run_claimed, send=send)
+    held, tally = run_claimed_subjobs(count_id, subjob_dicts, DpSubJob.from_dict, worker, send, run)
     return {
         "count_id": count_id,
         "ran": tally["ran"],
