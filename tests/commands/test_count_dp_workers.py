@@ -162,12 +162,12 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     still OEIS A165134(6)."""
     from knights_tour.board import Board
     from knights_tour.core.dp_jobs import dp_plan
+    from knights_tour.service.counts import send_subjobs
     from knights_tour.service.dp_counts import (
         assemble_dp_count,
         dp_items,
         ready_items,
         register_dp_count,
-        send_items,
         wait_for_dp_count,
     )
 
@@ -180,7 +180,7 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     register_dp_count(r, cid, plan, items)
     first = ready_items(r, cid, items, set())
     assert [it["role"] for it in first] == ["trunk", "trunk"]
-    send_items(module_redis_url, cid, first)
+    send_subjobs(module_redis_url, cid, first)
     deadline = time.monotonic() + 120
     while (
         int((count_store.load_dp_progress(r, cid).get("6x6:dp:trunk0") or {}).get("step", -1)) < 20

@@ -48,19 +48,22 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
     int
         The number of tasks sent.
     """
+    return send_subjobs(redis_url, count_id, [sj.to_dict() for sj in subjobs])
+
+
+def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[dict[str, Any]]) -> int:
+    """Send one count task per sub-job dict of ``count_id`` (enumeration or DP), the count put
+    on the workers' recovery watch first; returns how many were sent."""
     r = connect(redis_url)
     leases.activate(r, leases.Ledger.for_count(count_id))
     r.close()
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:
-        for sj in subjobs:
+        for raw in subjob_dicts:
             celery.send(
-                messages.TASK_COUNT_SUBJOBS,
-                [count_id, [sj.to_dict()]],
-                url=redis_url,
-                producer=producer,
+                messages.TASK_COUNT_SUBJOBS, [count_id, [raw]], url=redis_url, producer=producer
             )
-    return len(subjobs)
+    return len(subjob_dicts)
 
 
 def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[str]:
@@ -148,4 +151,4 @@ def stop_count(r: redis.Redis, count_id: str) -> int:
     )
 
 
-__all__ = ["submit_count", "wait_for_count", "recover_lost_subjobs", "stop_count"]
+__all__ = ["submit_count", "send_subjobs", "wait_for_count", "recover_lost_subjobs", "stop_count"]

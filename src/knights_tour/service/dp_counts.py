@@ -27,18 +27,14 @@ from typing import Any
 
 import redis
 
-from knights_tour import messages
 from knights_tour.board import Board, Square
 from knights_tour.core.counting import CountReport
 from knights_tour.core.dp_jobs import DpPlan
 from knights_tour.core.symmetry import representative
-from knights_tour.service._celery import celery_worker
-from knights_tour.service.counts import wait_for_count
+from knights_tour.service.counts import send_subjobs, wait_for_count
 from knights_tour.service.dp_execution import dp_item
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.store import counts as count_store
-from knights_tour.store import leases
-from knights_tour.store.connection import connect
 
 
 def dp_count_id(board: Board, start: Square | None) -> str:
@@ -124,23 +120,6 @@ def ready_items(
     return out
 
 
-def send_items(redis_url: str, count_id: str, dicts: list[dict[str, Any]]) -> int:
-    """Send one count task per sub-job dict (the count put on the workers' recovery watch);
-    returns how many."""
-    if not dicts:
-        return 0
-    r = connect(redis_url)
-    leases.activate(r, leases.Ledger.for_count(count_id))
-    r.close()
-    celery = celery_worker()
-    with celery.use_redis(redis_url).producer_or_acquire() as producer:
-        for it in dicts:
-            celery.send(
-                messages.TASK_COUNT_SUBJOBS, [count_id, [it]], url=redis_url, producer=producer
-            )
-    return len(dicts)
-
-
 def wait_for_dp_count(
     r: redis.Redis,
     redis_url: str,
@@ -174,7 +153,7 @@ def wait_for_dp_count(
     def step() -> None:
         todo = ready_items(r, count_id, items, sent)
         if todo:
-            send_items(redis_url, count_id, todo)
+            send_subjobs(redis_url, count_id, todo)
             sent.update(it["key"] for it in todo)
             if on_sent is not None:
                 on_sent([it["key"] for it in todo])
@@ -299,7 +278,6 @@ __all__ = [
     "dp_items",
     "register_dp_count",
     "ready_items",
-    "send_items",
     "wait_for_dp_count",
     "assemble_dp_count",
 ]
