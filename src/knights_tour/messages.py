@@ -27,6 +27,15 @@ TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
 TASK_COLLECT = "knights_tour.collect_reports"
 """The task the beat collect entry sends (no arguments)."""
 
+DP_KIND = "dp"
+"""``kind`` of a frontier-DP count sub-job's dict (enumeration sub-jobs carry none)."""
+
+
+def is_dp(raw: object) -> bool:
+    """True if ``raw`` (a count sub-job's dict, untrusted) is a frontier-DP sub-job."""
+    return isinstance(raw, dict) and raw.get("kind") == DP_KIND
+
+
 # -- message priorities ---------------------------------------------------------------------
 
 BATCH_PRIORITY = 6
@@ -50,4 +59,6 @@ __all__ = [
     "BATCH_PRIORITY",
     "RECOVERY_PRIORITY",
     "OPS_PRIORITY",
+    "DP_KIND",
+    "is_dp",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from celery.signals import worker_process_init
@@ -25,6 +26,7 @@ from celery.worker.request import Request
 
 from knights_tour import worker
 from knights_tour.errors import RedisRefusedError
+from knights_tour.messages import is_dp
 from knights_tour.service import chunking, execution, lease_keeper, recovery
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import REDIS_ERRORS, connect, mask_url
@@ -44,12 +46,9 @@ JOB_TASK_OPTIONS: dict[str, Any] = {
 acknowledgement, and retries with back-off when Redis is briefly unreachable."""
 
 
-class ChunkRequest(Request):
-    """The worker's request for a chunk of batch jobs (Celery's custom request class, set as
-    the task's ``Request``): unless the message carries time limits of its own, its soft and
-    hard limits are those of its chunk (:func:`knights_tour.service.chunking.chunk_time_limits`:
-    the sum of its jobs' budgets plus ``KT_TASK_MARGIN_S``, then ``KT_TASK_GRACE_S``), read
-    with this worker's settings, so no task limit cuts a job inside its budget. Built in the
+class _LimitedRequest(Request):
+    """A worker's request whose soft and hard time limits, unless the message carries its
+    own, come from its items (:meth:`limits`), read with this worker's settings. Built in the
     worker main process, whose pool enforces them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -57,9 +56,31 @@ class ChunkRequest(Request):
         given: Any = getattr(self, "time_limits", None)  # Celery's (hard, soft) of the message
         if not any(given or ()):
             task_args = self.args if isinstance(self.args, (list, tuple)) else ()
-            job_dicts = task_args[1] if len(task_args) > 1 else []  # untrusted: priced as is
-            soft, hard = chunking.chunk_time_limits(job_dicts)
-            self.time_limits = (hard, soft)  # Celery's order: (hard, soft)
+            limits = self.limits(task_args)  # untrusted: priced as is
+            if limits is not None:
+                soft, hard = limits
+                self.time_limits = (hard, soft)  # Celery's order: (hard, soft)
+
+    def limits(self, task_args: Sequence[Any]) -> tuple[float, float] | None:
+        """``(soft, hard)`` for the task's arguments (unit id, item dicts), or None for the
+        app's limits."""
+        raise NotImplementedError
+
+
+class ChunkRequest(_LimitedRequest):
+    """The worker's request for a chunk of batch jobs (Celery's custom request class, set as
+    the task's ``Request``): unless the message carries time limits of its own, its soft and
+    hard limits are those of its chunk (:func:`knights_tour.service.chunking.chunk_time_limits`:
+    the sum of its jobs' budgets plus ``KT_TASK_MARGIN_S``, then ``KT_TASK_GRACE_S``), so no
+    task limit cuts a job inside its budget."""
+
+    def limits(self, task_args: Sequence[Any]) -> tuple[float, float] | None:
+        return chunking.chunk_time_limits(task_args[1] if len(task_args) > 1 else [])
+
+
+def _is_dp_chunk(subjob_dicts: object) -> bool:
+    """True if a count task's sub-jobs are a frontier DP's (``"kind": "dp"``)."""
+    return isinstance(subjob_dicts, list) and bool(subjob_dicts) and is_dp(subjob_dicts[0])
 
 
 def dp_time_limits(subjob_dicts: object) -> tuple[float, float] | None:
@@ -67,26 +88,19 @@ def dp_time_limits(subjob_dicts: object) -> tuple[float, float] | None:
     (``"kind": "dp"``): ``KT_DP_LAYER_LIMIT_S`` and that plus ``KT_TASK_GRACE_S``; None for
     other sub-jobs (the app's limits). A DP task stops by itself after a layer once its budget
     (``KT_DP_TASK_BUDGET_S``) is spent; this limit only bounds one layer that outlasts it."""
-    first = subjob_dicts[0] if isinstance(subjob_dicts, list) and subjob_dicts else None
-    if not (isinstance(first, dict) and first.get("kind") == "dp"):
+    if not _is_dp_chunk(subjob_dicts):
         return None
     s = get_settings()
     return s.dp_layer_limit_s, s.dp_layer_limit_s + s.task_grace_s
 
 
-class CountRequest(Request):
+class CountRequest(_LimitedRequest):
     """The worker's request for a count task: a frontier DP's sub-jobs get the time limits of
     :func:`dp_time_limits` (one large layer may outlast the app's soft limit), unless the
     message carries its own; enumeration sub-jobs keep the app's."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        given: Any = getattr(self, "time_limits", None)
-        if not any(given or ()):
-            task_args = self.args if isinstance(self.args, (list, tuple)) else ()
-            limits = dp_time_limits(task_args[1] if len(task_args) > 1 else None)
-            if limits is not None:
-                self.time_limits = (limits[1], limits[0])  # Celery's order: (hard, soft)
+    def limits(self, task_args: Sequence[Any]) -> tuple[float, float] | None:
+        return dp_time_limits(task_args[1] if len(task_args) > 1 else None)
 
 
 def _resend(unit_id: str, count: bool = False) -> execution.Send:
@@ -117,7 +131,7 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
     go to :func:`knights_tour.service.dp_execution.run_dp_chunk` (a sweep longer than the
     task's budget is sent on as a continuation). Returns its summary dict."""
     node = getattr(self.request, "hostname", None)
-    if dp_time_limits(subjob_dicts) is not None:  # a frontier-DP count's sub-jobs
+    if _is_dp_chunk(subjob_dicts):
         from knights_tour.service import dp_execution  # on first use: see the module docstring
 
         return dp_execution.run_dp_chunk(count_id, subjob_dicts, node, _resend(count_id, True))

@@ -7,7 +7,8 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.errors import InvalidJobError
-from knights_tour.service.dp_execution import DpSubJob, dp_item, is_dp
+from knights_tour.service.dp_counts import dp_item
+from knights_tour.service.dp_execution import DpSubJob, is_dp
 
 
 def test_dp_item_round_trip():

@@ -31,8 +31,8 @@ from knights_tour.board import Board, Square
 from knights_tour.core.counting import CountReport
 from knights_tour.core.dp_jobs import DpPlan
 from knights_tour.core.symmetry import representative
+from knights_tour.messages import DP_KIND
 from knights_tour.service.counts import send_subjobs, wait_for_count
-from knights_tour.service.dp_execution import dp_item
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.store import counts as count_store
 
@@ -44,6 +44,35 @@ def dp_count_id(board: Board, start: Square | None) -> str:
         return f"{board.label}-open-dp-all"
     rep = representative(board, board.check_square(start))
     return f"{board.label}-open-dp-sq{rep[0]}.{rep[1]}"
+
+
+def dp_item(
+    board: Board,
+    start: Square | None,
+    role: str,
+    *,
+    group: int = -1,
+    square: Square | None = None,
+    after: int = -1,
+    memory_bytes: int,
+) -> dict[str, Any]:
+    """The JSON dict of one DP sub-job of the count of ``board`` (``start``'s class only when
+    given): ``role`` ``"trunk"`` (trunk ``group``) or ``"tail"`` (the class of ``square``,
+    which waits for its trunk's layer ``after``); ``memory_bytes`` bounds one layer's table.
+    Its ``key`` names it within the count."""
+    name = f"trunk{group}" if role == "trunk" else f"sq{square[0]}.{square[1]}"  # type: ignore[index]
+    return {
+        "kind": DP_KIND,
+        "key": f"{board.label}:dp:{name}",
+        "rows": board.rows,
+        "cols": board.cols,
+        "start": None if start is None else list(start),
+        "role": role,
+        "group": group,
+        "square": None if square is None else list(square),
+        "after": after,
+        "memory_bytes": int(memory_bytes),
+    }
 
 
 def dp_items(plan: DpPlan, start: Square | None, memory_bytes: int) -> list[dict[str, Any]]:
@@ -274,6 +303,7 @@ def assemble_dp_count(
 
 
 __all__ = [
+    "dp_item",
     "dp_count_id",
     "dp_items",
     "register_dp_count",

@@ -13,7 +13,7 @@ each layer the sweep's progress is stored in Redis (the client's progress lines;
 progress also tells the client which class may start).
 
 The Celery task in :mod:`knights_tour.tasks` hands a count's sub-job dicts here when they are
-DP sub-jobs (:func:`is_dp`).
+DP sub-jobs (:func:`knights_tour.messages.is_dp`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from knights_tour.core.count_method import peak_rss_bytes
 from knights_tour.core.dp_jobs import dp_run_tail, dp_run_trunk
 from knights_tour.core.frontier_store import LayerStat
 from knights_tour.errors import InvalidJobError
+from knights_tour.messages import DP_KIND, is_dp
 from knights_tour.service.chunk_claims import ChunkClaim, retrying
 from knights_tour.service.count_execution import (
     run_claimed_subjobs,
@@ -45,51 +46,14 @@ from knights_tour.store import ledger
 
 log = logging.getLogger(__name__)
 
-DP_KIND = "dp"
-"""``kind`` of a DP sub-job's dict."""
-
 LAYER_GROWTH = 3.0
 """A task stops before a layer unless the time used plus this many times the last layer's
 would stay within its budget (a layer takes up to ~2-3 times its predecessor's time)."""
 
 
-def is_dp(raw: object) -> bool:
-    """True if ``raw`` (a count sub-job's dict, untrusted) is a DP sub-job."""
-    return isinstance(raw, dict) and raw.get("kind") == DP_KIND
-
-
-def dp_item(
-    board: Board,
-    start: Square | None,
-    role: str,
-    *,
-    group: int = -1,
-    square: Square | None = None,
-    after: int = -1,
-    memory_bytes: int,
-) -> dict[str, Any]:
-    """The JSON dict of one DP sub-job of the count of ``board`` (``start``'s class only when
-    given): ``role`` ``"trunk"`` (trunk ``group``) or ``"tail"`` (the class of ``square``,
-    which waits for its trunk's layer ``after``); ``memory_bytes`` bounds one layer's table.
-    Its ``key`` names it within the count."""
-    name = f"trunk{group}" if role == "trunk" else f"sq{square[0]}.{square[1]}"  # type: ignore[index]
-    return {
-        "kind": DP_KIND,
-        "key": f"{board.label}:dp:{name}",
-        "rows": board.rows,
-        "cols": board.cols,
-        "start": None if start is None else list(start),
-        "role": role,
-        "group": group,
-        "square": None if square is None else list(square),
-        "after": after,
-        "memory_bytes": int(memory_bytes),
-    }
-
-
 @dataclass(frozen=True)
 class DpSubJob:
-    """A validated DP sub-job (:func:`dp_item`'s dict)."""
+    """A validated DP sub-job (:func:`knights_tour.service.dp_counts.dp_item`'s dict)."""
 
     raw: dict[str, Any]
     board: Board
@@ -281,9 +245,10 @@ def _run_claimed(
 def run_dp_chunk(
     count_id: str, subjob_dicts: list[Any], worker: str | None, send: Send | None = None
 ) -> dict[str, Any]:
-    """Run DP sub-jobs (:func:`dp_item` dicts) of ``count_id``, storing each result as a
-    partial count under its key (claimed as enumeration sub-jobs are: one with an entry is
-    skipped, one a live worker holds is left to it; a malformed one gets an error entry).
+    """Run DP sub-jobs (:func:`knights_tour.service.dp_counts.dp_item` dicts) of ``count_id``,
+    storing each result as a partial count under its key (claimed as enumeration sub-jobs
+    are: one with an entry is skipped, one a live worker holds is left to it; a malformed one
+    gets an error entry).
     With ``send`` (``send(dicts)`` puts a task for them on the queue), a sweep that outruns
     the task's budget is sent on (:func:`budget_s`) unless the count was stopped (then it
     stays at its checkpoint for the next run), and at the soft time limit the sub-jobs not run
@@ -319,7 +284,6 @@ __all__ = [
     "LAYER_GROWTH",
     "DpSubJob",
     "is_dp",
-    "dp_item",
     "budget_s",
     "checkpoint_dir",
     "run_dp_subjob",
