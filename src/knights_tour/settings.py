@@ -129,6 +129,13 @@ class Settings(msgspec.Struct, kw_only=True):
         """``KT_REPORTS_DIR`` if set, else ``{KT_DATA_DIR}/reports``."""
         return self.reports_dir if self.reports_dir is not None else self.data_dir / "reports"
 
+    @property
+    def frontier_path(self) -> Path:
+        """``{KT_DATA_DIR}/frontier``: where the frontier DP checkpoints its layers (shared by
+        the local workers; on a cluster, a shared filesystem lets a class start from its
+        trunk's layer)."""
+        return self.data_dir / "frontier"
+
     def __post_init__(self) -> None:
         """The time limits must nest: soft < hard < the visibility timeout.
 

@@ -197,7 +197,7 @@ def _run(
         f"classes as their trunk's layer is ready) to run on {backend.where}"
         + (f" ({reused} already counted)" if reused else "")
         + f"; layers checkpointed under each worker's KT_DATA_DIR/frontier (here "
-        f"{get_settings().data_dir / 'frontier'}; the same command resumes); tables bounded "
+        f"{get_settings().frontier_path}; the same command resumes); tables bounded "
         f"by {per_task_gb:g} GiB per task"
     )
     progress = _WorkerProgress(dp_count_transitions(board, start_sq is not None, halves=False))
@@ -235,7 +235,7 @@ def _remove_checkpoints(board: Board, start_sq: Square | None, local: bool) -> N
     OSError
         If a folder cannot be removed.
     """
-    root = get_settings().data_dir / "frontier"
+    root = get_settings().frontier_path
     found = [d for d in dp_sweep_dirs(board, start_sq, root) if d.is_dir()]
     for folder in found:
         shutil.rmtree(folder)

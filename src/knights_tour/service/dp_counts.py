@@ -120,26 +120,27 @@ def register_dp_count(
     return count_store.register_items(r, count_id, fields, {it["key"]: it for it in items})
 
 
-def _trunk_key(items: list[dict[str, Any]], group: int) -> str | None:
-    for it in items:
-        if it["role"] == "trunk" and it["group"] == group:
-            return str(it["key"])
-    return None
-
-
 def ready_items(
-    r: redis.Redis, count_id: str, items: list[dict[str, Any]], sent: set[str]
+    r: redis.Redis,
+    count_id: str,
+    items: list[dict[str, Any]],
+    sent: set[str],
+    progress: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The sub-jobs to send now: without an entry, not in ``sent``, and (a class) its trunk's
-    layer is kept: the trunk has an entry, or its progress has passed that layer."""
+    layer is kept: the trunk has an entry, or its progress (``progress``, the sweeps' records
+    as :func:`~knights_tour.store.counts.load_dp_progress` gives them: read if not given) has
+    passed that layer."""
     entries = count_store.load_partials(r, count_id)
-    progress = count_store.load_dp_progress(r, count_id)
+    if progress is None:
+        progress = count_store.load_dp_progress(r, count_id)
+    trunks = {int(it["group"]): str(it["key"]) for it in items if it["role"] == "trunk"}
     out = []
     for it in items:
         key = it["key"]
         if key in sent or (entries.get(key) or {}).get("count") is not None:
             continue
-        trunk = _trunk_key(items, int(it["group"])) if it["role"] == "tail" else None
+        trunk = trunks.get(int(it["group"])) if it["role"] == "tail" else None
         if trunk is not None and it["after"] >= 0:
             done = (entries.get(trunk) or {}).get("count") is not None
             step = int((progress.get(trunk) or {}).get("step", -1))
@@ -180,14 +181,15 @@ def wait_for_dp_count(
     given = hooks or WaitHooks()
 
     def step() -> None:
-        todo = ready_items(r, count_id, items, sent)
+        progress = count_store.load_dp_progress(r, count_id)
+        todo = ready_items(r, count_id, items, sent, progress)
         if todo:
             send_subjobs(redis_url, count_id, todo)
             sent.update(it["key"] for it in todo)
             if on_sent is not None:
                 on_sent([it["key"] for it in todo])
         if on_layers is not None:
-            on_layers(count_store.load_dp_progress(r, count_id))
+            on_layers(progress)
 
     def check(status: dict[str, Any]) -> None:
         step()

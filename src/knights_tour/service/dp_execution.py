@@ -23,7 +23,6 @@ import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from knights_tour.board import Board, Square
@@ -151,12 +150,6 @@ def budget_s() -> float:
     return max(s.soft_time_limit_s - s.task_margin_s, s.soft_time_limit_s / 10)
 
 
-def checkpoint_dir() -> Path:
-    """Where the DP's layers are checkpointed: ``KT_DATA_DIR/frontier`` (shared by the local
-    workers; on a cluster, a shared filesystem lets a class start from its trunk's layer)."""
-    return get_settings().data_dir / "frontier"
-
-
 def run_dp_subjob(
     r: Any, count_id: str, sj: DpSubJob, deadline: float | None, worker: str | None = None
 ) -> tuple[int, int, float, dict[str, Any]]:
@@ -174,7 +167,7 @@ def run_dp_subjob(
     """
     reporter = _Reporter(r, count_id, sj, deadline, worker)
     opts: dict[str, Any] = {
-        "checkpoint_dir": checkpoint_dir(),
+        "checkpoint_dir": get_settings().frontier_path,
         "memory_bytes": sj.memory_bytes,
         "progress": reporter,
     }
@@ -285,7 +278,6 @@ __all__ = [
     "DpSubJob",
     "is_dp",
     "budget_s",
-    "checkpoint_dir",
     "run_dp_subjob",
     "run_dp_chunk",
 ]

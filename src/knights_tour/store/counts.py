@@ -278,8 +278,7 @@ def assemble_count(
     report.extra["subjob_s"] = round(subjob_s, 6)
     ran = entries if counted is None else {k: entries[k] for k in counted if k in entries}
     report.extra["counting_s"] = counting_span_s(ran.values())
-    record = report.to_dict()
-    r.hset(keys.count(count_id), "report", registry.dumps(record))
+    save_report(r, count_id, report.to_dict())
     return report
 
 
