@@ -36,9 +36,9 @@ from knights_tour.core.frontier_run import (
     join_halves,
     run_sweep,
 )
-from knights_tour.core.frontier_store import Checkpoints, plan_digest
+from knights_tour.core.frontier_store import plan_digest
 from knights_tour.core.symmetry import representative, symmetry_classes
-from knights_tour.core.trunks import class_sweep, run_trunk, trunk_groups, trunk_plan
+from knights_tour.core.trunks import class_from_trunk, class_sweep, run_trunk, trunk_groups
 from knights_tour.errors import InvalidJobError
 from knights_tour.solvers.engine.frontier_kernel import MAX_SLOTS
 
@@ -312,9 +312,10 @@ def _trunk_classes(
     return trunks
 
 
-def _searched(board: Board) -> list[Square]:
-    """The representatives of ``board``'s classes that need a search."""
-    return [rep for rep in symmetry_classes(board) if not count_paths_trivial(board, rep)]
+def searched_classes(board: Board, start: Square | None = None) -> list[Square]:
+    """The representatives of the classes to count (:func:`classes_to_count`) that need a
+    search."""
+    return [rep for rep in classes_to_count(board, start) if not count_paths_trivial(board, rep)]
 
 
 def dp_trunks(
@@ -337,7 +338,7 @@ def dp_trunks(
     """
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
     out = []
-    for colour, members in trunk_groups(board, _searched(board)):
+    for colour, members in trunk_groups(board, searched_classes(board)):
         tr = run_trunk(members, colour, opts)
         if tr is not None:
             out.append(tr)
@@ -369,13 +370,10 @@ def dp_class_tail(
     if count_paths_trivial(board, rep):
         return count_paths(board, rep).paths
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
-    for colour, members in trunk_groups(board, _searched(board)):
-        for r, g, s in members:
-            if r == rep:
-                trunk_dir = Checkpoints(Path(checkpoint_dir), trunk_plan(members, colour))
-                initial = trunk_dir.load_kept(s - 1) if s > 0 else None
-                return class_sweep(r, g, s, initial, opts)[0]
-    raise AssertionError(f"{rep} is a searched class of {board.label}")  # pragma: no cover
+    swept = class_from_trunk(board, searched_classes(board), rep, opts)
+    if swept is None:  # pragma: no cover
+        raise AssertionError(f"{rep} is a searched class of {board.label}")
+    return swept[0]
 
 
 def dp_uses_halves(board: Board) -> bool:
@@ -438,5 +436,6 @@ __all__ = [
     "peak_rss_bytes",
     "count_paths_trivial",
     "classes_to_count",
+    "searched_classes",
     "trivial_class_counts",
 ]

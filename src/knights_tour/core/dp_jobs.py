@@ -18,11 +18,18 @@ from knights_tour.core import frontier
 from knights_tour.core.count_method import (
     classes_to_count,
     count_paths_trivial,
+    searched_classes,
     trivial_class_counts,
 )
 from knights_tour.core.frontier_run import DEFAULT_MEMORY_BYTES, Progress, SweepResult
-from knights_tour.core.frontier_store import Checkpoints, sweep_dir
-from knights_tour.core.trunks import TrunkMember, class_sweep, run_trunk, trunk_groups, trunk_plan
+from knights_tour.core.frontier_store import sweep_dir
+from knights_tour.core.trunks import (
+    TrunkMember,
+    class_from_trunk,
+    run_trunk,
+    trunk_groups,
+    trunk_plan,
+)
 from knights_tour.errors import InvalidJobError
 
 
@@ -74,14 +81,8 @@ def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
     return DpPlan(board, classes, trivial, trunks, tails)
 
 
-def _searched(board: Board, start: Square | None) -> list[Square]:
-    """The representatives of the count's classes that need a search."""
-    return [rep for rep in classes_to_count(board, start) if not count_paths_trivial(board, rep)]
-
-
 def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[TrunkMember]]:
-    searched = _searched(board, start)
-    return trunk_groups(board, searched)[index]
+    return trunk_groups(board, searched_classes(board, start))[index]
 
 
 def dp_run_trunk(
@@ -132,17 +133,11 @@ def dp_run_tail(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.core.frontier_run.run_sweep`.
     """
-    searched = _searched(board, start)
     opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
-    for colour, members in trunk_groups(board, searched):
-        for r, g, s in members:
-            if r == tuple(square):
-                initial = None
-                if s > 0:
-                    trunk_dir = Checkpoints(Path(checkpoint_dir), trunk_plan(members, colour))
-                    initial = trunk_dir.load_kept(s - 1)
-                return class_sweep(r, g, s, initial, opts)
-    raise InvalidJobError(f"{square} is not a searched start class of this DP count")
+    swept = class_from_trunk(board, searched_classes(board, start), (square[0], square[1]), opts)
+    if swept is None:
+        raise InvalidJobError(f"{square} is not a searched start class of this DP count")
+    return swept
 
 
 def dp_sweep_dirs(board: Board, start: Square | None, checkpoint_dir: str | Path) -> list[Path]:
@@ -151,7 +146,7 @@ def dp_sweep_dirs(board: Board, start: Square | None, checkpoint_dir: str | Path
     full sweep is the same plan in every count that searches it, so counts of the whole grid
     and of one start share it). Whether they exist or not; nothing is created."""
     root = Path(checkpoint_dir)
-    searched = _searched(board, start)
+    searched = searched_classes(board, start)
     dirs: list[Path] = []
     for colour, members in trunk_groups(board, searched):
         if max(s for _, _, s in members) > 0:

@@ -13,12 +13,13 @@ Pure: no Celery, no Redis.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from knights_tour.board import Board, Square
 from knights_tour.core import frontier
 from knights_tour.core.frontier_run import SweepResult, run_sweep
-from knights_tour.core.frontier_store import sweep_done
+from knights_tour.core.frontier_store import Checkpoints, sweep_done
 
 TrunkMember = tuple[Square, frontier.Graph, int]
 """A start class in a trunk's group: representative, its late image graph, its step there."""
@@ -78,4 +79,29 @@ def class_sweep(
     }
 
 
-__all__ = ["TrunkMember", "trunk_groups", "trunk_plan", "run_trunk", "class_sweep"]
+def class_from_trunk(
+    board: Board, searched: list[Square], rep: Square, opts: dict[str, Any]
+) -> tuple[int, dict[str, Any]] | None:
+    """The class of ``rep`` (one of the representatives ``searched``, grouped by trunk as
+    :func:`trunk_groups` does) swept by :func:`class_sweep` from the layer its trunk kept on
+    disk under ``opts["checkpoint_dir"]`` (without it, from its own checkpoints or the first
+    layer); None if ``rep`` is not among ``searched``."""
+    for colour, members in trunk_groups(board, searched):
+        for r, g, s in members:
+            if r == rep:
+                initial = None
+                if s > 0:
+                    trunk = Checkpoints(Path(opts["checkpoint_dir"]), trunk_plan(members, colour))
+                    initial = trunk.load_kept(s - 1)
+                return class_sweep(r, g, s, initial, opts)
+    return None
+
+
+__all__ = [
+    "TrunkMember",
+    "trunk_groups",
+    "trunk_plan",
+    "run_trunk",
+    "class_sweep",
+    "class_from_trunk",
+]
