@@ -178,10 +178,6 @@ def dp_count(
     transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
     transitions += sum(int(f.get("transitions", 0)) for f in figures)
     wall = time.perf_counter() - began
-    note = (
-        f"symmetry: counted {len(classes)} representative square(s) by the frontier DP, "
-        f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes"
-    )
     extra = {
         "method": "frontier DP",
         "dp_classes": figures,
@@ -190,6 +186,26 @@ def dp_count(
         "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()],
         "trunks": [[ls.to_dict() for ls in tr.layers] for tr in trunks],
     }
+    return dp_report(board, classes, class_counts, len(classes), transitions, wall, extra)
+
+
+def dp_report(
+    board: Board,
+    classes: dict[Square, list[Square]],
+    class_counts: dict[Square, int],
+    subjobs: int,
+    transitions: int,
+    elapsed_s: float,
+    extra: dict[str, Any],
+) -> CountReport:
+    """The report of an open count by the frontier DP, in one process or on the workers:
+    each class's count (``class_counts``, by representative) copied to the squares of its
+    class (``classes``), with its symmetry note; ``transitions`` stand for the search nodes,
+    ``elapsed_s`` is the wall time (seconds), ``extra`` the method's figures."""
+    note = (
+        f"symmetry: counted {len(classes)} representative square(s) by the frontier DP, "
+        f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes"
+    )
     return CountReport(
         board.rows,
         board.cols,
@@ -197,10 +213,10 @@ def dp_count(
         _grid(board, classes, class_counts),
         class_counts,
         dict(classes),
-        subjobs=len(classes),
+        subjobs=subjobs,
         depth=0,
         nodes=transitions,
-        elapsed_s=wall,
+        elapsed_s=elapsed_s,
         symmetry_note=note,
         extra=extra,
     )
@@ -429,6 +445,7 @@ __all__ = [
     "choose_method",
     "dp_width",
     "dp_count",
+    "dp_report",
     "halves_cut",
     "dp_uses_halves",
     "dp_trunks",

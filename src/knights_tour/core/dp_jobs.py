@@ -49,13 +49,15 @@ class DpPlan:
     """The jobs of a DP count by trunks (:func:`dp_plan`): ``trunks`` (per group, the steps it
     keeps on disk; a group whose every start is taken first has none and no job),
     ``tails`` (one per searched class) and ``trivial`` (the counts of the classes found
-    without search), with the count's ``classes`` (representative -> its squares)."""
+    without search, ``trivial_figures`` their report entries), with the count's ``classes``
+    (representative -> its squares)."""
 
     board: Board
     classes: dict[Square, list[Square]]
     trivial: dict[Square, int]
     trunks: list[tuple[int, ...]]
     tails: list[DpTail]
+    trivial_figures: list[dict[str, Any]]
 
 
 def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
@@ -71,14 +73,15 @@ def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
     """
     classes = classes_to_count(board, start)
     searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
-    trivial, _ = trivial_class_counts(board, [r for r in classes if r not in searched])
+    easy = [rep for rep in classes if rep not in searched]
+    trivial, trivial_figures = trivial_class_counts(board, easy)
     trunks: list[tuple[int, ...]] = []
     tails: list[DpTail] = []
     for i, (_, members) in enumerate(trunk_groups(board, searched)):
         trunks.append(tuple(sorted({s - 1 for _, _, s in members if s > 0})))
         for rep, _, s in sorted(members, key=lambda m: m[2]):
             tails.append(DpTail(rep, i if s > 0 else -1, s - 1))
-    return DpPlan(board, classes, trivial, trunks, tails)
+    return DpPlan(board, classes, trivial, trunks, tails, trivial_figures)
 
 
 def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[TrunkMember]]:

@@ -28,6 +28,7 @@ from typing import Any
 import redis
 
 from knights_tour.board import Board, Square
+from knights_tour.core.count_method import dp_report
 from knights_tour.core.counting import CountReport
 from knights_tour.core.dp_jobs import DpPlan
 from knights_tour.core.symmetry import representative
@@ -210,10 +211,7 @@ def _results(
 ) -> tuple[dict[Square, int], list[dict[str, Any]], list[Any]]:
     """``(class counts, per-class figures, trunks' layers)`` from the stored entries."""
     counts: dict[Square, int] = dict(plan.trivial)
-    figures: list[dict[str, Any]] = [
-        {"representative": list(rep), "count": n, "method": "no search (colour or isolated square)"}
-        for rep, n in plan.trivial.items()
-    ]
+    figures = list(plan.trivial_figures)
     trunks: list[Any] = []
     for it in items:
         e = entries[it["key"]]
@@ -264,15 +262,6 @@ def assemble_dp_count(
         name = str(e.get("worker"))
         by_worker[name] = max(by_worker.get(name, 0), int(e.get("peak_rss_bytes") or 0))
     peak = max(by_worker.values(), default=0)
-    board = plan.board
-    grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]
-    for rep, members in plan.classes.items():
-        for rr, cc in members:
-            grid[rr][cc] = counts[rep]
-    note = (
-        f"symmetry: counted {len(plan.classes)} representative square(s) by the frontier DP, "
-        f"copied to the {sum(len(m) for m in plan.classes.values())} square(s) of their classes"
-    )
     ran = [entries[k] for k in (sent or ()) if k in entries]
     extra = {
         "method": "frontier DP",
@@ -286,20 +275,7 @@ def assemble_dp_count(
         "counting_s": count_store.counting_span_s(ran),
         "reused_subjobs": len(items) - len(ran),
     }
-    report = CountReport(
-        board.rows,
-        board.cols,
-        False,
-        grid,
-        counts,
-        dict(plan.classes),
-        subjobs=len(items),
-        depth=0,
-        nodes=transitions,
-        elapsed_s=elapsed_s,
-        symmetry_note=note,
-        extra=extra,
-    )
+    report = dp_report(plan.board, plan.classes, counts, len(items), transitions, elapsed_s, extra)
     count_store.save_report(r, count_id, report.to_dict())
     return report
 
