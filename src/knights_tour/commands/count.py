@@ -9,7 +9,6 @@ and waiting :mod:`knights_tour.service.counts`, the backend
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from typing import Any
@@ -31,7 +30,7 @@ from knights_tour.commands._shared import (
     workers_option,
     yes_option,
 )
-from knights_tour.commands.count_dp import run_dp_count
+from knights_tour.commands.count_dp import count_failed, count_stopped, run_dp_count
 from knights_tour.core.count_method import METHODS, MethodChoice, choose_method
 from knights_tour.core.counting import CountPlan, CountReport, plan_count
 from knights_tour.output.tourfile import atomic_write_text
@@ -99,26 +98,13 @@ def _send_and_wait(
 
 
 def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] | None) -> None:
-    """Stop the count (its own queued sub-jobs dropped) and say so in one line: how far it
-    got, what is kept, how to resume."""
-    dropped = backend.stop_work()
-    # read again once the workers are stopped: the last poll's status misses what they
-    # counted since
-    with contextlib.suppress(Exception):  # best effort: Redis may be going away
-        status = count_store.count_status(backend.client, count_id)
-    got = (
-        f"{status['done']}/{status['total']} sub-jobs counted (kept)"
-        if status
-        else ("sub-jobs counted so far kept")
-    )
-    drop = (
-        f"{dropped} queued task(s) of this count dropped"
-        if dropped is not None
-        else "its queued tasks could not be dropped (Redis unreachable)"
-    )
-    note(
-        f"count {count_id} stopped {why}: {got}; {drop}, other work untouched; "
-        "the same command resumes it"
+    count_stopped(
+        backend,
+        count_id,
+        why,
+        status,
+        unknown="sub-jobs counted so far kept",
+        kept=", other work untouched",
     )
 
 
@@ -352,12 +338,7 @@ def _enumerate(
             )
             return report, len(plan.subjobs) - len(sent)
         if status.get("errors"):
-            backend.stop_work()
-            note(
-                f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
-                f"{status['done']}/{status['total']} sub-jobs done; run the same command "
-                "again to resume"
-            )
+            count_failed(backend, count_id, status)
         else:
             _stopped(backend, count_id, f"by --timeout after {timeout:g} s", status)
     return ExitCode.NOT_OK

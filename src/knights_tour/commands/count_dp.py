@@ -159,12 +159,7 @@ def run_dp_count(
                 backend.client, count_id, plan, items, time.monotonic() - began, sent
             )
         elif status.get("errors"):
-            backend.stop_work()
-            note(
-                f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
-                f"{status['done']}/{status['total']} sub-jobs done; run the same command "
-                "again to resume"
-            )
+            count_failed(backend, count_id, status)
             return ExitCode.NOT_OK
         else:
             _stop(backend, count_id, f"by --timeout after {timeout:g} s")
@@ -245,22 +240,43 @@ def _remove_checkpoints(board: Board, start_sq: Square | None, local: bool) -> N
     )
 
 
-def _stop(backend: Backend, count_id: str, why: str) -> None:
-    """Stop the count (its own queued sub-jobs dropped) and say so in one line."""
+def count_stopped(
+    backend: Backend,
+    count_id: str,
+    why: str,
+    status: dict[str, Any] | None,
+    *,
+    unknown: str,
+    kept: str,
+) -> None:
+    """Stop the count ``count_id`` (its own queued sub-jobs dropped) and say so in one line:
+    how far it got (``status`` read again once the workers are stopped: the last poll misses
+    what they counted since; ``unknown`` if Redis cannot say), what is kept (``kept``, the
+    method's own words) and how to resume. For ``ktour count`` by either method."""
     dropped = backend.stop_work()
-    status: dict[str, Any] | None = None
     with contextlib.suppress(Exception):  # best effort: Redis may be going away
         status = count_store.count_status(backend.client, count_id)
-    got = f"{status['done']}/{status['total']} sub-jobs counted (kept)" if status else "kept"
+    got = f"{status['done']}/{status['total']} sub-jobs counted (kept)" if status else unknown
     drop = (
         f"{dropped} queued task(s) of this count dropped"
         if dropped is not None
         else "its queued tasks could not be dropped (Redis unreachable)"
     )
+    note(f"count {count_id} stopped {why}: {got}; {drop}{kept}; the same command resumes it")
+
+
+def count_failed(backend: Backend, count_id: str, status: dict[str, Any]) -> None:
+    """Stop the count ``count_id``, some of whose sub-jobs failed, and say so in one line."""
+    backend.stop_work()
     note(
-        f"count {count_id} stopped {why}: {got}; {drop}; checkpoints kept; "
-        "the same command resumes it"
+        f"count {count_id} incomplete ({status['errors']} sub-job(s) failed): "
+        f"{status['done']}/{status['total']} sub-jobs done; run the same command "
+        "again to resume"
     )
+
+
+def _stop(backend: Backend, count_id: str, why: str) -> None:
+    count_stopped(backend, count_id, why, None, unknown="kept", kept="; checkpoints kept")
 
 
 def _print(
@@ -299,4 +315,4 @@ def _print(
     return ExitCode.OK
 
 
-__all__ = ["run_dp_count"]
+__all__ = ["count_stopped", "count_failed", "run_dp_count"]
