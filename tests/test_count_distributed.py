@@ -12,6 +12,7 @@ import time
 
 import psutil
 import pytest
+from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
 from knights_tour.cli import main
@@ -22,14 +23,6 @@ from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.store.ledger import Ledger
 from knights_tour.worker import TASK_COUNT_SUBJOBS, use_redis
-
-OEIS_5X5 = [
-    [304, 0, 56, 0, 304],
-    [0, 56, 0, 56, 0],
-    [56, 0, 64, 0, 56],
-    [0, 56, 0, 56, 0],
-    [304, 0, 56, 0, 304],
-]
 
 
 def _grid_from_output(text: str, n: int) -> list[list[int]]:

@@ -16,20 +16,13 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
+from _counts_facts import OEIS_5X5
 
 from knights_tour.cli import main
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-
-OEIS_5X5 = [
-    [304, 0, 56, 0, 304],
-    [0, 56, 0, 56, 0],
-    [56, 0, 64, 0, 56],
-    [0, 56, 0, 56, 0],
-    [304, 0, 56, 0, 304],
-]
 
 
 @pytest.fixture(scope="module")

@@ -276,23 +276,23 @@ def test_files_get_the_umask_mode(capsys, redis_client, redis_db_url, tmp_path, 
         os.umask(old)
 
 
-def test_progress_lines_every_interval_with_rate_and_eta():
-    from knights_tour.commands._shared import ProgressLines
-
-    t = [100.0]
-    lines: list[str] = []
-    progress = ProgressLines("batch B", "jobs", 10.0, clock=lambda: t[0])
+def _progress_lines(monkeypatch, what: str, label: str, polls) -> list[str]:
+    """The lines a ProgressLines (10 s interval) notes for ``polls``: ``(seconds, done,
+    total)`` on a fake clock."""
     import knights_tour.commands._shared as shared
 
-    real_note = shared.note
-    shared.note = lines.append
-    try:
-        progress(0, 620)
-        for done in range(10, 130, 10):
-            t[0] += 2.0
-            progress(done, 620)
-    finally:
-        shared.note = real_note
+    lines: list[str] = []
+    monkeypatch.setattr(shared, "note", lines.append)
+    t = [0.0]
+    progress = shared.ProgressLines(what, label, 10.0, clock=lambda: t[0])
+    for t[0], done, total in polls:
+        progress(done, total)
+    return lines
+
+
+def test_progress_lines_every_interval_with_rate_and_eta(monkeypatch):
+    polls = [(100.0, 0, 620)] + [(100.0 + 2 * i, 10 * i, 620) for i in range(1, 13)]
+    lines = _progress_lines(monkeypatch, "batch B", "jobs", polls)
     # 24 s of polls every 2 s: a line at once, then at 10 s and at 20 s after the first poll
     assert lines == [
         "batch B: 0/620 jobs done, rate -, ETA -",
@@ -301,22 +301,10 @@ def test_progress_lines_every_interval_with_rate_and_eta():
     ]
 
 
-def test_progress_lines_repeat_a_count_that_stands_still_only_as_a_sign_of_life():
-    import knights_tour.commands._shared as shared
-    from knights_tour.commands._shared import ProgressLines
-
-    t = [0.0]
-    lines: list[str] = []
-    progress = ProgressLines("count C", "sub-jobs", 10.0, clock=lambda: t[0])
-    real_note = shared.note
-    shared.note = lines.append
-    try:
-        progress(0, 2)
-        while t[0] < 130.0:  # polls every 2 s; nothing done until 125 s
-            t[0] += 2.0
-            progress(1 if t[0] >= 125.0 else 0, 2)
-    finally:
-        shared.note = real_note
+def test_progress_lines_repeat_a_count_that_stands_still_only_as_a_sign_of_life(monkeypatch):
+    # polls every 2 s; nothing done until 125 s
+    polls = [(0.0, 0, 2)] + [(2.0 * i, 1 if 2.0 * i >= 125.0 else 0, 2) for i in range(1, 66)]
+    lines = _progress_lines(monkeypatch, "count C", "sub-jobs", polls)
     # at once, the unchanged 0/2 once a minute (60 s, 120 s), the change at the next interval
     assert [line.split(",")[0] for line in lines] == [
         "count C: 0/2 sub-jobs done",

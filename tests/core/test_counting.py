@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
 from knights_tour.core.count_search import check_prefix, count_subjob, fold, split
@@ -21,14 +22,6 @@ from knights_tour.core.counting import SubJob, assemble, count_tours, plan_count
 from knights_tour.core.symmetry import representative, symmetries, symmetry_classes
 from knights_tour.errors import InvalidJobError
 from knights_tour.verify import verify_tour
-
-OEIS_5X5 = [
-    [304, 0, 56, 0, 304],
-    [0, 56, 0, 56, 0],
-    [56, 0, 64, 0, 56],
-    [0, 56, 0, 56, 0],
-    [304, 0, 56, 0, 304],
-]
 
 
 def brute_force_tours(board: Board, start: tuple[int, int], closed: bool = False) -> list[list]:

@@ -4,18 +4,11 @@ as workers would, against OEIS A165134 (5×5: 304 per corner, 64 in the centre, 
 from __future__ import annotations
 
 import pytest
+from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
 from knights_tour.core.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk, dp_sweep_dirs
 from knights_tour.errors import InvalidJobError
-
-OEIS_5X5_GRID = [  # directed open tours per start square; sums to A165134(5) = 1728
-    [304, 0, 56, 0, 304],
-    [0, 56, 0, 56, 0],
-    [56, 0, 64, 0, 56],
-    [0, 56, 0, 56, 0],
-    [304, 0, 56, 0, 304],
-]
 
 
 def test_7x7_plan_one_trunk_and_six_classes_waiting_for_its_layers():
@@ -113,4 +106,4 @@ def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, mo
     count, fig = dp_run_tail(board, None, tail.representative, checkpoint_dir=tmp_path)
     assert f"from the trunk's layer {k + 1}" in fig["method"]
     r, c = tail.representative
-    assert count == OEIS_5X5_GRID[r][c] > 0
+    assert count == OEIS_5X5[r][c] > 0
