@@ -7,12 +7,15 @@ from __future__ import annotations
 import numba
 import pytest
 
+from knights_tour.solvers.construct import kernel as construct_kernel
 from knights_tour.solvers.engine import count_kernel, frontier_join, frontier_kernel, kernel
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("module", [kernel, count_kernel, frontier_kernel, frontier_join])
+@pytest.mark.parametrize(
+    "module", [kernel, count_kernel, frontier_kernel, frontier_join, construct_kernel]
+)
 def test_every_kernel_is_compiled_without_the_gil(module):
     kernels = {
         name: obj

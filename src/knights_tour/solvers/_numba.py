@@ -9,7 +9,8 @@ linear algebra would fail to compile with numba's "scipy ... is required" error,
 Likewise numba's typing of cffi functions (``numba.core.typing.cffi_utils``) builds a
 ``cffi.FFI()`` when cffi is installed, which imports pycparser: it is loaded here with cffi
 hidden (the kernels call no cffi function; one that did would fail to type, not silently).
-Every kernel is compiled with ``nogil=True``: it releases the GIL while it runs, so the
+Every kernel is compiled with ``nogil=True`` (this module's :func:`njit` sets it unless told
+otherwise): it releases the GIL while it runs, so the
 other threads of its process go on - in a Celery worker, the lease heartbeat thread
 (:mod:`knights_tour.service.lease_keeper`), without which a layer of the frontier DP or a long
 search would outlast the lease and have its job re-sent to another worker while it still runs.
@@ -19,8 +20,9 @@ Pure: no Celery, no Redis.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from numba import njit
+import numba
 
 
 def _load_array_math_without_scipy() -> None:
@@ -47,6 +49,13 @@ def _load_cffi_typing_without_cffi() -> None:
             del sys.modules["cffi"]
         else:
             sys.modules["cffi"] = imported
+
+
+def njit(*args: Any, **options: Any) -> Any:
+    """numba's :func:`numba.njit` (``@njit`` or ``@njit(cache=True, ...)``), with
+    ``nogil=True`` unless ``options`` say otherwise."""
+    options.setdefault("nogil", True)
+    return numba.njit(*args, **options)
 
 
 _load_array_math_without_scipy()

@@ -1,7 +1,7 @@
 """The compiled counting kernel: exhaustive enumeration of knight's tours that *counts* them.
 
 Used by :mod:`knights_tour.core.counting`. Compiled with numba
-(``@njit(cache=True, nogil=True)``); all state lives in numpy arrays, nothing is stored per
+(``@njit(cache=True)``); all state lives in numpy arrays, nothing is stored per
 tour. Pure: no Celery, no Redis.
 
 Graph layout
@@ -51,7 +51,7 @@ DEAD = -2
 """Returned by :func:`_root_checks` when the prefix cannot be completed."""
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _setup(nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray):
     """``visited``, ``free`` (unvisited-neighbour counts) and ``adj_start`` after the prefix."""
     n = nbr.shape[0]
@@ -69,7 +69,7 @@ def _setup(nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray):
     return visited, free, adj_start
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _complete_ok(
     ndeg: np.ndarray, nbr: np.ndarray, prefix: np.ndarray, closed: bool, adj_start: np.ndarray
 ) -> bool:
@@ -82,7 +82,7 @@ def _complete_ok(
     return adj_start[prefix[prefix.shape[0] - 1]]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _root_checks(
     nbr: np.ndarray,
     ndeg: np.ndarray,
@@ -152,7 +152,7 @@ def _root_checks(
     return ends0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def prefix_viable(nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray, closed: bool) -> bool:
     """False if the root tests prove that no tour begins with ``prefix`` (shapes as in
     :func:`count_completions`); True means "maybe" (or, for a full-length prefix, "a tour")."""
@@ -175,7 +175,7 @@ def prefix_viable(nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray, closed:
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def count_completions(
     nbr: np.ndarray, ndeg: np.ndarray, prefix: np.ndarray, closed: bool
 ) -> tuple[int, int]:

@@ -30,7 +30,7 @@ from knights_tour.solvers._numba import njit
 from knights_tour.solvers.engine.frontier_kernel import DANGLE, EMPTY, ISO, SAT, slot_index
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _deg(val):
     if val == SAT:
         return 2
@@ -39,7 +39,7 @@ def _deg(val):
     return 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def reslot(keys, n_slots, slot_map):
     """Re-pack ``keys`` (``n_slots`` slots) so slot ``i`` moves to slot ``slot_map[i]``."""
     out = np.empty_like(keys)
@@ -53,7 +53,7 @@ def reslot(keys, n_slots, slot_map):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def signatures(keys, n_slots):
     """Per lower state: ``(2 bits per slot: its degree) | (ends made << 60)``."""
     out = np.empty(keys.shape[0], dtype=np.uint64)
@@ -70,7 +70,7 @@ def signatures(keys, n_slots):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def group_index(sorted_sigs, logcap):
     """A hash table ``signature -> (first, end)`` over signatures sorted ascending."""
     cap = np.int64(1) << logcap
@@ -94,7 +94,7 @@ def group_index(sorted_sigs, logcap):
     return gkeys, gfirst, gend
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _lookup(gkeys, logcap, sig):
     mask = (np.int64(1) << logcap) - 1
     h = slot_index(sig, logcap)
@@ -107,7 +107,7 @@ def _lookup(gkeys, logcap, sig):
         h = (h + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _find(parent, stamp, cur, a):
     if stamp[a] != cur:
         stamp[a] = cur
@@ -119,7 +119,7 @@ def _find(parent, stamp, cur, a):
     return a
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def join(ukeys, ucounts, n_slots, lkeys, lcounts, gkeys, gfirst, gend, logcap, end_ok):
     """Sum ``ucount * lcount`` over the pairs of upper and lower states that make one
     Hamiltonian path (see the module docstring). ``lkeys`` are in the upper slot order, sorted

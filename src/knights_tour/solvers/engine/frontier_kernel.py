@@ -2,7 +2,7 @@
 paths of the knight's graph without listing them.
 
 Used by :mod:`knights_tour.core.frontier`, which plans the vertex order and the per-step tables
-this kernel reads. Compiled with numba (``@njit(cache=True, nogil=True)``). Pure: no Celery, no
+this kernel reads. Compiled with numba (``@njit(cache=True)``). Pure: no Celery, no
 Redis.
 
 Method
@@ -76,7 +76,7 @@ _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 _PART_MUL = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def slot_index(key, logcap):
     """The home slot of ``key`` in an open-addressing table of ``2**logcap`` slots
     (multiplicative hashing: the top ``logcap`` bits of ``key`` times an odd constant; Knuth,
@@ -84,14 +84,14 @@ def slot_index(key, logcap):
     return np.int64((key * _HASH_MUL) >> np.uint64(64 - logcap))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def part_of(key, nparts):
     """The part (``0 .. nparts-1``) a key belongs to when a layer is split into parts."""
     h = (key ^ (key >> np.uint64(31))) * _PART_MUL
     return np.int64((h >> np.uint64(40)) % np.uint64(nparts))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _popcount(m):
     c = 0
     while m:
@@ -100,7 +100,7 @@ def _popcount(m):
     return c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _partner(x, n, i, lab):
     for j in range(n):
         if j != i and x[j] == lab:
@@ -108,7 +108,7 @@ def _partner(x, n, i, lab):
     return -2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _connect(x, n, vi, u, fresh):
     """Add the edge ``vi``-``u`` (both open) to the working states ``x[0:n]``.
 
@@ -148,7 +148,7 @@ def _connect(x, n, vi, u, fresh):
     return 0, fresh
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _leave(x, n, i):
     """Vertex ``i`` leaves the frontier. Returns 0 ok, 1 a path was completed, -1 dead."""
     a = x[i]
@@ -164,7 +164,7 @@ def _leave(x, n, i):
     return 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, done, y, lab):
     """Leave, prune and encode the working states ``x`` (old slots, then ``v``) after step
     ``k``'s edges were added (``done``: paths those edges completed). Returns ``(ok, key)``."""
@@ -265,7 +265,7 @@ def _successor(x, k, scal, o2n, newcol, newrem1, adj_static, adj_col, adj_fs, do
     return True, key
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _insert(tkeys, tcounts, logcap, key, cnt):
     """Add ``cnt`` to ``key``'s entry. Returns (1 if a new entry, overflow flag)."""
     mask = (np.int64(1) << logcap) - 1
@@ -284,7 +284,7 @@ def _insert(tkeys, tcounts, logcap, key, cnt):
         h = (h + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def expand(
     keys,
     counts,
@@ -392,7 +392,7 @@ def expand(
     return i, fill, trans, overflow
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def compact(tkeys, tcounts, fill):
     """The used entries of a table as two arrays ``(keys, counts)`` of length ``fill``."""
     ok = np.empty(fill, dtype=np.uint64)
@@ -406,7 +406,7 @@ def compact(tkeys, tcounts, fill):
     return ok, oc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def rehash(tkeys, tcounts, logcap):
     """The entries of a table moved into a new table of capacity ``2**logcap``."""
     nk = np.full(np.int64(1) << logcap, EMPTY, dtype=np.uint64)

@@ -1,7 +1,7 @@
 """The compiled search kernel: iterative DFS over knight moves, ordered by Warnsdorff's rule.
 
 This is the hot loop of the ``warnsdorff`` backend (:mod:`knights_tour.solvers.warnsdorff`),
-compiled with numba (``@njit(cache=True, nogil=True)``, so the compile cost is paid once per
+compiled with numba (``@njit(cache=True)``, so the compile cost is paid once per
 machine and cached on disk next to this file). It holds no Python objects: all state lives in
 numpy arrays that the caller allocates, so a search can be run in slices (``budget`` nodes per
 call) and resumed, which is how the caller honours wall-clock time limits.
@@ -82,12 +82,12 @@ ST_SIZE = 6
 _DEG_SHIFT = np.int64(1) << np.int64(52)  # primary key: degree; secondary keys stay below this
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def padded_index(r, c, W):
     return (r + 2) * W + (c + 2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def init_board(rows, cols, offs, visited, deg):
     """Fill ``visited`` (padding = 1, real squares = 0) and ``deg`` (number of on-board knight
     moves of each real square) for a padded board; arrays have ``(rows + 4) * (cols + 4)``
@@ -110,7 +110,7 @@ def init_board(rows, cols, offs, visited, deg):
             deg[p] = d
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _visit(q, dec, offs, visited, deg, st):
     """Put ``q`` on the path; if ``dec``, its unvisited neighbours lose one onward move."""
     dq = deg[q]
@@ -132,7 +132,7 @@ def _visit(q, dec, offs, visited, deg, st):
                 deg[y] = old - 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _unvisit(q, inc, offs, visited, deg, st):
     """Undo :func:`_visit` (called in exact reverse order, so neighbour states match)."""
     if inc:
@@ -154,7 +154,7 @@ def _unvisit(q, inc, offs, visited, deg, st):
         st[ST_C1] += 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _expand(
     p, remaining, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, st, keys, moves
 ):
@@ -227,7 +227,7 @@ def _expand(
     return packed
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def start_attempt(
     start, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt, st
 ):
@@ -262,7 +262,7 @@ def start_attempt(
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def run_attempt(
     budget, closed, W, rows, cols, tie, offs, mdr, mdc, visited, deg, pos, cand, nxt, st
 ):
@@ -336,7 +336,7 @@ def run_attempt(
     return status
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def tour_coords(pos, n_sq, W, out):
     """Write the path ``pos[:n_sq]`` as ``(row, col)`` pairs into ``out`` (shape (n_sq, 2))."""
     for i in range(n_sq):
