@@ -133,22 +133,10 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
     ``KT_REDIS_URL`` is set (and the settings cache cleared) for the module's duration, so code
     in this process that reads settings talks to the same database; restored afterwards.
     """
-    from knights_tour.service.local_workers import LocalWorkers
+    from _workers import workers_on
 
-    saved = os.environ.get("KT_REDIS_URL")
-    os.environ["KT_REDIS_URL"] = module_redis_url
-    get_settings.cache_clear()
-    workers = LocalWorkers(module_redis_url, count=2, concurrency=1, ready_timeout_s=90)
-    try:
-        workers.start()
+    with workers_on(module_redis_url) as workers:
         yield workers
-    finally:
-        workers.stop()
-        if saved is None:
-            os.environ.pop("KT_REDIS_URL", None)
-        else:
-            os.environ["KT_REDIS_URL"] = saved
-        get_settings.cache_clear()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from _counts_facts import OEIS_5X5
+from _workers import workers_on
 
 from knights_tour.cli import main
 from knights_tour.settings import get_settings
@@ -31,26 +32,10 @@ def dp_workers(
 ) -> Iterator[SimpleNamespace]:
     """Two real workers on ``module_redis_url`` with their own ``KT_DATA_DIR`` (the DP's
     checkpoints) and a DP task budget of 5 ms; yields ``.data`` (that dir) and ``.workers``."""
-    import os
-
-    from knights_tour.service.local_workers import LocalWorkers
-
     data = tmp_path_factory.mktemp("dp-workers")
-    saved = os.environ.get("KT_REDIS_URL")
-    os.environ["KT_REDIS_URL"] = module_redis_url
-    get_settings.cache_clear()
     env = {"KT_DATA_DIR": str(data), "KT_DP_TASK_BUDGET_S": "0.005"}
-    workers = LocalWorkers(module_redis_url, count=2, concurrency=1, env=env, ready_timeout_s=90)
-    try:
-        workers.start()
+    with workers_on(module_redis_url, env) as workers:
         yield SimpleNamespace(data=data, workers=workers)
-    finally:
-        workers.stop()
-        if saved is None:
-            os.environ.pop("KT_REDIS_URL", None)
-        else:
-            os.environ["KT_REDIS_URL"] = saved
-        get_settings.cache_clear()
 
 
 def _count(url: str, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str]:
