@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from knights_tour.core.counting import SubJob
@@ -36,7 +36,7 @@ class CountSubJobLike(Protocol):
 SubJobT = TypeVar("SubJobT", bound=CountSubJobLike)
 
 
-def subjob_key(sj: CountSubJobLike) -> str:
+def _subjob_key(sj: CountSubJobLike) -> str:
     """The key a sub-job is claimed, leased and stored under."""
     return sj.key
 
@@ -53,7 +53,7 @@ def store_error(
     held.done(key)
 
 
-def start_or_give_up(held: ChunkClaim, key: str, worker: str | None, tally: Counter[str]) -> bool:
+def _start_or_give_up(held: ChunkClaim, key: str, worker: str | None, tally: Counter[str]) -> bool:
     """Start sub-job ``key``; False, with an error entry stored, if workers died on it
     ``KT_MAX_ATTEMPTS`` times already."""
     deaths = held.start(key)
@@ -64,19 +64,28 @@ def start_or_give_up(held: ChunkClaim, key: str, worker: str | None, tally: Coun
     return False
 
 
+def started_subjobs(
+    held: ChunkClaim, todo: deque[SubJobT], worker: str | None, tally: Counter[str]
+) -> Iterator[SubJobT]:
+    """The claimed sub-jobs ``todo`` in order, each started (its lease begun) as it is
+    yielded; one on which workers died ``KT_MAX_ATTEMPTS`` times gets an error entry instead
+    and is not yielded."""
+    while todo:
+        todo = held.ready(todo, _subjob_key, lambda: None)
+        if not todo:
+            return
+        sj = todo.popleft()
+        if _start_or_give_up(held, sj.key, worker, tally):
+            yield sj
+
+
 def _count_subjobs(
     held: ChunkClaim, todo: deque[SubJob], worker: str | None, tally: Counter[str]
 ) -> None:
     """Count the claimed sub-jobs ``todo`` in order, storing each partial count as it is done
     (an error entry instead for one on which workers died ``KT_MAX_ATTEMPTS`` times)."""
     r, led = held.r, held.led
-    while todo:
-        todo = held.ready(todo, subjob_key, lambda: None)
-        if not todo:
-            break
-        sj = todo.popleft()
-        if not start_or_give_up(held, sj.key, worker, tally):
-            continue
+    for sj in started_subjobs(held, todo, worker, tally):
         began = time.perf_counter()
         count, nodes = sj.run()
         elapsed_s = time.perf_counter() - began
@@ -215,7 +224,7 @@ def run_claimed_subjobs(
             tally["errors"] += 1
     held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
     try:
-        run(held, held.claim(valid, subjob_key), worker, tally)
+        run(held, held.claim(valid, _subjob_key), worker, tally)
     except Exception as exc:
         if send is None or not at_task_limit(exc):
             raise
@@ -230,7 +239,6 @@ __all__ = [
     "run_count_chunk",
     "run_claimed_subjobs",
     "hand_back_subjobs",
-    "start_or_give_up",
+    "started_subjobs",
     "store_error",
-    "subjob_key",
 ]

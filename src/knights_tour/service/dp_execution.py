@@ -32,12 +32,7 @@ from knights_tour.core.frontier_store import LayerStat
 from knights_tour.errors import InvalidJobError
 from knights_tour.messages import DP_KIND, is_dp
 from knights_tour.service.chunk_claims import ChunkClaim, retrying
-from knights_tour.service.count_execution import (
-    run_claimed_subjobs,
-    start_or_give_up,
-    store_error,
-    subjob_key,
-)
+from knights_tour.service.count_execution import run_claimed_subjobs, started_subjobs, store_error
 from knights_tour.service.execution import Send
 from knights_tour.settings import get_settings
 from knights_tour.store import counts as count_store
@@ -201,13 +196,7 @@ def _run_claimed(
 ) -> None:
     r, led = held.r, held.led
     deadline = time.monotonic() + budget_s() if send is not None else None
-    while todo:
-        todo = held.ready(todo, subjob_key, lambda: None)
-        if not todo:
-            break
-        sj = todo.popleft()
-        if not start_or_give_up(held, sj.key, worker, tally):
-            continue
+    for sj in started_subjobs(held, todo, worker, tally):
         try:
             if deadline is not None and time.monotonic() >= deadline:
                 raise _OutOfBudget  # the task's budget went to the sub-jobs before it
