@@ -8,7 +8,8 @@ after changing the environment in tests).
 variable                       meaning                                                   default
 =============================  ========================================================  =========
 ``KT_REDIS_URL``               broker and result store; unset = embedded Redis           unset
-``KT_DATA_DIR``                embedded Redis data, reports (platformdirs user data)     per-user
+``KT_DATA_DIR``                embedded Redis data, reports (platformdirs user data;     per-user
+                               created 0700, its files 0600: :func:`private_dir`)
 ``KT_SOFT_TIME_LIMIT_S``       Celery soft time limit of tasks that are not chunks of    300
                                batch jobs (count sub-jobs, sweeps, collection), seconds
 ``KT_HARD_TIME_LIMIT_S``       their hard time limit, seconds                            360
@@ -239,3 +240,42 @@ def settings_from(environ: Mapping[str, str]) -> Settings:
 def get_settings() -> Settings:
     """The process's settings, read once from the environment (:func:`settings_from`)."""
     return settings_from(os.environ)
+
+
+PRIVATE_DIR_MODE = 0o700
+"""The mode of the data dir (``KT_DATA_DIR``, where ktour creates it) and of its directories
+that hold the embedded Redis's data and the workers' logs: its owner alone enters them."""
+
+PRIVATE_FILE_MODE = 0o600
+"""The mode of the files ktour keeps in its data dir (the embedded Redis's append-only file,
+log and state file, the workers' logs): its owner alone reads them. Output files (``--out``)
+follow the umask instead."""
+
+PRIVATE_UMASK = 0o077
+"""The umask the embedded ``redis-server`` runs with, so that what it creates is private."""
+
+
+def private_dir(path: Path) -> Path:
+    """``path``, a directory of the data dir, made private (:data:`PRIVATE_DIR_MODE`) whatever
+    the umask: it and each missing parent are created with that mode; an existing ``path`` is
+    set to it, an existing parent (e.g. a ``KT_DATA_DIR`` the user made) is left as it is.
+
+    Raises
+    ------
+    OSError
+        If a directory cannot be created or its mode set (e.g. a read-only file system).
+    """
+    missing = []
+    at = path
+    while not at.exists() and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it meanwhile
+        os.chmod(directory, PRIVATE_DIR_MODE)
+    if path.stat().st_mode & 0o777 != PRIVATE_DIR_MODE:
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path

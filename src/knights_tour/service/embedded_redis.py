@@ -170,7 +170,6 @@ class EmbeddedRedis:
         ahead, self._launched = self._launched, None
         if ahead is not None:
             return self._adopt(ahead)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         with launch_lock(self.data_dir):
             live = live_recorded_server(self.state_path)
             if live is not None:

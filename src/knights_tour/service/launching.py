@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from knights_tour.errors import BackendUnavailableError
-from knights_tour.settings import get_settings
+from knights_tour.settings import (
+    PRIVATE_DIR_MODE,
+    PRIVATE_FILE_MODE,
+    PRIVATE_UMASK,
+    get_settings,
+    private_dir,
+)
 from knights_tour.store import keys
 
 STATE_FILE = "embedded-redis.json"
@@ -130,14 +136,19 @@ def launch_server(data_dir: Path, port: int, password: str | None) -> subprocess
     file synced every second; no RDB snapshots, which a server with an append-only file never
     loads), never evicting a key (a full server refuses
     writes rather than drop records). Its log is ``redis.log``, its stderr ``redis.stderr``
-    (a file, not a pipe: the server may outlive this process), both in ``data_dir``.
+    (a file, not a pipe: the server may outlive this process), both in ``data_dir``. The
+    directory and everything the server writes there are its owner's alone
+    (:func:`~knights_tour.settings.private_dir`, the server's umask
+    :data:`~knights_tour.settings.PRIVATE_UMASK`; files left readable by an earlier version
+    are made private).
 
     Raises
     ------
     BackendUnavailableError
         If the binary is missing; OSError if ``data_dir`` cannot be written.
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
+    _make_private(data_dir)
     config = {
         "port": str(port),
         "bind": "127.0.0.1",
@@ -154,7 +165,10 @@ def launch_server(data_dir: Path, port: int, password: str | None) -> subprocess
     if password:
         config["requirepass"] = password
     command = [redis_server_binary(), *(a for k, v in config.items() for a in (f"--{k}", v))]
-    with open(data_dir / "redis.stderr", "wb") as err_file:
+    err_fd = os.open(
+        data_dir / "redis.stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE
+    )
+    with open(err_fd, "wb") as err_file:
         return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -162,7 +176,18 @@ def launch_server(data_dir: Path, port: int, password: str | None) -> subprocess
             stderr=err_file,
             start_new_session=True,  # Ctrl-C in a terminal reaches us; we stop it in order
             cwd=str(data_dir),
+            umask=PRIVATE_UMASK,
         )
+
+
+def _make_private(data_dir: Path) -> None:
+    """Files and directories an earlier version left in the embedded Redis's ``data_dir``
+    (its append-only files, log, snapshot) given the private modes."""
+    for path in [data_dir, *data_dir.rglob("*")]:
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours: left as it is
+            mode = PRIVATE_DIR_MODE if path.is_dir() else PRIVATE_FILE_MODE
+            if not path.is_symlink() and path.stat().st_mode & 0o777 & ~mode:
+                os.chmod(path, mode)
 
 
 def launch_watchdog(
@@ -274,7 +299,7 @@ class WorkerSpec:
         env["KT_REDIS_URL"] = self.redis_url
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.log_dir)
             # room for this start's files within KT_LOG_KEEP
             keep = max(0, settings.log_keep - (last - first + 1))
             rotate_logs(self.log_dir, keep, int(settings.log_max_mb * 1e6))
@@ -284,7 +309,14 @@ class WorkerSpec:
             for i in range(first, last + 1):
                 out: Any = subprocess.DEVNULL
                 if self.log_dir is not None:
-                    out = open(self.log_dir / f"{self.node_prefix}{i}.log", "ab")  # noqa: SIM115
+                    out = open(  # noqa: SIM115 - closed below, once the worker has it
+                        os.open(
+                            self.log_dir / f"{self.node_prefix}{i}.log",
+                            os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                            PRIVATE_FILE_MODE,
+                        ),
+                        "ab",
+                    )
                 try:
                     procs.append(
                         subprocess.Popen(
@@ -313,8 +345,8 @@ def launch_lock(data_dir: Path) -> Iterator[None]:
     launches one and records it in :data:`STATE_FILE` under this lock, so that of two
     processes starting at once, the second finds the first's server instead of launching a
     second one on the same files. The kernel releases it if the process dies."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / "launch.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    private_dir(data_dir)
+    fd = os.open(data_dir / "launch.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
