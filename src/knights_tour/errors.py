@@ -70,5 +70,26 @@ class OutputPathError(KnightsTourError, OSError):
 
 
 class StorageFullError(KnightsTourError, RuntimeError):
-    """Redis refuses writes because it cannot persist them (``MISCONF``: e.g. no space left
-    on the device holding its data)."""
+    """Redis refuses writes: it cannot persist them (``MISCONF``: e.g. no space left on the
+    device holding its data), it is at ``maxmemory`` with ``noeviction`` (``OOM``), or it is a
+    read-only replica (``READONLY``). Waiting helps only once its operator acts. ``reason`` is
+    the server's reply, its code first (``"OOM command not allowed ..."``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"Redis refuses writes: {reason}")
+        self.reason = reason
+
+
+class CorruptKeyError(KnightsTourError, ValueError):
+    """A value stored in Redis that cannot be read as what the project wrote there: a batch's
+    meta that is not JSON, a total or tally that is not a number, a record that does not
+    decode, a key holding another type (``WRONGTYPE``). ``key`` is the Redis key, ``field``
+    the hash field (or None); the message names both, says what is wrong and, where there is
+    one, how to repair it (e.g. ``ktour resume BATCH`` runs a job whose record is unreadable
+    again)."""
+
+    def __init__(self, key: str, problem: str, field: str | None = None, hint: str = "") -> None:
+        where = f"Redis key {key}" + (f" field {field!r}" if field is not None else "")
+        super().__init__(f"{where} is unreadable: {problem}" + (f"; {hint}" if hint else ""))
+        self.key = key
+        self.field = field

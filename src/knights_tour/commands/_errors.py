@@ -30,7 +30,7 @@ from enum import IntEnum
 
 import click
 
-from knights_tour.errors import KnightsTourError
+from knights_tour.errors import KnightsTourError, StorageFullError
 from knights_tour.settings import get_settings
 
 
@@ -99,20 +99,18 @@ def _stdout_closed() -> ExitCode:
     return ExitCode.BAD_INPUT
 
 
-def refused_write(exc: BaseException, redis_given: bool) -> str | None:
-    """The one-line message for a Redis server refusing writes because it cannot persist them
-    (a ``MISCONF`` reply, e.g. its disk is full), or None if ``exc`` is something else.
+def refused_write(exc: StorageFullError, redis_given: bool) -> str:
+    """The one-line message for a Redis server refusing writes (a ``MISCONF``, ``OOM`` or
+    ``READONLY`` reply, raised by the store as :class:`StorageFullError`).
 
-    ``redis_given``: a URL was given (``--redis``/``KT_REDIS_URL``); otherwise the message names
-    the embedded Redis's data directory, under ``KT_DATA_DIR``.
+    ``redis_given``: a URL was given (``--redis``/``KT_REDIS_URL``); otherwise the server is
+    the embedded Redis, and a ``MISCONF`` (it cannot persist) names its data directory, under
+    ``KT_DATA_DIR``.
     """
-    text = str(exc)
-    if not type(exc).__module__.startswith("redis") or "MISCONF" not in text:
-        return None
-    reason = text[text.index("MISCONF") + len("MISCONF") :].strip()
-    if redis_given or get_settings().redis_url:
-        return f"Redis refuses writes: {reason}"
+    if redis_given or get_settings().redis_url or not exc.reason.startswith("MISCONF"):
+        return str(exc)
     where = get_settings().data_dir / "redis"
+    reason = exc.reason[len("MISCONF") :].strip()
     return f"the embedded Redis cannot write its data under {where}: {reason}"
 
 
@@ -123,8 +121,10 @@ def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitC
 
     User errors: a :class:`KnightsTourError` (a ``KT_`` setting that does not parse included),
     a click usage error, an ``OSError`` (e.g. an unwritable ``--out``), a closed stdout pipe
-    (``stdout_swapped``: click replaced stdout, its answer to ``EPIPE``) or a Redis that refuses
-    writes (``MISCONF``, e.g. a full disk) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives
+    (``stdout_swapped``: click replaced stdout, its answer to ``EPIPE``), a Redis that refuses
+    writes (:class:`StorageFullError`: ``MISCONF``, e.g. a full disk, ``OOM``, ``READONLY``) or a
+    key of Redis that cannot be read (:class:`~knights_tour.errors.CorruptKeyError`, naming the
+    key) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives
     :attr:`ExitCode.INTERRUPTED`.
     """
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # pragma: no cover - click >= 8.2
@@ -142,6 +142,9 @@ def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitC
     if isinstance(exc, (click.exceptions.Abort, KeyboardInterrupt)):
         click.echo("ktour: interrupted", err=True)
         return ExitCode.INTERRUPTED
+    if isinstance(exc, StorageFullError):
+        err(refused_write(exc, any(a.split("=")[0] == "--redis" for a in args)))
+        return ExitCode.BAD_INPUT
     if isinstance(exc, KnightsTourError):
         err(str(exc))
         return ExitCode.BAD_INPUT
@@ -156,10 +159,4 @@ def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitC
             return _stdout_closed()
         err(f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}")
         return ExitCode.BAD_INPUT
-    if not isinstance(exc, Exception):
-        raise exc
-    message = refused_write(exc, any(a.split("=")[0] == "--redis" for a in args))
-    if message is None:
-        raise exc
-    err(message)
-    return ExitCode.BAD_INPUT
+    raise exc

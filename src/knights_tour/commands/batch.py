@@ -32,7 +32,13 @@ from knights_tour.output.recordfile import format_for_path
 from knights_tour.service.local import open_store
 from knights_tour.service.monitor import batch_states
 from knights_tour.service.status import shown_params, stalled_batches
-from knights_tour.store.batches import CANCELLED, batch_state, batch_status, list_batches
+from knights_tour.store.batches import (
+    CANCELLED,
+    batch_state,
+    batch_status,
+    list_batches,
+    repair_results,
+)
 
 
 @click.command()
@@ -54,6 +60,12 @@ from knights_tour.store.batches import CANCELLED, batch_state, batch_status, lis
     "without --format, a FILE ending in .parquet or .csv gets that format, else JSON Lines.",
 )
 @click.option("--wait", is_flag=True, help="Wait until every job of the batch has a record.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="First drop the records that cannot be read (and the bookkeeping of records lost "
+    "from Redis), so that their jobs are missing: 'ktour resume BATCH' runs them again.",
+)
 @timeout_option("With --wait: give up after S seconds.")
 @redis_option
 def collect(
@@ -63,6 +75,7 @@ def collect(
     wait: bool,
     timeout: float | None,
     redis_url: str | None,
+    repair: bool = False,
 ) -> ExitCode:
     """Records of BATCH, one per job, sorted by board and start square.
 
@@ -76,6 +89,14 @@ def collect(
     if fmt == "parquet" and out in (None, "-"):
         raise click.UsageError("--format parquet writes a file: give --out FILE")
     with open_store(redis_url) as backend:
+        if repair:
+            dropped = repair_results(backend.client, batch_id, unreadable=True)
+            if dropped:
+                click.echo(
+                    f"{len(dropped)} job(s) of batch {batch_id} had no readable record "
+                    f"(first {dropped[0]}): dropped; `ktour resume {batch_id}` runs them again",
+                    err=True,
+                )
         st = batch_status(backend.client, batch_id)
         if wait and not st["complete"]:
             st = wait_with_progress(backend.client, batch_id, st["total"], timeout, backend.url)
@@ -90,17 +111,28 @@ def collect(
     return ExitCode.OK if not tally.problems(st["total"]) else ExitCode.NOT_OK
 
 
+UNREADABLE = "unreadable"
+"""The state ``ktour batches`` gives a batch with a key that cannot be read (the reason beside
+it)."""
+
+
 @click.command()
 @redis_option
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def batches(redis_url: str | None, as_json: bool) -> ExitCode:
     """List known batches, oldest first. An unfinished batch no live worker serves (no worker
-    lease on the Redis for 1.5 lease periods) is shown 'stalled' (the reason is in --json)."""
+    lease on the Redis for 1.5 lease periods) is shown 'stalled' (the reason is in --json); a
+    batch with a key that cannot be read is shown 'unreadable', the key named on stderr (exit
+    1)."""
     with open_store(redis_url) as backend:
         items = list_batches(backend.client)
         states = batch_states(backend.client, items)  # queued / running / complete / collected
         for b in items:
             b["state"] = states.get(b["batch_id"])
+            if b["unreadable"]:
+                b["state"], b["reason"] = UNREADABLE, b.pop("unreadable")
+                continue
+            del b["unreadable"]
             if b["state"] not in ("complete", "collected") and (
                 batch_state(backend.client, b["batch_id"]) == CANCELLED
             ):
@@ -110,9 +142,10 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
         for b in items:
             if b["batch_id"] in stalled:
                 b["state"], b["reason"] = "stalled", stalled[b["batch_id"]]
+    bad = any(b["state"] == UNREADABLE for b in items)
     if as_json:
         click.echo(json.dumps(items, indent=2))
-        return ExitCode.OK
+        return ExitCode.NOT_OK if bad else ExitCode.OK
     table = Table(title="batches")
     for col in ("batch", "created (UTC)", "state", "done", "sizes", "solver", "verify", "closed"):
         table.add_column(col)
@@ -131,7 +164,10 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
     stdout_console().print(table)
     if not items:
         click.echo("no batches")
-    return ExitCode.OK
+    for b in items:
+        if b["state"] == UNREADABLE:
+            click.echo(f"batch {b['batch_id']}: {b['reason']}", err=True)
+    return ExitCode.NOT_OK if bad else ExitCode.OK
 
 
 __all__ = ["collect", "batches"]

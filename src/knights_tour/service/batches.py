@@ -372,7 +372,10 @@ def resume_batch(
     """Resume ``batch_id``, whoever made it and however it stopped (cancelled, timed out,
     abandoned by a process that died): its ``cancelled`` state is cleared and each job without
     a record that nothing carries any more is sent once (from the jobs stored with the batch,
-    so the original arguments are not needed). A complete batch is left as it is.
+    so the original arguments are not needed). A complete batch is left as it is. A job whose
+    record was lost from Redis while its status stayed (an evicting server) is missing, and
+    sent again; the tally is counted again where it does not add up
+    (:func:`knights_tour.store.batches.repair_results`).
 
     Not sent again: a job a queued task of the batch carries (it runs when the task is taken;
     a cancel drops the queued tasks, so after one they are sent again), and a job held by a
@@ -390,7 +393,9 @@ def resume_batch(
     Raises
     ------
     KnightsTourError
-        For an unknown batch, or a ``chunk_size`` < 1.
+        For an unknown batch, a ``chunk_size`` < 1, or jobs lost from the batch's job hash.
+    CorruptKeyError
+        If a key of the batch cannot be read (its meta, a job, a key of another type).
     BackendUnavailableError
         If Redis cannot be reached.
     """
@@ -398,7 +403,14 @@ def resume_batch(
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
     try:
-        st = store.batch_status(r, batch_id, max_missing=10**9)  # unknown batch -> error
+        store.repair_results(r, batch_id)  # unknown batch -> error; lost records -> missing
+        st = store.batch_status(r, batch_id, max_missing=10**9)
+        if st["lost_jobs"]:
+            raise KnightsTourError(
+                f"batch {batch_id} lost {st['lost_jobs']} of its jobs from Redis key "
+                f"{keys.batch_jobs(batch_id)} (an evicting Redis?): they cannot be resumed; "
+                f"run the batch again (ktour run with its arguments)"
+            )
         if st["complete"]:
             return int(st["done"]), 0
         led = Ledger.for_batch(batch_id)

@@ -14,6 +14,7 @@ page of records; disk: the spill file (deleted at the end) beside the output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -23,12 +24,11 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from knights_tour.core.records import decode_many
 from knights_tour.output.atomicfile import AtomicFile
 from knights_tour.output.recordfile import jsonl_bytes
 from knights_tour.service.verdict import Tally
 from knights_tour.store import keys
-from knights_tour.store.records import PAGE, fetch, in_record_order, record_keys
+from knights_tour.store.records import PAGE, decode, fetch, in_record_order, record_keys
 
 ADVANCE_BUDGET_S = 0.25
 """Longest a call of :meth:`RecordStream.advance` keeps fetching (seconds): the wait's
@@ -128,7 +128,10 @@ class RecordStream:
         stored = int(self.r.hlen(keys.batch_records(self.batch_id)))
         if stored != len(self.keys) or self.spilled != len(self.keys):
             return self._from_redis()
-        self.spill.flush()
+        try:
+            self.spill.flush()
+        except OSError:  # the last of the spill did not fit: the file is written from Redis
+            return self._from_redis()
         fd = self.spill.fileno()
         out = AtomicFile(self.path)
         try:
@@ -145,10 +148,11 @@ class RecordStream:
 
     def discard(self) -> None:
         """Leave no file (the batch was left unfinished)."""
-        self.spill.close()
+        with contextlib.suppress(OSError):  # what is still buffered may not fit: it is not needed
+            self.spill.close()
 
     def _spill(self, positions: list[int], values: list[bytes | None]) -> None:
-        records = decode_many(values)
+        records = decode(self.batch_id, [self.keys[p] for p in positions], values)
         end = self.spill.seek(0, os.SEEK_END)
         lines = []
         for p, rec in zip(positions, records, strict=True):
@@ -163,13 +167,14 @@ class RecordStream:
 
     def _from_redis(self) -> Tally:
         """The file from Redis in record order, as ``ktour collect`` writes it."""
-        self.spill.close()
+        self.discard()
         self.tally = Tally()
         names = record_keys(self.r, self.batch_id)
         out = AtomicFile(self.path)
         try:
             for i in range(0, len(names), PAGE):
-                records = decode_many(fetch(self.r, self.batch_id, names[i : i + PAGE]))
+                part = names[i : i + PAGE]
+                records = decode(self.batch_id, part, fetch(self.r, self.batch_id, part))
                 for rec in records:
                     self.tally.add(rec)
                 out.writelines(map(jsonl_bytes, records))

@@ -33,7 +33,7 @@ from typing import Any
 import redis
 
 from knights_tour.core.jobs import Job, order_key
-from knights_tour.errors import KnightsTourError
+from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.result import Record
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, records, registry
@@ -125,9 +125,18 @@ def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
     ------
     KnightsTourError
         For an unknown batch.
+    CorruptKeyError
+        Naming the job hash and the first field that is not a job.
     """
     get_batch_meta(r, batch_id)
-    jobs = [Job.from_dict(json.loads(v)) for v in r.hvals(keys.batch_jobs(batch_id))]
+    jobs = []
+    for field, value in r.hgetall(keys.batch_jobs(batch_id)).items():
+        try:
+            jobs.append(Job.from_dict(json.loads(value)))
+        except (ValueError, TypeError, KnightsTourError) as exc:
+            raise CorruptKeyError(
+                keys.batch_jobs(batch_id), f"not a job ({exc})", str(field)
+            ) from None
     return sorted(jobs, key=lambda j: order_key(j.rows, j.cols, j.start, j.solver, j.closed, j.key))
 
 
@@ -154,6 +163,87 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
         For an unknown batch.
     """
     return list(iter_records(r, batch_id))
+
+
+# -- repair: results the batch's bookkeeping counts but cannot give ------------------------------
+
+_REBUILD_TALLY_LUA = """
+local st = redis.call('HGETALL', KEYS[1])
+local tally, mismatches = {}, 0
+for i = 2, #st, 2 do
+  local v = st[i]
+  local bar = string.find(v, '|', 1, true)
+  local status = bar and string.sub(v, 1, bar - 1) or v
+  tally[status] = (tally[status] or 0) + 1
+  if bar and string.sub(v, bar + 1) == '1' then mismatches = mismatches + 1 end
+end
+local ttl = redis.call('TTL', KEYS[2])
+redis.call('DEL', KEYS[2])
+for status, c in pairs(tally) do redis.call('HSET', KEYS[2], status, c) end
+if mismatches > 0 then redis.call('HSET', KEYS[2], 'mismatch', mismatches) end
+if ttl > 0 and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
+return #st / 2
+"""
+# KEYS: status, tally. The tally counted again from the status hash, in one step, so a record
+# stored meanwhile is counted once.
+
+
+def _tally_agrees(r: redis.Redis, batch_id: str) -> bool:
+    """Whether the batch's tally reads as numbers and counts every stored status."""
+    pipe = r.pipeline(transaction=False)
+    pipe.hgetall(keys.batch_tally(batch_id))
+    pipe.hlen(keys.batch_status(batch_id))
+    tally, stored = pipe.execute()
+    try:
+        counted = sum(
+            registry.read_int(keys.batch_tally(batch_id), k, v)
+            for k, v in tally.items()
+            if k != "mismatch"
+        )
+        registry.read_int(keys.batch_tally(batch_id), "mismatch", tally.get("mismatch"))
+    except CorruptKeyError:
+        return False
+    return bool(counted == stored)
+
+
+def repair_results(r: redis.Redis, batch_id: str, *, unreadable: bool = False) -> list[str]:
+    """Make the batch's bookkeeping agree with the records it can give, so that every job
+    without a readable record is missing (and a resume runs it again): the status entries of
+    jobs whose record is gone (an evicting Redis, a key deleted by hand) are dropped, with
+    ``unreadable`` also the records that do not decode and their status entries (every record
+    is read), and the tally is counted again from the status hash when anything was dropped or
+    it is not numbers or does not add up.
+
+    Returns
+    -------
+    list of str
+        The job keys whose results were dropped (sorted).
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    CorruptKeyError
+        If the batch's meta cannot be read, or one of its hashes is of another type.
+    """
+    get_batch_meta(r, batch_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(keys.batch_status(batch_id))
+    pipe.hkeys(keys.batch_records(batch_id))
+    stored, recorded = pipe.execute()
+    drop = set(stored).difference(recorded)
+    if unreadable:
+        drop.update(records.unreadable_keys(r, batch_id))
+    dropped = sorted(drop)
+    for i in range(0, len(dropped), records.PAGE):
+        part = dropped[i : i + records.PAGE]
+        pipe = r.pipeline(transaction=True)
+        pipe.hdel(keys.batch_records(batch_id), *part)
+        pipe.hdel(keys.batch_status(batch_id), *part)
+        pipe.execute()
+    if dropped or not _tally_agrees(r, batch_id):
+        r.eval(_REBUILD_TALLY_LUA, 2, keys.batch_status(batch_id), keys.batch_tally(batch_id))
+    return dropped
 
 
 def delete_batch(r: redis.Redis, batch_id: str) -> None:
@@ -222,4 +312,5 @@ __all__ = [
     "list_batches",
     "delete_batch",
     "records_by_key",
+    "repair_results",
 ]

@@ -24,13 +24,118 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from knights_tour.errors import BackendUnavailableError, RedisRefusedError
+from knights_tour.errors import (
+    BackendUnavailableError,
+    CorruptKeyError,
+    RedisRefusedError,
+    StorageFullError,
+)
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store.memory import check_memory
 from knights_tour.store.urls import REDIS_SCHEMES, check_redis_url, mask_url, url_database
 
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
 """Errors that mean "Redis is (temporarily) unreachable"; callers may retry on them."""
+
+
+class _RefusesWrites(StorageFullError, redis.ResponseError):
+    """:class:`~knights_tour.errors.StorageFullError` as the reply of a command (also the
+    ``redis.ResponseError`` redis-py would have raised, so a caller that catches that still
+    does)."""
+
+    def __init__(self, reason: str, code: str | None = None) -> None:
+        StorageFullError.__init__(self, reason)
+        redis.ResponseError.__init__(self, str(self), status_code=code)
+
+
+class MisconfError(_RefusesWrites):
+    """``MISCONF``: Redis cannot persist (e.g. a full disk under its data)."""
+
+
+class OutOfMemoryError(_RefusesWrites, redis.exceptions.OutOfMemoryError):
+    """``OOM``: Redis is at ``maxmemory`` and may not evict."""
+
+
+class ReadOnlyError(_RefusesWrites, redis.exceptions.ReadOnlyError):
+    """``READONLY``: a replica."""
+
+
+class WrongTypeError(CorruptKeyError, redis.ResponseError):
+    """:class:`~knights_tour.errors.CorruptKeyError` for a ``WRONGTYPE`` reply: a key of the
+    project holds another type than the one it writes there."""
+
+    def __init__(self, key: str, reply: str) -> None:
+        CorruptKeyError.__init__(
+            self, key, f"it holds another type of value than this project writes ({reply})"
+        )
+        redis.ResponseError.__init__(self, str(self), status_code="WRONGTYPE")
+
+
+_REFUSING = {"MISCONF": MisconfError, "OOM": OutOfMemoryError, "READONLY": ReadOnlyError}
+
+
+def typed_error(exc: redis.ResponseError, command: tuple[Any, ...] | None) -> Exception:
+    """The project's error for a Redis error reply to ``command`` (its arguments, the name
+    first): a refused write (``MISCONF``, ``OOM``, ``READONLY``) is a
+    :class:`~knights_tour.errors.StorageFullError`, a ``WRONGTYPE`` a
+    :class:`~knights_tour.errors.CorruptKeyError` naming the command's key (every key of a
+    script); anything else is ``exc`` itself. Each is still a ``redis.ResponseError``."""
+    if isinstance(exc, (StorageFullError, CorruptKeyError)):
+        return exc
+    text = str(exc.args[0]) if exc.args else ""
+    reply = text.split("caused error: ", 1)[-1]  # a pipeline's annotation left out
+    code = getattr(exc, "status_code", None) or reply.split(" ", 1)[0]
+    if code in _REFUSING:
+        reason = reply if reply.startswith(code) else f"{code} {reply}"
+        return _REFUSING[code](reason.strip(), code)
+    if code == "WRONGTYPE" or reply.startswith("WRONGTYPE"):
+        return WrongTypeError(_keys_of(command), reply)
+    return exc
+
+
+def _keys_of(command: tuple[Any, ...] | None) -> str:
+    """The key (or keys) a command names: its first argument, a script's KEYS."""
+    if not command or len(command) < 2:
+        return "?"
+    name = str(command[0]).upper()
+    if name in ("EVAL", "EVALSHA") and len(command) > 2:
+        n = int(command[2])
+        return ", ".join(_text(k) for k in command[3 : 3 + n]) or "?"
+    return _text(command[1])
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class Pipeline(redis.client.Pipeline):
+    """redis-py's pipeline whose error replies become the project's errors
+    (:func:`typed_error`)."""
+
+    def annotate_exception(self, exception: Exception, number: int, command: Any) -> None:
+        super().annotate_exception(exception, number, command)
+        exception.command = tuple(command)  # type: ignore[attr-defined]
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            return super().execute(raise_on_error)
+        except redis.ResponseError as exc:
+            raise typed_error(exc, getattr(exc, "command", None)) from exc
+
+
+class Client(redis.Redis):
+    """The redis-py client of the project (:func:`connect`): the same, except that an error
+    reply that means "this Redis refuses writes" or "this key holds another type" raises the
+    project's typed error (:func:`typed_error`), in pipelines too."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        try:
+            return super().execute_command(*args, **options)
+        except redis.ResponseError as exc:
+            raise typed_error(exc, args) from exc
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        return Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
 
 def tcp_keepalive_options(idle_s: int) -> dict[int, int]:
@@ -115,6 +220,10 @@ def connect(url: str, timeout_s: float | None = None, *, check_policy: bool = Tr
     RedisRefusedError
         ``Redis at redis://:***@host:port/0 refused the credentials: <reply>`` for a wrong
         password, unknown user or missing permission, or an evicting ``maxmemory-policy``.
+    StorageFullError
+        ``Redis refuses writes: MISCONF ...`` if the server cannot persist (its checks reply
+        so). The client raises it, and :class:`~knights_tour.errors.CorruptKeyError` for a
+        ``WRONGTYPE`` reply, on every later command too (:class:`Client`).
     BackendUnavailableError
         ``cannot reach Redis at redis://:***@host:port/0: <reason>`` (password masked) if the
         server is unreachable or the database does not exist there.
@@ -125,11 +234,11 @@ def connect(url: str, timeout_s: float | None = None, *, check_policy: bool = Tr
     if timeout_s is not None:
         options["socket_connect_timeout"] = timeout_s
     try:
-        client = redis.Redis.from_url(url, decode_responses=True, **options)
+        client = Client.from_url(url, decode_responses=True, **options)
         client.ping()
         if check_policy:
             check_memory(client, mask_url(url), settings.allow_evicting_redis)
-    except RedisRefusedError:
+    except (RedisRefusedError, StorageFullError):
         client.close()
         raise
     except (redis.RedisError, ValueError, OSError) as exc:
@@ -145,10 +254,6 @@ def connect(url: str, timeout_s: float | None = None, *, check_policy: bool = Tr
                 f"Redis at {mask_url(url)} refused the credentials: {reason} (check the "
                 f"user and password in the URL)"
             ) from None
-        if reason.startswith("MISCONF"):  # it cannot persist (e.g. a full disk)
-            raise BackendUnavailableError(
-                f"Redis at {mask_url(url)} refuses writes: {reason[7:].strip()}"
-            ) from None
         if "DB index is out of range" in reason:
             db = url_database(urlsplit(url))
             raise BackendUnavailableError(
@@ -159,6 +264,9 @@ def connect(url: str, timeout_s: float | None = None, *, check_policy: bool = Tr
 
 
 __all__ = [
+    "Client",
+    "Pipeline",
+    "typed_error",
     "REDIS_ERRORS",
     "REDIS_SCHEMES",
     "mask_url",

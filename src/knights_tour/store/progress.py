@@ -11,12 +11,12 @@ names). Key names come from :mod:`knights_tour.store.keys`.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any, cast
 
 import redis
 
+from knights_tour.errors import CorruptKeyError
 from knights_tour.store import keys, registry
 
 
@@ -36,31 +36,48 @@ def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
 def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[str, Any]:
     """Progress of a batch.
 
+    A job is done when it has both its status entry and its record: a record lost from Redis
+    (an evicting server, a key deleted by hand) leaves the job missing, never done, so the
+    batch is not complete and a resume runs the job again. Jobs lost from the batch's job
+    hash (counted against the ``total`` it was registered with) keep it incomplete too.
+
     Returns
     -------
     dict
-        ``batch_id``, ``total`` (jobs), ``done`` (records stored for the batch's jobs),
-        ``counts`` (status -> number), ``mismatches`` (records with mismatch true),
-        ``missing`` (jobs without a record), ``missing_keys`` (up to ``max_missing`` of them,
-        sorted), ``complete`` (done == total), ``created`` (unix seconds), ``params``.
+        ``batch_id``, ``total`` (jobs), ``done`` (jobs with a stored status and record),
+        ``counts`` (status -> number, of the statuses stored), ``mismatches`` (records with
+        mismatch true), ``missing`` (jobs without a record), ``missing_keys`` (up to
+        ``max_missing`` of them, sorted), ``unrecorded`` (jobs with a status entry but no
+        record), ``lost_jobs`` (jobs registered but gone from the job hash), ``complete``
+        (every job done, none lost), ``created`` (unix seconds), ``params``.
 
     Raises
     ------
     KnightsTourError
         For an unknown batch.
+    CorruptKeyError
+        If a key of the batch cannot be read (its meta, its total, a key of another type).
     """
     meta = get_batch_meta(r, batch_id)
-    job_set, statuses = registry.items_and_results(
-        r, keys.batch_jobs(batch_id), keys.batch_status(batch_id)
-    )
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(keys.batch_jobs(batch_id))
+    pipe.hgetall(keys.batch_status(batch_id))
+    pipe.hkeys(keys.batch_records(batch_id))
+    pipe.hget(keys.batch(batch_id), "total")
+    job_keys, all_statuses, record_names, declared = pipe.execute()
+    job_set = set(job_keys)
+    recorded = set(record_names)
+    statuses = {k: v for k, v in all_statuses.items() if k in job_set}
     counts: Counter[str] = Counter()
     mismatches = 0
     for value in statuses.values():
         status, _, flag = value.partition("|")
         counts[status] += 1
         mismatches += flag == "1"
-    missing = sorted(job_set.difference(statuses))
+    unrecorded = sum(1 for k in statuses if k not in recorded)
+    missing = sorted(k for k in job_set if k not in statuses or k not in recorded)
     total = len(job_set)
+    lost_jobs = max(0, registry.read_int(keys.batch(batch_id), "total", declared) - total)
     done = total - len(missing)
     return {
         "batch_id": batch_id,
@@ -70,7 +87,9 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
         "mismatches": mismatches,
         "missing": len(missing),
         "missing_keys": missing[:max_missing],
-        "complete": done == total,
+        "unrecorded": unrecorded,
+        "lost_jobs": lost_jobs,
+        "complete": done == total and lost_jobs == 0,
         "created": meta.get("created"),
         "params": meta.get("params", {}),
     }
@@ -88,21 +107,34 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
     -------
     dict or None
         None when the tally does not account for every stored result (records stored by
-        older code): use :func:`batch_status`.
+        older code, a tally that is not numbers), or the batch's hashes disagree (records or
+        jobs lost): use :func:`batch_status`.
 
     Raises
     ------
     KnightsTourError
         For an unknown batch.
+    CorruptKeyError
+        If a key of the batch cannot be read (its meta, its total, a key of another type).
     """
     meta = get_batch_meta(r, batch_id)
     pipe = r.pipeline(transaction=False)
     pipe.hlen(keys.batch_jobs(batch_id))
     pipe.hlen(keys.batch_status(batch_id))
     pipe.hgetall(keys.batch_tally(batch_id))
-    total, stored, tally = pipe.execute()
-    counts = {k: int(v) for k, v in tally.items() if k != "mismatch"}
-    if sum(counts.values()) != stored:
+    pipe.hlen(keys.batch_records(batch_id))
+    pipe.hget(keys.batch(batch_id), "total")
+    total, stored, tally, records, declared = pipe.execute()
+    tally_key = keys.batch_tally(batch_id)
+    try:  # a tally that is not numbers is only a cache gone wrong: the full read does not use it
+        counts = {
+            k: registry.read_int(tally_key, k, v) for k, v in tally.items() if k != "mismatch"
+        }
+        mismatches = registry.read_int(tally_key, "mismatch", tally.get("mismatch"))
+    except CorruptKeyError:
+        return None
+    lost = records < stored or registry.read_int(keys.batch(batch_id), "total", declared) > total
+    if sum(counts.values()) != stored or lost:
         return None
     done = min(stored, total)
     return {
@@ -110,9 +142,11 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
         "total": total,
         "done": done,
         "counts": dict(sorted(counts.items())),
-        "mismatches": int(tally.get("mismatch", 0)),
+        "mismatches": mismatches,
         "missing": total - done,
         "missing_keys": [],
+        "unrecorded": 0,
+        "lost_jobs": 0,
         "complete": done == total,
         "created": meta.get("created"),
         "params": meta.get("params", {}),
@@ -121,28 +155,62 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
 
 def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any]]:
     """Known batches, oldest first: dicts with ``batch_id``, ``created``, ``created_iso``,
-    ``total``, ``done``, ``params``. Batches whose keys expired are dropped from the index."""
+    ``total``, ``done`` (jobs with a status entry and a record, at most), ``params``, and
+    ``unreadable`` (None, or the one-line reason a key of the batch cannot be read: the batch
+    is still listed, its other fields as far as they read). Batches whose keys expired are
+    dropped from the index."""
     ids = cast("list[str]", r.zrange(keys.batches(), 0, -1))  # decoded by the client
     if limit is not None:
         ids = ids[-limit:] if limit > 0 else []
     out: list[dict[str, Any]] = []
     for bid in ids:
-        raw = r.hget(keys.batch(bid), "meta")
+        pipe = r.pipeline(transaction=False)
+        pipe.hget(keys.batch(bid), "meta")
+        pipe.hget(keys.batch(bid), "total")
+        pipe.hlen(keys.batch_status(bid))
+        pipe.hlen(keys.batch_records(bid))
+        pipe.hlen(keys.batch_jobs(bid))
+        try:
+            raw, declared, statuses, records, jobs = pipe.execute()
+        except CorruptKeyError as exc:  # a key of another type
+            out.append(_unreadable(bid, {}, 0, exc))
+            continue
         if not raw:
             r.zrem(keys.batches(), bid)
             continue
-        meta = json.loads(raw)
+        item = {"batch_id": bid, "done": min(statuses, records)}
+        try:
+            meta = registry.parse_meta(keys.batch(bid), raw)
+            total = registry.read_int(keys.batch(bid), "total", declared or meta.get("total"))
+        except CorruptKeyError as exc:
+            out.append(_unreadable(bid, item, jobs, exc))
+            continue
         out.append(
-            {
-                "batch_id": bid,
+            item
+            | {
                 "created": meta.get("created"),
                 "created_iso": meta.get("created_iso"),
-                "total": int(r.hget(keys.batch(bid), "total") or meta.get("total") or 0),
-                "done": int(r.hlen(keys.batch_status(bid))),
+                "total": total,
                 "params": meta.get("params", {}),
+                "unreadable": None,
             }
         )
     return out
+
+
+def _unreadable(
+    batch_id: str, item: dict[str, Any], jobs: int, exc: CorruptKeyError
+) -> dict[str, Any]:
+    """The listing of a batch with a key that cannot be read: what is known, and why."""
+    return {
+        "batch_id": batch_id,
+        "created": None,
+        "created_iso": None,
+        "total": jobs,
+        "done": item.get("done", 0),
+        "params": {},
+        "unreadable": str(exc),
+    }
 
 
 CANCELLED = "cancelled"

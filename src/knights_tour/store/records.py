@@ -17,7 +17,8 @@ import redis
 from redis.client import NEVER_DECODE
 
 from knights_tour.core.jobs import order_key, record_sort_key
-from knights_tour.core.records import decode_many, decode_stored
+from knights_tour.core.records import decode_many
+from knights_tour.errors import CorruptKeyError
 from knights_tour.result import Record
 from knights_tour.store import keys
 
@@ -52,6 +53,68 @@ def fetch(r: redis.Redis, batch_id: str, job_keys: list[str]) -> list[bytes | No
     )
 
 
+_DECODE_ERRORS = (ValueError, TypeError, IndexError, KeyError, OverflowError)
+"""What decoding a stored value that is not a record raises (``msgspec.DecodeError`` and
+``UnicodeDecodeError`` are ValueErrors; numpy's reshaping of a cut tour, an IndexError)."""
+
+
+def unreadable_hint(batch_id: str) -> str:
+    """What to do about an unreadable record of ``batch_id``."""
+    return (
+        f"`ktour collect {batch_id} --repair` drops it and `ktour resume {batch_id}` "
+        f"runs its job again"
+    )
+
+
+def decode(batch_id: str, job_keys: list[str], values: list[bytes | None]) -> list[Record]:
+    """The records of the stored ``values`` of ``job_keys`` (None: no record, skipped), decoded
+    together (:func:`~knights_tour.core.records.decode_many`).
+
+    Raises
+    ------
+    CorruptKeyError
+        Naming the batch's record hash and the first job key whose value does not decode.
+    """
+    try:
+        return decode_many(values)
+    except _DECODE_ERRORS:
+        bad = unreadable(job_keys, values)
+        if not bad:
+            raise
+        job_key, problem = bad[0]
+        raise CorruptKeyError(
+            keys.batch_records(batch_id), problem, job_key, unreadable_hint(batch_id)
+        ) from None
+
+
+def unreadable(job_keys: list[str], values: list[bytes | None]) -> list[tuple[str, str]]:
+    """``(job key, why)`` of each of ``values`` that does not decode as a record."""
+    out = []
+    for job_key, value in zip(job_keys, values, strict=True):
+        if value is None:
+            continue
+        try:
+            decode_many([value])
+        except _DECODE_ERRORS as exc:
+            out.append((job_key, f"not a stored record ({type(exc).__name__}: {exc})"[:200]))
+    return out
+
+
+def unreadable_keys(r: redis.Redis, batch_id: str, page: int = PAGE) -> list[str]:
+    """The job keys of the batch whose stored record does not decode (every record is read,
+    a page at a time)."""
+    names = [_text(k) for k in r.hkeys(keys.batch_records(batch_id))]
+    bad: list[str] = []
+    for i in range(0, len(names), page):
+        part = names[i : i + page]
+        values = fetch(r, batch_id, part)
+        try:
+            decode_many(values)
+        except _DECODE_ERRORS:
+            bad += [k for k, _ in unreadable(part, values)]
+    return bad
+
+
 def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
     """The job keys that have a record in the batch, in record order (rows, cols, start,
     solver, closed), without reading the records (except those stored under a key not of the
@@ -64,7 +127,7 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
         part = odd[i : i + PAGE]
         for k, raw in zip(part, fetch(r, batch_id, part)):
             order[k] = (
-                record_sort_key(decode_stored(raw))
+                record_sort_key(decode(batch_id, [k], [raw])[0])
                 if raw is not None
                 else order_key(None, None, None, None, False, k)
             )
@@ -84,10 +147,17 @@ def in_record_order(job_keys: Iterable[str]) -> list[str]:
 
 def iter_pages(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[list[Record]]:
     """The records of a batch in record order, ``page`` at a time (one HMGET and one bulk
-    decode per page)."""
+    decode per page).
+
+    Raises
+    ------
+    CorruptKeyError
+        When a page holds a record that does not decode (:func:`decode`).
+    """
     names = record_keys(r, batch_id)
     for i in range(0, len(names), page):
-        yield decode_many(fetch(r, batch_id, names[i : i + page]))
+        part = names[i : i + page]
+        yield decode(batch_id, part, fetch(r, batch_id, part))
 
 
 def iter_records(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[Record]:
@@ -104,6 +174,10 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
 
 __all__ = [
     "PAGE",
+    "decode",
+    "unreadable",
+    "unreadable_hint",
+    "unreadable_keys",
     "fetch",
     "record_keys",
     "in_record_order",

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from knights_tour.errors import KnightsTourError
+from knights_tour.errors import CorruptKeyError, KnightsTourError
 
 
 def dumps(value: Any) -> str:
@@ -60,7 +60,7 @@ def open_meta(
     now = time.time()
     existing = r.hget(meta_key, "meta")
     if existing:
-        meta = json.loads(existing)
+        meta = parse_meta(meta_key, existing)
         meta["updated"] = now
         return meta
     return {id_field: item_id, "created": now, "created_iso": utc_iso(now), **fields}
@@ -87,11 +87,47 @@ def read_meta(r: redis.Redis, meta_key: str, unknown: str) -> dict[str, Any]:
     ------
     KnightsTourError
         With the message ``unknown`` if there is none (never registered, or expired).
+    CorruptKeyError
+        If the stored meta is not a JSON object (:func:`parse_meta`).
     """
     raw = r.hget(meta_key, "meta")
     if not raw:
         raise KnightsTourError(unknown)
-    return json.loads(raw)
+    return parse_meta(meta_key, raw)
+
+
+def parse_meta(meta_key: str, raw: str | bytes) -> dict[str, Any]:
+    """The meta dict of the stored text ``raw`` (the ``meta`` field of ``meta_key``).
+
+    Raises
+    ------
+    CorruptKeyError
+        Naming ``meta_key`` and its field, if ``raw`` is not a JSON object.
+    """
+    try:
+        meta = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptKeyError(meta_key, f"not JSON ({exc})", "meta") from None
+    if not isinstance(meta, dict):
+        raise CorruptKeyError(meta_key, f"not a JSON object: {str(raw)[:40]!r}", "meta")
+    return meta
+
+
+def read_int(key: str, field: str, raw: Any) -> int:
+    """``raw``, the stored value of ``field`` of the hash ``key``, as an integer (None or
+    empty: 0).
+
+    Raises
+    ------
+    CorruptKeyError
+        Naming the key and field, if ``raw`` is not an integer.
+    """
+    if raw is None or raw == "":
+        return 0
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise CorruptKeyError(key, f"not a whole number: {str(raw)[:40]!r}", field) from None
 
 
 def items_and_results(
@@ -119,6 +155,8 @@ __all__ = [
     "open_meta",
     "write_meta",
     "read_meta",
+    "parse_meta",
+    "read_int",
     "items_and_results",
     "delete",
 ]

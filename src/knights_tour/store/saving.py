@@ -33,6 +33,11 @@ SAVE_BATCH = 500
 """Records per script call (a longer list is stored in several calls)."""
 
 _SAVE_LUA = """
+local function add(field, c)  -- HINCRBY, save that a count that is not a number restarts
+  local old = redis.call('HGET', KEYS[4], field)
+  if old and tonumber(old) == nil then old = '0' end
+  redis.call('HSET', KEYS[4], field, tonumber(old or '0') + c)
+end
 local n = (#ARGV - 2) / 4
 local jobs = {}
 for i = 1, n do jobs[i] = ARGV[4 * i - 1] end
@@ -58,8 +63,8 @@ end
 if #rec > 0 then
   redis.call('HSET', KEYS[1], unpack(rec))
   redis.call('HSET', KEYS[2], unpack(st))
-  for status, c in pairs(tally) do redis.call('HINCRBY', KEYS[4], status, c) end
-  if mismatches > 0 then redis.call('HINCRBY', KEYS[4], 'mismatch', mismatches) end
+  for status, c in pairs(tally) do add(status, c) end
+  if mismatches > 0 then add('mismatch', mismatches) end
   if tonumber(ARGV[1]) > 0 then
     redis.call('EXPIRE', KEYS[1], ARGV[1])
     redis.call('EXPIRE', KEYS[2], ARGV[1])
@@ -86,7 +91,9 @@ return out
 # (told when the batch has as many results as jobs), then per record: job_key, status,
 # mismatch flag ('0' / '1'), encoded record. Returns 1 (stored, or identical to the stored
 # record: a retried write) or 0 (another record was stored first and is kept) per record.
-# A job that appears twice in one call keeps its first record.
+# A job that appears twice in one call keeps its first record. A tally count that is not a
+# number (a corrupted key) restarts from the records stored now, so the tally no longer adds
+# up and readers count from the status hash (store/progress.py) until a resume recounts it.
 
 
 def save_records(r: redis.Redis, batch_id: str, rows: Sequence[Row]) -> list[bool]:
