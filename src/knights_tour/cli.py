@@ -33,6 +33,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "lifecycle:resume",
         "Resume BATCH: send again only its jobs with no record, wait, and collect it.",
     ),
+    "retry": (
+        "retry:retry",
+        "Retry BATCH: run again its jobs whose records are unknown or error (--status).",
+    ),
+    "job": (
+        "job:job",
+        "One job of BATCH: its record, earlier attempts, worker and timings (SQUARE: a1 or r,c).",
+    ),
     "submit": (
         "lifecycle:submit",
         "Submit a batch to the workers listening on a Redis server and return at once.",
@@ -74,7 +82,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "workers": (
         "workers:workers",
-        "List the live Celery workers and what they are running (Celery ping + inspect active).",
+        "Show the queue and the live Celery workers: queue depth, reserved tasks, per worker its "
+        "pool size, jobs processed and failed, and heartbeat age.",
+    ),
+    "worker": (
+        "serving:worker",
+        "Run a Celery worker of the project's queue on a Redis server, until Ctrl-C.",
+    ),
+    "redis": (
+        "serving:redis_server",
+        "Run a Redis server for workers and clients on many hosts, until Ctrl-C.",
     ),
     "schedule": (
         "ops:schedule_group",

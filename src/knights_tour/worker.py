@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 
 import redis
 from celery import Celery, bootsteps
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import task_success, worker_process_init, worker_process_shutdown, worker_ready
 from celery.worker.consumer import Consumer
 from kombu.exceptions import OperationalError
 from kombu.transport.redis import PRIORITY_STEPS, Channel
@@ -78,8 +78,9 @@ from knights_tour.messages import (
     TASK_RUN_JOBS,
     TASK_SUBMIT_SWEEP,
 )
+from knights_tour.result import Status
 from knights_tour.settings import Settings, get_settings
-from knights_tour.store import keys
+from knights_tour.store import keys, nodes
 from knights_tour.store.connection import connect, tcp_keepalive_options
 
 # Names, priorities and the default broker live in knights_tour.messages (no Celery there), so
@@ -370,6 +371,53 @@ def _exit_pool_process_now(exitcode: int | None = None, **_: object) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(exitcode or 0)
+
+
+# -- per-node counts (``ktour workers``): jobs recorded and failed since the worker started ----
+
+
+@functools.cache
+def _counts_client(url: str) -> redis.Redis:
+    """This process's client for the node counts (kept: connections are pooled)."""
+    return connect(url, check_policy=False)
+
+
+def _counts_url() -> str:
+    return get_settings().redis_url or DEFAULT_REDIS_URL
+
+
+@worker_ready.connect
+def _reset_node_counts(sender: Any = None, **_: object) -> None:
+    """A worker starting counts its jobs from zero (best effort: Redis may be away)."""
+    node = getattr(sender, "hostname", None)
+    if not node:
+        return
+    try:
+        nodes.reset_counts(_counts_client(_counts_url()), node)
+    except (redis.RedisError, BackendUnavailableError) as exc:
+        log.info("node counts of %s not reset: %s", node, exc)
+
+
+_STATUSES = frozenset(s.value for s in Status)
+
+
+@task_success.connect
+def _count_recorded_jobs(sender: Any = None, result: Any = None, **_: object) -> None:
+    """Add a finished chunk's records (its summary's ``counts``) to its node's counts: jobs
+    recorded and jobs recorded as ``error`` (best effort: Redis may be away)."""
+    if getattr(sender, "name", None) != TASK_RUN_JOBS or not isinstance(result, dict):
+        return
+    counts, node = result.get("counts"), getattr(sender.request, "hostname", None)
+    if not node or not isinstance(counts, dict):
+        return
+    processed = sum(int(n) for status, n in counts.items() if status in _STATUSES)
+    if processed:
+        try:
+            nodes.add_counts(
+                _counts_client(_counts_url()), node, processed, int(counts.get("error", 0))
+            )
+        except (redis.RedisError, BackendUnavailableError) as exc:
+            log.info("node counts of %s not updated: %s", node, exc)
 
 
 __all__ = [

@@ -112,6 +112,17 @@ yes_option = click.option(
 """``--yes`` of ``run``, ``submit`` and ``count``."""
 
 
+interval_option = click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    metavar="S",
+    help="With --watch: seconds between refreshes.",
+)
+"""``--interval S`` of the commands that ``--watch`` (status, workers)."""
+
+
 def timeout_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--timeout S`` (seconds, default none) with the command's own ``help``: what it gives
     up on and how it ends."""
@@ -120,6 +131,7 @@ def timeout_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 __all__ = [
     "timeout_option",
+    "interval_option",
     "solver_option",
     "time_limit_option",
     "node_limit_option",

@@ -230,13 +230,7 @@ def run(
     )
 
 
-@click.command()
-@click.argument("batch_id", metavar="BATCH")
-@workers_option
-@_out_option
-@redis_option
-@_timeout_option
-@click.option(
+_resend_chunk_option = click.option(
     "--chunk-size",
     type=int,
     default=None,
@@ -244,6 +238,17 @@ def run(
     help="Jobs per Celery task for the jobs sent again (default: sized by the "
     "jobs' estimated cost).",
 )
+"""``--chunk-size N`` of the commands that send an existing batch's jobs again (resume,
+retry)."""
+
+
+@click.command()
+@click.argument("batch_id", metavar="BATCH")
+@workers_option
+@_out_option
+@redis_option
+@_timeout_option
+@_resend_chunk_option
 def resume(batch_id, workers, out, redis_url, timeout, chunk_size) -> ExitCode:
     """Resume BATCH: send again only its jobs with no record, wait, and collect it.
 

@@ -25,7 +25,7 @@ import click
 import redis
 
 from knights_tour.commands._errors import ExitCode
-from knights_tour.commands._options import redis_option, timeout_option
+from knights_tour.commands._options import interval_option, redis_option, timeout_option
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.durations import format_eta
 from knights_tour.service.local import open_store
@@ -176,14 +176,7 @@ def _watch(
 @redis_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.option("--watch", is_flag=True, help="Refresh until the batch is complete (Ctrl-C stops).")
-@click.option(
-    "--interval",
-    type=float,
-    default=2.0,
-    show_default=True,
-    metavar="S",
-    help="With --watch: seconds between refreshes.",
-)
+@interval_option
 @timeout_option("With --watch: stop after S seconds.")
 def status(
     batch_id: str | None,

@@ -22,6 +22,8 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:batch:{id}:attempts       hash         job_key -> worker deaths blamed on the job since
                                               its last record (capped by KT_MAX_ATTEMPTS)
     kt:batch:{id}:requeued       hash         job_key -> unix time recovery last re-sent it
+    kt:batch:{id}:earlier:{job}  list         the job's records replaced by ``ktour retry``,
+                                              oldest first (the current one is in records)
     kt:batch:{id}:events         channel      pub/sub, not a key: "complete" / "cancelled"
     kt:collect:lock              string       redis-py Lock held by the running collection
     kt:collect:done              hash         batch_id -> collection marker JSON (claimed/written)
@@ -41,12 +43,16 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:active:counts             set          count ids the workers' recovery timer watches
     kt:resume:{digest}           string       id of the latest unfinished batch asked for with
                                               these jobs and params (``ktour run`` resumes it)
+    kt:node:{name}               hash         "processed" / "failed" -> jobs a Celery worker node
+                                              recorded / recorded as error since it started
     kt:embedded:users            set          "pid:token" of each process using an embedded
                                               server (the last one to leave shuts it down)
 
 Records are per batch, so ``collect BATCH`` returns exactly that batch's records, and a job that
 is delivered twice (Celery late acknowledgement, a resubmission) keeps the one record stored
-first instead of adding a duplicate. Keys do not expire unless ``KT_RESULT_TTL_S`` > 0.
+first instead of adding a duplicate. Only ``ktour retry`` replaces a record: it moves the record
+to the job's ``earlier`` list and the job's next record is stored as a first one. Keys do not
+expire unless ``KT_RESULT_TTL_S`` > 0.
 
 This module imports neither Celery nor Redis.
 """
@@ -305,4 +311,28 @@ def count_pattern(count_id: str) -> str:
     return f"{count(count_id)}:*"
 
 
-__all__ += ["batch_pattern", "count_pattern"]
+def batch_earlier_prefix(batch_id: str) -> str:
+    """The prefix of every :func:`batch_earlier` key of a batch (Lua scripts append the job
+    key); it is under :func:`batch_pattern`, so forgetting a batch deletes them."""
+    return f"{batch(batch_id)}:earlier:"
+
+
+def batch_earlier(batch_id: str, job_key: str) -> str:
+    """List of the encoded records of ``job_key`` that ``ktour retry`` replaced, oldest first
+    (:mod:`knights_tour.store.records`)."""
+    return f"{batch_earlier_prefix(batch_id)}{job_key}"
+
+
+def node_counts(node: str) -> str:
+    """Hash ``processed`` / ``failed`` -> the jobs the Celery worker ``node`` (``name@host``)
+    recorded, and recorded as ``error``, since it started (:mod:`knights_tour.store.nodes`)."""
+    return f"{PREFIX}node:{node}"
+
+
+__all__ += [
+    "batch_pattern",
+    "count_pattern",
+    "batch_earlier_prefix",
+    "batch_earlier",
+    "node_counts",
+]

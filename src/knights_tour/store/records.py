@@ -4,13 +4,15 @@ decoded page by page into :class:`~knights_tour.result.Record` objects, in recor
 The client holds the batch's record keys (tens of bytes each) and one page of records at a
 time, so its memory does not grow with the records' size; decoding is
 :func:`knights_tour.core.records.decode_many` (MessagePack in C, tours as numpy arrays).
-Records are written by the workers (:mod:`knights_tour.store.batches`).
+Records are written by the workers (:mod:`knights_tour.store.batches`); the one way a stored
+record is replaced is :func:`retire_records` (``ktour retry``), which moves it to the job's list
+of earlier records (:func:`earlier_records`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import redis
@@ -172,7 +174,114 @@ def collect(r: redis.Redis, batch_id: str) -> list[Record]:
     return list(iter_records(r, batch_id))
 
 
+_RETIRE_LUA = """
+local ttl, prefix, na = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local allowed = {}
+for i = 1, na do allowed[ARGV[3 + i]] = true end
+local out = {}
+for i = 4 + na, #ARGV, 3 do
+  local old, new, job = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local st = redis.call('HGET', KEYS[2], old)
+  local rec = redis.call('HGET', KEYS[1], old)
+  if st and rec and redis.call('HEXISTS', KEYS[3], old) == 1
+      and (old == new or redis.call('HEXISTS', KEYS[3], new) == 0) then
+    local sep = string.find(st, '|', 1, true)
+    local status = sep and string.sub(st, 1, sep - 1) or st
+    if allowed[status] then
+      local dst = prefix .. new
+      if old ~= new and redis.call('EXISTS', prefix .. old) == 1 then
+        redis.call('RENAME', prefix .. old, dst)
+      end
+      redis.call('RPUSH', dst, rec)
+      if ttl > 0 then redis.call('EXPIRE', dst, ttl) end
+      redis.call('HDEL', KEYS[1], old)
+      redis.call('HDEL', KEYS[2], old)
+      local fields = {status}
+      if sep and string.sub(st, sep + 1) == '1' then fields[2] = 'mismatch' end
+      for _, f in ipairs(fields) do
+        if redis.call('HINCRBY', KEYS[4], f, -1) <= 0 then redis.call('HDEL', KEYS[4], f) end
+      end
+      if old ~= new then redis.call('HDEL', KEYS[3], old) end
+      redis.call('HSET', KEYS[3], new, job)
+      out[#out + 1] = new
+    end
+  end
+end
+return out
+"""
+# KEYS: records, status, jobs, tally; ARGV: ttl_s, earlier-list prefix, number of statuses,
+# the statuses, then per job: its key now, its key once retried (another solver is another
+# key), the retried job's JSON. Returns the keys (once retried) of the jobs retired.
+
+
+def retire_records(
+    r: redis.Redis,
+    batch_id: str,
+    statuses: Iterable[str],
+    retried: Mapping[str, tuple[str, str]],
+    ttl_s: int = 0,
+) -> list[str]:
+    """Make jobs of a batch recordless again so that they run once more (``ktour retry``): for
+    each job key in ``retried`` whose stored record has one of ``statuses``, in one script call
+    per :data:`PAGE` jobs, the record is moved to the end of the job's list of earlier records
+    (:func:`knights_tour.store.keys.batch_earlier`), its status leaves the batch's status hash
+    and tally, and the job stored with the batch is replaced by the retried one. The job's next
+    record is then stored as a first one (:mod:`knights_tour.store.saving`): a retry replaces
+    a record at most once, however often it is asked or re-delivered.
+
+    Parameters
+    ----------
+    statuses : iterable of str
+        Status names (``unknown``, ``error``, ...) whose records are retired.
+    retried : mapping
+        job key now -> (job key once retried, the retried job's JSON). The key changes with
+        the solver; a job whose new key is already another job of the batch is left alone.
+    ttl_s : int
+        Expiry of the earlier-records list in seconds (0: none), as the batch's keys.
+
+    Returns
+    -------
+    list of str
+        The keys (once retried) of the jobs whose records were retired.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable (a page whose reply was lost may have been applied).
+    """
+    wanted = sorted(set(statuses))
+    names = [
+        keys.batch_records(batch_id),
+        keys.batch_status(batch_id),
+        keys.batch_jobs(batch_id),
+        keys.batch_tally(batch_id),
+    ]
+    head: list[str | int] = [
+        max(int(ttl_s), 0),
+        keys.batch_earlier_prefix(batch_id),
+        len(wanted),
+        *wanted,
+    ]
+    items = list(retried.items())
+    out: list[str] = []
+    for i in range(0, len(items), PAGE):
+        args = [a for old, (new, job) in items[i : i + PAGE] for a in (old, new, job)]
+        out += [_text(k) for k in r.eval(_RETIRE_LUA, len(names), *names, *head, *args)]
+    return out
+
+
+def earlier_records(r: redis.Redis, batch_id: str, job_key: str) -> list[Record]:
+    """The records of ``job_key`` that :func:`retire_records` replaced, oldest first (empty if
+    the job was never retried)."""
+    raw = r.execute_command(
+        "LRANGE", keys.batch_earlier(batch_id, job_key), 0, -1, **{NEVER_DECODE: True}
+    )
+    return decode_many(raw)
+
+
 __all__ = [
+    "retire_records",
+    "earlier_records",
     "PAGE",
     "decode",
     "unreadable",
