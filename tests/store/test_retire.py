@@ -8,6 +8,8 @@ every square of 6x6 starts one (Conrad et al. 1994).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs, run_job
@@ -24,6 +26,7 @@ from knights_tour.store.batches import (
     create_batch,
     save_record,
 )
+from knights_tour.store.connection import connect
 from knights_tour.store.records import earlier_records
 
 NODES_TOO_FEW = 5
@@ -121,3 +124,16 @@ def test_statuses_are_read_from_a_comma_separated_list():
     for bad in ("", "unknown,lost", ","):
         with pytest.raises(KnightsTourError, match="known: found, no_tour, unknown, error"):
             parse_statuses(bad)
+
+
+def test_two_retries_at_once_move_each_record_once(redis_client, redis_db_url):
+    batch_id, _ = _recorded_batch(redis_client, 5, JobOptions(node_limit=NODES_TOO_FEW))
+    clients = [connect(redis_db_url) for _ in range(4)]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        results = list(pool.map(lambda c: retry_jobs(c, batch_id, ["unknown"]), clients))
+    moved = [k for keys_moved in results for k in keys_moved]
+    assert len(moved) == len(set(moved)) == 13
+    assert all(len(earlier_records(redis_client, batch_id, k)) == 1 for k in moved)
+    assert batch_status(redis_client, batch_id)["missing"] == 13
+    for c in clients:
+        c.close()

@@ -1,0 +1,64 @@
+"""The options of ``ktour redis`` and ``ktour worker`` (no process started: the commands
+themselves are run in tests/commands/test_serving.py)."""
+
+from __future__ import annotations
+
+import socket
+import stat
+
+import pytest
+
+from knights_tour.errors import KnightsTourError
+from knights_tour.service.serving import (
+    PASSWORD_FILE,
+    redis_config,
+    server_password,
+    server_url,
+    worker_argv,
+    write_config,
+)
+from knights_tour.store import keys
+
+
+def test_a_generated_password_is_private_and_kept_for_the_next_start(tmp_path):
+    first = server_password(tmp_path / "srv", None)
+    saved = tmp_path / "srv" / PASSWORD_FILE
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600 and len(first) >= 16
+    assert server_password(tmp_path / "srv", None) == first
+    assert server_password(tmp_path / "other", None) != first
+    assert server_password(tmp_path / "srv", "given-password") == "given-password"
+    for bad in ("short", "has space in it", "x" * 129, "pass@word:1"):
+        with pytest.raises(KnightsTourError, match="8 to 128 characters"):
+            server_password(tmp_path / "srv", bad)
+
+
+def test_the_server_is_configured_as_the_workers_require(tmp_path):
+    conf = write_config(tmp_path, "0.0.0.0", 6400, "secret-pw")
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o600
+    lines = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
+    assert lines == dict(
+        line.split(" ", 1)
+        for line in redis_config(tmp_path, "0.0.0.0", 6400, "secret-pw").splitlines()
+    )
+    assert lines["maxmemory-policy"] == "noeviction" and lines["appendonly"] == "yes"
+    assert lines["requirepass"] == "secret-pw" and lines["port"] == "6400"
+    assert lines["bind"] == "0.0.0.0" and lines["dir"] == f'"{tmp_path.resolve()}"'
+
+
+def test_the_printed_url_names_a_host_clients_can_reach():
+    assert server_url("0.0.0.0", 6400, "pw") == f"redis://:pw@{socket.gethostname()}:6400/0"
+    assert server_url("10.0.0.5", 6379, "pw") == "redis://:pw@10.0.0.5:6379/0"
+    assert server_url("::1", 6379, "pw") == "redis://:pw@[::1]:6379/0"
+
+
+def test_the_worker_consumes_the_project_queue_with_its_pool_and_name():
+    argv = worker_argv("solver2@%h", 3, "info")
+    assert argv[0] == "worker"
+    opts = dict(zip(argv[1::2], argv[2::2], strict=True))
+    assert opts == {
+        "--pool": "prefork",
+        "--queues": keys.QUEUE,
+        "--hostname": "solver2@%h",
+        "--concurrency": "3",
+        "--loglevel": "INFO",
+    }
