@@ -48,14 +48,14 @@ from knights_tour.board import Board, parse_board_list  # noqa: E402
 from knights_tour.core.counting import plan_count  # noqa: E402
 from knights_tour.core.jobs import make_batch_jobs  # noqa: E402
 from knights_tour.core.records import decode_stored  # noqa: E402
-from knights_tour.service.batches import submit_batch  # noqa: E402
+from knights_tour.service.batches import resume_batch, submit_batch  # noqa: E402
 from knights_tour.service.cancelling import cancel_batch  # noqa: E402
 from knights_tour.service.counts import submit_count  # noqa: E402
 from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
 from knights_tour.settings import get_settings  # noqa: E402
 from knights_tour.store import counts as count_store  # noqa: E402
 from knights_tour.store import keys, leases, queue  # noqa: E402
-from knights_tour.store.batches import collect  # noqa: E402
+from knights_tour.store.batches import collect, repair_results  # noqa: E402
 from knights_tour.store.connection import REDIS_ERRORS, connect  # noqa: E402
 
 DOWN_S = 3.0
@@ -407,6 +407,108 @@ def cancel_mid_batch(rig: Rig, jobs) -> dict[str, Any]:
     }
 
 
+# -- faults of the store: keys corrupted or lost under a batch --------------------------------
+
+
+def _ktour(url: str, *args: str) -> str:
+    """``ktour ARGS --redis URL`` as a user runs it: ``"exit N, L line(s)"``, ``tb`` if its
+    stderr holds a traceback, and its first error line."""
+    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "knights_tour", *args, "--redis", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ktour: error: ")]
+    tb = ", tb" if "Traceback" in proc.stderr else ""
+    said = f": {errors[0][len('ktour: error: ') :][:70]}..." if errors else ""
+    return f"`{args[0]}` exit {proc.returncode}, {len(errors)} error line(s){tb}{said}"
+
+
+def _heal(rig: Rig, jobs, batch_id: str, *, unreadable: bool) -> dict[str, Any]:
+    """``collect --repair`` (with ``unreadable``) and ``resume`` as a user does them, the
+    batch then driven to the end; the row, ``recovery_s`` from the repair to complete."""
+    at = time.monotonic()
+    dropped = repair_results(rig.r, batch_id, unreadable=unreadable)
+    reused, sent = resume_batch(rig.url, batch_id)
+    d = drive(rig.r, rig.url, batch_id, 600)
+    row = _tally(rig.r, batch_id, jobs, d)
+    row["recovery_s"] = round(time.monotonic() - at, 1)
+    row["note"] = f"repair dropped {len(dropped)}, resume kept {reused} and sent {sent}"
+    return row
+
+
+def _complete_batch(rig: Rig, jobs) -> tuple[str, float]:
+    """A batch of ``jobs`` run to the end; its id and seconds."""
+    began = time.monotonic()
+    batch_id = submit_batch(rig.url, jobs, {"bench": "faults"})
+    drive(rig.r, rig.url, batch_id, 600)
+    return batch_id, round(time.monotonic() - began, 1)
+
+
+def unreadable_records(rig: Rig, jobs, n: int = 3) -> dict[str, Any]:
+    """``n`` records of a complete batch overwritten with ``garbage{``; what ``collect`` says,
+    then ``collect --repair`` and ``resume``."""
+    batch_id, batch_s = _complete_batch(rig, jobs)
+    for job in sorted(rig.r.hkeys(keys.batch_records(batch_id)))[:n]:
+        rig.r.hset(keys.batch_records(batch_id), job, "garbage{")
+    said = _ktour(rig.url, "collect", batch_id)
+    row = _heal(rig, jobs, batch_id, unreadable=True)
+    row["batch_s"] = batch_s
+    row["note"] = f"{said}; {row['note']}"
+    return row
+
+
+def lost_records(rig: Rig, jobs) -> dict[str, Any]:
+    """The record hash of a complete batch deleted (what an evicting Redis does to a key);
+    what ``status`` says, then ``resume``."""
+    batch_id, batch_s = _complete_batch(rig, jobs)
+    rig.r.delete(keys.batch_records(batch_id))
+    said = _ktour(rig.url, "status", batch_id)
+    row = _heal(rig, jobs, batch_id, unreadable=False)
+    row["batch_s"] = batch_s
+    row["note"] = f"{said} (not complete); {row['note']}"
+    return row
+
+
+def corrupt_tally(rig: Rig, jobs) -> dict[str, Any]:
+    """The batch's tally set to ``x`` a third of the way in; nobody repairs anything."""
+    notes: list[str] = []
+
+    def fault(batch_id: str) -> str:
+        rig.r.hset(keys.batch_tally(batch_id), "found", "x")
+        notes.append(_ktour(rig.url, "status", batch_id))
+        return "tally set to x"
+
+    row = batch_fault(rig, jobs, fault)
+    row["note"] = f"{notes[0] if notes else ''}; {row['note']}"
+    return row
+
+
+def corrupt_meta(rig: Rig, jobs) -> dict[str, Any]:
+    """A complete batch's meta set to ``garbage{`` beside a sound batch: what the commands
+    say (not repaired: the meta holds how the batch was asked for)."""
+    bad, batch_s = _complete_batch(rig, jobs)
+    good, _ = _complete_batch(rig, jobs[:5])
+    rig.r.hset(keys.batch(bad), "meta", "garbage{")
+    said = [_ktour(rig.url, cmd, bad) for cmd in ("status", "collect", "resume")]
+    said.append(_ktour(rig.url, "batches"))
+    said.append(f"the sound batch: {_ktour(rig.url, 'collect', good)}")
+    records = len(rig.r.hkeys(keys.batch_records(bad)))
+    return {
+        "jobs": len(jobs),
+        "lost": len(jobs) - records,
+        "dup": 0,
+        "rerun": 0,
+        "complete": False,
+        "recovery_s": None,
+        "batch_s": batch_s,
+        "note": "; ".join(said),
+    }
+
+
 # -- the table ---------------------------------------------------------------------------------
 
 
@@ -452,6 +554,24 @@ def scenarios(sizes: str, lease_s: float) -> dict[str, tuple[str, Callable[[Path
         "cancel": (
             "`ktour cancel` mid-batch (recovery_s: until nothing of it runs)",
             on_rig(lambda g: cancel_mid_batch(g, jobs)),
+        ),
+        "unreadable-records": (
+            "3 records of a complete batch overwritten with `garbage{` (recovery_s: "
+            "`collect --repair` + `resume` to complete)",
+            on_rig(lambda g: unreadable_records(g, jobs)),
+        ),
+        "lost-records": (
+            "the record hash of a complete batch deleted, as an evicting Redis does "
+            "(recovery_s: `resume` to complete)",
+            on_rig(lambda g: lost_records(g, jobs)),
+        ),
+        "corrupt-tally": (
+            "the batch's tally set to `x` mid-batch (nobody repairs it)",
+            on_rig(lambda g: corrupt_tally(g, jobs)),
+        ),
+        "corrupt-meta": (
+            "a complete batch's meta set to `garbage{` (not repairable: what the commands say)",
+            on_rig(lambda g: corrupt_meta(g, jobs)),
         ),
         "run": (
             "no fault (`ktour run`, start-up included)",

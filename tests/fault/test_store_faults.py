@@ -221,6 +221,7 @@ def test_lost_records_are_never_complete_and_resume_sends_them_again(
         r.delete(keys.batch_records(batch_id))
     code, out, err = _cli(capsys, "status", batch_id, "--redis", module_redis_url)
     assert code == 1 and f"{n - len(lost)}/{n} jobs done" in out, out + err
+    assert f"lost: {len(lost)} job(s) counted done have no record" in out
     assert not store.batch_status(r, batch_id)["complete"]
     code, out, err = _cli(capsys, "batches", "--json", "--redis", module_redis_url)
     listed = {b["batch_id"]: b for b in json.loads(out)}

@@ -64,6 +64,16 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
     ]
     if p.get("reason"):
         lines.append(f"stalled: {p['reason']} (start workers, or `ktour resume {p['batch_id']}`)")
+    if p.get("unrecorded"):
+        lines.append(
+            f"lost: {p['unrecorded']} job(s) counted done have no record in Redis (an evicting "
+            f"Redis?): `ktour resume {p['batch_id']}` runs them again"
+        )
+    if p.get("lost_jobs"):
+        lines.append(
+            f"lost: {p['lost_jobs']} job(s) of the batch are gone from Redis: it cannot be "
+            f"resumed, run it again"
+        )
     if not p["complete"]:
         busy = len(p.get("workers_busy") or ())
         lines.append(f"workers: {p.get('live_workers', 0)} live, {busy} on this batch")
