@@ -108,16 +108,17 @@ READERS = {
     "collect-jsonl": lambda b: ["collect", b, "--format", "jsonl"],
     "report": lambda b: ["report", b],
     "resume": lambda b: ["resume", b],
+    "job": lambda b: ["job", b, "0,0"],  # the job whose record "record" corrupts
 }
 
 # which readers read the corrupted key (the status of a batch never decodes its records)
 READS = {
-    "record": {"collect", "collect-jsonl", "report", "resume"},
+    "record": {"collect", "collect-jsonl", "report", "resume", "job"},
     "meta": set(READERS),
     "total": {"status", "collect", "collect-jsonl", "resume"},
     "wrongtype-batch": set(READERS),
     "wrongtype-records": set(READERS),
-    "wrongtype-status": set(READERS) - {"report"},  # a report reads the records alone
+    "wrongtype-status": set(READERS) - {"report", "job"},  # these read no status
 }
 
 

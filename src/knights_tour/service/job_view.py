@@ -9,7 +9,6 @@ it.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,15 +18,15 @@ from redis.client import NEVER_DECODE
 
 from knights_tour.board import Board, parse_board, parse_board_list
 from knights_tour.core.jobs import Job
-from knights_tour.core.records import decode_stored
 from knights_tour.errors import KnightsTourError
 from knights_tour.result import Record
 from knights_tour.solvers import solver_names
 from knights_tour.store import keys
+from knights_tour.store.batches import parse_job
 from knights_tour.store.holders import live
 from knights_tour.store.ledger import text
 from knights_tour.store.progress import get_batch_meta
-from knights_tour.store.records import earlier_records
+from knights_tour.store.records import decode, earlier_records
 
 _BOARD_OF_KEY = re.compile(r"(\d+)x(\d+):")
 
@@ -149,7 +148,7 @@ def job_views(
         for kind in ("open", "closed")
     ]
     found = [
-        (k, json.loads(v))
+        (k, parse_job(batch_id, k, v))
         for k, v in zip(candidates, r.hmget(keys.batch_jobs(batch_id), candidates), strict=True)
         if v is not None
     ]
@@ -168,8 +167,8 @@ def job_views(
         token = text(started).split("|", 1)[0] if started is not None else None
         out.append(
             JobView(
-                job=Job.from_dict(job),
-                record=decode_stored(raw) if raw is not None else None,
+                job=job,
+                record=decode(batch_id, [key], [raw])[0] if raw is not None else None,
                 earlier=earlier_records(r, batch_id, key),
                 claimed_by=token,
                 lease_live=bool(token and live(r, [token])[token]),

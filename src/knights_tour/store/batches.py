@@ -129,15 +129,23 @@ def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
         Naming the job hash and the first field that is not a job.
     """
     get_batch_meta(r, batch_id)
-    jobs = []
-    for field, value in r.hgetall(keys.batch_jobs(batch_id)).items():
-        try:
-            jobs.append(Job.from_dict(json.loads(value)))
-        except (ValueError, TypeError, KnightsTourError) as exc:
-            raise CorruptKeyError(
-                keys.batch_jobs(batch_id), f"not a job ({exc})", str(field)
-            ) from None
+    stored = r.hgetall(keys.batch_jobs(batch_id))
+    jobs = [parse_job(batch_id, str(k), v) for k, v in stored.items()]
     return sorted(jobs, key=lambda j: order_key(j.rows, j.cols, j.start, j.solver, j.closed, j.key))
+
+
+def parse_job(batch_id: str, job_key: str, value: str | bytes) -> Job:
+    """The job stored under ``job_key`` in the batch's job hash, from its JSON ``value``.
+
+    Raises
+    ------
+    CorruptKeyError
+        Naming the job hash and the field, if ``value`` is not a job.
+    """
+    try:
+        return Job.from_dict(json.loads(value))
+    except (ValueError, TypeError, KnightsTourError) as exc:
+        raise CorruptKeyError(keys.batch_jobs(batch_id), f"not a job ({exc})", job_key) from None
 
 
 def iter_records(r: redis.Redis, batch_id: str, chunk: int = records.PAGE) -> Iterator[Record]:
@@ -313,4 +321,5 @@ __all__ = [
     "delete_batch",
     "records_by_key",
     "repair_results",
+    "parse_job",
 ]
