@@ -83,7 +83,7 @@ def test_main_returns_exit_codes_as_the_enum(capsys, tmp_path):
     assert main(["verify", str(EULER), "--start", "b1"]) is ExitCode.NOT_OK
     assert main(["verify", str(tmp_path / "missing.txt")]) is ExitCode.BAD_INPUT
     assert main(["no-such-command"]) is ExitCode.BAD_INPUT
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 130, 141]
 
 
 # -- solve ------------------------------------------------------------------------------------

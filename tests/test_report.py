@@ -442,13 +442,13 @@ def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", "--from-jsonl", str(src)]) == 0
     assert "| 5×5 | open | 25 | 13 |" in capsys.readouterr().out
-    assert main(["report", "--html", str(html)]) == 2  # neither BATCH nor --from-jsonl
+    assert main(["report", "B", "--from-jsonl", str(src)]) == 2  # both BATCH and --from-jsonl
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert main(["report", "--from-jsonl", str(empty)]) == 1
 
 
-def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path):
+def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path, capsys):
     from knights_tour.cli import main
     from knights_tour.core.jobs import Job
     from knights_tour.result import Record
@@ -467,6 +467,8 @@ def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path
         )
         for r in batch
     ]
+    assert main(["report", "--redis", redis_db_url]) == 2  # no BATCH, and no batch yet
+    assert "no batches yet" in capsys.readouterr().err
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5,6"})
     for job, rec in zip(jobs, batch, strict=True):
         store.save_record(redis_client, batch_id, Record.from_dict({**rec, "job_key": job.key}))
@@ -475,3 +477,6 @@ def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path
     text = html.read_text()
     assert batch_id in text
     assert len(parse_page(text).cells) == 30
+    capsys.readouterr()
+    assert main(["report", "--redis", redis_db_url]) == 0  # BATCH: the newest, as for status
+    assert capsys.readouterr().out.startswith(f"# Knight's tours: batch {batch_id}\n")

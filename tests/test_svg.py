@@ -4,6 +4,7 @@ and end where they belong, legible from 1x1 to 100x100."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -230,3 +231,35 @@ def test_cli_solve_svg_and_ascii(tmp_path, capsys):
     assert "[ 1]" in text.splitlines()[4]  # rank 1 is the fifth line: a1 bottom-left
     root = ET.parse(out).getroot()
     assert len(path_points(root)) == 25 and root.get("data-start") == "a1"
+
+
+def test_cli_draw_of_a_no_tour_record_draws_what_solve_svg_draws(tmp_path, capsys):
+    """b1 of 5x5 is on the minority colour: no open tour (colour parity). ``solve --svg``
+    draws its board and start square; ``draw`` of its record draws the same picture."""
+    from knights_tour.cli import main
+
+    solved = tmp_path / "solve.svg"
+    assert main(["solve", "5", "b1", "--json", "--svg", str(solved)]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["status"] == "no_tour" and rec["tour"] is None
+    src = tmp_path / "rec.json"
+    src.write_text(json.dumps(rec))
+    drawn = tmp_path / "draw.svg"
+    assert main(["draw", str(src), "--svg", str(drawn)]) == 0
+    assert "holds no tour (status no_tour)" in capsys.readouterr().err
+    assert drawn.read_text() == solved.read_text()
+    root = ET.parse(drawn).getroot()
+    assert root.get("data-start") == "b1"
+    assert root.find(".//s:polyline[@class='kt-path']", NS) is None  # no path: no tour
+    assert main(["draw", str(src)]) == 0  # and on the terminal: the board, start marked
+    assert "[ S]" in capsys.readouterr().out.splitlines()[4]
+    assert main(["verify", str(src)]) == 2  # nothing to verify, as before
+
+
+def test_cli_solve_svg_to_an_unwritable_path_fails_before_solving(tmp_path, capsys):
+    from knights_tour.cli import main
+
+    for bad in (tmp_path / "missing" / "s.svg", tmp_path):
+        assert main(["solve", "5", "a1", "--svg", str(bad)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"ktour: error: cannot write {bad}")

@@ -25,13 +25,21 @@ def test_a_decided_batch_is_clean_and_summarised_per_board(records):
     assert problems(records, total=41) == []
     assert all(is_clean(r) for r in records) and mismatches(records) == []
     rows = summary_rows(records)
-    assert [r["board"] for r in rows] == ["5x5", "4x4"]
-    five, four = rows
+    assert [r["board"] for r in rows] == ["4x4", "5x5"]
+    four, five = rows
     assert (five["starts"], five["found"], dict(five["no_tour"])) == (25, 13, {"parity": 12})
     assert (four["starts"], four["found"], sum(four["no_tour"].values())) == (16, 0, 16)
     total = summary_total(rows)
     assert (total["starts"], total["found"], total["no_tour"]) == (41, 13, 28)
     assert total["seconds"] == pytest.approx(five["seconds"] + four["seconds"])
+
+
+def test_the_summary_lists_boards_by_size_whatever_order_the_records_came_in(records):
+    """Records arrive in completion order (a large board's job may end first); the table is
+    by rows then columns, numerically (10x10 after 5x5)."""
+    ten = run_job(make_batch_jobs([10])[0], batch_id="verdict")
+    for order in ([ten, *records], [*reversed(records), ten], [*records[:3], ten, *records[3:]]):
+        assert [r["board"] for r in summary_rows(order)] == ["4x4", "5x5", "10x10"]
 
 
 def test_each_kind_of_problem_is_named(records):
@@ -51,7 +59,8 @@ def test_each_kind_of_problem_is_named(records):
     ]
     assert [is_clean(r) for r in bad[:5]] == [False, False, False, False, True]
     assert mismatches(bad) == [bad[2], bad[3]]
-    assert summary_rows(bad)[0]["unknown"] == 1 and summary_rows(bad)[0]["error"] == 1
+    five = next(row for row in summary_rows(bad) if row["board"] == "5x5")
+    assert five["unknown"] == 1 and five["error"] == 1
 
 
 def test_a_failed_verifier_check_is_not_clean(records):

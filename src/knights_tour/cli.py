@@ -74,7 +74,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Draw one tour: a JSON record, a JSON Lines file of records (pick with --index or "
         "--start [--size]) or a step-number matrix file ('-' = stdin).",
     ),
-    "report": ("pictures:report", "Report on a batch: BATCH from Redis, or --from-jsonl FILE."),
+    "report": (
+        "pictures:report",
+        "Report on a batch: BATCH from Redis (default: the newest batch), or --from-jsonl FILE.",
+    ),
     "status": (
         "status:status",
         "Progress of BATCH (default: the newest batch): jobs done / running / queued / failed, "

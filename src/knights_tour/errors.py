@@ -6,6 +6,8 @@ them into one clear line on stderr and exit code 2 without catching unrelated bu
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KnightsTourError(Exception):
     """Base class of every error this package raises on bad input or an unusable environment."""
@@ -39,6 +41,15 @@ class StepNumbersError(TourFormatError):
     def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason if reason is not None else message
+
+
+class NoTourError(TourFormatError):
+    """A well-formed JSON record without a tour (``no_tour``, ``unknown`` or ``error``): nothing
+    to verify, but its board and start square can still be drawn. ``record`` is the record."""
+
+    def __init__(self, message: str, record: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.record = record
 
 
 class BackendUnavailableError(KnightsTourError, RuntimeError):

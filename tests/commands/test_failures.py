@@ -8,6 +8,7 @@ path from ``main()`` to the exit status is exercised, including what reaches std
 from __future__ import annotations
 
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,10 @@ from pathlib import Path
 
 import pytest
 import redis
+
+from knights_tour.core.jobs import JobOptions, run_job
+from knights_tour.service.batches import make_jobs, submit_batch
+from knights_tour.store import batches as store
 
 # Euler's closed 8x8 tour (1759; OEIS A226697 has the board), as printed: top row first.
 EULER_8X8 = Path(__file__).parents[1] / "data" / "euler_8x8_closed_a226697.txt"
@@ -304,9 +309,10 @@ def test_full_disk_on_out_names_the_path(data_dir) -> None:
     assert Path("/dev/full").is_char_device()  # written in place, never replaced
 
 
-def test_closed_stdout_pipe_exits_2_with_one_line(data_dir: Path) -> None:
+def test_closed_stdout_pipe_ends_quietly(data_dir: Path) -> None:
     """``ktour run --out - | head -c 100``: the records do not fit in the pipe, the reader
-    leaves; ``ktour`` must not exit 0 (with or without ``PYTHONUNBUFFERED``)."""
+    leaves; ``ktour`` ends without a word, as ``SIGPIPE`` ends a Unix tool, and not with 0
+    (with or without ``PYTHONUNBUFFERED``)."""
     for unbuffered in ("1", ""):
         env = _env({"KT_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": unbuffered})
         proc = subprocess.Popen(
@@ -330,12 +336,98 @@ def test_closed_stdout_pipe_exits_2_with_one_line(data_dir: Path) -> None:
         assert len(proc.stdout.read(100)) == 100
         proc.stdout.close()
         stderr = proc.stderr.read().decode()
-        assert proc.wait(timeout=180) == 2, stderr
+        assert proc.wait(timeout=180) == 141, stderr
         assert "Traceback" not in stderr and "Exception ignored" not in stderr
-        errors = [line for line in stderr.splitlines() if "error" in line]
-        assert errors == [
-            "ktour: error: stdout was closed before all output was written (broken pipe)"
-        ]
+        assert [line for line in stderr.splitlines() if "error" in line] == []
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """``ktour ARGS`` with its stdout on a pseudo-terminal: (exit code, what the terminal
+    showed, stderr)."""
+    main_fd, term_fd = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knights_tour", *args],
+            env=_env({"TERM": "xterm", "COLUMNS": "120"}),
+            stdout=term_fd,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(term_fd)
+        shown = b""
+        while True:  # read as it comes: a terminal's buffer is small
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not chunk:
+                break
+            shown += chunk
+        _, err = proc.communicate(timeout=180)
+        return proc.returncode, shown.decode(errors="replace"), err
+    finally:
+        os.close(main_fd)
+
+
+def test_solve_prints_no_huge_board_on_a_terminal() -> None:
+    """A board past the terminal limit (120x120: 14,400 squares) is not dumped on a terminal:
+    a line says how to have it; piped, it is printed in full."""
+    code, shown, err = _on_a_terminal("solve", "120x120", "a1")
+    assert code == 0, err
+    assert shown.count("\n") == 1 and shown.startswith("# status found;"), shown[:300]
+    assert err.startswith("ktour: the 120x120 board (14,400 squares) is not printed on a terminal")
+    assert "--json" in err and "--svg FILE" in err
+    piped = ktour("solve", "120x120", "a1")
+    assert piped.returncode == 0 and len(piped.stdout.splitlines()) == 121
+    code, shown, err = _on_a_terminal("solve", "8", "a1")  # a board that fits: printed
+    assert code == 0 and len(shown.splitlines()) > 8, err
+
+
+def _closed_pipe_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``ktour ARGS`` with a stdout pipe whose reader is gone before it starts: its first
+    write meets ``EPIPE``."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "knights_tour", *args],
+            env=_env(env),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_every_command_that_writes_to_stdout_ends_quietly_on_a_closed_pipe(
+    data_dir: Path, redis_db_url: str, tmp_path: Path
+) -> None:
+    """``ktour collect B --format jsonl | head -1`` and the like: no line on stderr, exit
+    141 (128 + SIGPIPE), whatever command writes."""
+    env = {"KT_DATA_DIR": str(data_dir)}
+    _, jobs, params = make_jobs(["5"], JobOptions())
+    batch_id = submit_batch(redis_db_url, jobs, params)  # no worker: the records stored here
+    client = redis.Redis.from_url(redis_db_url, decode_responses=True)
+    for job in jobs:
+        store.save_record(client, batch_id, run_job(job, batch_id=batch_id))
+    record = tmp_path / "one.jsonl"
+    solved = ktour("solve", "5", "a1", "--json", env=env)
+    assert solved.returncode == 0, solved.stderr
+    record.write_text(solved.stdout)
+    commands = [
+        ["solve", "8", "a1"],
+        ["--help"],
+        ["collect", batch_id, "--format", "jsonl", "--redis", redis_db_url],
+        ["status", batch_id, "--redis", redis_db_url],
+        ["batches", "--redis", redis_db_url],
+        ["draw", str(record)],
+        ["verify", str(EULER_8X8)],
+    ]
+    for args in commands:
+        proc = _closed_pipe_run(*args, env=env)
+        assert (proc.returncode, proc.stderr) == (141, ""), args
 
 
 # -- the data dir: full or read-only ---------------------------------------------------------

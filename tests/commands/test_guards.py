@@ -234,6 +234,22 @@ def test_prune_forgets_what_is_older_and_keeps_the_rest(
     assert code == 2 and "--older-than" in err and "soon" in err
 
 
+def test_prune_reads_a_plain_number_as_seconds(capsys, redis_client, redis_db_url):
+    """``--help`` says the age may be given in seconds: ``3600`` is an hour."""
+    r = redis_client
+    old, _ = _batch_with_records(redis_db_url, r, "5", 1)
+    new, _ = _batch_with_records(redis_db_url, r, "5", 1)
+    r.zadd(keys.batches(), {old: time.time() - 7200})
+    code, out, err = run_cli(capsys, "prune", "--older-than", "3600", "--redis", redis_db_url)
+    assert code == 0, err
+    assert out.startswith("forgot 1 batch(es)")
+    assert not [k for k in _all_keys(r) if old in k]
+    assert store.batch_status(r, new)["done"] == 1
+    for bad in ("0", "-60", "nan"):
+        code, _, err = run_cli(capsys, "prune", "--older-than", bad, "--redis", redis_db_url)
+        assert code == 2 and "--older-than" in err, (bad, err)
+
+
 def test_worker_logs_rotate_keeping_the_newest(tmp_path):
     now = time.time()
     for i in range(10):
@@ -276,15 +292,18 @@ def test_files_get_the_umask_mode(capsys, redis_client, redis_db_url, tmp_path, 
         os.umask(old)
 
 
-def _progress_lines(monkeypatch, what: str, label: str, polls) -> list[str]:
-    """The lines a ProgressLines (10 s interval) notes for ``polls``: ``(seconds, done,
-    total)`` on a fake clock."""
+def _progress_lines(
+    monkeypatch, what: str, label: str, polls, planned_s: float | None = None
+) -> list[str]:
+    """The lines a ProgressLines (10 s interval; ``planned_s`` the estimated seconds per job)
+    notes for ``polls``: ``(seconds, done, total)`` on a fake clock."""
     import knights_tour.commands._shared as shared
 
     lines: list[str] = []
     monkeypatch.setattr(shared, "note", lines.append)
     t = [0.0]
     progress = shared.ProgressLines(what, label, 10.0, clock=lambda: t[0])
+    progress.planned_s = planned_s
     for t[0], done, total in polls:
         progress(done, total)
     return lines
@@ -299,6 +318,18 @@ def test_progress_lines_every_interval_with_rate_and_eta(monkeypatch):
         "batch B: 50/620 jobs done, 5.0/s, ETA 1m54s",
         "batch B: 100/620 jobs done, 5.0/s, ETA 1m44s",
     ]
+
+
+def test_progress_lines_start_from_the_estimate_not_from_the_first_jobs(monkeypatch):
+    """620 jobs estimated at 23 s in all: the first two take 14 s (workers starting), the rest
+    9 s. The rate of the first two alone said ``ETA 1h12m``."""
+    polls = [(0.0, 0, 620), (14.0, 2, 620), (24.0, 400, 620)]
+    lines = _progress_lines(monkeypatch, "batch B", "jobs", polls, planned_s=23.0 / 620)
+    assert lines[0] == "batch B: 0/620 jobs done, rate -, ETA 23s"
+    assert lines[1].startswith("batch B: 2/620 jobs done, 0.1/s, ETA ")
+    assert "h" not in lines[1].split("ETA ")[1]  # well under an hour
+    measured_only = _progress_lines(monkeypatch, "batch B", "jobs", polls)
+    assert measured_only[1] == "batch B: 2/620 jobs done, 0.1/s, ETA 1h12m"
 
 
 def test_progress_lines_repeat_a_count_that_stands_still_only_as_a_sign_of_life(monkeypatch):

@@ -28,6 +28,7 @@ import redis
 from knights_tour import worker
 from knights_tour.board import Board
 from knights_tour.cli import main
+from knights_tour.commands._following import resume_hint
 from knights_tour.core.counting import plan_count
 from knights_tour.core.jobs import JobOptions, run_job
 from knights_tour.service.batches import make_jobs, submit_batch
@@ -106,9 +107,16 @@ def _submitted_and_cancelled(capsys, r, url: str) -> tuple[str, dict[str, float]
         early[job.key] = rec.finished_at
     code, out, err = run_cli(capsys, "cancel", batch_id, "--redis", url)
     assert code == 0 and "7/36 jobs done, 9 queued task(s) dropped" in out, (out, err)
-    assert f"continue with: ktour resume {batch_id} --redis URL" in out
+    assert f"continue with: ktour resume {batch_id} --redis {url}\n" in out
     assert _messages(r, batch_id) == (0, 0)
     return batch_id, early
+
+
+def test_the_resume_hint_names_the_redis_url_with_its_password_masked():
+    assert resume_hint("B", "redis://:s3cret@example.org:6380/2") == (
+        "ktour resume B --redis redis://:***@example.org:6380/2"
+    )
+    assert resume_hint("B", None) == "ktour resume B"
 
 
 def _exactly_once(path: Path, batch_id: str, early: dict[str, float]) -> None:

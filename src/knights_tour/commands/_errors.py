@@ -15,6 +15,8 @@ Exit codes (all commands), :class:`ExitCode`:
   size, unreadable tour file, unreachable Redis, usage error; a batch or count above the
   ``KT_CONFIRM_*`` thresholds without ``--yes`` and without a terminal to ask on): one line
   ``ktour: error: ...`` on stderr, nothing written, nothing submitted.
+* ``141`` – stdout was closed before everything was written (``ktour collect B | head -1``):
+  nothing said, the status a shell reports for a tool stopped by ``SIGPIPE`` (128 + 13).
 * ``130`` – interrupted (Ctrl-C, SIGTERM); everything the command started is shut down first
   (``run``/``resume``/``count``: the batch or count is stopped, only its own queued tasks
   dropped, its results kept; one line says how to continue).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import signal
 import sys
 from enum import IntEnum
 
@@ -48,6 +51,10 @@ class ExitCode(IntEnum):
 
     INTERRUPTED = 130
     """Ctrl-C (or SIGTERM during ``run``/``count``)."""
+
+    STDOUT_CLOSED = 128 + signal.SIGPIPE
+    """The reader of stdout left early (``| head``): ended quietly, as ``SIGPIPE`` ends a
+    Unix tool."""
 
 
 def err(message: str) -> None:
@@ -89,14 +96,14 @@ def stdout_writes_all() -> None:
 
 
 def _stdout_closed() -> ExitCode:
-    """The reader of stdout went away: say so, and silence the flush at interpreter exit."""
+    """The reader of stdout went away: end quietly, as a Unix tool that ``SIGPIPE`` stops
+    does (its reader has what it wanted), with the flush at interpreter exit silenced."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass
-    err("stdout was closed before all output was written (broken pipe)")
-    return ExitCode.BAD_INPUT
+    return ExitCode.STDOUT_CLOSED
 
 
 def refused_write(exc: StorageFullError, redis_given: bool) -> str:
@@ -120,12 +127,12 @@ def exit_for(exc: BaseException, args: list[str], stdout_swapped: bool) -> ExitC
     when it is not a user error (a bug keeps its traceback).
 
     User errors: a :class:`KnightsTourError` (a ``KT_`` setting that does not parse included),
-    a click usage error, an ``OSError`` (e.g. an unwritable ``--out``), a closed stdout pipe
-    (``stdout_swapped``: click replaced stdout, its answer to ``EPIPE``), a Redis that refuses
+    a click usage error, an ``OSError`` (e.g. an unwritable ``--out``), a Redis that refuses
     writes (:class:`StorageFullError`: ``MISCONF``, e.g. a full disk, ``OOM``, ``READONLY``) or a
     key of Redis that cannot be read (:class:`~knights_tour.errors.CorruptKeyError`, naming the
-    key) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives
-    :attr:`ExitCode.INTERRUPTED`.
+    key) give :attr:`ExitCode.BAD_INPUT`; Ctrl-C gives :attr:`ExitCode.INTERRUPTED`; a closed
+    stdout pipe (``EPIPE``, or ``stdout_swapped``: click replaced stdout, its answer to
+    ``EPIPE``) gives :attr:`ExitCode.STDOUT_CLOSED` without a line.
     """
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)

@@ -55,8 +55,9 @@ from knights_tour.store.connection import REDIS_ERRORS, mask_url
 
 
 def resume_hint(batch_id: str, redis_url: str | None) -> str:
-    """The command that continues ``batch_id`` (``ktour resume BATCH [--redis URL]``)."""
-    return f"ktour resume {batch_id}" + (" --redis URL" if redis_url else "")
+    """The command that continues ``batch_id``: ``ktour resume BATCH`` and, when the batch's
+    Redis was given by ``--redis``, its URL (password masked: ``redis://:***@host:6379/0``)."""
+    return f"ktour resume {batch_id}" + (f" --redis {mask_url(redis_url)}" if redis_url else "")
 
 
 def batch_jobs(
@@ -147,7 +148,13 @@ def follow(
     try:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         status = wait_with_progress(
-            backend.client, batch_id, total, left, backend.url, check=check_and_write
+            backend.client,
+            batch_id,
+            total,
+            left,
+            backend.url,
+            check=check_and_write,
+            workers=backend.worker_count,
         )
     except KeyboardInterrupt:
         if stream is not None:

@@ -21,6 +21,7 @@ from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.output import parquet
 from knights_tour.output.tourfile import atomic_write_lines, record_lines
 from knights_tour.service.batches import stream_records, wait_for_batch
+from knights_tour.service.estimate import planned_s_per_job
 from knights_tour.service.verdict import Tally, summary_total
 from knights_tour.service.waiting import WaitHooks
 
@@ -117,11 +118,20 @@ def wait_with_progress(
     timeout: float | None,
     recover_url: str,
     check: Callable[[dict[str, Any]], None] | None = None,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Wait for the batch with a progress bar (a line every ``KT_PROGRESS_S`` when stderr is
-    not a terminal); once it is complete, one line saying how long it took."""
+    not a terminal); once it is complete, one line saying how long it took. With ``workers``
+    (the worker processes it runs on, where known) the ETA starts from the batch's estimate
+    (:func:`~knights_tour.service.estimate.planned_s_per_job`)."""
     began = time.monotonic()
-    with progress_hooks("jobs", total, batch_info, check, what=f"batch {batch_id}") as hooks:
+
+    def plan(status: dict[str, Any]) -> float | None:
+        return planned_s_per_job(status.get("params") or {}, workers)
+
+    with progress_hooks(
+        "jobs", total, batch_info, check, what=f"batch {batch_id}", plan=plan
+    ) as hooks:
         status = wait_for_batch(
             client, batch_id, timeout_s=timeout, recover_url=recover_url, hooks=WaitHooks(**hooks)
         )

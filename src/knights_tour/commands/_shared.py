@@ -8,6 +8,8 @@ commands take: :mod:`knights_tour.commands._options`; the checks of a command's 
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,14 +19,7 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from knights_tour.commands._checks import (
     Declined,
@@ -48,6 +43,7 @@ from knights_tour.commands._options import (
 )
 from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.output.durations import format_eta
+from knights_tour.service.estimate import eta_s
 from knights_tour.settings import get_settings
 
 
@@ -56,11 +52,21 @@ def note(message: str) -> None:
     click.echo(f"ktour: {message}", err=True)
 
 
+class _StdoutConsole(Console):
+    """A rich console whose closed stdout pipe ends the command as any other write to it does
+    (:func:`knights_tour.commands._errors.exit_for`), not with rich's own exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        """Raise ``BrokenPipeError`` (rich's default exits 1)."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def stdout_console() -> Console:
     """Console on stdout; when stdout is not a terminal, wide enough not to wrap ids."""
-    console = Console(file=sys.stdout, highlight=False)
+    console = _StdoutConsole(file=sys.stdout, highlight=False)
     if not console.is_terminal:
-        console = Console(file=sys.stdout, highlight=False, width=160)
+        console = _StdoutConsole(file=sys.stdout, highlight=False, width=160)
     return console
 
 
@@ -97,7 +103,8 @@ class ProgressLines:
     do not inflate it. The first poll gives a line at once (where the wait starts). While
     the done count stands still (a few long jobs, or the sub-jobs of a DP count, which prints
     its own per-layer lines) the same line is repeated only every :data:`UNCHANGED_EVERY`
-    intervals, as a sign of life rather than news."""
+    intervals, as a sign of life rather than news. :attr:`planned_s`, the estimated seconds
+    per job where known, gives the ETA until the measured rate is worth more."""
 
     UNCHANGED_EVERY = 6
 
@@ -108,15 +115,22 @@ class ProgressLines:
         self.first: tuple[float, int] | None = None
         self.last_line: float | None = None
         self.last_done: int | None = None
+        self.planned_s: float | None = None
 
-    def line(self, done: int, total: int) -> str:
-        """The progress line for ``done`` of ``total`` now (no ``ktour:`` prefix)."""
+    def rate_and_eta(self, done: int, total: int) -> tuple[float | None, float | None]:
+        """Jobs per second measured since the first call, and the seconds still to go
+        (:func:`~knights_tour.service.estimate.eta_s`: the estimate :attr:`planned_s` until
+        the measured rate is worth more); None where there is none yet."""
         now = self.clock()
         if self.first is None:
             self.first = (now, done)
         t0, d0 = self.first
         rate = (done - d0) / (now - t0) if now > t0 and done > d0 else None
-        eta = (total - done) / rate if rate else None
+        return rate, eta_s(total - done, done - d0, now - t0, self.planned_s)
+
+    def line(self, done: int, total: int) -> str:
+        """The progress line for ``done`` of ``total`` now (no ``ktour:`` prefix)."""
+        rate, eta = self.rate_and_eta(done, total)
         head = f"{self.what}: " if self.what else ""
         return (
             f"{head}{done}/{total} {self.label} done, "
@@ -151,33 +165,40 @@ def progress_hooks(
     info: Callable[[dict[str, Any]], str],
     check: Callable[[dict[str, Any]], None] | None = None,
     what: str = "",
+    plan: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> Iterator[dict[str, Callable[..., None] | None]]:
     """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.service.waiting`), as keyword
     arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
     ``info(status)``) on stderr when it is a terminal, else one :class:`ProgressLines` line
     about ``what`` every ``KT_PROGRESS_S`` seconds; Redis outages and re-sent jobs reported
-    as ``ktour:`` lines, and ``check``. The bar ends with the block."""
+    as ``ktour:`` lines, and ``check``. Both show the ETA of :class:`ProgressLines`, with
+    ``plan(status)``, asked until it answers, as its estimated seconds per job. The bar ends
+    with the block."""
     console = Console(stderr=True)
-    lines = None if console.is_terminal else ProgressLines(what, label, get_settings().progress_s)
+    lines = ProgressLines(what, label, get_settings().progress_s)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
         console=console,
         transient=False,
         disable=not console.is_terminal,
     ) as progress:
-        task = progress.add_task(label, total=total, info="")
+        task = progress.add_task(label, total=total, info="", eta=format_eta(None))
 
         def on_progress(status: dict[str, Any]) -> None:
-            if lines is not None:
-                lines(int(status["done"]), int(status["total"]))
+            if plan is not None and lines.planned_s is None:
+                lines.planned_s = plan(status)
+            done, total = int(status["done"]), int(status["total"])
+            if not console.is_terminal:
+                lines(done, total)
                 return
+            _, eta = lines.rate_and_eta(done, total)
             progress.update(
-                task, completed=status["done"], total=status["total"], info=info(status)
+                task, completed=done, total=total, info=info(status), eta=format_eta(eta)
             )
 
         yield {

@@ -16,6 +16,15 @@ from knights_tour.service.schedule import parse_interval
 from knights_tour.settings import get_settings
 
 
+def _number_or_text(value: str) -> float | str:
+    """``value`` as seconds if it is a plain number (``"3600"``, ``"90.5"``), else as given
+    (a duration such as ``"1d12h"``, read by :func:`parse_interval`)."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 @click.command()
 @click.argument("batch_id", metavar="BATCH")
 @redis_option
@@ -55,7 +64,7 @@ def prune(older_than: str, redis_url: str | None) -> ExitCode:
     Unfinished batches among them are cancelled first (their own queued tasks dropped); any
     with a job running now is left and named (exit 1).
     """
-    age_s = parse_interval(older_than, "--older-than")
+    age_s = parse_interval(_number_or_text(older_than), "--older-than")
     settings = get_settings()
     with open_store(redis_url) as backend:
         done = cleanup.prune(

@@ -17,13 +17,14 @@ import click
 
 from knights_tour.board import parse_board
 from knights_tour.commands._shared import ExitCode, write_output
-from knights_tour.errors import KnightsTourError, TourFormatError
+from knights_tour.errors import KnightsTourError, NoTourError, TourFormatError
 from knights_tour.output.render import print_board, tour_view
 from knights_tour.output.report import html_report, markdown_report
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import read_jsonl, read_tour_file
 from knights_tour.service.batches import collect as collect_records
 from knights_tour.service.local import open_store
+from knights_tour.service.status import newest_batch
 from knights_tour.verify import is_closed, verify_tour
 
 
@@ -50,8 +51,9 @@ def load_drawable(
     Returns
     -------
     dict
-        A JSON record (``rows``, ``cols``, ``tour``, ``start``, ``closed``, ...). A step
-        matrix becomes a record with ``closed`` true when the tour is re-entrant.
+        A JSON record (``rows``, ``cols``, ``tour``, ``start``, ``closed``, ...; ``tour`` None
+        for a record without one). A step matrix becomes a record with ``closed`` true when the
+        tour is re-entrant.
 
     Raises
     ------
@@ -61,6 +63,8 @@ def load_drawable(
     if start is None:
         try:
             board, tour, meta = read_tour_file(source, record=index)
+        except NoTourError as exc:  # no_tour, unknown: the board and start square are drawn
+            return dict(exc.record)
         except TourFormatError as exc:  # the reader's hint names verify's options
             text = str(exc).replace(
                 "choose one with --record N (or check every record with --all)",
@@ -163,7 +167,8 @@ def draw(
     With --svg FILE: a chessboard with the knight's path, start (green) and end (red) marked,
     closed tours closed. Without: the board with step numbers in the terminal, coloured on a
     terminal, plain ASCII otherwise ([ 1] = start, (64) = end). A tour that fails the verifier
-    is still drawn, with a warning on stderr.
+    is still drawn, with a warning on stderr; a record without a tour (no_tour, unknown) is
+    drawn as its board and start square, as 'ktour solve --svg' draws it.
     """
     if index is not None and index < 1:
         raise click.BadParameter("must be 1 or more", param_hint="--index")
@@ -171,7 +176,13 @@ def draw(
         raise click.BadParameter("needs --start", param_hint="--size")
     rec = load_drawable(source, index=index, start=start, size=size)
     view = tour_view(rec)
-    if view.tour is not None:
+    if view.tour is None:
+        click.echo(
+            f"ktour: the record holds no tour (status {rec.get('status') or '?'}): its board "
+            "and start square are drawn",
+            err=True,
+        )
+    else:
         verdict = verify_tour(
             view.board, view.tour, start=view.start, closed=bool(rec.get("closed"))
         )
@@ -225,15 +236,15 @@ def report(
     title: str | None,
     redis_url: str | None,
 ) -> ExitCode:
-    """Report on a batch: BATCH from Redis, or --from-jsonl FILE.
+    """Report on a batch: BATCH from Redis (default: the newest batch), or --from-jsonl FILE.
 
     --html FILE writes one self-contained page (summary per board and tour kind, a grid of
     start squares per board, every tour drawable by clicking its square); --markdown FILE
     writes a summary table with start-square maps for an issue or README. Exit 0 on success,
     1 if there are no records.
     """
-    if (batch_id is None) == (from_jsonl is None):
-        raise click.UsageError("give either BATCH or --from-jsonl FILE (one of them)")
+    if batch_id is not None and from_jsonl is not None:
+        raise click.UsageError("give either BATCH or --from-jsonl FILE, not both")
     if html_out is None and md_out is None:
         md_out = "-"
     records: list[Any]  # JSON record dicts from a file, Records from Redis
@@ -241,8 +252,9 @@ def report(
         records = read_jsonl(from_jsonl)
         default_title = f"Knight's tours: {Path(from_jsonl).name if from_jsonl != '-' else 'stdin'}"
     else:
-        assert batch_id is not None  # exactly one of the two was given
         with open_store(redis_url) as backend:
+            if batch_id is None:
+                batch_id = newest_batch(backend.client)
             records = collect_records(backend.client, batch_id)
         default_title = f"Knight's tours: batch {batch_id}"
     if not records:

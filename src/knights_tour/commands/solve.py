@@ -13,7 +13,9 @@ import click
 from knights_tour.board import Board, parse_board
 from knights_tour.commands._shared import (
     ExitCode,
+    check_out_path,
     node_limit_option,
+    note,
     solver_option,
     time_limit_option,
     write_output,
@@ -55,13 +57,23 @@ def _status_line(result: TourResult) -> str:
     return "# " + "; ".join(parts)
 
 
+TERMINAL_BOARD_SQUARES = 10_000
+"""The largest board (squares) ``solve`` prints on a terminal: 100x100, about 50 kB. A larger
+one (``1001x1001`` is 8 MB) would scroll past unread: a line says how to have it instead."""
+
+
 def _print_result(
     board: Board, result: TourResult, labels: bool, ascii_board: bool, colour_board: bool
 ) -> None:
     """The board with step numbers (a picture on a terminal), then the status line."""
     if result.tour is not None and result.status == Status.FOUND:
         out = sys.stdout
-        if ascii_board:
+        if out.isatty() and board.n_squares > TERMINAL_BOARD_SQUARES:
+            note(
+                f"the {board.label} board ({board.n_squares:,} squares) is not printed on a "
+                "terminal: redirect it to a file (> FILE), or use --json or --svg FILE"
+            )
+        elif ascii_board:
             print_board(result, ascii=True, file=out)
         elif colour_board or out.isatty():
             print_board(result, ascii=None, caption=False, file=out)
@@ -126,6 +138,7 @@ def solve(
     decided (found or no_tour), 1 when it is unknown or an error.
     """
     check_solver_name(solver)
+    check_out_path(svg_out)
     board = parse_board(size)
     start_sq = board.parse_square(start)
     # One budget per job, as in a batch: the solver gets KT_JOB_TIME_LIMIT_S unless told.

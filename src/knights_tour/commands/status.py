@@ -26,12 +26,12 @@ import redis
 
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import interval_option, redis_option, timeout_option
-from knights_tour.errors import KnightsTourError
 from knights_tour.output.durations import format_eta
+from knights_tour.service.estimate import eta_s
 from knights_tour.service.local import open_store
-from knights_tour.service.status import batch_view, shown_params
+from knights_tour.service.status import batch_view, newest_batch, shown_params
 from knights_tour.service.waiting import WaitHooks, poll_until_complete
-from knights_tour.store.progress import CANCELLED, list_batches
+from knights_tour.store.progress import CANCELLED
 
 WORKER_LINES = 16
 """At most this many worker processes are listed by ``ktour status`` (``--json``: all)."""
@@ -90,7 +90,8 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
 def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[str, Any]]:
     """A function returning :func:`~knights_tour.service.status.batch_view` of the batch (from
     Redis alone: no worker is asked), with the ETA from the rate measured since its first call
-    once the batch has moved. The returned function raises
+    once the batch has moved (weighed against the batch's estimate:
+    :func:`~knights_tour.service.estimate.eta_s`). The returned function raises
     :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
     first: tuple[float, int] | None = None
 
@@ -100,9 +101,15 @@ def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[st
         now, remaining = time.monotonic(), p["total"] - p["done"]
         if first is None:
             first = (now, p["done"])
-        elif p["done"] > first[1] and remaining and p["state"] in ("running", "queued"):
-            rate = (p["done"] - first[1]) / (now - first[0])  # the rate while watching
-            p |= {"rate_jobs_per_s": round(rate, 3), "eta_s": round(remaining / rate, 1)}
+        elif (
+            p["done"] > first[1]
+            and remaining
+            and now > first[0]
+            and p["state"] in ("running", "queued")
+        ):
+            done, elapsed = p["done"] - first[1], now - first[0]  # the rate while watching
+            eta = eta_s(remaining, done, elapsed, p.get("planned_s_per_job"))
+            p |= {"rate_jobs_per_s": round(done / elapsed, 3), "eta_s": round(eta or 0.0, 1)}
         return p
 
     return poll
@@ -206,10 +213,7 @@ def status(
         raise click.BadParameter("must be positive", param_hint="--interval")
     with open_store(redis_url) as backend:
         if batch_id is None:
-            items = list_batches(backend.client, limit=1)
-            if not items:
-                raise KnightsTourError("no batches yet (see `ktour submit`)")
-            batch_id = items[-1]["batch_id"]
+            batch_id = newest_batch(backend.client)
         poll = _progress_poller(backend.client, batch_id)
         if watch:
             p = _watch(poll, as_json, interval, timeout)

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from knights_tour.board import Board, Square
-from knights_tour.errors import InvalidBoardError, StepNumbersError, TourFormatError
+from knights_tour.errors import InvalidBoardError, NoTourError, StepNumbersError, TourFormatError
 from knights_tour.output.atomicfile import (
     atomic_write_lines,
     atomic_write_text,
@@ -275,8 +275,9 @@ def record_to_tour(record: Any, where: str = "record") -> tuple[Board, list[Squa
     Raises
     ------
     TourFormatError
-        If the record is not an object, lacks ``rows``/``cols``/``tour``, or ``tour`` is not a
-        list of ``[row, col]`` integer pairs.
+        If the record is not an object, lacks ``rows``/``cols``, or ``tour`` is not a list of
+        ``[row, col]`` integer pairs; :class:`~knights_tour.errors.NoTourError` (holding the
+        record) if it has no tour.
     """
     if not isinstance(record, dict):
         raise TourFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
@@ -291,7 +292,7 @@ def record_to_tour(record: Any, where: str = "record") -> tuple[Board, list[Squa
     if tour_raw is None:
         status = record.get("status")
         detail = f" (status {status})" if status else ""
-        raise TourFormatError(f"{where}: the record holds no tour{detail}")
+        raise NoTourError(f"{where}: the record holds no tour{detail}", record)
     if not isinstance(tour_raw, list):
         raise TourFormatError(f"{where}: field 'tour' must be a list of [row, col] pairs")
     tour: list[Square] = []

@@ -21,10 +21,12 @@ count of ``docs/counts``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from knights_tour.board import Board, parse_board_list
+from knights_tour.errors import KnightsTourError
 from knights_tour.settings import Settings, get_settings
 
 JOB_OVERHEAD_S = 0.003
@@ -189,6 +191,48 @@ def estimate_batch(
     return BatchEstimate(boards=len(boards), jobs=jobs, output_bytes=out, cpu_s=cpu)
 
 
+def planned_s_per_job(params: Mapping[str, Any], workers: int) -> float | None:
+    """Estimated wall seconds per job of a batch on ``workers`` worker processes, from the
+    ``params`` of its meta (``sizes``, ``solver``, ``verify``, ``time_limit_s``, as
+    :func:`knights_tour.service.batches.make_jobs` stores them): :func:`estimate_batch` spread
+    over its jobs. None when the params name no readable board list or ``workers`` < 1."""
+    if workers < 1 or not isinstance(params.get("sizes"), str):
+        return None
+    try:
+        boards = parse_sizes([params["sizes"]])
+    except KnightsTourError:
+        return None
+    limit = params.get("time_limit_s")
+    est = estimate_batch(
+        boards,
+        solver=str(params.get("solver") or "warnsdorff"),
+        verify=params.get("verify") or None,
+        time_limit_s=float(limit) if isinstance(limit, int | float) else None,
+    )
+    return est.hours_on(workers) * 3600.0 / est.jobs if est.jobs else None
+
+
+def eta_s(todo: int, done: int, elapsed_s: float, planned_s: float | None) -> float | None:
+    """Seconds until ``todo`` more jobs are done, ``done`` having taken ``elapsed_s`` since the
+    clock started; ``planned_s`` the estimated seconds per job (:func:`planned_s_per_job`).
+
+    The time per job is the estimate's and the measured one (``elapsed_s / done``) weighted by
+    the share of the jobs done: the first jobs of a batch also pay for starting the workers and
+    compiling the kernels, so their rate says little about the rest (it promised hours for a
+    batch of seconds); the measured rate takes over as the jobs are done. Without an
+    estimate, the measured rate alone; None while there is neither. 0 when nothing is left.
+    """
+    if todo <= 0:
+        return 0.0
+    measured = elapsed_s / done if done > 0 and elapsed_s > 0 else None
+    if measured is None:
+        return None if planned_s is None else todo * planned_s
+    if planned_s is None:
+        return todo * measured
+    share = done / (done + todo)
+    return todo * ((1.0 - share) * planned_s + share * measured)
+
+
 def count_cpu_s(board: Board, counted_squares: int, representatives: int) -> float:
     """CPU-seconds of an exhaustive tour count on ``board`` that counts ``counted_squares``
     start squares, where the full count with symmetry counts ``representatives``."""
@@ -321,6 +365,8 @@ def count_concerns(cpu_s: float, workers: int, settings: Settings | None = None)
 __all__ = [
     "BatchEstimate",
     "estimate_batch",
+    "eta_s",
+    "planned_s_per_job",
     "parse_sizes",
     "tour_chars",
     "count_cpu_s",

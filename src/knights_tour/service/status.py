@@ -28,6 +28,8 @@ from typing import Any
 
 import redis
 
+from knights_tour.errors import KnightsTourError
+from knights_tour.service.estimate import eta_s, planned_s_per_job
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, progress
 from knights_tour.store.holders import Holding, LeaseView, lease_view, server_leases
@@ -99,6 +101,23 @@ def assess(
     return reason, since + STALL_AFTER_LEASES * lease_s
 
 
+def newest_batch(r: redis.Redis) -> str:
+    """The id of the newest batch on the server: what ``status`` and ``report`` take when no
+    BATCH is given.
+
+    Raises
+    ------
+    KnightsTourError
+        If the server has no batch.
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    items = progress.list_batches(r, limit=1)
+    if not items:
+        raise KnightsTourError("no batches yet (see `ktour run` or `ktour submit`)")
+    return str(items[-1]["batch_id"])
+
+
 def _counts(r: redis.Redis, batch_id: str) -> dict[str, Any]:
     """Records stored, from the tally (cheap); every job is read only to confirm a batch the
     tally calls complete, or where the tally does not cover older records."""
@@ -136,8 +155,9 @@ def batch_view(
         ``jobs``, ``first`` / ``last`` job keys, ``running_job`` or None, ``since`` unix s
         of its claim, ``for_s``, ``live``), ``workers_busy`` (host:pid of the live ones),
         ``live_workers`` (processes with a live lease on the server), ``rate_jobs_per_s``,
-        ``eta_s`` (None when no rate yet or stalled), ``state``, ``reason`` (why stalled, else
-        None), ``stalled_since`` (unix s, else None), ``now`` (the server's clock, unix s).
+        ``planned_s_per_job`` (the estimate on the live workers, or None), ``eta_s``
+        (:func:`~knights_tour.service.estimate.eta_s`; None if stalled or unknown), ``state``,
+        ``reason`` (why stalled, else None), ``stalled_since`` (unix s, else None), ``now``.
 
     Raises
     ------
@@ -172,7 +192,8 @@ def batch_view(
     submitted = _submitted(meta_raw, st.get("created"))
     rate = _rate(st, lv.now) if rate_jobs_per_s is None else rate_jobs_per_s
     out["rate_jobs_per_s"] = None if rate is None else round(rate, 3)
-    eta = 0.0 if remaining == 0 else (remaining / rate if rate else None)
+    out["planned_s_per_job"] = planned_s_per_job(st.get("params") or {}, len(lv.live_tokens))
+    eta = eta_s(remaining, st["done"], st["done"] / rate if rate else 0.0, out["planned_s_per_job"])
     if st["complete"]:
         out["state"] = "collected" if marker and '"written"' in str(marker) else "complete"
     elif state_field == progress.CANCELLED:
@@ -239,4 +260,11 @@ def _submitted(meta_raw: Any, created: float | None) -> float | None:
     return max(times) if times else None
 
 
-__all__ = ["STALL_AFTER_LEASES", "shown_params", "assess", "batch_view", "stalled_batches"]
+__all__ = [
+    "STALL_AFTER_LEASES",
+    "newest_batch",
+    "shown_params",
+    "assess",
+    "batch_view",
+    "stalled_batches",
+]

@@ -82,8 +82,9 @@ class Tally:
         _count_row(row, rec)
 
     def rows(self) -> list[dict[str, Any]]:
-        """The per-board summary rows so far (see :func:`summary_rows`)."""
-        return list(self._rows.values())
+        """The per-board summary rows so far, smallest board first (see :func:`summary_rows`),
+        whatever order the records came in."""
+        return [self._rows[key] for key in sorted(self._rows)]
 
     def problems(self, total: int) -> list[str]:
         """Why a batch of ``total`` jobs with the records added is not a clean success (see
@@ -157,7 +158,7 @@ def _count_row(row: dict[str, Any], rec: Record) -> None:
 
 
 def summary_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
-    """Per-board summary of records, boards in record order.
+    """Per-board summary of records, boards by rows then columns (``5x5`` before ``12x12``).
 
     Returns
     -------
