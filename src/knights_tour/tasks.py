@@ -120,6 +120,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
     (:func:`knights_tour.service.execution.run_chunk`; at the soft time limit the jobs not
     decided are handed back); returns its summary dict."""
     node = getattr(self.request, "hostname", None)
+    lease_keeper.name_process(node)
     return execution.run_chunk(batch_id, job_dicts, node, _resend(batch_id))
 
 
@@ -131,6 +132,7 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
     go to :func:`knights_tour.service.dp_execution.run_dp_chunk` (a sweep longer than the
     task's budget is sent on as a continuation). Returns its summary dict."""
     node = getattr(self.request, "hostname", None)
+    lease_keeper.name_process(node)
     if _is_dp_chunk(subjob_dicts):
         from knights_tour.service import dp_execution  # on first use: see the module docstring
 

@@ -92,6 +92,9 @@ def test_status_of_a_two_worker_run_then_stalled_once_the_workers_die(
         pool = _pool_pids(workers)
         busy = {int(w.rsplit(":", 1)[1]) for w in p["workers_busy"]}
         assert busy <= pool and len(busy) == 2  # the two pool processes we started
+        # named as `ktour workers` and the records name them: their Celery node names
+        names = {w.rsplit(":", 1)[0] for w in p["workers_busy"]}
+        assert names == set(workers.node_names), (names, workers.node_names)
         assert 2 <= p["running"] <= 2 * CHUNK and p["state"] == "running"
         assert p["done"] + p["running"] + p["queued"] + p["orphaned"] == p["total"] == 400
         assert all(1 <= w["jobs"] <= CHUNK and w["since"] for w in p["workers"])

@@ -152,12 +152,9 @@ def test_a_second_identical_run_sends_nothing_while_the_first_carries_every_job(
 
 def test_ending_the_leases_of_killed_processes_ends_only_theirs(fault_redis):
     r = connect(fault_redis.url)
-    for token in ("box:11:a", "box:11:b", "box:111:c", "other:11:d"):
+    tokens = ("box:11:a", "w1@box:12:b", "box:111:c", "other:11:d", "w1@other:12:e")
+    for token in tokens:  # named by host, or by Celery node name (node@host)
         assert leases.open_lease(r, token, 60_000)
-    assert sorted(leases.end_leases_of(r, "box", [11, 12])) == ["box:11:a", "box:11:b"]
-    assert [bool(r.exists(keys.lease(t))) for t in ("box:11:a", "box:111:c", "other:11:d")] == [
-        False,
-        True,
-        True,
-    ]
+    assert sorted(leases.end_leases_of(r, "box", [11, 12])) == ["box:11:a", "w1@box:12:b"]
+    assert [bool(r.exists(keys.lease(t))) for t in tokens] == [False, False, True, True, True]
     assert leases.end_leases_of(r, "box", []) == []

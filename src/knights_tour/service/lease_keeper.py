@@ -2,8 +2,10 @@
 process must stop (the Redis side of leases is :mod:`knights_tour.store.leases`).
 
 Each process that runs jobs has one :class:`LeaseKeeper` (:func:`keeper`): a token
-(``host:pid:random``), the lease key of that token in Redis, and a daemon thread that renews it
-every third of ``KT_LEASE_S`` - one renewal per period (a PEXPIRE, and the lease's end noted in
+(``name:pid:random``: the Celery node name, ``solver1@vm``, that ``ktour workers`` and the
+records show, once :func:`name_process` has given it; else the host), the lease key of that
+token in Redis, and a daemon thread that renews it every third of ``KT_LEASE_S`` - one renewal
+per period (a PEXPIRE, and the lease's end noted in
 the registry of workers, in one script call) for the whole process, however many jobs
 it holds. The keeper remembers when its last successful renewal was sent, so before each job it
 knows without asking Redis whether the lease is certainly still alive (less than ``lease_s``
@@ -58,6 +60,7 @@ class LeaseKeeper:
         self.lease_s = float(lease_s if lease_s is not None else get_settings().lease_s)
         self.margin_s = self.lease_s / 4.0
         self._pid = os.getpid()
+        self.node: str | None = None
         self._ppid = os.getppid()
         self._lock = threading.Lock()
         self._client: redis.Redis | None = None
@@ -89,7 +92,7 @@ class LeaseKeeper:
         with self._lock:
             if self._token is not None and self._client is r:
                 return self._token
-        token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        token = f"{self.node or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         sent = time.monotonic()
         leases.open_lease(r, token, self.lease_ms)
         with self._lock:
@@ -253,4 +256,12 @@ def keeper() -> LeaseKeeper:
         return _KEEPER
 
 
-__all__ = ["LeaseKeeper", "keeper", "exit_with_parent", "EX_SOFTWARE"]
+def name_process(node: str | None) -> None:
+    """Name this process's leases after its Celery node (``solver1@vm``, the task request's
+    ``hostname``), so that ``ktour status`` names a worker as ``ktour workers`` and the records
+    do; from its next token on (None: left as it is)."""
+    if node:
+        keeper().node = node
+
+
+__all__ = ["LeaseKeeper", "keeper", "name_process", "exit_with_parent", "EX_SOFTWARE"]

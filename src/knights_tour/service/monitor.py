@@ -100,7 +100,8 @@ def _heartbeat_age(
 ) -> float | None:
     """Seconds since a pool process of ``node`` last renewed its lease (a renewal sets the
     lease to end ``KT_LEASE_S`` later), from the registry's lease ends; None if none of its
-    processes (tokens ``host:pid:random``) has a lease."""
+    processes (tokens ``node:pid:random``, or ``host:pid:random`` from before the node's name
+    was known) has a lease."""
     host = node.split("@", 1)[-1]
     wanted = {str(p) for p in pids}
     latest = max(
@@ -108,7 +109,7 @@ def _heartbeat_age(
             end
             for token, end in ends.items()
             if token.count(":") >= 2
-            and token.rsplit(":", 2)[0] == host
+            and token.rsplit(":", 2)[0] in (node, host)
             and token.rsplit(":", 2)[1] in wanted
         ),
         default=None,

@@ -151,9 +151,9 @@ def batch_view(
     dict
         :func:`knights_tour.store.progress.batch_status` fields (``missing_keys`` empty) plus
         ``running``, ``queued``, ``orphaned`` (jobs), ``failed`` (error records),
-        ``workers`` (one dict per process holding its jobs: ``worker`` host:pid, ``token``,
+        ``workers`` (one dict per process holding its jobs: ``worker`` node:pid, ``token``,
         ``jobs``, ``first`` / ``last`` job keys, ``running_job`` or None, ``since`` unix s
-        of its claim, ``for_s``, ``live``), ``workers_busy`` (host:pid of the live ones),
+        of its claim, ``for_s``, ``live``), ``workers_busy`` (node:pid of the live ones),
         ``live_workers`` (processes with a live lease on the server), ``rate_jobs_per_s``,
         ``planned_s_per_job`` (the estimate on the live workers, or None), ``eta_s``
         (:func:`~knights_tour.service.estimate.eta_s`; None if stalled or unknown), ``state``,

@@ -77,7 +77,8 @@ class Holding:
     Attributes
     ----------
     token : str
-        The process's token, ``host:pid:random`` (:mod:`knights_tour.service.lease_keeper`).
+        The process's token, ``name:pid:random`` (:mod:`knights_tour.service.lease_keeper`:
+        its Celery node name, ``solver1@vm``, or its host).
     live : bool
         Its lease exists: it is working on them; False: it died or stalled past its lease, so
         they are lost until recovery re-sends them.
@@ -100,7 +101,8 @@ class Holding:
 
     @property
     def worker(self) -> str:
-        """``host:pid`` of the process (the token without its random part)."""
+        """``name:pid`` of the process (the token without its random part): ``solver1@vm:9671``,
+        the worker ``ktour workers`` calls ``solver1@vm``, pool process 9671."""
         return self.token.rsplit(":", 1)[0] if self.token.count(":") >= 2 else self.token
 
 

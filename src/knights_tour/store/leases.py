@@ -321,7 +321,8 @@ def release(r: redis.Redis, led: Ledger, token: str, item_keys: Sequence[str]) -
 
 def end_leases_of(r: redis.Redis, host: str, pids: Sequence[int]) -> list[str]:
     """End at once the leases of the worker processes ``pids`` of ``host`` (tokens
-    ``host:pid:random`` found in the registry of workers), for processes the caller has just
+    ``host:pid:random`` or ``node@host:pid:random`` found in the registry of workers), for
+    processes the caller has just
     killed and reaped: what they held is then lost now (recovery, or a resume, takes it)
     rather than when their leases would have run out. Never for a process that may still run:
     it would lose its claims. Returns the tokens whose leases were ended.
@@ -331,14 +332,15 @@ def end_leases_of(r: redis.Redis, host: str, pids: Sequence[int]) -> list[str]:
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    wanted = {f"{host}:{pid}" for pid in pids}
+    wanted = {str(pid) for pid in pids}
     if not wanted:
         return []
-    tokens = [
-        t
-        for t in (text(x) for x in r.zrange(keys.workers(), 0, -1))
-        if t.rsplit(":", 1)[0] in wanted
-    ]
+
+    def of_ours(token: str) -> bool:
+        name, pid = (token.rsplit(":", 2) + ["", ""])[:2]
+        return pid in wanted and name.rpartition("@")[2] == host
+
+    tokens = [t for t in (text(x) for x in r.zrange(keys.workers(), 0, -1)) if of_ours(t)]
     ended = [t for t in tokens if r.delete(keys.lease(t))]
     return ended
 
