@@ -166,6 +166,17 @@ def test_a_worker_started_by_ktour_worker_runs_a_submitted_batch_and_is_watched(
     assert code == 1 and "no worker answered (start one: ktour worker --redis URL)" in out
 
 
+def test_a_worker_given_a_wrong_password_stops_at_once_with_ex_config(shared_redis, tmp_path):
+    host_port = shared_redis.rsplit("@", 1)[1]
+    log = tmp_path / "w.log"
+    worker = _ktour(["worker", "--redis", f"redis://:wrong-password@{host_port}", "-c", "1"], log)
+    try:
+        assert worker.wait(timeout=DEADLINE_S) == 78
+    finally:
+        _stop(worker)
+    assert "worker not started: Redis at redis://:***@" in log.read_text()
+
+
 def test_worker_and_redis_refuse_bad_input_with_one_line(capsys, tmp_path):
     cases = [
         (["worker"], "KT_REDIS_URL"),

@@ -16,12 +16,12 @@ from pathlib import Path
 import click
 
 from knights_tour.commands._checks import require_positive
-from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._errors import ExitCode, exit_code
 from knights_tour.commands._options import url_redis_option
 from knights_tour.errors import KnightsTourError
 from knights_tour.service._celery import celery_worker
 from knights_tour.service.launching import configured_redis_url, redis_server_binary
-from knights_tour.service.serving import server_password, server_url, worker_argv, write_config
+from knights_tour.service.serving import server_password, server_url, worker_options, write_config
 from knights_tour.settings import get_settings
 from knights_tour.store.urls import check_redis_url
 
@@ -55,13 +55,14 @@ from knights_tour.store.urls import check_redis_url
 )
 def worker(
     redis_url: str | None, concurrency: int | None, name: str, loglevel: str | None
-) -> ExitCode:
+) -> ExitCode | int:
     """Run a Celery worker of the project's queue on a Redis server, until Ctrl-C.
 
     Celery's own worker (prefork pool) with the project's settings (KT_ variables) and names:
     what 'celery -A knights_tour.worker worker -Q knights_tour -n NAME@%h -c N' runs. Needs
     --redis or KT_REDIS_URL (e.g. the URL 'ktour redis' prints). A wrong password or a Redis
-    that may evict keys stops it at once; an unreachable one is retried.
+    that may evict keys stops it at once (exit 78); an unreachable one is retried. Exit 0
+    after a warm shutdown.
     """
     url = configured_redis_url(redis_url)
     if url is None:
@@ -77,8 +78,9 @@ def worker(
     os.environ["KT_REDIS_URL"] = url
     get_settings.cache_clear()
     app = celery_worker().app
-    app.worker_main(argv=worker_argv(name, concurrency or settings.workers, argv_level))
-    return ExitCode.OK
+    node = app.Worker(**worker_options(name, concurrency or settings.workers, argv_level))
+    node.start()
+    return exit_code(int(node.exitcode or 0))
 
 
 @click.command("redis")

