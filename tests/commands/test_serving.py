@@ -152,7 +152,17 @@ def test_a_worker_started_by_ktour_worker_runs_a_submitted_batch_and_is_watched(
         _poll(capsys, url, lambda n: n[node]["failed"] == 1, "one failed job")
 
         code, out, _ = run_cli(
-            capsys, "workers", "--watch", "--interval", "0.5", "--for", "2", "--redis", url
+            capsys,
+            "workers",
+            "--watch",
+            "--interval",
+            "0.5",
+            "--for",
+            "2",
+            "--timeout",
+            "5",
+            "--redis",
+            url,
         )
         assert code == 0
         blocks = [b for b in out.split("\n\n") if b.strip()]

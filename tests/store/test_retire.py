@@ -26,6 +26,7 @@ from knights_tour.store.batches import (
     create_batch,
     save_record,
 )
+from knights_tour.store.cleanup import forget_batch
 from knights_tour.store.connection import connect
 from knights_tour.store.records import earlier_records
 
@@ -83,6 +84,8 @@ def test_a_retry_retires_each_record_once_and_the_next_one_is_stored_as_first(re
     assert not save_record(r, batch_id, again)
     assert {rec.job_key: rec.worker for rec in collect(r, batch_id)}[job.key] == "w2@host"
     assert batch_progress(r, batch_id)["counts"] == {"found": 13, "no_tour": 12}
+    forget_batch(r, batch_id)  # the earlier records go with the batch
+    assert not any(r.exists(keys.batch_earlier(batch_id, k)) for k in unknown)
 
 
 def test_a_retry_with_another_solver_moves_the_job_and_its_attempts(redis_client):
