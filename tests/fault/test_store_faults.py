@@ -147,6 +147,10 @@ def test_a_corrupted_key_is_one_line_naming_it_and_batches_lists_the_others(
         assert code == 1 and f"batch {bad}: Redis key {key}" in err and "Traceback" not in err
     else:
         assert code == 0 and listed[bad]["done"] == n
+    code, _out, err = _cli(capsys, "forget", bad, "--redis", redis_db_url)  # the way out
+    assert code == 0 and "Traceback" not in err, err
+    code, out, err = _cli(capsys, "batches", "--json", "--redis", redis_db_url)
+    assert code == 0 and [b["batch_id"] for b in json.loads(out)] == [good], err
 
 
 def test_a_tally_that_is_not_numbers_is_counted_again(capsys, redis_db_url, tmp_path, monkeypatch):
@@ -309,3 +313,20 @@ def test_the_data_dir_is_private_whatever_the_umask_and_out_follows_it(tmp_path)
     for p in paths:
         want = 0o700 if p.is_dir() else 0o600
         assert p.stat().st_mode & 0o777 == want, (str(p), oct(p.stat().st_mode & 0o777), modes)
+
+
+def test_the_collection_of_finished_batches_goes_past_an_unreadable_one(redis_db_url, tmp_path):
+    """The beat's collection (``collect_finished``): a batch with an unreadable record is
+    listed ``unreadable`` and left for the next collection; the batches after it are still
+    reported."""
+    from knights_tour.service.collector import collect_finished
+
+    r = connect(redis_db_url)
+    bad, _ = _complete_batch(r)
+    good, _ = _complete_batch(r)
+    r.hset(keys.batch_records(bad), _first_job(r, bad), "garbage{")
+    result = collect_finished(r, tmp_path)
+    assert result["unreadable"] == [bad] and result["written"] == [good]
+    assert (tmp_path / f"{good}.jsonl").exists() and not (tmp_path / f"{bad}.jsonl").exists()
+    assert len(store.repair_results(r, bad, unreadable=True)) == 1
+    assert collect_finished(r, tmp_path)["unfinished"] == [bad]  # its job now waits for a rerun

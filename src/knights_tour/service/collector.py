@@ -45,7 +45,7 @@ from typing import Any, cast
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
-from knights_tour.errors import KnightsTourError
+from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.output.recordfile import records_to_jsonl
 from knights_tour.result import Record
 from knights_tour.store import batches as store
@@ -275,6 +275,8 @@ def collect_finished(
         ``locked`` (True: another collection held the lock, nothing done), ``written`` (batch
         ids reported by this call, in order), ``skipped`` (finished batches another collector
         claimed or whose report file already existed), ``unfinished`` (batches still running),
+        ``unreadable`` (batches with a key that cannot be read, e.g. a corrupted record: not
+        reported, tried again by the next collection; ``ktour collect BATCH`` names the key),
         ``at`` (unix seconds), ``host``.
 
     Raises
@@ -293,6 +295,7 @@ def collect_finished(
         "written": [],
         "skipped": [],
         "unfinished": [],
+        "unreadable": [],
         "at": now,
         "host": socket.gethostname(),
     }
@@ -322,10 +325,13 @@ def _collect_batch(
 ) -> str | None:
     """Collect one pending batch under the lock: ``"unfinished"`` (still running),
     ``"skipped"`` (another collector claimed it, or its report file existed), ``"written"``,
-    or None (the batch expired or was deleted meanwhile). A claim whose write fails is
+    ``"unreadable"`` (a key of it cannot be read: nothing written, its claim released), or
+    None (the batch expired or was deleted meanwhile). A claim whose write fails is
     released before the error propagates, so the next collection retries the batch."""
     try:
         st = store.batch_status(r, batch_id, max_missing=0)
+    except CorruptKeyError:
+        return "unreadable"
     except KnightsTourError:
         return None
     if not st["complete"]:
@@ -334,6 +340,9 @@ def _collect_batch(
         return "skipped"
     try:
         written = _write_report(r, reports, batch_id, now)
+    except CorruptKeyError:  # the next batches are still collected; this one is retried
+        _release_claim(r, batch_id, token)
+        return "unreadable"
     except BaseException:
         _release_claim(r, batch_id, token)
         raise

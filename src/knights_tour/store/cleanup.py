@@ -60,6 +60,12 @@ def _delete(r: redis.Redis, names: list[str]) -> int:
     return total
 
 
+def _entries(r: redis.Redis, name: str) -> int:
+    """Fields of the hash ``name``; 0 if it holds another type (a corrupted key is forgotten
+    too)."""
+    return int(r.hlen(name)) if _text(r.type(name)) in ("hash", "none") else 0
+
+
 def _drop_resume_pointers(r: redis.Redis, batch_id: str) -> None:
     for name in r.scan_iter(match=keys.batch_resume("*"), count=1000):
         if _text(r.get(name) or "") == batch_id:
@@ -89,7 +95,7 @@ def forget_batch(r: redis.Redis, batch_id: str) -> Freed:
     listed = r.zscore(keys.batches(), batch_id) is not None
     if not names and not listed:
         raise KnightsTourError(f"unknown batch {batch_id!r} (see `ktour batches`)")
-    freed = Freed(keys=len(names), records=int(r.hlen(keys.batch_records(batch_id))))
+    freed = Freed(keys=len(names), records=_entries(r, keys.batch_records(batch_id)))
     freed.bytes = _delete(r, names)
     pipe = r.pipeline(transaction=False)
     pipe.zrem(keys.batches(), batch_id)
@@ -112,7 +118,7 @@ def forget_count(r: redis.Redis, count_id: str) -> Freed:
     listed = r.zscore(keys.counts(), count_id) is not None
     if not names and not listed:
         raise KnightsTourError(f"unknown count {count_id!r}")
-    freed = Freed(keys=len(names), records=int(r.hlen(keys.count_partials(count_id))))
+    freed = Freed(keys=len(names), records=_entries(r, keys.count_partials(count_id)))
     freed.bytes = _delete(r, names)
     pipe = r.pipeline(transaction=False)
     pipe.zrem(keys.counts(), count_id)
