@@ -16,9 +16,18 @@ For every run it prints, as a table and a JSON file (``--json``, default
 ``benchmarks/results/bench_scale.json``):
 
 * ``wall_s``: the ``ktour run`` process, launch to exit;
-* ``batch_s``: first job start to last job end (from the records' ``finished_at`` and
+* ``submit_s``: the client's submission, from its start (before the jobs are made) to its last
+  task sent, and ``to_submit_s``: launch to that start (both from the times the client notes
+  in the batch's hash, :func:`knights_tour.store.batches.submission`; blank for a tree that
+  notes none);
+* ``batch_s``: the batch's time from the start of its submission to the last job's end, what
+  the client's line "N/N jobs done in X s" states (``done_line_s``: that X, read from its
+  stderr; it is printed at the first poll after the last job);
+* ``jobs_s``: first job start to last job end (from the records' ``finished_at`` and
   ``job_elapsed_s``); ``before_first_s`` / ``after_last_s``: launch to first job start, last job
-  end to exit (start-up; collection, writing and shut-down);
+  end to exit (start-up and submission; collection, writing and shut-down);
+* ``client_cpu_s``: CPU seconds (user + system) of the ``ktour`` process itself, not of its
+  children (Redis, workers), read when it has exited, before it is reaped;
 * ``client_rss_mb``: peak RSS of the ``ktour`` process (sampled every 0.1 s);
 * ``redis_peak_mb``: peak ``used_memory`` of ``INFO memory`` during the run (sampled), and
   ``redis_rss_peak_mb``: peak RSS of the redis-server process;
@@ -45,8 +54,10 @@ bytes with the ``--out`` file, and ``ktour verify FILE --all``. Figures depend o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -142,7 +153,8 @@ def _batch_span(out: Path) -> tuple[int, float, float]:
 
 def _stored_per_record(data_dir: Path, batch_id: str, env: dict[str, str]) -> dict[str, Any]:
     """Reopen the data dir's Redis (a fresh process, so only stored data counts) and measure
-    the batch's records."""
+    the batch's records; ``submitted``: the ``[began, sent]`` unix seconds of its submission
+    the client noted in the batch's hash, or None (a tree that notes none)."""
     code = (
         "import json,sys\n"
         "from pathlib import Path\n"
@@ -151,8 +163,11 @@ def _stored_per_record(data_dir: Path, batch_id: str, env: dict[str, str]) -> di
         "with EmbeddedRedis(Path(sys.argv[1])) as s:\n"
         "    r = redis.Redis.from_url(s.url)\n"
         "    k = f'kt:batch:{sys.argv[2]}:records'\n"
+        "    note = r.hget(f'kt:batch:{sys.argv[2]}', 'submitted')\n"
+        "    note = json.loads(note) if note else None\n"
         "    print(json.dumps({'records': r.hlen(k), 'hash': r.memory_usage(k, samples=0),\n"
-        "        'used': int(r.info('memory')['used_memory'])}))\n"
+        "        'used': int(r.info('memory')['used_memory']),\n"
+        "        'submitted': [note['began'], note['sent']] if note else None}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(data_dir / "redis"), batch_id],
@@ -164,6 +179,7 @@ def _stored_per_record(data_dir: Path, batch_id: str, env: dict[str, str]) -> di
     m = json.loads(out.stdout.strip().splitlines()[-1])
     n = max(1, m["records"])
     return {
+        "submitted": m["submitted"],
         "stored_records": m["records"],
         "records_hash_bytes_per_record": round(m["hash"] / n),
         "redis_used_bytes_per_record": round(m["used"] / n),
@@ -272,7 +288,18 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
         )
         sampler = _Sampler(psutil.Process(proc.pid), data_dir)
         ended: list[float] = []
-        waiter = threading.Thread(target=lambda: (proc.wait(), ended.append(time.time())))
+        cpu: list[float] = []
+
+        def wait() -> None:
+            # Waited for without reaping it: the exited process's own CPU times are still there
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            ended.append(time.time())
+            with contextlib.suppress(psutil.Error):
+                times = sampler.proc.cpu_times()
+                cpu.append(times.user + times.system)
+            proc.wait()
+
+        waiter = threading.Thread(target=wait)
         waiter.start()
         while waiter.is_alive():
             sampler.sample()
@@ -283,6 +310,9 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
             raise SystemExit(f"ktour run failed ({proc.returncode}):\n{stderr[-2000:]}")
         batch_id = stdout.strip().splitlines()[-1]
         n, first, last = _batch_span(out)
+        stored = _stored_per_record(data_dir, batch_id, env)
+        submitted = stored.pop("submitted")
+        done_line = re.search(r"jobs done in ([0-9.]+) s", stderr)
         row: dict[str, Any] = {
             "workload": workload,
             "workers": k,
@@ -290,15 +320,20 @@ def run_once(workload: str, k: int, src: Path | None, check: bool) -> dict[str, 
             "jobs": n,
             "exit": proc.returncode,
             "wall_s": round(t_end - t0, 2),
-            "batch_s": round(last - first, 2),
+            "to_submit_s": round(submitted[0] - t0, 2) if submitted else None,
+            "submit_s": round(submitted[1] - submitted[0], 2) if submitted else None,
+            "batch_s": round(last - submitted[0], 2) if submitted else None,
+            "done_line_s": float(done_line.group(1)) if done_line else None,
+            "jobs_s": round(last - first, 2),
             "before_first_s": round(first - t0, 2),
             "after_last_s": round(t_end - last, 2),
+            "client_cpu_s": round(cpu[0], 2) if cpu else None,
             "client_rss_mb": round(sampler.client / 2**20, 1),
             "redis_peak_mb": round(sampler.redis_used / 2**20, 1),
             "redis_rss_peak_mb": round(sampler.redis_rss / 2**20, 1),
             "out_mb": round(out.stat().st_size / 2**20, 1),
         }
-        row.update(_stored_per_record(data_dir, batch_id, env))
+        row.update(stored)
         floor_after = in_process_floor(workload, k, src)
         row["floor_s"] = round((floor_before + floor_after) / 2, 2)
         row["floor_spread"] = round(
@@ -322,9 +357,14 @@ COLUMNS = (
     "wall_over_floor",
     "load_before",
     "load_after",
+    "to_submit_s",
+    "submit_s",
     "batch_s",
+    "done_line_s",
+    "jobs_s",
     "before_first_s",
     "after_last_s",
+    "client_cpu_s",
     "client_rss_mb",
     "redis_peak_mb",
     "redis_rss_peak_mb",

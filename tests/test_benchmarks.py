@@ -132,6 +132,7 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
             ],
         )
     ],
+    "bench_submit.py": [("5", ["--sizes", "5", "--repeats", "1", "--json", "{tmp}/out.json"])],
     "bench_status.py": [
         ("6x6", ["--sizes", "6", "--workers", "1", "--repeats", "1", "--json", "{tmp}/out.json"]),
         ("synthetic", ["--synthetic-sizes", "5", "--repeats", "1", "--json", "{tmp}/out.json"]),

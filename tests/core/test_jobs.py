@@ -128,6 +128,34 @@ def test_make_batch_jobs_covers_every_start_square_row_major():
     ] * 12
 
 
+def test_to_dict_leaves_out_the_optional_fields_at_their_defaults():
+    plain = Job(6, 8, (2, 3))
+    assert plain.to_dict() == GOOD  # what a broker message and the stored jobs carry
+    assert Job.from_dict(plain.to_dict()) == plain
+    changed = {
+        "closed": True,
+        "verify": "cpsat",
+        "time_limit_s": 5.0,
+        "exhaustive": True,
+        "node_limit": 1000,
+    }
+    for name, value in changed.items():
+        job = Job(6, 8, (2, 3), **{name: value})
+        assert job.to_dict() == {**GOOD, name: value}
+        assert Job.from_dict(json.loads(json.dumps(job.to_dict()))) == job
+
+
+def test_make_batch_jobs_equals_jobs_validated_one_by_one():
+    """The batch's jobs are validated once per board; each is the job the validating
+    constructor builds for its square."""
+    boards = [Board(5, 5), Board(3, 4), Board(6, 8)]
+    options = {"solver": "cpsat", "closed": True, "time_limit_s": 2, "node_limit": 50}
+    jobs = make_batch_jobs(boards, **options)
+    assert jobs == [Job(b.rows, b.cols, sq, **options) for b in boards for sq in b.squares()]
+    assert all(Job.from_dict(j.to_dict()) == j for j in jobs)
+    assert all(isinstance(j.start, tuple) and isinstance(j.time_limit_s, float) for j in jobs)
+
+
 def test_make_batch_jobs_validates_options():
     with pytest.raises(InvalidJobError, match="unknown solver"):
         make_batch_jobs([5], solver="nope")

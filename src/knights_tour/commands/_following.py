@@ -125,11 +125,14 @@ def follow(
     out: str | None,
     hint: str,
     job_keys: Sequence[str] | None = None,
+    began: float | None = None,
 ) -> Outcome:
     """Wait for the batch until it is complete, the deadline passes (monotonic seconds),
     Ctrl-C, or a cancel from elsewhere; then write its records to ``out`` (complete only).
     Given the batch's ``job_keys``, a JSON Lines file is written while the batch runs
     (:class:`~knights_tour.service.record_stream.RecordStream`) and put in place at its end.
+    ``began``: when its submission began (unix seconds), what the line saying how long it
+    took counts from (:func:`~knights_tour.commands._records.wait_with_progress`).
 
     Left unfinished (exit 1 for --timeout / a cancel from elsewhere, 130 for Ctrl-C), the
     outcome has no tally, after one line saying so (:func:`stopped`)."""
@@ -155,6 +158,7 @@ def follow(
             backend.url,
             check=check_and_write,
             workers=backend.worker_count,
+            began=began,
         )
     except KeyboardInterrupt:
         if stream is not None:
@@ -210,8 +214,9 @@ def submit_and_follow(
 ) -> Outcome:
     """``ktour run`` on an open backend: make the jobs (``job_args`` as :func:`batch_jobs`
     takes them), start the batch or resume the unfinished one with the same jobs and
-    parameters (``fresh``: start over), say which, and :func:`follow` it. Ctrl-C while it is
-    being submitted cancels it (exit 130)."""
+    parameters (``fresh``: start over), say which and how long submitting took, and
+    :func:`follow` it. Ctrl-C while it is being submitted cancels it (exit 130)."""
+    began = time.time()  # the batch's time is counted from here, its jobs' making included
     boards, jobs, params, chunk = batch_jobs(*job_args)
     known: list[str] = []
     resumed: list[bool] = []
@@ -226,23 +231,24 @@ def submit_and_follow(
 
     try:
         batch_id, reused, sent = start_or_resume(
-            backend.url, jobs, params, chunk, fresh=fresh, on_id=on_id
+            backend.url, jobs, params, chunk, fresh=fresh, on_id=on_id, began=began
         )
     except KeyboardInterrupt:
         if not known:
             raise
         stopped(backend, known[0], "by Ctrl-C", resume_hint(known[0], redis_url))
         return Outcome(ExitCode.INTERRUPTED, known[0], {}, None, "")
+    took = f"in {time.time() - began:.1f} s"
     if reused or any(resumed):
         note(
             f"resuming batch {batch_id}: {reused} of {len(jobs)} jobs already "
             f"recorded, not recomputed; {sent} sent to "
-            f"{backend.where} (--fresh starts over)"
+            f"{backend.where} {took} (--fresh starts over)"
         )
     else:
         note(
             f"batch {batch_id}: {len(jobs)} jobs on {len(boards)} board(s) submitted "
-            f"to {backend.where}"
+            f"to {backend.where} {took}"
         )
     return follow(
         backend,
@@ -252,6 +258,7 @@ def submit_and_follow(
         out,
         resume_hint(batch_id, redis_url),
         job_keys=[job.key for job in send_order(jobs)],
+        began=began,
     )
 
 
@@ -310,21 +317,26 @@ def resume_and_follow(
     """
     st = batch_status(backend.client, batch_id, max_missing=0)  # unknown batch -> error
     hint = resume_hint(batch_id, redis_url)
+    began = None
     if not st["complete"]:
         backend.start_workers()
         backend.abandon_on_error(f"batch {batch_id}", lambda r: cancel_batch(r, batch_id))
+        began = time.time()
         try:
-            reused, sent = resume_batch(backend.url, batch_id, chunk_size or DEFAULT_CHUNK_SIZE)
+            reused, sent = resume_batch(
+                backend.url, batch_id, chunk_size or DEFAULT_CHUNK_SIZE, began=began
+            )
         except KeyboardInterrupt:
             stopped(backend, batch_id, "by Ctrl-C", hint)
             return Outcome(ExitCode.INTERRUPTED, batch_id, {}, None, "")
         note(
             f"resuming batch {batch_id}: {reused} of {st['total']} jobs already "
-            f"recorded, not recomputed; {sent} sent to {backend.where}"
+            f"recorded, not recomputed; {sent} sent to {backend.where} "
+            f"in {time.time() - began:.1f} s"
         )
     else:
         note(f"batch {batch_id} is complete ({st['done']}/{st['total']} jobs): collecting")
-    return follow(backend, batch_id, st["total"], deadline, out, hint)
+    return follow(backend, batch_id, st["total"], deadline, out, hint, began=began)
 
 
 def cancel_command(batch_id: str, redis_url: str | None) -> None:
@@ -341,13 +353,18 @@ def cancel_command(batch_id: str, redis_url: str | None) -> None:
 
 def submit_command(url: str, job_args: tuple[Any, ...]) -> None:
     """``ktour submit`` to the Redis at ``url`` once its input is checked and the server
-    reached: make the jobs (``job_args`` as :func:`batch_jobs` takes them), warn if no worker
-    answers, submit, and print the batch id alone on the last line."""
-    boards, jobs, params, chunk = batch_jobs(*job_args)
+    reached: warn if no worker answers, make the jobs (``job_args`` as :func:`batch_jobs` takes
+    them), submit, say how long making and submitting took, and print the batch id alone on
+    the last line."""
     if no_worker_answers(url):
         note(NO_WORKERS_WARNING)
-    batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk)
-    click.echo(f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)}")
+    began = time.time()
+    boards, jobs, params, chunk = batch_jobs(*job_args)
+    batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk, began=began)
+    click.echo(
+        f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)} "
+        f"in {time.time() - began:.1f} s"
+    )
     click.echo(batch_id)
 
 

@@ -24,6 +24,7 @@ from knights_tour.service.batches import stream_records, wait_for_batch
 from knights_tour.service.estimate import planned_s_per_job
 from knights_tour.service.verdict import Tally, summary_total
 from knights_tour.service.waiting import WaitHooks
+from knights_tour.store.batches import batch_progress, submission
 
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
@@ -119,12 +120,20 @@ def wait_with_progress(
     recover_url: str,
     check: Callable[[dict[str, Any]], None] | None = None,
     workers: int = 0,
+    began: float | None = None,
 ) -> dict[str, Any]:
     """Wait for the batch with a progress bar (a line every ``KT_PROGRESS_S`` when stderr is
-    not a terminal); once it is complete, one line saying how long it took. With ``workers``
-    (the worker processes it runs on, where known) the ETA starts from the batch's estimate
+    not a terminal); once it is complete, one line saying how long it took from the start of
+    its submission: ``began`` (unix seconds), else the start of its latest submission noted in
+    Redis (:func:`~knights_tour.store.batches.submission`); a batch complete before the wait,
+    or with no such note, is said to be so instead. With ``workers`` (the worker processes it
+    runs on, where known) the ETA starts from the batch's estimate
     (:func:`~knights_tour.service.estimate.planned_s_per_job`)."""
-    began = time.monotonic()
+    waited_from = time.time()
+    if began is None:
+        already = batch_progress(client, batch_id)
+        noted = None if already and already["complete"] else submission(client, batch_id)
+        began = noted[0] if noted is not None else None
 
     def plan(status: dict[str, Any]) -> float | None:
         return planned_s_per_job(status.get("params") or {}, workers)
@@ -136,10 +145,11 @@ def wait_with_progress(
             client, batch_id, timeout_s=timeout, recover_url=recover_url, hooks=WaitHooks(**hooks)
         )
     if status["complete"]:
-        note(
-            f"batch {batch_id}: {status['done']}/{status['total']} jobs done in "
-            f"{time.monotonic() - began:.1f} s"
-        )
+        done = f"batch {batch_id}: {status['done']}/{status['total']} jobs done"
+        if began is not None:
+            note(f"{done} in {time.time() - began:.1f} s from the start of its submission")
+        else:
+            note(f"{done} ({time.time() - waited_from:.1f} s waited)")
     return status
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -108,6 +109,8 @@ def submit_batch(
     batch_id: str | None = None,
     only_missing: bool = False,
     largest_first: bool = True,
+    began: float | None = None,
+    digest: str | None = None,
 ) -> str:
     """Register a batch in Redis and send its jobs to the workers; returns the batch id.
 
@@ -130,6 +133,11 @@ def submit_batch(
     largest_first : bool
         Send the jobs of the largest boards first (stable otherwise), so the slowest jobs do
         not all wait at the end of the queue while other workers idle.
+    began : float, optional
+        Unix seconds when the submission began (before its jobs were made; default: now),
+        noted with the time its last task was sent (:func:`store.note_submission`).
+    digest : str, optional
+        :func:`batch_digest` of ``jobs`` and ``params``, if the caller has it.
 
     Returns
     -------
@@ -148,6 +156,7 @@ def submit_batch(
     .. [1] R. L. Graham, "Bounds on multiprocessing timing anomalies", SIAM J. Appl. Math. 17
        (1969) 416-429 (longest processing time first).
     """
+    began = time.time() if began is None else began
     if chunk_size is not None and chunk_size < 1:
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
@@ -155,7 +164,7 @@ def submit_batch(
     batch_id = store.create_batch(r, jobs, params, batch_id=batch_id)
     if is_new and params is not None:
         # remembered for resume: `ktour run` with the same jobs and params continues it
-        store.remember_batch(r, batch_digest(jobs, params), batch_id)
+        store.remember_batch(r, digest or batch_digest(jobs, params), batch_id)
     activate(r, Ledger.for_batch(batch_id))
     to_send = list(jobs)
     if only_missing:
@@ -163,6 +172,7 @@ def submit_batch(
         missing = set(status["missing_keys"])
         to_send = [j for j in to_send if j.key in missing]
     _send_jobs(redis_url, batch_id, to_send, chunk_size, largest_first)
+    store.note_submission(r, batch_id, began, time.time())
     r.close()
     return batch_id
 
@@ -182,16 +192,13 @@ def _send_jobs(
     largest_first: bool = True,
 ) -> None:
     """Put ``jobs`` of ``batch_id`` on the queue in run-jobs tasks at
-    :data:`knights_tour.messages.BATCH_PRIORITY` (chunks: :func:`plan_chunks`)."""
+    :data:`knights_tour.messages.BATCH_PRIORITY` (chunks: :func:`plan_chunks`), pipelined."""
     to_send = send_order(jobs) if largest_first else list(jobs)
-    celery = celery_worker()
-    with celery.use_redis(redis_url).producer_or_acquire() as producer:
+    with celery_worker().sending(redis_url) as send:
         for chunk in plan_chunks(to_send, chunk_size):
-            celery.send(
+            send(
                 messages.TASK_RUN_JOBS,
                 [batch_id, [j.to_dict() for j in chunk]],
-                url=redis_url,
-                producer=producer,
                 priority=messages.BATCH_PRIORITY,
             )
 
@@ -326,6 +333,7 @@ def start_or_resume(
     chunk_size: int | None = DEFAULT_CHUNK_SIZE,
     fresh: bool = False,
     on_id: Callable[[str], None] | None = None,
+    began: float | None = None,
 ) -> tuple[str, int, int]:
     """Resume the latest unfinished batch asked for with the same ``jobs`` and ``params``
     (made by ``ktour run``, ``ktour submit`` or a schedule sweep; cancelled, timed out or
@@ -336,6 +344,8 @@ def start_or_resume(
     on_id : callable, optional
         Called with the batch id as soon as it is known, before any task is sent (so an
         interrupt while sending can still cancel the batch).
+    began : float, optional
+        As for :func:`submit_batch`.
 
     Returns
     -------
@@ -355,19 +365,22 @@ def start_or_resume(
         if old is not None and not store.batch_status(r, old, max_missing=0)["complete"]:
             if on_id is not None:
                 on_id(old)
-            reused, sent = resume_batch(redis_url, old, chunk_size)
+            reused, sent = resume_batch(redis_url, old, chunk_size, began=began)
             return old, reused, sent
         batch_id = store.new_batch_id()
         if on_id is not None:
             on_id(batch_id)
-        submit_batch(redis_url, jobs, params, chunk_size, batch_id=batch_id)
+        submit_batch(redis_url, jobs, params, chunk_size, batch_id, began=began, digest=digest)
         return batch_id, 0, len(jobs)
     finally:
         r.close()
 
 
 def resume_batch(
-    redis_url: str, batch_id: str, chunk_size: int | None = DEFAULT_CHUNK_SIZE
+    redis_url: str,
+    batch_id: str,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
+    began: float | None = None,
 ) -> tuple[int, int]:
     """Resume ``batch_id``, whoever made it and however it stopped (cancelled, timed out,
     abandoned by a process that died): its ``cancelled`` state is cleared and each job without
@@ -383,7 +396,7 @@ def resume_batch(
     by a worker whose lease is gone is released and sent as a fresh start, its deaths
     forgotten, in the same script call that tells recovery to leave it alone
     (:func:`knights_tour.store.orphans.take_for_resume`): a resume and a recovery pass never
-    both send it.
+    both send it. ``began``: as for :func:`submit_batch`.
 
     Returns
     -------
@@ -399,6 +412,7 @@ def resume_batch(
     BackendUnavailableError
         If Redis cannot be reached.
     """
+    began = time.time() if began is None else began
     if chunk_size is not None and chunk_size < 1:
         raise KnightsTourError(f"chunk size must be at least 1, got {chunk_size}")
     r = connect(redis_url)
@@ -425,6 +439,7 @@ def resume_batch(
         store.create_batch(r, jobs, batch_id=batch_id)  # keeps the batch's keys alive
         activate(r, led)
         _send_jobs(redis_url, batch_id, [j for j in jobs if j.key in taken], chunk_size)
+        store.note_submission(r, batch_id, began, time.time())
         return int(st["done"]), len(taken)
     finally:
         r.close()

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import redis
 
 from knights_tour.core.jobs import Job, order_key
@@ -56,6 +57,14 @@ def new_batch_id() -> str:
     """A fresh batch id: UTC time plus randomness, e.g. ``20261120-232512-9f3a1c``; sorts by
     time."""
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+_JOB_ENCODER = msgspec.json.Encoder()
+"""Encodes a job's dict as compact JSON (as :func:`knights_tour.store.registry.dumps` writes
+it), in C: a batch stores one per job."""
+
+_HSET_FIELDS = 5000
+"""Jobs per HSET command of :func:`create_batch` (all of them in one transaction)."""
 
 
 def _job_dict(job: Job | Mapping[str, Any]) -> dict[str, Any]:
@@ -98,13 +107,16 @@ def create_batch(
         batch_id = new_batch_id()
     elif not batch_id or any(c.isspace() for c in batch_id) or ":" in batch_id:
         raise KnightsTourError(f"malformed batch id {batch_id!r}")
-    mapping = {_job_key(j): registry.dumps(_job_dict(j)) for j in jobs}
+    encode = _JOB_ENCODER.encode
+    fields: list[Any] = []  # key, value, key, value, ...: a job given twice is stored once
+    for j in jobs:
+        fields += (_job_key(j), encode(_job_dict(j)))
     meta = registry.open_meta(
         r, keys.batch(batch_id), "batch_id", batch_id, {"params": dict(params or {})}
     )
     pipe = r.pipeline(transaction=True)
-    for i in range(0, len(mapping), 5000):
-        pipe.hset(keys.batch_jobs(batch_id), mapping=dict(list(mapping.items())[i : i + 5000]))
+    for i in range(0, len(fields), 2 * _HSET_FIELDS):
+        pipe.hset(keys.batch_jobs(batch_id), items=fields[i : i + 2 * _HSET_FIELDS])
     pipe.execute()
     total = r.hlen(keys.batch_jobs(batch_id))
     meta["total"] = total
@@ -116,6 +128,25 @@ def create_batch(
             pipe.expire(k, ttl)
     pipe.execute()
     return batch_id
+
+
+def note_submission(r: redis.Redis, batch_id: str, began: float, sent: float) -> None:
+    """Store when the batch's latest submission (``ktour run``, ``submit``, ``resume``, a
+    sweep) began, before its jobs were made, and when its last task was sent: unix seconds,
+    read back by :func:`submission`."""
+    r.hset(keys.batch(batch_id), "submitted", registry.dumps({"began": began, "sent": sent}))
+
+
+def submission(r: redis.Redis, batch_id: str) -> tuple[float, float] | None:
+    """``(began, sent)`` of the batch's latest submission in unix seconds
+    (:func:`note_submission`); None if none was noted (a batch submitted by older code) or
+    the note is unreadable."""
+    raw = r.hget(keys.batch(batch_id), "submitted")
+    try:
+        note = json.loads(raw) if raw else None
+        return (float(note["began"]), float(note["sent"])) if note else None
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def batch_jobs(r: redis.Redis, batch_id: str) -> list[Job]:
@@ -309,6 +340,8 @@ __all__ = [
     "remember_batch",
     "new_batch_id",
     "create_batch",
+    "note_submission",
+    "submission",
     "save_record",
     "save_records",
     "get_batch_meta",

@@ -72,7 +72,8 @@ def batches() -> str:
 
 
 def batch(batch_id: str) -> str:
-    """Hash with the batch's ``meta`` JSON and ``total``."""
+    """Hash with the batch's ``meta`` JSON and ``total``; its ``state`` (cancelled) and
+    ``submitted`` (its last submission's times) when set."""
     return f"{PREFIX}batch:{batch_id}"
 
 
