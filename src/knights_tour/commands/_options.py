@@ -43,29 +43,36 @@ def _checked_limit(ctx: click.Context, param: click.Parameter, value: Any) -> An
     return value
 
 
-time_limit_option = click.option(
-    "--time-limit",
-    "time_limit",
-    type=float,
-    default=None,
-    metavar="S",
-    callback=_checked_limit,
-    show_default=(f"KT_JOB_TIME_LIMIT_S, else {default_of('job_time_limit_s'):g}"),
-    help="Time budget of each job in seconds, its solver and CP-SAT cross-check together; "
+def limit_option(
+    kind: str, help: str, show_default: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--time-limit S`` (``kind`` ``"time"``, seconds) or ``--node-limit N`` (``"node"``)
+    with the command's own ``help`` (and default shown), checked by :func:`_checked_limit`."""
+    return click.option(
+        f"--{kind}-limit",
+        f"{kind}_limit",
+        type=float if kind == "time" else int,
+        default=None,
+        metavar="S" if kind == "time" else "N",
+        callback=_checked_limit,
+        show_default=show_default,
+        help=help,
+    )
+
+
+time_limit_option = limit_option(
+    "time",
+    "Time budget of each job in seconds, its solver and CP-SAT cross-check together; "
     "on expiry the job is unknown (time_limit).",
+    f"KT_JOB_TIME_LIMIT_S, else {default_of('job_time_limit_s'):g}",
 )
 """``--time-limit S`` of ``solve``, ``run`` and ``submit``: the job's budget; its default is
 the setting's (:class:`knights_tour.settings.Settings`), whatever the backend."""
 
-node_limit_option = click.option(
-    "--node-limit",
-    "node_limit",
-    type=int,
-    default=None,
-    metavar="N",
-    callback=_checked_limit,
-    show_default="the engine's, by board size",
-    help="Engine search nodes per job; spent, the job is unknown (node_limit).",
+node_limit_option = limit_option(
+    "node",
+    "Engine search nodes per job; spent, the job is unknown (node_limit).",
+    "the engine's, by board size",
 )
 """``--node-limit N`` of ``solve``, ``run`` and ``submit``."""
 
@@ -131,6 +138,7 @@ def timeout_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 __all__ = [
     "timeout_option",
+    "limit_option",
     "interval_option",
     "solver_option",
     "time_limit_option",

@@ -17,12 +17,7 @@ import click
 
 from knights_tour.commands._checks import check_out_path, require_positive, require_workers
 from knights_tour.commands._errors import ExitCode
-from knights_tour.commands._options import (
-    node_limit_option,
-    redis_option,
-    time_limit_option,
-    workers_option,
-)
+from knights_tour.commands._options import limit_option, redis_option, workers_option
 from knights_tour.commands._shared import note
 from knights_tour.commands.lifecycle import (
     _following,
@@ -55,8 +50,8 @@ from knights_tour.solvers import check_solver_name, solver_names
     help=f"Run the retried jobs with this solver ({', '.join(solver_names())}); default: "
     "each job's own.",
 )
-@time_limit_option
-@node_limit_option
+@limit_option("time", "Time budget in seconds of each retried job (default: each job's own).")
+@limit_option("node", "Engine search nodes of each retried job (default: each job's own).")
 @click.option(
     "--exhaustive", is_flag=True, help="Retried jobs search without a node budget (engine)."
 )
