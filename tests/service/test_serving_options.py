@@ -33,16 +33,16 @@ def test_a_generated_password_is_private_and_kept_for_the_next_start(tmp_path):
 
 
 def test_the_server_is_configured_as_the_workers_require(tmp_path):
-    conf = write_config(tmp_path, "0.0.0.0", 6400, "secret-pw")
+    srv = tmp_path / "srv"
+    conf = write_config(srv, "0.0.0.0", 6400, "secret-pw")
     assert stat.S_IMODE(conf.stat().st_mode) == 0o600
+    assert stat.S_IMODE(srv.stat().st_mode) == 0o700
     lines = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
-    assert lines == dict(
-        line.split(" ", 1)
-        for line in redis_config(tmp_path, "0.0.0.0", 6400, "secret-pw").splitlines()
-    )
+    expected = redis_config(srv, "0.0.0.0", 6400, "secret-pw").splitlines()
+    assert lines == dict(line.split(" ", 1) for line in expected)
     assert lines["maxmemory-policy"] == "noeviction" and lines["appendonly"] == "yes"
     assert lines["requirepass"] == "secret-pw" and lines["port"] == "6400"
-    assert lines["bind"] == "0.0.0.0" and lines["dir"] == f'"{tmp_path.resolve()}"'
+    assert lines["bind"] == "0.0.0.0" and lines["dir"] == f'"{srv.resolve()}"'
 
 
 def test_the_printed_url_names_a_host_clients_can_reach():

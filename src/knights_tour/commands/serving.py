@@ -22,7 +22,7 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.service._celery import celery_worker
 from knights_tour.service.launching import configured_redis_url, redis_server_binary
 from knights_tour.service.serving import server_password, server_url, worker_options, write_config
-from knights_tour.settings import get_settings
+from knights_tour.settings import PRIVATE_UMASK, get_settings
 from knights_tour.store.urls import check_redis_url
 
 
@@ -129,6 +129,7 @@ def redis_server(bind: str, port: int, password: str | None, data_dir: str | Non
     click.echo(server_url(bind, port, secret), nl=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    os.umask(PRIVATE_UMASK)  # its append-only file is its owner's alone
     os.execv(binary, [binary, str(conf)])  # noqa: S606 - the bundled server, no shell
     return ExitCode.OK  # pragma: no cover - execv does not return
 

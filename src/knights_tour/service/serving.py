@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from knights_tour.errors import KnightsTourError
+from knights_tour.settings import PRIVATE_FILE_MODE, private_dir
 from knights_tour.store import keys
 
 _PASSWORD = re.compile(r"[A-Za-z0-9._~-]{8,128}")
@@ -51,9 +52,9 @@ def server_password(data_dir: Path, given: str | None) -> str:
         saved = path.read_text().strip()
         if _PASSWORD.fullmatch(saved):
             return saved
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     password = secrets.token_urlsafe(18)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w") as f:
         f.write(password + "\n")
     return password
@@ -82,16 +83,17 @@ def redis_config(data_dir: Path, bind: str, port: int, password: str) -> str:
 
 def write_config(data_dir: Path, bind: str, port: int, password: str) -> Path:
     """Write :func:`redis_config` to ``data_dir/redis.conf`` (mode 0600: it holds the
-    password); returns its path.
+    password; ``data_dir`` made private, :func:`knights_tour.settings.private_dir`); returns
+    its path.
 
     Raises
     ------
     OSError
         If ``data_dir`` cannot be written.
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     path = data_dir / "redis.conf"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w") as f:
         f.write(redis_config(data_dir, bind, port, password))
     return path
