@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs, run_job
-from knights_tour.errors import InvalidJobError, KnightsTourError
+from knights_tour.errors import CorruptKeyError, InvalidJobError, KnightsTourError
 from knights_tour.result import Status
 from knights_tour.service.job_view import job_views
 from knights_tour.service.retrying import parse_statuses, retry_jobs
@@ -140,3 +140,12 @@ def test_two_retries_at_once_move_each_record_once(redis_client, redis_db_url):
     assert batch_status(redis_client, batch_id)["missing"] == 13
     for c in clients:
         c.close()
+
+
+def test_a_job_entry_that_is_not_a_job_is_named_and_nothing_is_retired(redis_client):
+    r = redis_client
+    batch_id, _ = _recorded_batch(r, 5, JobOptions(node_limit=NODES_TOO_FEW))
+    r.hset(keys.batch_jobs(batch_id), "5x5:0,0:warnsdorff:open", "{not json")
+    with pytest.raises(CorruptKeyError, match="5x5:0,0:warnsdorff:open"):
+        retry_jobs(r, batch_id, ["unknown"])
+    assert batch_status(r, batch_id)["complete"]

@@ -11,7 +11,6 @@ the rules of every record (:mod:`knights_tour.store.saving`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.result import Status
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, registry
+from knights_tour.store.batches import parse_job
 from knights_tour.store.ledger import text
 from knights_tour.store.progress import get_batch_meta
 from knights_tour.store.records import retire_records
@@ -78,7 +78,8 @@ def retry_jobs(
     ------
     KnightsTourError
         For an unknown batch; InvalidJobError if a retried job is not valid with ``changes``
-        (e.g. a board too large for the solver asked).
+        (e.g. a board too large for the solver asked); CorruptKeyError (naming the key) for a
+        job entry that is not a job. Nothing is retired then.
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
@@ -96,7 +97,7 @@ def retry_jobs(
     for key, raw in zip(picked, stored, strict=True):
         if raw is None:  # a record under a key that is no job of the batch: nothing to run
             continue
-        job = Job.from_dict(json.loads(raw))
+        job = parse_job(batch_id, key, raw)
         if changes:
             job = msgspec.structs.replace(job, **changes)
             job = Job.from_dict(job.to_dict())  # validated with its new options
