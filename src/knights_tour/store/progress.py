@@ -62,12 +62,14 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
     pipe = r.pipeline(transaction=False)
     pipe.hkeys(keys.batch_jobs(batch_id))
     pipe.hgetall(keys.batch_status(batch_id))
-    pipe.hkeys(keys.batch_records(batch_id))
+    pipe.hlen(keys.batch_records(batch_id))
     pipe.hget(keys.batch(batch_id), "total")
-    job_keys, all_statuses, record_names, declared = pipe.execute()
+    job_keys, all_statuses, stored, declared = pipe.execute()
     job_set = set(job_keys)
-    recorded = set(record_names)
     statuses = {k: v for k, v in all_statuses.items() if k in job_set}
+    # A status and its record are stored (and dropped) together: only fewer records than
+    # statuses says some are lost, and only then are the record keys read.
+    recorded = statuses.keys() if stored >= len(all_statuses) else _record_names(r, batch_id)
     counts: Counter[str] = Counter()
     mismatches = 0
     for value in statuses.values():
@@ -93,6 +95,10 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
         "created": meta.get("created"),
         "params": meta.get("params", {}),
     }
+
+
+def _record_names(r: redis.Redis, batch_id: str) -> set[str]:
+    return set(cast("list[str]", r.hkeys(keys.batch_records(batch_id))))  # decoded by the client
 
 
 def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
