@@ -4,6 +4,8 @@ exit code of a Ctrl-C later on, not an import traceback."""
 from __future__ import annotations
 
 import builtins
+import os
+import subprocess
 import sys
 
 import pytest
@@ -11,13 +13,13 @@ import pytest
 from knights_tour import console
 from knights_tour.commands._errors import ExitCode
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 def test_the_exit_code_of_an_interrupt_while_loading_is_the_command_lines():
     assert console.INTERRUPTED_WHILE_LOADING == ExitCode.INTERRUPTED
 
 
+@pytest.mark.unit
 def test_ctrl_c_while_the_command_line_loads_is_one_line_and_130(monkeypatch, capsys):
     real_import = builtins.__import__
 
@@ -36,9 +38,43 @@ def test_ctrl_c_while_the_command_line_loads_is_one_line_and_130(monkeypatch, ca
     assert "Traceback" not in err
 
 
+@pytest.mark.unit
 def test_the_console_script_runs_the_command_line(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["ktour", "--help"])
     with pytest.raises(SystemExit) as stop:
         console.run()
     assert stop.value.code == 0
     assert "Usage" in capsys.readouterr().out
+
+
+_INTERRUPTED_IN_GENERATED_CODE = """
+import sys
+from knights_tour import cli
+
+def interrupted(*args, **kwargs):
+    # a Ctrl-C landing in code generated with exec, as dataclasses builds a class's methods
+    exec("raise KeyboardInterrupt")
+
+cli.cli.main = interrupted
+sys.argv = ["ktour", "batches"]
+from knights_tour.console import run
+run()
+"""
+
+
+@pytest.mark.process
+def test_ctrl_c_in_generated_code_still_exits_130_not_by_the_signal(tmp_path):
+    # Run as ``python -m``, as ``python -m knights_tour`` runs: only that way does the
+    # interpreter look at its note of an unhandled Ctrl-C after the program has exited.
+    (tmp_path / "interrupted_ktour.py").write_text(_INTERRUPTED_IN_GENERATED_CODE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    done = subprocess.run(
+        [sys.executable, "-m", "interrupted_ktour"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr == "ktour: interrupted\n"

@@ -5,6 +5,10 @@ A Ctrl-C while the command line is still loading - its first tenths of a second:
 the package's modules - ends the command as a Ctrl-C does later on, with ``ktour:
 interrupted`` and exit code 130 (:attr:`knights_tour.commands._errors.ExitCode.INTERRUPTED`),
 instead of an import traceback. Nothing has been started by then, so there is nothing to stop.
+
+Whatever the command's exit code, the process ends with it: a Ctrl-C that the command handled
+(``ktour: interrupted``, 130) must not turn into a death by SIGINT at the interpreter's exit
+(:func:`_forget_handled_interrupt`).
 """
 
 from __future__ import annotations
@@ -26,11 +30,29 @@ def run() -> None:
         Always: the command's exit code, or 130 on a Ctrl-C while loading.
     """
     try:
-        from knights_tour import cli
-    except KeyboardInterrupt:
-        sys.stderr.write("ktour: interrupted\n")
-        raise SystemExit(INTERRUPTED_WHILE_LOADING) from None
-    cli.run()
+        try:
+            from knights_tour import cli
+        except KeyboardInterrupt:
+            sys.stderr.write("ktour: interrupted\n")
+            raise SystemExit(INTERRUPTED_WHILE_LOADING) from None
+        cli.run()
+    except SystemExit:
+        _forget_handled_interrupt()
+        raise
+
+
+def _forget_handled_interrupt() -> None:
+    """Clear CPython's record of an unhandled Ctrl-C before exiting with a code.
+
+    CPython notes a KeyboardInterrupt that escapes code run by ``exec`` of a string (as
+    dataclasses, namedtuple and others generate their methods, often during an import) as
+    unhandled, even when a caller catches it, and after finalizing kills the process with
+    SIGINT instead of exiting with the code given (``Py_RunMain``; the note is reset only when
+    the next such ``exec`` starts). A Ctrl-C landing in one of those instants made ``ktour``
+    print ``ktour: interrupted`` and then die by SIGINT instead of exiting 130. Running an
+    empty ``exec`` resets the note.
+    """
+    exec("")  # noqa: S102 - a constant empty program: only its reset of the note is wanted
 
 
 __all__ = ["run", "INTERRUPTED_WHILE_LOADING"]
