@@ -9,9 +9,15 @@ Two measurements, both on a fresh data dir per repeat (a temporary directory):
   Redis answering, local workers spawned), batch (submit to complete: includes the workers'
   start-up), collect (records to a file), workers stopped, Redis stopped.
 
+* launch to first job: for each K of ``--first-job-workers`` (default 1, 2 and 16), ``ktour run
+  --sizes 5 --workers K`` as a subprocess, ``--first-job-repeats`` times, each time the seconds
+  from its launch to the start of its first job (from the records, as ``bench_scale.py``
+  reads them) and its wall; K local workers should start no slower than 2.
+
 Usage::
 
     python benchmarks/bench_startup.py [--repeats 5] [--workers K] [--main [--main-repeats N]]
+                                       [--first-job-workers 1,2,16] [--first-job-repeats N]
                                        [--compare SRC] [--json FILE]
 
 ``--main`` also times the main job (``ktour run --sizes 5-12 --verify cpsat``), interleaved
@@ -33,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_scale import _batch_span
 
 
 def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
@@ -57,6 +65,19 @@ def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
             f"{proc.stderr.decode(errors='replace')[-500:]}"
         )
     return wall
+
+
+def cli_first_job(workers: int, data_dir: Path, src: str | None = None) -> tuple[float, float]:
+    """(seconds from launch to the first job's start, wall seconds) of ``ktour run --sizes 5
+    --workers WORKERS`` with ``KT_DATA_DIR=data_dir`` (the package from directory ``src`` if
+    given)."""
+    out = data_dir.parent / f"{data_dir.name}.jsonl"
+    launched = time.time()
+    wall = cli_wall(
+        ["run", "--sizes", "5", "--workers", str(workers), "--out", str(out)], data_dir, src
+    )
+    _, first, _ = _batch_span(out)
+    return first - launched, wall
 
 
 def split(workers: int | None, data_dir: Path) -> dict[str, float]:
@@ -152,6 +173,12 @@ def main() -> None:
     parser.add_argument("--main-repeats", type=int, default=1)
     parser.add_argument("--split-repeats", type=int, default=3)
     parser.add_argument(
+        "--first-job-workers",
+        default="1,2,16",
+        help="comma-separated K for the launch-to-first-job runs ('' for none)",
+    )
+    parser.add_argument("--first-job-repeats", type=int, default=5)
+    parser.add_argument(
         "--compare",
         default=None,
         metavar="SRC",
@@ -194,6 +221,24 @@ def main() -> None:
                 )
             if opts.compare:
                 print("\n".join(_ratio_lines(figures, f"{tag}_wall_s")))
+        ks = [int(k) for k in opts.first_job_workers.split(",") if k]
+        first: dict[str, list[tuple[float, float]]] = {}
+        for i in range(opts.first_job_repeats):
+            for k in ks:
+                for name, src in variants.items():
+                    first.setdefault(f"{name}_k{k}", []).append(
+                        cli_first_job(k, base / f"first-{name}-k{k}-{i}", src)
+                    )
+        for key, runs in first.items():
+            to_first = [r[0] for r in runs]
+            walls = [r[1] for r in runs]
+            figures[f"first_job_s_{key}"] = _summary(to_first)
+            figures[f"first_job_wall_s_{key}"] = _summary(walls)
+            print(
+                f"[{key}] launch to first job: median {statistics.median(to_first):.2f} s "
+                f"(min {min(to_first):.2f}); wall median {statistics.median(walls):.2f} s "
+                f"(min {min(walls):.2f}) over {len(runs)} runs"
+            )
         for name, src in variants.items():
             parts = [
                 split_in(src, opts.workers, base / f"split-{name}{i}")

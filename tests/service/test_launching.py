@@ -75,7 +75,7 @@ def _ours(data_dir: Path) -> list[psutil.Process]:
 def test_a_launched_server_and_its_workers_are_killed_when_not_taken_over(data_dir):
     launched = launch_ahead(None, 1, 0.1)
     assert launched is not None
-    procs = [launched.server, launched.watchdog, *launched.worker_procs]
+    procs = [launched.server, launched.watchdog, launched.pool.proc, *launched.pool.workers]
     assert all(p.poll() is None for p in procs)
     launched.kill()
     assert all(p.poll() is not None for p in procs)

@@ -14,9 +14,7 @@ start-up). The processes launched ahead are handed to the backend
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
-import functools
 import importlib.util
 import math
 import os
@@ -26,11 +24,18 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from knights_tour.errors import BackendUnavailableError
+from knights_tour.service.worker_pool import (
+    ForkedWorker,
+    WorkerPool,
+    WorkerSpec,
+    pdeathsig,
+    rotate_logs,
+)
 from knights_tour.settings import (
     PRIVATE_DIR_MODE,
     PRIVATE_FILE_MODE,
@@ -38,7 +43,6 @@ from knights_tour.settings import (
     get_settings,
     private_dir,
 )
-from knights_tour.store import keys
 
 STATE_FILE = "embedded-redis.json"
 """File in the data dir recording the running embedded server (pid, port, password)."""
@@ -217,127 +221,6 @@ def launch_watchdog(
     )
 
 
-def _pdeathsig(
-    sig: int = signal.SIGTERM, parent_pid: int | None = None
-) -> None:  # pragma: no cover - runs in the child
-    """In a child process: ask Linux to send ``sig`` to it when the thread that started it
-    dies (best effort). If the parent is already gone (it died between fork and here), send
-    it now."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG = 1
-    except Exception:  # noqa: BLE001
-        return
-    if parent_pid is not None and os.getppid() != parent_pid:
-        os.kill(os.getpid(), int(sig))
-
-
-def rotate_logs(log_dir: Path, keep: int, max_bytes: int) -> list[Path]:
-    """Delete the oldest ``*.log`` files of ``log_dir`` (by last write) until at most ``keep``
-    remain and they hold at most ``max_bytes`` together; returns the files deleted. Each
-    ``ktour run`` writes new files (one per worker, named by its process), so this rotates
-    the logs run by run (``KT_LOG_KEEP``, ``KT_LOG_MAX_MB``). A file another process still
-    writes to may go: its data stays readable to that process, only the name is gone."""
-    files = []
-    for path in log_dir.glob("*.log"):
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            files.append((st.st_mtime, st.st_size, path))
-    files.sort(key=lambda f: (f[0], str(f[2])), reverse=True)  # newest first
-    kept_n = kept_bytes = 0
-    removed = []
-    for _mtime, size, path in files:
-        if kept_n < keep and kept_bytes + size <= max_bytes:
-            kept_n += 1
-            kept_bytes += size
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            removed.append(path)
-    return removed
-
-
-@dataclass
-class WorkerSpec:
-    """How local workers are launched: ``python -m knights_tour.service.celery_worker_main``
-    (:mod:`~knights_tour.service.celery_worker_main`) on ``redis_url``, node names
-    ``{node_prefix}{i}@{hostname}``. See :class:`~knights_tour.service.local_workers.LocalWorkers`
-    for the meaning of each field."""
-
-    redis_url: str
-    concurrency: int = 1
-    node_prefix: str = field(default_factory=lambda: f"kt{os.getpid()}-w")
-    env: dict[str, str] = field(default_factory=dict)
-    log_dir: Path | None = None
-    loglevel: str | None = None
-    death_signal: int = signal.SIGTERM
-    hostname: str = field(default_factory=socket.gethostname)
-
-    def command(self, i: int, loglevel: str) -> list[str]:
-        """The command line of worker ``i`` (from 1): ``celery -A knights_tour.worker worker``
-        with the options :class:`~knights_tour.service.local_workers.LocalWorkers` names, without
-        importing Celery's command line."""
-        return [
-            sys.executable,
-            "-m",
-            "knights_tour.service.celery_worker_main",
-            f"{self.node_prefix}{i}@{self.hostname}",
-            str(self.concurrency),
-            keys.QUEUE,
-            loglevel,
-        ]
-
-    def spawn(self, first: int, last: int) -> list[subprocess.Popen[bytes]]:
-        """Start workers ``first`` .. ``last`` (numbered from 1) without waiting for them;
-        returns their processes. Call it from the thread that outlives the workers
-        (``death_signal``). If one cannot be started, those already started are killed and
-        the error raised."""
-        settings = get_settings()
-        loglevel = self.loglevel or settings.log_level
-        env = dict(os.environ)
-        env.update(self.env)
-        env["KT_REDIS_URL"] = self.redis_url
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        if self.log_dir is not None:
-            private_dir(self.log_dir)
-            # room for this start's files within KT_LOG_KEEP
-            keep = max(0, settings.log_keep - (last - first + 1))
-            rotate_logs(self.log_dir, keep, int(settings.log_max_mb * 1e6))
-        watch = functools.partial(_pdeathsig, self.death_signal, os.getpid())
-        procs: list[subprocess.Popen[bytes]] = []
-        try:
-            for i in range(first, last + 1):
-                out: Any = subprocess.DEVNULL
-                if self.log_dir is not None:
-                    out = open(  # noqa: SIM115 - closed below, once the worker has it
-                        os.open(
-                            self.log_dir / f"{self.node_prefix}{i}.log",
-                            os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                            PRIVATE_FILE_MODE,
-                        ),
-                        "ab",
-                    )
-                try:
-                    procs.append(
-                        subprocess.Popen(
-                            self.command(i, loglevel),
-                            env=env,
-                            stdin=subprocess.DEVNULL,
-                            stdout=out,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                            preexec_fn=watch,
-                        )
-                    )
-                finally:
-                    if out is not subprocess.DEVNULL:
-                        out.close()
-        except BaseException:
-            kill_now(procs)
-            raise
-        return procs
-
-
 @contextlib.contextmanager
 def launch_lock(data_dir: Path) -> Iterator[None]:
     """Hold the data dir's launch lock (an exclusive ``flock`` of ``launch.lock`` in it,
@@ -354,9 +237,10 @@ def launch_lock(data_dir: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def kill_now(procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGKILL each of ``procs`` still running and reap it (their own children are not
-    looked for: for processes that have not yet started any)."""
+def kill_now(procs: list[Any]) -> None:
+    """SIGKILL each of ``procs`` (``subprocess.Popen`` or :class:`ForkedWorker`) still running
+    and reap it (their own children are not looked for: for processes that have not yet
+    started any)."""
     for proc in procs:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -378,7 +262,7 @@ class Launched:
     server: subprocess.Popen[bytes]
     watchdog: subprocess.Popen[bytes]
     workers: WorkerSpec
-    worker_procs: list[subprocess.Popen[bytes]]
+    pool: WorkerPool
     lock: contextlib.ExitStack
     server_taken: bool = False
     workers_taken: bool = False
@@ -392,16 +276,16 @@ class Launched:
         with self.lock:
             yield
 
-    def take_workers(self) -> list[subprocess.Popen[bytes]]:
-        """The worker processes, for :class:`~knights_tour.service.local_workers.LocalWorkers`,
-        which takes them over."""
+    def take_workers(self) -> WorkerPool:
+        """The workers' parent, for :class:`~knights_tour.service.local_workers.LocalWorkers`,
+        which takes it over."""
         self.workers_taken = True
-        return list(self.worker_procs)
+        return self.pool
 
     def kill(self) -> None:
         """Kill what of it was not taken over (workers first), and release the lock if its
         server was not taken over."""
-        procs = [] if self.workers_taken else list(self.worker_procs)
+        procs: list[Any] = [] if self.workers_taken else [self.pool.proc, *self.pool.workers]
         if not self.server_taken:
             procs += [self.server, self.watchdog]
         self.workers_taken = self.server_taken = True
@@ -453,21 +337,23 @@ def launch_ahead(redis_url: str | None, workers: int | None, work_cpu_s: float) 
         started.append(launch_watchdog(data_dir, port, started[0].pid, password))
         url = f"redis://:{password}@127.0.0.1:{port}/0"  # as EmbeddedRedis.url gives it
         spec = WorkerSpec(url, log_dir=worker_log_dir(), death_signal=signal.SIGQUIT)
-        procs = spec.spawn(1, count)
+        pool = spec.spawn(count)
     except BaseException:
         try:
             kill_now(started)
         finally:
             lock.close()
         raise
-    return Launched(data_dir, port, password, started[0], started[1], spec, procs, lock)
+    return Launched(data_dir, port, password, started[0], started[1], spec, pool, lock)
 
 
 __all__ = [
     "STATE_FILE",
     "WATCHDOG_MODULE",
     "WORKER_START_CPU_S",
+    "ForkedWorker",
     "Launched",
+    "WorkerPool",
     "WorkerSpec",
     "configured_redis_url",
     "embedded_dir",
@@ -478,6 +364,7 @@ __all__ = [
     "launch_server",
     "launch_watchdog",
     "local_worker_count",
+    "pdeathsig",
     "redis_server_binary",
     "rotate_logs",
     "worker_log_dir",

@@ -120,7 +120,9 @@ class Backend:
         if self.server is not None:
             # The embedded server's watchdog waits for these too before shutting it down.
             with contextlib.suppress(redis.RedisError):
-                self.client.sadd(keys.embedded_users(), *(f"{pid}:worker" for pid in local.pids))
+                self.client.sadd(
+                    keys.embedded_users(), *(f"{pid}:worker" for pid in local.user_pids)
+                )
 
     def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
@@ -249,12 +251,10 @@ class Backend:
 def _spawn_workers(url: str, count: int) -> LocalWorkers:
     """Spawn ``count`` local workers on ``url`` without waiting for them (see
     :meth:`Backend.start_workers`)."""
-    # K Celery workers of one pool process each. One worker with a pool of K, the engine
-    # loaded before the fork, was measured no faster: a worker's start is one serial chain
-    # (imports, Celery's set-up, the engine) whichever process runs each part, and a
-    # crashing main process would take every pool process with it. The workers are not
-    # awaited: messages wait in Redis until they listen, and Backend.check_workers notices if
-    # they all exit.
+    # K Celery workers of one pool process each, forked by one warmed parent: K start about as
+    # fast as one, and a crashing worker takes only its own pool process with it. The workers
+    # are not awaited: messages wait in Redis until they listen, and Backend.check_workers
+    # notices if they all exit.
     return LocalWorkers(url, count, log_dir=worker_log_dir(), death_signal=signal.SIGQUIT).spawn()
 
 

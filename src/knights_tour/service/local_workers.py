@@ -1,7 +1,8 @@
-"""Local Celery workers: K ``celery worker`` OS processes on this machine, against a Redis URL.
+"""Local Celery workers: K ``celery worker`` nodes on this machine, against a Redis URL, forked
+by one warmed parent process (:mod:`~knights_tour.service.celery_worker_main`).
 
-:class:`LocalWorkers` records the PIDs it starts and stops only those (warm shutdown first,
-then by PID, pool children included). As a context manager it stops them on leaving the
+:class:`LocalWorkers` records the processes it starts and stops only those (warm shutdown
+first, then by PID, pool children included). As a context manager it stops them on leaving the
 ``with`` block, Ctrl-C included.
 """
 
@@ -13,12 +14,14 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.service._celery import celery_worker
-from knights_tour.service.launching import Launched, WorkerSpec, rotate_logs
+from knights_tour.service.launching import Launched
+from knights_tour.service.worker_pool import ForkedWorker, WorkerPool, WorkerSpec, rotate_logs
 from knights_tour.store.connection import mask_url
 
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -26,7 +29,7 @@ _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 that short: the embedded Redis is stopped after it)."""
 
 
-def _kill_all(procs: list[subprocess.Popen[bytes]], family: list[psutil.Process]) -> None:
+def _kill_all(procs: list[Any], family: list[psutil.Process]) -> None:
     """SIGKILL whatever of ``procs`` and ``family`` still runs, and reap it; Ctrl-C and
     SIGTERM/SIGHUP are delivered only afterwards."""
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
@@ -36,7 +39,7 @@ def _kill_all(procs: list[subprocess.Popen[bytes]], family: list[psutil.Process]
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _kill_and_reap(procs: list[subprocess.Popen[bytes]], family: list[psutil.Process]) -> None:
+def _kill_and_reap(procs: list[Any], family: list[psutil.Process]) -> None:
     for proc in procs:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -69,22 +72,23 @@ def _wait_dead(family: list[psutil.Process], timeout_s: float) -> None:
         pause = min(0.05, pause * 2)
 
 
-def _descendants(procs: list[subprocess.Popen[bytes]]) -> list[psutil.Process]:
-    """The live descendants (pool processes) of ``procs``, found before any is signalled."""
-    family: list[psutil.Process] = []
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            family.extend(psutil.Process(proc.pid).children(recursive=True))
-    return family
+def _descendants(pool: WorkerPool) -> list[psutil.Process]:
+    """The live descendants of ``pool``'s parent (its nodes and their pool processes), found
+    before any is signalled."""
+    with contextlib.suppress(psutil.Error):
+        return list(psutil.Process(pool.proc.pid).children(recursive=True))
+    return []
 
 
 class LocalWorkers:
-    """K Celery worker OS processes on this machine, listening on ``redis_url``.
+    """K Celery worker nodes on this machine, listening on ``redis_url``: OS processes forked
+    by one parent that has loaded Celery, the tasks and the engine
+    (:mod:`knights_tour.service.celery_worker_main`), so K start as fast as one.
 
     Each runs the equivalent of ``celery -A knights_tour.worker worker --pool prefork -c
     CONCURRENCY -n {node_prefix}{i}@%h --without-gossip --without-mingle --without-heartbeat
-    -Q knights_tour`` (:mod:`knights_tour.service.celery_worker_main`) with ``KT_REDIS_URL``
-    set in its environment.
+    -Q knights_tour`` with ``KT_REDIS_URL`` set in its environment. :attr:`procs` holds one
+    ``Popen``-like handle per node (:class:`~knights_tour.service.worker_pool.ForkedWorker`).
 
     Parameters
     ----------
@@ -106,9 +110,10 @@ class LocalWorkers:
     loglevel : str, optional
         Celery log level (default ``KT_LOG_LEVEL``).
     death_signal : int
-        Signal Linux sends a worker main process when the thread that started it dies
-        (``PR_SET_PDEATHSIG``): SIGTERM is Celery's warm shutdown (running tasks finish),
-        SIGQUIT its cold shutdown (the pool is terminated at once).
+        Signal Linux sends the workers' parent when the thread that started it dies, and each
+        worker when the parent dies (``PR_SET_PDEATHSIG``; the parent passes it on to its
+        workers): SIGTERM is Celery's warm shutdown (running tasks finish), SIGQUIT its cold
+        shutdown (the pool is terminated at once).
 
     Raises
     ------
@@ -145,7 +150,8 @@ class LocalWorkers:
         self.hostname = self.spec.hostname
         self.log_dir = self.spec.log_dir
         self.ready_timeout_s = ready_timeout_s
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.pool: WorkerPool | None = None
+        self.procs: list[ForkedWorker] = []
 
     @classmethod
     def adopt(cls, launched: Launched) -> LocalWorkers:
@@ -155,7 +161,7 @@ class LocalWorkers:
         spec = launched.workers
         local = cls(
             spec.redis_url,
-            len(launched.worker_procs),
+            len(launched.pool.workers),
             spec.concurrency,
             spec.node_prefix,
             spec.env,
@@ -163,7 +169,8 @@ class LocalWorkers:
             loglevel=spec.loglevel,
             death_signal=spec.death_signal,
         )
-        local.procs = launched.take_workers()
+        local.pool = launched.take_workers()
+        local.procs = list(local.pool.workers)
         return local
 
     @property
@@ -173,8 +180,14 @@ class LocalWorkers:
 
     @property
     def pids(self) -> list[int]:
-        """PIDs of the worker main processes started."""
-        return [p.pid for p in self.procs]
+        """PIDs of the worker main processes (nodes) forked so far, in node order."""
+        return [pid for p in self.procs if (pid := p.pid) is not None]
+
+    @property
+    def user_pids(self) -> list[int]:
+        """PIDs that stay alive while any of the workers may: the parent's and the nodes'."""
+        parent = [] if self.pool is None else [self.pool.proc.pid]
+        return parent + self.pids
 
     def start(self) -> LocalWorkers:
         """Start the workers and wait until every one answers a ping; returns ``self``."""
@@ -193,10 +206,10 @@ class LocalWorkers:
         workers (see ``death_signal``). A worker that fails to come up shows as an exited
         process in :attr:`procs`.
         """
-        first = len(self.procs) + 1
-        if first <= self.count:
+        if self.pool is None:
             try:
-                self.procs.extend(self.spec.spawn(first, self.count))
+                self.pool = self.spec.spawn(self.count)
+                self.procs = list(self.pool.workers)
             except BaseException:
                 self.stop()
                 raise
@@ -216,10 +229,10 @@ class LocalWorkers:
         with app.connection_for_write() as conn:
             while pending:
                 for proc in self.procs:
-                    if proc.poll() is not None:
+                    if (code := proc.poll()) is not None:
                         raise BackendUnavailableError(
-                            f"celery worker (pid {proc.pid}) exited with code {proc.returncode} "
-                            f"during start-up (broker {mask_url(self.redis_url)})"
+                            f"celery worker {proc.index} (pid {proc.pid}) exited with code "
+                            f"{code} during start-up (broker {mask_url(self.redis_url)})"
                         )
                 replies = app.control.ping(
                     destination=sorted(pending), timeout=0.5, connection=conn
@@ -251,22 +264,35 @@ class LocalWorkers:
             If one arrives while waiting (a repeated Ctrl-C): every process of the family is
             then killed with SIGKILL and reaped first, so none outlives this call.
         """
-        procs, self.procs = self.procs, []
-        family = _descendants(procs)
+        pool, procs = self._release()
+        if pool is None:
+            return
+        family = _descendants(pool)
+        everything: list[Any] = [pool.proc, *procs]
         try:
-            for proc in procs:
-                if proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.send_signal(sig)
+            if pool.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    pool.proc.send_signal(sig)  # passed on to every worker; none forked after
+            else:
+                for node in procs:
+                    node.send_signal(sig)
             deadline = time.monotonic() + timeout_s
-            for proc in procs:
+            for waited in everything[1:] + everything[:1]:  # the workers, then their parent
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    waited.wait(timeout=max(0.1, deadline - time.monotonic()))
             psutil.wait_procs(family, timeout=max(0.1, deadline - time.monotonic()))
         except KeyboardInterrupt:
-            _kill_all(procs, family)
+            _kill_all(everything, family)
+            pool.close()
             raise
-        _kill_all(procs, family)
+        _kill_all(everything, family)
+        pool.close()
+
+    def _release(self) -> tuple[WorkerPool | None, list[ForkedWorker]]:
+        """The parent and the workers, no longer this object's (they are being stopped)."""
+        pool, procs = self.pool, self.procs
+        self.pool, self.procs = None, []
+        return pool, procs
 
     def kill(self) -> list[int]:
         """Stop the workers we started at once: SIGKILL to each worker main process and its
@@ -275,20 +301,26 @@ class LocalWorkers:
         unacknowledged-message hash is empty: nothing is then lost, and neither Celery's warm
         nor its cold shutdown (each about a second or two, pool join and connection teardown
         included) is paid."""
-        procs, self.procs = self.procs, []
-        family = _descendants(procs)
-        _kill_all(procs, family)
-        return [p.pid for p in procs] + [p.pid for p in family]
+        pool, procs = self._release()
+        if pool is None:
+            return []
+        family = _descendants(pool)
+        pids = [pool.proc.pid, *(pid for p in procs if (pid := p.pid) is not None)]
+        _kill_all([pool.proc, *procs], family)  # the parent first: it forks no more
+        pool.close()
+        return sorted(set(pids) | {p.pid for p in family})
 
     def kill_one(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` to the pool child of worker ``index`` (or the worker itself if it has
         none) - for fault tests. Returns the PID signalled."""
-        proc = self.procs[index]
+        pid = self.procs[index].pid
+        if pid is None:
+            raise KnightsTourError(f"worker {index + 1} has not been forked yet")
         try:
-            children = psutil.Process(proc.pid).children(recursive=True)
+            children = psutil.Process(pid).children(recursive=True)
         except psutil.Error:
             children = []
-        target = children[0].pid if children else proc.pid
+        target = children[0].pid if children else pid
         os.kill(target, sig)
         return target
 
@@ -299,4 +331,4 @@ class LocalWorkers:
         self.stop()
 
 
-__all__ = ["LocalWorkers", "rotate_logs"]  # rotate_logs: launching's, kept importable here
+__all__ = ["LocalWorkers", "rotate_logs"]  # rotate_logs: worker_pool's, kept importable here

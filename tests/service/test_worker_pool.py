@@ -1,0 +1,71 @@
+"""Local workers are forked by one warmed parent (service/celery_worker_main.py): K nodes, each
+with its own name, log and pool process, all children of that parent; and a parent told to stop
+leaves no node behind, even one that would never act on the signal. Real Redis and Celery
+processes; every wait polls a condition with a generous deadline."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from knights_tour.service.launching import free_port
+from knights_tour.service.local_workers import LocalWorkers
+
+DEADLINE_S = 120.0  # a busy 2-core machine
+
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
+
+
+def _wait_for(cond, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {DEADLINE_S:g} s: {what}"
+        time.sleep(0.05)
+
+
+def test_k_workers_are_forked_by_one_parent_each_with_its_name_log_and_pool(
+    module_redis_url: str, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    with LocalWorkers(
+        module_redis_url, count=3, node_prefix="forked", log_dir=logs, ready_timeout_s=DEADLINE_S
+    ) as local:
+        assert local.pool is not None
+        parent = psutil.Process(local.pool.proc.pid)
+        nodes = [psutil.Process(pid) for pid in local.pids]
+        assert len(nodes) == 3 and all(node.ppid() == parent.pid for node in nodes)
+        assert all(len(node.children()) == 1 for node in nodes)  # its own pool process
+        for i, node in enumerate(nodes, start=1):
+            log = logs / f"forked{i}.log"
+            assert str(log) in {f.path for f in node.open_files()}
+        family = [parent, *parent.children(recursive=True)]
+    _wait_for(lambda: not any(p.is_running() and p.status() != "zombie" for p in family), "gone")
+
+
+def test_a_stopped_parent_leaves_no_worker_behind_even_one_still_connecting(tmp_path: Path) -> None:
+    # Nothing listens on the port: each node's consumer retries the connection for ever, and
+    # Celery acts on a shutdown signal only in its event loop, which it never reaches.
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    logs = tmp_path / "logs"
+    local = LocalWorkers(url, count=2, node_prefix="stuck", log_dir=logs).spawn()
+    try:
+        assert local.pool is not None
+
+        def connecting(i: int) -> bool:
+            log = logs / f"stuck{i}.log"
+            return log.exists() and "keeps trying to connect" in log.read_text(errors="replace")
+
+        _wait_for(lambda: connecting(1) and connecting(2), "both workers connecting")
+        parent = psutil.Process(local.pool.proc.pid)
+        family = [parent, *parent.children(recursive=True)]
+        parent.send_signal(signal.SIGQUIT)  # as Linux does when the client dies
+        _wait_for(lambda: local.pool is not None and local.pool.proc.poll() is not None, "parent")
+        _wait_for(
+            lambda: not any(p.is_running() and p.status() != "zombie" for p in family), "workers"
+        )
+    finally:
+        local.kill()
