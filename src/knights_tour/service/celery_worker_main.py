@@ -13,10 +13,11 @@ pool forks its pool processes from a main process that has loaded the tasks.
 
 A fresh interpreter pays about a second of CPU before its first job (Celery, kombu, redis-py,
 numpy and numba's modules, the kernels from numba's cache: ``benchmarks/README.md``,
-start-up); forked from the warmed parent, a node pays only Celery's own set-up. The first node
-is forked before the parent loads the engine's kernels (its pool process loads them itself
-while the node connects), the others after it (they start warm); at most one node per core
-is starting at a time, so K nodes give their first job as soon as one.
+start-up); forked from the warmed parent, a node pays only Celery's own set-up. A node alone
+is forked before the engine's kernels are loaded (its pool process loads them while the node
+connects, as a worker started by hand does); of two or more, the parent loads them once and
+every node starts warm. At most one node per core is starting at a time, so K nodes give their
+first job as soon as two.
 
 The parent writes ``pid I PID`` when it forks node I and ``exit I CODE`` when it reaps it
 (CODE as ``subprocess`` gives it: -N for a node ended by signal N) to
@@ -299,9 +300,9 @@ def run_pool(spec: PoolSpec) -> int:
     _import_engine()
     _preload_worker(app_module)
     starting_at_once = max(1, os.cpu_count() or 1)
-    if not parent.stopping:
-        parent.fork_next()
-    app_module.warm_up_engine_in_this_process()
+    if spec.count > 1:
+        # Loaded once here, the kernels are every node's without a load of its own.
+        app_module.warm_up_engine_in_this_process()
     while parent.live or (parent.next_node <= spec.count and not parent.stopping):
         while (
             not parent.stopping
