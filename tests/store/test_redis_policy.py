@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 
@@ -160,10 +161,15 @@ def test_a_worker_refuses_with_one_line_and_exits(server, tmp_path, case):
             sys.executable,
             "-m",
             "knights_tour.service.celery_worker_main",
-            "refuse@localhost",
+            "-",  # no report pipe
+            "refuse",
+            "localhost",
+            "1",  # one worker node, refuse1@localhost
             "1",
             "knights_tour",
             "INFO",
+            str(int(signal.SIGTERM)),
+            "-",  # its output is the parent's
         ],
         env=_kt_env(KT_REDIS_URL=url, KT_DATA_DIR=str(tmp_path / "kt")),
         capture_output=True,

@@ -1,34 +1,32 @@
-"""Start local Celery workers of the project's app without Celery's command line: one warmed
-parent process that forks its K worker nodes.
+"""Start local Celery workers of the project's app without Celery's command line: one warmed parent
+process that forks its K worker nodes.
 
-``python -m knights_tour.service.celery_worker_main REPORT_FD PREFIX HOST COUNT CONCURRENCY
-QUEUE LOGLEVEL DEATH_SIGNAL LOG_DIR`` imports Celery, the app and the engine once, then forks
-COUNT worker nodes ``{PREFIX}{i}@{HOST}`` (i from 1), each running what ``celery -A
-knights_tour.worker worker --pool prefork -c CONCURRENCY -n NODE --without-gossip
---without-mingle --without-heartbeat -Q QUEUE --loglevel LOGLEVEL`` runs (:func:`run_worker`:
-``app.Worker(...).start()``, as ``celery.bin.worker`` does, minus the import of Celery's
-command line, which loads every installed ``celery.commands`` plugin). Each node logs to
-``LOG_DIR/{PREFIX}{i}.log`` (``-``: no logs) and has its own prefork pool, as Celery's prefork
-pool forks its pool processes from a main process that has loaded the tasks.
+``python -m knights_tour.service.celery_worker_main REPORT_FD PREFIX HOST COUNT CONCURRENCY QUEUE
+LOGLEVEL DEATH_SIGNAL LOG_DIR`` imports Celery, the app and the engine once, then forks COUNT
+worker nodes ``{PREFIX}{i}@{HOST}`` (i from 1), each running what ``celery -A knights_tour.worker
+worker --pool prefork -c CONCURRENCY -n NODE --without-gossip --without-mingle --without-heartbeat
+-Q QUEUE --loglevel LOGLEVEL`` runs (:func:`run_worker`: ``app.Worker(...).start()``, as
+``celery.bin.worker`` does, minus the import of Celery's command line, which loads every installed
+``celery.commands`` plugin). Each node logs to ``LOG_DIR/{PREFIX}{i}.log`` (``-``: the parent's
+output) and has its own prefork pool, as Celery's prefork pool forks its pool processes from a main
+process that has loaded the tasks.
 
-A fresh interpreter pays about a second of CPU before its first job (Celery, kombu, redis-py,
-numpy and numba's modules, the kernels from numba's cache: ``benchmarks/README.md``,
-start-up); forked from the warmed parent, a node pays only Celery's own set-up. A node alone
-is forked before the engine's kernels are loaded (its pool process loads them while the node
-connects, as a worker started by hand does); of two or more, the parent loads them once and
-every node starts warm. At most one node per core is starting at a time, so K nodes give their
-first job as soon as two.
+A fresh interpreter pays about a second of CPU before its first job (Celery, kombu, redis-py, numpy
+and numba's modules, the kernels from numba's cache: ``benchmarks/README.md``, start-up); forked
+from the warmed parent, a node pays only Celery's own set-up. A node alone is forked before the
+engine's kernels are loaded (its pool process loads them while the node connects, as a worker
+started by hand does); of two or more, the parent loads them once and every node starts warm. At
+most one node per core is starting at a time, so K nodes give their first job as soon as two.
 
-The parent writes ``pid I PID`` when it forks node I and ``exit I CODE`` when it reaps it
-(CODE as ``subprocess`` gives it: -N for a node ended by signal N) to
-the file descriptor REPORT_FD (:class:`~knights_tour.service.worker_pool.WorkerPool` reads
-them). A signal to the parent (SIGTERM, SIGINT, SIGQUIT, SIGHUP: the client's
-``PR_SET_PDEATHSIG`` included) is passed on to every node and no further node is forked; a
-node still running :data:`STOP_GRACE_S` later is killed with its pool processes. The parent
-exits once its nodes have, with the first non-zero exit code among theirs. Each node gets
-DEATH_SIGNAL from Linux if the parent dies (SIGKILL included).
-:class:`~knights_tour.service.local_workers.LocalWorkers` starts its workers this way;
-``celery -A knights_tour.worker worker`` remains the way to start one by hand.
+The parent writes ``pid I PID`` when it forks node I and ``exit I CODE`` when it reaps it (CODE as
+``subprocess`` gives it: -N for a node ended by signal N) to the file descriptor REPORT_FD (``-``:
+none; :class:`~knights_tour.service.worker_pool.WorkerPool` reads them). A signal to the parent
+(SIGTERM, SIGINT, SIGQUIT, SIGHUP: the client's ``PR_SET_PDEATHSIG`` included) is passed on to
+every node and no further node is forked; a node still running :data:`STOP_GRACE_S` later is killed
+with its pool processes. The parent exits once its nodes have, with the first non-zero exit code
+among theirs. Each node gets DEATH_SIGNAL from Linux if the parent dies (SIGKILL included).
+:class:`~knights_tour.service.local_workers.LocalWorkers` starts its workers this way; ``celery -A
+knights_tour.worker worker`` remains the way to start one by hand.
 """
 
 from __future__ import annotations
@@ -133,7 +131,7 @@ def _preload_worker(app_module: ModuleType) -> None:
 class PoolSpec:
     """What the parent starts (its command line, see the module docstring)."""
 
-    report_fd: int
+    report_fd: int  # -1: no report
     prefix: str
     host: str
     count: int
@@ -148,7 +146,7 @@ class PoolSpec:
         """Parse the parent's command line (the arguments after the module name)."""
         fd, prefix, host, count, concurrency, queue, loglevel, death, log_dir = argv
         return cls(
-            int(fd),
+            -1 if fd == "-" else int(fd),
             prefix,
             host,
             int(count),
@@ -197,6 +195,8 @@ class _Parent:
                 os.killpg(pid, signal.SIGKILL)
 
     def report(self, line: str) -> None:
+        if self.spec.report_fd < 0:
+            return
         with contextlib.suppress(OSError):
             os.write(self.spec.report_fd, line.encode() + b"\n")
 
@@ -224,7 +224,8 @@ class _Parent:
             os.setpgid(0, 0)  # with its pool processes: what kill_late kills
             pdeathsig(self.spec.death_signal, parent)
             os.close(self.ready_r)
-            os.close(self.spec.report_fd)
+            if self.spec.report_fd >= 0:
+                os.close(self.spec.report_fd)
             if self.spec.log_dir is not None:
                 log = os.open(
                     os.path.join(self.spec.log_dir, f"{self.spec.prefix}{i}.log"),
@@ -285,7 +286,8 @@ def run_pool(spec: PoolSpec) -> int:
     """Be the warmed parent of ``spec.count`` worker nodes (see the module docstring) until
     they have all exited; returns the first non-zero exit code among theirs (128 + N for a
     node ended by signal N), else 0."""
-    os.set_blocking(spec.report_fd, False)
+    if spec.report_fd >= 0:
+        os.set_blocking(spec.report_fd, False)
     ready_r, ready_w = os.pipe()
     os.set_blocking(ready_r, False)
     wake_r, wake_w = os.pipe()
