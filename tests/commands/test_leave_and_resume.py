@@ -37,6 +37,7 @@ from knights_tour.service.schedule import run_sweep
 from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 from knights_tour.store import keys
+from knights_tour.store.connection import mask_url
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -373,7 +374,7 @@ def test_ctrl_c_cancels_only_its_own_batch(redis_client, redis_db_url, tmp_path)
     lines = err.read_text().splitlines()
     stop = [ln for ln in lines if "cancelled by Ctrl-C" in ln]
     assert len(stop) == 1 and stop[0].startswith(f"ktour: batch {mine} cancelled by Ctrl-C:")
-    assert stop[0].endswith(f"continue with: ktour resume {mine} --redis URL")
+    assert stop[0].endswith(f"continue with: ktour resume {mine} --redis {mask_url(redis_db_url)}")
     assert "ktour: interrupted" not in lines  # the one line says it all
     assert _messages(r, mine) == (0, 0)  # its own: dropped, held ones included
     assert _messages(r, other) == (5, 0)  # the other batch's: all still queued
@@ -398,7 +399,7 @@ def test_a_cancel_from_another_shell_ends_the_run_with_exit_1(
     assert "Traceback" not in text and "error" not in text
     (line,) = [ln for ln in text.splitlines() if "cancelled" in ln]
     assert line.startswith(f"ktour: batch {mine} was cancelled from elsewhere (ktour cancel): ")
-    assert line.endswith(f"continue with: ktour resume {mine} --redis URL")
+    assert line.endswith(f"continue with: ktour resume {mine} --redis {mask_url(redis_db_url)}")
     assert _messages(redis_client, mine) == (0, 0)
     assert not (tmp_path / "b.jsonl").exists()
 
