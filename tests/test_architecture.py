@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "knights_tour"
 
@@ -78,6 +80,7 @@ def _functions(tree: ast.Module):
             yield node
 
 
+@pytest.mark.process  # runs lint-imports: not the fast loop
 def test_import_contracts_hold(tmp_path):
     """`lint-imports` (import-linter) keeps every contract of pyproject.toml: the layers, the
     pure lower layers, the redis-only store, and no cycle between sibling modules."""
@@ -95,6 +98,7 @@ def test_import_contracts_hold(tmp_path):
     assert "BROKEN" not in done.stdout and "KEPT" in done.stdout
 
 
+@pytest.mark.process  # runs lint-imports: not the fast loop
 def test_the_contracts_catch_an_upward_import(tmp_path):
     """The layers contract is not vacuous: a store module importing the service layer breaks it."""
     pkg = tmp_path / "src"

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.process  # each case runs a fresh interpreter: not the fast loop
 
 
 def _python(code: str) -> str:

@@ -94,7 +94,9 @@ def test_no_tour_proof_kinds_and_citations():
         no_tour_proof(Board(5, 5), (5, 0))
 
 
-@pytest.mark.parametrize("n", range(2, 8))  # 4x8: exhausting some outer starts takes ~15 s
+@pytest.mark.parametrize(  # 4x8: exhausting some outer starts takes ~15 s; 4x7 a few
+    "n", [*range(2, 7), pytest.param(7, marks=pytest.mark.slow)]
+)
 def test_middle_rows_of_4xn_agree_with_exhaustive_search(n):
     """Posa's outer/inner argument: no open tour from the middle rows of 4 x n. The complete
     search agrees on every middle square; where the board has open tours, they start on outer

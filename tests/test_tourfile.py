@@ -276,6 +276,7 @@ def test_a_link_is_written_through_and_stays_a_link(tmp_path):
     assert pq_link.is_symlink() and pq_real.stat().st_size > 0
 
 
+@pytest.mark.process  # a child interpreter writes through the link
 def test_a_link_to_this_processs_stdout_redirected_to_a_file_writes_in_order(tmp_path):
     """As ``ktour run --out /dev/stdout > FILE`` (``/dev/stdout`` links to /proc/self/fd/1):
     the lines go through stdout's own open file, between what is printed before and after,

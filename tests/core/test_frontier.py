@@ -61,7 +61,17 @@ def test_totals_are_half_of_a165134(n):
     assert 2 * count_paths(Board(n, n), halves=True).paths == A165134[n]
 
 
-@pytest.mark.parametrize("rows,cols", [(3, 4), (3, 7), (3, 10), (4, 5), (4, 7), (5, 6)])
+@pytest.mark.parametrize(
+    "rows,cols",
+    [
+        (3, 4),
+        (3, 7),
+        (3, 10),
+        (4, 5),
+        pytest.param(4, 7, marks=pytest.mark.slow),  # enumerating these takes seconds
+        pytest.param(5, 6, marks=pytest.mark.slow),
+    ],
+)
 def test_rectangles_equal_enumeration(rows, cols):
     board = Board(rows, cols)
     ref = count_tours(board).grid

@@ -98,7 +98,9 @@ def test_open_tour_from_every_majority_square_of_odd_boards(m, n):
         assert verify_tour(board, tour, start=sq).ok, sq
 
 
-@pytest.mark.parametrize("n", range(21, 46, 2))
+@pytest.mark.parametrize(  # the longest boards: seconds together, out of the fast loop
+    "n", [*range(21, 36, 2), *(pytest.param(n, marks=pytest.mark.slow) for n in range(37, 46, 2))]
+)
 def test_open_tour_from_every_majority_square_of_3xn(n):
     for board in (Board(3, n), Board(n, 3)):
         for sq in board.squares():
