@@ -50,3 +50,43 @@ def test_the_worker_uses_it():
         "knights_tour.broker_transport:Transport"
     )
     assert broker_transport.Transport.Channel.QoS is broker_transport.QoS
+
+
+def _envelope(**changes: object) -> dict:
+    env = {
+        "body": "W1tdLCB7fSwge31d",  # [[], {}, {}]
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {"task": "knights_tour.run_jobs", "id": "x"},
+        "properties": {
+            "delivery_tag": "t-1",
+            "body_encoding": "base64",
+            "delivery_info": {"exchange": "", "routing_key": "knights_tour"},
+        },
+    }
+    env.update(changes)
+    return env
+
+
+def test_a_well_formed_queue_entry_passes():
+    assert broker_transport.envelope_problem(_envelope()) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ([1, 2], "a JSON list, not an object"),
+        (_envelope(properties=None), "no properties object"),
+        (_envelope(properties={"body_encoding": "base64"}), "no delivery tag"),
+        (_envelope(headers=[1]), "headers are not an object"),
+        (_envelope(body=7), "body is a JSON int"),
+        (_envelope(body="!!!notbase64"), "not valid base64"),
+        (
+            _envelope(properties={"delivery_tag": "t", "body_encoding": "rot13"}),
+            "unknown body encoding",
+        ),
+    ],
+)
+def test_a_queue_entry_kombu_cannot_build_a_message_from_says_why(entry, says):
+    problem = broker_transport.envelope_problem(entry)
+    assert problem is not None and says in problem

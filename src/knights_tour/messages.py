@@ -27,6 +27,42 @@ TASK_SUBMIT_SWEEP = "knights_tour.submit_sweep"
 TASK_COLLECT = "knights_tour.collect_reports"
 """The task the beat collect entry sends (no arguments)."""
 
+TASK_ARGUMENTS: dict[str, tuple[type, ...]] = {
+    TASK_RUN_JOBS: (str, list),
+    TASK_COUNT_SUBJOBS: (str, list),
+    TASK_SUBMIT_SWEEP: (dict,),
+    TASK_COLLECT: (),
+}
+"""The JSON type of each positional argument of each task (no keyword arguments)."""
+
+
+def body_problem(name: object, body: object) -> str | None:
+    """Why the decoded body of a task message named ``name`` cannot be run, or None if it can.
+
+    ``body`` is Celery's message body (protocol 2: ``[args, kwargs, embed]``); the task must be
+    one of :data:`TASK_ARGUMENTS` and its arguments of the types given there, with no keyword
+    arguments. A message sent by another release whose tasks take other arguments fails here.
+    The items inside (jobs, sub-jobs) are checked where they run.
+    """
+    if name not in TASK_ARGUMENTS:
+        return f"unknown task {name!r}"
+    if not (isinstance(body, list) and len(body) == 3):
+        return "the body is not Celery's [args, kwargs, embed]"
+    args, kwargs, embed = body
+    if not isinstance(args, list) or not isinstance(kwargs, dict) or not isinstance(embed, dict):
+        return "the body is not Celery's [args, kwargs, embed]"
+    if kwargs:
+        return f"{name} takes no keyword arguments, got {', '.join(sorted(map(str, kwargs)))}"
+    want = TASK_ARGUMENTS[str(name)]
+    shape = ", ".join(t.__name__ for t in want)
+    if len(args) != len(want) or not all(
+        isinstance(a, t) for a, t in zip(args, want, strict=False)
+    ):
+        got = ", ".join(type(a).__name__ for a in args)
+        return f"{name} takes arguments ({shape}), got ({got})"
+    return None
+
+
 DP_KIND = "dp"
 """``kind`` of a frontier-DP count sub-job's dict (enumeration sub-jobs carry none)."""
 
@@ -56,6 +92,8 @@ __all__ = [
     "TASK_COUNT_SUBJOBS",
     "TASK_SUBMIT_SWEEP",
     "TASK_COLLECT",
+    "TASK_ARGUMENTS",
+    "body_problem",
     "BATCH_PRIORITY",
     "RECOVERY_PRIORITY",
     "OPS_PRIORITY",

@@ -13,14 +13,18 @@ import time
 import redis
 from kombu.exceptions import OperationalError
 
+from knights_tour.errors import RedisWritesRefusedError
+
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
     OperationalError,
     ConnectionError,
     TimeoutError,
+    RedisWritesRefusedError,
 )
-"""Exceptions that mean the network or Redis failed: logged as one line, no traceback."""
+"""Exceptions that mean the network or Redis failed (or Redis refused writes for longer than a
+task waits): logged as one line, no traceback."""
 
 REPEATED_CONDITIONS = (
     "consumer: Cannot connect to",
@@ -31,6 +35,9 @@ REPEATED_CONDITIONS = (
     "recovery tick failed",
     "cannot reach Redis",
     "recovery: re-sent",
+    "Redis refuses writes",
+    "Frequent restarts detected",
+    "maybe_refresh_binding_expiry",
 )
 """Warnings that repeat for as long as a fault lasts: each is shown at most once a minute."""
 
@@ -48,6 +55,7 @@ QUIET_LOGGERS = (
     "knights_tour.service.execution",
     "knights_tour.service.count_execution",
     "knights_tour.service.chunk_claims",
+    "knights_tour.broker_transport",
 )
 """Loggers :class:`NetworkFaultLogFilter` is attached to."""
 

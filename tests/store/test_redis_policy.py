@@ -17,7 +17,7 @@ import redis
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.settings import get_settings
-from knights_tour.store import memory
+from knights_tour.store import dead_letters, keys, memory
 from knights_tour.store.connection import connect, redis_options
 
 PASSWORD = "right-horse-battery"
@@ -259,3 +259,28 @@ def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recip
         timeout=120,
     )
     assert wrong.returncode == 2 and len(_stderr_lines(wrong)) == 1, wrong.stderr
+
+
+def test_the_write_probe_says_why_a_full_redis_refuses_writes_and_when_it_accepts_them(server):
+    r = connect(server.url)
+    assert memory.writes_refused(r) is None
+    r.config_set("maxmemory", str(r.info("memory")["used_memory"] // 2))
+    try:
+        reason = memory.writes_refused(r)
+    finally:
+        r.config_set("maxmemory", "0")
+    assert reason is not None and reason.startswith("OOM command not allowed")
+    assert memory.writes_refused(r) is None
+
+
+def test_dead_letters_are_counted_newest_first_and_capped(server, monkeypatch):
+    r = connect(server.url)
+    assert dead_letters.summary(r) == {"count": 0, "latest": None}
+    monkeypatch.setattr(dead_letters, "KEEP", 3)
+    for i in range(5):
+        dead_letters.park(r, f"reason {i}", b"garbage{" if i % 2 else {"body": i})
+    got = dead_letters.summary(r)
+    assert got["count"] == 3 and got["latest"]["reason"] == "reason 4"
+    assert got["latest"]["message"] == '{"body": 4}'
+    r.lpush(keys.dead_letters(), "not json")
+    assert dead_letters.summary(r)["latest"]["message"] == "not json"

@@ -171,7 +171,8 @@ def progress_hooks(
     arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
     ``info(status)``) on stderr when it is a terminal, else one :class:`ProgressLines` line
     about ``what`` every ``KT_PROGRESS_S`` seconds; Redis outages and re-sent jobs reported
-    as ``ktour:`` lines, and ``check``. Both show the ETA of :class:`ProgressLines`, with
+    as ``ktour:`` lines (so is a Redis that refuses writes, once, with its reason), and
+    ``check``. Both show the ETA of :class:`ProgressLines`, with
     ``plan(status)``, asked until it answers, as its estimated seconds per job. The bar ends
     with the block."""
     console = Console(stderr=True)
@@ -207,6 +208,9 @@ def progress_hooks(
                 "lost contact with Redis; retrying" if lost else "Redis is back"
             ),
             "on_resent": lambda n: note(f"re-sent {n} job(s) whose worker was lost"),
+            "on_refused": lambda reason: note(
+                f"Redis refuses writes: {reason}" if reason else "Redis accepts writes again"
+            ),
             "check": check,
         }
 

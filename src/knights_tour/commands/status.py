@@ -74,6 +74,9 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
             f"lost: {p['lost_jobs']} job(s) of the batch are gone from Redis: it cannot be "
             f"resumed, run it again"
         )
+    if p.get("writes_refused"):
+        lines.append(f"Redis refuses writes: {p['writes_refused']}")
+    lines += _dead_letter_lines(p.get("dead_letters") or {})
     if not p["complete"]:
         busy = len(p.get("workers_busy") or ())
         lines.append(f"workers: {p.get('live_workers', 0)} live, {busy} on this batch")
@@ -85,6 +88,20 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
     if params:
         lines.append("params: " + ", ".join(f"{k}={v}" for k, v in params.items()))
     return lines
+
+
+def _dead_letter_lines(dead: dict[str, Any]) -> list[str]:
+    """How many malformed queue messages the workers set aside, and the latest one's reason."""
+    if not dead.get("count"):
+        return []
+    latest = dead.get("latest") or {}
+    when = ""
+    if isinstance(latest.get("at"), int | float):
+        when = time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(latest["at"]))
+    return [
+        f"dead letters: {dead['count']} malformed queue message(s) set aside in Redis list "
+        f"{dead.get('key')}; the latest{when}: {latest.get('reason')}"
+    ]
 
 
 def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[str, Any]]:

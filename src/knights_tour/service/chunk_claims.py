@@ -1,8 +1,14 @@
 """What one chunk of work holds of a ledger (a batch's jobs or a count's sub-jobs): its claim,
 the lease checks before each item, the re-claim after a lapse, the item running now and the
 release of what it did not finish (:class:`ChunkClaim`); and :func:`retrying`, how a task rides
-out a short Redis outage. The Redis side is :mod:`knights_tour.store.leases`; the process's
-lease and heartbeat are :mod:`knights_tour.service.lease_keeper`.
+out a short Redis outage or a Redis that refuses writes for a while. The Redis side is
+:mod:`knights_tour.store.leases`; the process's lease and heartbeat are
+:mod:`knights_tour.service.lease_keeper`.
+
+A claim that cannot be given back (Redis refuses the write, or is away) is left to lapse: the
+process drops its lease and takes a new one for its next task, so recovery re-sends what the
+old lease held within ``KT_LEASE_S`` of Redis accepting writes again, instead of those jobs
+staying held by a live worker that no longer runs them.
 """
 
 from __future__ import annotations
@@ -16,10 +22,12 @@ from typing import Any, TypeVar
 
 import redis
 
+from knights_tour.errors import RedisWritesRefusedError
 from knights_tour.service.lease_keeper import LeaseKeeper
 from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS
 from knights_tour.store.ledger import Ledger
+from knights_tour.store.memory import write_refusal
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +38,18 @@ T = TypeVar("T")
 
 
 def retrying(call: Callable[[], T]) -> T:
-    """``call()``, retried for up to :data:`SAVE_RETRY_S` while Redis is unreachable."""
+    """``call()``, retried with growing pauses (0.2 s doubling up to 2 s) for up to
+    :data:`SAVE_RETRY_S` while Redis is unreachable or refuses writes
+    (:func:`knights_tour.store.memory.write_refusal`; logged as ``Redis refuses writes:
+    <reason>``).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis stays unreachable.
+    RedisWritesRefusedError
+        If Redis still refuses writes after :data:`SAVE_RETRY_S`.
+    """
     deadline = time.monotonic() + SAVE_RETRY_S
     delay = 0.2
     while True:
@@ -39,8 +58,15 @@ def retrying(call: Callable[[], T]) -> T:
         except REDIS_ERRORS:
             if time.monotonic() >= deadline:
                 raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+        except redis.ResponseError as exc:
+            reason = write_refusal(exc)
+            if reason is None:
+                raise
+            if time.monotonic() >= deadline:
+                raise RedisWritesRefusedError(f"Redis refuses writes: {reason}") from None
+            log.error("Redis refuses writes: %s; retrying for up to %.0f s", reason, SAVE_RETRY_S)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 class ChunkClaim:
@@ -114,15 +140,17 @@ class ChunkClaim:
 
     def release(self, item_keys: Sequence[str] | None = None) -> None:
         """Give up the claims on ``item_keys`` (default: every unfinished one), so another task
-        may run them at once. Redis errors are ignored (recovery re-sends them)."""
+        may run them at once. If Redis does not take the release (away, or refusing writes),
+        the process drops its lease (:meth:`LeaseKeeper.abandon`): the claims lapse within
+        ``KT_LEASE_S`` and recovery re-sends them."""
         names = list(self.unfinished if item_keys is None else item_keys)
         self.unfinished.difference_update(names)
         token = self.token or self.keeper.token
         if names and token:
             try:
                 leases.release(self.r, self.led, token, names)
-            except REDIS_ERRORS:
-                pass
+            except redis.RedisError as exc:
+                self.keeper.abandon(token, f"could not give back {len(names)} claim(s): {exc}")
 
     def send_back(
         self, item_keys: list[str], item_dicts: list[dict[str, Any]], send: Callable[..., None]

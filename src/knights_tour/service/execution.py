@@ -46,7 +46,8 @@ from knights_tour.result import Status
 from knights_tour.service.chunk_claims import SAVE_RETRY_S, ChunkClaim, retrying
 from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
-from knights_tour.store.connection import REDIS_ERRORS, connect
+from knights_tour.store import keys
+from knights_tour.store.connection import connect
 from knights_tour.store.ledger import Ledger
 from knights_tour.store.saving import Row, save_records
 
@@ -128,6 +129,10 @@ class _Records:
         self.rows.append(row)
         self.added.add(row[0])
 
+    def unstored(self) -> list[str]:
+        """Job keys of the buffered records (not stored yet)."""
+        return [row[0] for row in self.rows]
+
     def due(self) -> bool:
         return bool(self.rows) and time.monotonic() - self.last >= FLUSH_S
 
@@ -168,8 +173,10 @@ def _job_key(job: Job) -> str:
 def _validate(
     job_dicts: Any, batch_id: str, worker: str | None, records: _Records, counts: Counter[str]
 ) -> list[Job]:
-    """The valid jobs of a message; an error record is buffered for each invalid one."""
+    """The valid jobs of a message; an error record is buffered for each invalid one (and one
+    ERROR line logged for the message)."""
     valid: list[Job] = []
+    invalid: list[str] = []
     for raw in job_dicts if isinstance(job_dicts, list) else [job_dicts]:
         try:
             valid.append(Job.from_dict(raw))
@@ -178,6 +185,14 @@ def _validate(
             _stamp(record, worker=worker)
             records.add(record)
             counts[_status(record)] += 1
+            invalid.append(str(exc))
+    if invalid:
+        log.error(
+            "batch %s: %d job(s) of a message failed validation, recorded as errors (%s)",
+            batch_id,
+            len(invalid),
+            invalid[0],
+        )
     return valid
 
 
@@ -295,14 +310,23 @@ def run_chunk(
         ``handed_back``: sent again at the task's time limit),
         ``worker`` (node name) and ``elapsed_s``.
 
+    A chunk of a batch that is not in Redis (forgotten, or never submitted) is dropped with
+    one ERROR line: nothing is written for it.
+
     Raises
     ------
     redis.ConnectionError, redis.TimeoutError
         If Redis stays unreachable for :data:`SAVE_RETRY_S` (the task layer retries the task).
+    RedisWritesRefusedError
+        If Redis refuses writes for :data:`SAVE_RETRY_S`; the chunk's claims are given back
+        first, or left to lapse (:meth:`ChunkClaim.release`).
     """
     began = time.perf_counter()
     r = redis_client()
     counts: Counter[str] = Counter()
+    if not retrying(lambda: r.exists(keys.batch(batch_id))):
+        log.error("dropped a chunk of %s: no batch %s in Redis", _jobs_text(job_dicts), batch_id)
+        return _summary(batch_id, Counter(), worker, began)
     records = _Records(r, batch_id)
     valid = _validate(job_dicts, batch_id, worker, records, counts)
     held = ChunkClaim(r, Ledger.for_batch(batch_id), keeper())
@@ -318,12 +342,22 @@ def run_chunk(
         if records.rows:  # stopped by an exception: keep what was finished, if Redis allows
             try:
                 records.flush(retry=False)
-            except REDIS_ERRORS:
-                pass
+            except redis.RedisError:  # away or refusing writes: run those jobs again
+                held.release(records.unstored())
         held.release()
     counts["skipped"] += held.skipped
     if not counts["skipped"]:
         del counts["skipped"]
+    return _summary(batch_id, counts, worker, began)
+
+
+def _jobs_text(job_dicts: object) -> str:
+    return f"{len(job_dicts)} job(s)" if isinstance(job_dicts, list) else "jobs"
+
+
+def _summary(
+    batch_id: str, counts: Counter[str], worker: str | None, began: float
+) -> dict[str, Any]:
     return {
         "batch_id": batch_id,
         "jobs": sum(counts.values()),

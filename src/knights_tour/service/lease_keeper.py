@@ -154,6 +154,22 @@ class LeaseKeeper:
             got = leases.claim(r, led, token, item_keys)
         return token, got
 
+    def abandon(self, token: str, why: str) -> None:
+        """Stop renewing ``token``'s lease (logged once, with ``why``): whatever it still holds
+        lapses within ``lease_s`` and is re-sent by recovery; the next claim takes a new token.
+        For claims the process could not give back."""
+        with self._lock:
+            if self._token != token:
+                return
+            self._token = None
+            self._last_ok = float("-inf")
+        log.warning(
+            "%s; this process drops its lease %s, so they lapse within %.1f s and are re-sent",
+            why,
+            token,
+            self.lease_s,
+        )
+
     def _renewed(self, token: str, sent: float) -> None:
         with self._lock:
             if self._token == token:

@@ -31,9 +31,10 @@ import redis
 from knights_tour.errors import KnightsTourError
 from knights_tour.service.estimate import eta_s, planned_s_per_job
 from knights_tour.settings import get_settings
-from knights_tour.store import keys, progress
+from knights_tour.store import dead_letters, keys, progress
 from knights_tour.store.holders import Holding, LeaseView, lease_view, server_leases
 from knights_tour.store.ledger import Ledger
+from knights_tour.store.memory import writes_refused
 
 STALL_AFTER_LEASES = 1.5
 """An unfinished batch is ``stalled`` once the server has had no live worker lease for this many
@@ -157,7 +158,8 @@ def batch_view(
         ``live_workers`` (processes with a live lease on the server), ``rate_jobs_per_s``,
         ``planned_s_per_job`` (the estimate on the live workers, or None), ``eta_s``
         (:func:`~knights_tour.service.estimate.eta_s`; None if stalled or unknown), ``state``,
-        ``reason`` (why stalled, else None), ``stalled_since`` (unix s, else None), ``now``.
+        ``reason`` (why stalled, else None), ``stalled_since`` (unix s, else None), ``now``, and
+        :func:`server_notes`.
 
     Raises
     ------
@@ -206,7 +208,25 @@ def batch_view(
             out["state"] = "running" if (st["done"] > 0 or running > 0) else "queued"
     ended = out["state"] in ("stalled", progress.CANCELLED)
     out["eta_s"] = None if eta is None or ended else round(eta, 1)
-    return out
+    return out | server_notes(r, st["complete"])
+
+
+def server_notes(r: redis.Redis, complete: bool) -> dict[str, Any]:
+    """What a status adds about the server: ``writes_refused`` (Redis's reason while it refuses
+    writes and the batch is not ``complete``, else None:
+    :func:`knights_tour.store.memory.writes_refused`) and ``dead_letters`` (the malformed queue
+    messages the workers set aside: ``count``, ``latest`` entry or None, ``key`` of the list;
+    :func:`knights_tour.store.dead_letters.summary`).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    return {
+        "writes_refused": None if complete else writes_refused(r),
+        "dead_letters": dead_letters.summary(r) | {"key": keys.dead_letters()},
+    }
 
 
 def _rate(st: Mapping[str, Any], now: float) -> float | None:
@@ -266,5 +286,6 @@ __all__ = [
     "shown_params",
     "assess",
     "batch_view",
+    "server_notes",
     "stalled_batches",
 ]

@@ -14,8 +14,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from knights_tour.errors import BackendUnavailableError
 from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.memory import write_refusal
 
 REDIS_OUTAGE_S = 120.0
 """How long a waiting client keeps retrying while Redis is unreachable, in seconds."""
@@ -39,6 +42,10 @@ class WaitHooks:
     check: Callable[[Status], None] | None = None
     """Called after each poll that did not end the wait; may raise to stop waiting (e.g. when
     every local worker has exited)."""
+
+    on_refused: Callable[[str | None], None] | None = None
+    """Called with Redis's reason when it begins to refuse writes (the status's
+    ``writes_refused``, or a recovery pass refused), with None when it accepts them again."""
 
 
 FIRST_POLL_S = 0.05
@@ -114,6 +121,7 @@ def poll_until_complete(
     began = time.monotonic()
     pauses = itertools.repeat(poll_s) if steady else _pauses(poll_s)
     outage = _Outage(hooks, outage_s)
+    refused = _Refused(hooks)
     status: Status | None = None
     while True:
         try:
@@ -126,7 +134,7 @@ def poll_until_complete(
             time.sleep(poll_s)
             continue
         outage.back()
-        if _after_poll(status, is_done, recover_fn, hooks) or (
+        if _after_poll(status, is_done, recover_fn, hooks, refused) or (
             timeout_s is not None and time.monotonic() - began >= timeout_s
         ):
             return status
@@ -166,27 +174,54 @@ class _Outage:
                 self.hooks.on_outage(False)
 
 
+class _Refused:
+    """Whether Redis refuses writes, as last seen: ``hooks.on_refused`` hears of each change
+    once (the reason when it begins, None when it ends)."""
+
+    def __init__(self, hooks: WaitHooks) -> None:
+        self.hooks = hooks
+        self.reason: str | None = None
+
+    def seen(self, reason: str | None) -> None:
+        if (reason is None) == (self.reason is None):
+            return
+        self.reason = reason
+        if self.hooks.on_refused is not None:
+            self.hooks.on_refused(reason)
+
+
 def _after_poll(
     status: Status,
     is_done: Callable[[Status], bool],
     recover_fn: Callable[[], list[str]] | None,
     hooks: WaitHooks,
+    refused: _Refused,
 ) -> bool:
-    """Report progress; True if the wait is over, else run one recovery pass."""
+    """Report progress (and whether Redis refuses writes, if the status says); True if the
+    wait is over, else run one recovery pass."""
+    if "writes_refused" in status:
+        refused.seen(status["writes_refused"])
     if hooks.on_progress is not None:
         hooks.on_progress(status)
     if is_done(status):
         return True
     if recover_fn is not None:
-        _recover(recover_fn, hooks)
+        _recover(recover_fn, hooks, refused)
     return False
 
 
-def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks) -> None:
-    """Run one recovery pass; report what it re-sent; Redis errors wait for the next poll."""
+def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks, refused: _Refused) -> None:
+    """Run one recovery pass; report what it re-sent; Redis errors (away, or refusing
+    writes) wait for the next poll."""
     try:
         resent = recover_fn()
     except REDIS_ERRORS:
+        return
+    except redis.ResponseError as exc:
+        reason = write_refusal(exc)
+        if reason is None:
+            raise
+        refused.seen(reason)
         return
     if resent and hooks.on_resent is not None:
         hooks.on_resent(len(resent))

@@ -47,6 +47,10 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
                                               recorded / recorded as error since it started
     kt:embedded:users            set          "pid:token" of each process using an embedded
                                               server (the last one to leave shuts it down)
+    kt:dead-letters              list         JSON of each malformed queue message a worker set
+                                              aside (newest first, capped), with why
+    kt:write-probe               string (TTL) written now and then to learn whether Redis
+                                              accepts writes (OOM, MISCONF, read-only replica)
 
 Records are per batch, so ``collect BATCH`` returns exactly that batch's records, and a job that
 is delivered twice (Celery late acknowledgement, a resubmission) keeps the one record stored
@@ -337,3 +341,18 @@ __all__ += [
     "batch_earlier",
     "node_counts",
 ]
+
+
+def dead_letters() -> str:
+    """List of the malformed queue messages the workers set aside, newest first: JSON
+    ``{"at", "reason", "message"}`` each (:mod:`knights_tour.store.dead_letters`)."""
+    return f"{PREFIX}dead-letters"
+
+
+def write_probe() -> str:
+    """String written with a short TTL to learn whether Redis accepts writes
+    (:func:`knights_tour.store.memory.writes_refused`)."""
+    return f"{PREFIX}write-probe"
+
+
+__all__ += ["dead_letters", "write_probe"]

@@ -7,18 +7,25 @@ room - records, leases and the broker's queued messages alike - and nothing tell
 a batch would wait for jobs that no longer exist, or lose records it had. Under
 ``noeviction`` a full Redis refuses writes with an error instead, which the project reports.
 Managed Redis services often default to ``volatile-lru`` or ``allkeys-lru`` (Redis
-documentation, "Key eviction"). redis-py only.
+documentation, "Key eviction").
+
+A Redis may also refuse writes while it stays reachable: full under ``noeviction`` (``OOM``), a
+failed snapshot with ``stop-writes-on-bgsave-error`` (``MISCONF``), a read-only replica
+(``READONLY``). :func:`write_refusal` tells such an error from others and
+:func:`writes_refused` asks the server whether it refuses writes now. redis-py only.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import Any
 
 import redis
 
 from knights_tour.errors import RedisRefusedError
+from knights_tour.store import keys
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +34,13 @@ SAFE_POLICY = "noeviction"
 
 FULL_FRACTION = 0.8
 """Warn once when ``used_memory`` passes this fraction of ``maxmemory``."""
+
+WRITE_REFUSALS = ("OOM", "MISCONF", "READONLY")
+"""Error codes with which a reachable Redis refuses a write (Redis documentation: the
+``maxmemory`` / ``stop-writes-on-bgsave-error`` / ``replica-read-only`` settings)."""
+
+_REFUSAL = re.compile(r"(?:^|-)((?:" + "|".join(WRITE_REFUSALS) + r") .*)")
+_CODE_OF = {redis.exceptions.OutOfMemoryError: "OOM", redis.exceptions.ReadOnlyError: "READONLY"}
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -144,4 +158,58 @@ def forget_warnings() -> None:
         _warned.clear()
 
 
-__all__ = ["SAFE_POLICY", "FULL_FRACTION", "memory_info", "check_memory", "forget_warnings"]
+def write_refusal(exc: BaseException) -> str | None:
+    """Redis's reason, e.g. ``OOM command not allowed when used memory > 'maxmemory'.``, if
+    ``exc`` is a write refused by a reachable Redis (:data:`WRITE_REFUSALS`; also from inside a
+    script, where Redis wraps it in ``Error running script``); else None."""
+    if not isinstance(exc, redis.ResponseError):
+        return None
+    text = str(exc).strip()
+    for cls, code in _CODE_OF.items():
+        if isinstance(exc, cls):  # redis-py strips the code of the errors it maps to a class
+            return f"{code} {text}"
+    found = _REFUSAL.search(text)
+    return found.group(1) if found else None
+
+
+PROBE_TTL_MS = 1000
+"""Lifetime of the key :func:`writes_refused` writes, in milliseconds."""
+
+
+def writes_refused(r: redis.Redis) -> str | None:
+    """Redis's reason if it refuses writes now (:func:`write_refusal`), else None: one tiny
+    write (a key of its own with a TTL of :data:`PROBE_TTL_MS`), which a full Redis refuses as
+    it refuses a record.
+
+    A user whose ACL forbids that write (a read-only monitoring user) learns nothing: None.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    redis.ResponseError
+        For another error.
+    """
+    try:
+        r.set(keys.write_probe(), "1", px=PROBE_TTL_MS)
+    except redis.exceptions.NoPermissionError:
+        return None
+    except redis.ResponseError as exc:
+        reason = write_refusal(exc)
+        if reason is None:
+            raise
+        return reason
+    return None
+
+
+__all__ = [
+    "SAFE_POLICY",
+    "FULL_FRACTION",
+    "WRITE_REFUSALS",
+    "PROBE_TTL_MS",
+    "memory_info",
+    "check_memory",
+    "forget_warnings",
+    "write_refusal",
+    "writes_refused",
+]

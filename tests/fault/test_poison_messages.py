@@ -1,0 +1,126 @@
+"""Fault: malformed messages on the queue (poison messages), beside a real batch.
+
+Each kind a broken or foreign client could put on the queue is pushed raw (``LPUSH``, as the
+issue's reproduction does) before two real workers start: an entry that is not JSON, a body
+that is not base64, a body that is not JSON, Celery's body without its three parts (the
+``e30=`` body that stopped every worker), arguments of the wrong shape, an unknown task name,
+a message of an older Celery protocol (no task name in the headers) and one of a release whose
+``run_jobs`` takes another argument (the rolling-upgrade case). A well-formed chunk of a batch
+that does not exist comes too. Then a batch is submitted beside them.
+
+The workers must take every one of them without dying (same PIDs, no ``CRITICAL`` line): each
+malformed message acknowledged and kept in the dead-letter list with one ERROR line, the chunk
+of the unknown batch dropped with one ERROR line and nothing written for it; the batch must
+complete with one record per job, and ``ktour status`` must count the dead letters.
+
+Fact: every start square of 6x6 has an open knight's tour (OEIS A165134: no zero count), so
+every job finds one, each checked by the verifier in ``audit``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import psutil
+import pytest
+from _faultkit import audit, drive
+
+from knights_tour import worker
+from knights_tour.cli import main
+from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.messages import TASK_RUN_JOBS
+from knights_tour.service.batches import submit_batch
+from knights_tour.store import dead_letters, keys
+from knights_tour.store.connection import connect
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(400)]
+
+
+def _b64(body: object) -> str:
+    return base64.b64encode(json.dumps(body).encode()).decode()
+
+
+def _template(r, url: str) -> dict:
+    """A real task message as kombu puts it on the queue (taken back off the queue)."""
+    worker.send(TASK_RUN_JOBS, ["template", []], url=url)
+    raw = r.rpop(keys.QUEUE)
+    assert raw is not None
+    return json.loads(raw)
+
+
+def _variant(template: dict, n: int, body: str | None = None, **headers: object) -> str:
+    env = json.loads(json.dumps(template))
+    env["properties"]["delivery_tag"] = f"poison-{n}"
+    env["headers"]["id"] = f"poison-{n}"
+    for k, v in headers.items():
+        if v is None:
+            env["headers"].pop(k, None)
+        else:
+            env["headers"][k] = v
+    if body is not None:
+        env["body"] = body
+    return json.dumps(env)
+
+
+def _poison(template: dict, job: dict) -> dict[str, str]:
+    """Malformed message of each kind -> its queue entry."""
+    return {
+        "not JSON": "garbage{",
+        "body not base64": _variant(template, 1, body="!!!notbase64"),
+        "body not JSON": _variant(template, 2, body=base64.b64encode(b"garbage{").decode()),
+        "body without its parts": _variant(template, 3, body="e30="),
+        "arguments of the wrong shape": _variant(template, 4, body=_b64([[1, 2, 3], {}, {}])),
+        "unknown task": _variant(template, 5, body=_b64([[], {}, {}]), task="knights_tour.nope"),
+        "older protocol": _variant(
+            template, 6, body=_b64({"task": TASK_RUN_JOBS, "args": ["b", []]}), task=None
+        ),
+        "another release's arguments": _variant(
+            template, 7, body=_b64([["some-batch", [job], {"priority": 1}], {}, {}])
+        ),
+    }
+
+
+def _log_text(worker_pool) -> str:
+    return "".join(p.read_text(errors="replace") for p in worker_pool.log_dir.glob("*.log"))
+
+
+def test_poison_messages_are_set_aside_and_the_workers_keep_serving(
+    fault_redis, worker_pool, capsys
+):
+    url = fault_redis.url
+    r = connect(url)
+    jobs = make_batch_jobs([6])
+    poison = _poison(_template(r, url), jobs[0].to_dict())
+    for entry in poison.values():
+        r.lpush(keys.QUEUE, entry)
+    worker.send(TASK_RUN_JOBS, ["no-such-batch", [jobs[0].to_dict()]], url=url)
+    started = worker_pool.start_all("poison-a", "poison-b")
+    pids = [p for w in started for p in w.pids]
+    batch_id = submit_batch(url, jobs, {"test": "poison messages"}, chunk_size=4)
+
+    d = drive(r, url, batch_id, timeout_s=240)
+    assert d.status.get("complete"), d.status
+    audit(r, batch_id, jobs)
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and dead_letters.summary(r)["count"] < len(poison):
+        time.sleep(0.2)
+    parked = [json.loads(e) for e in r.lrange(keys.dead_letters(), 0, -1)]
+    assert len(parked) == len(poison), [p["reason"] for p in parked]
+    assert all(p["reason"] and p["message"] for p in parked)
+
+    text = _log_text(worker_pool)
+    assert text.count("set aside a malformed queue message") == len(poison)
+    assert text.count("no batch no-such-batch") == 1
+    assert "CRITICAL" not in text and "Traceback" not in text
+    assert r.keys(f"{keys.batch('no-such-batch')}*") == []
+    assert all(psutil.pid_exists(p) for p in pids), "a worker died"
+    assert r.llen(keys.QUEUE) == 0 and r.hlen(worker.UNACKED_KEY) == 0
+
+    code = main(["status", batch_id, "--redis", url])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert f"dead letters: {len(poison)} malformed queue message(s)" in out
+    assert keys.dead_letters() in out
