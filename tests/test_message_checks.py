@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from knights_tour.errors import StorageFullError
 from knights_tour.messages import (
     TASK_COLLECT,
     TASK_COUNT_SUBJOBS,
@@ -71,6 +72,7 @@ OOM = "command not allowed when used memory > 'maxmemory'."
             redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
             "READONLY You can't write against a read only replica.",
         ),
+        (StorageFullError(f"OOM {OOM}"), f"OOM {OOM}"),
     ],
 )
 def test_a_refused_write_gives_redis_reason(exc, reason):

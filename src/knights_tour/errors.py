@@ -62,12 +62,6 @@ class RedisRefusedError(BackendUnavailableError):
     keys. Unlike an unreachable server, waiting does not help; the message names the fix."""
 
 
-class RedisWritesRefusedError(BackendUnavailableError):
-    """A reachable Redis refused writes for longer than the caller waits: full under
-    ``noeviction`` (``OOM``), unable to persist (``MISCONF``) or a read-only replica
-    (``READONLY``). The message is ``Redis refuses writes: <its reason>``."""
-
-
 class InvalidRedisUrlError(BackendUnavailableError, ValueError):
     """A Redis URL that is malformed: unknown scheme, no host, a port that is not a number in
     1..65535, or a database that is not a non-negative integer."""

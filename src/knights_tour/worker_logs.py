@@ -13,7 +13,7 @@ import time
 import redis
 from kombu.exceptions import OperationalError
 
-from knights_tour.errors import RedisWritesRefusedError
+from knights_tour.errors import StorageFullError
 
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,
@@ -21,7 +21,7 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     OperationalError,
     ConnectionError,
     TimeoutError,
-    RedisWritesRefusedError,
+    StorageFullError,
 )
 """Exceptions that mean the network or Redis failed (or Redis refused writes for longer than a
 task waits): logged as one line, no traceback."""

@@ -57,7 +57,7 @@ def test_a_batch_completes_by_itself_once_redis_accepts_writes_again(
             shown["full"] = True
         if "healed" in shown or not heard or heard[-1] is None:
             return
-        if "raised unexpected: RedisWritesRefusedError" not in _log_text(worker_pool):
+        if "raised unexpected: StorageFullError" not in _log_text(worker_pool):
             return  # no task has waited for Redis as long as it does, and given up, yet
         code = main(["status", batch_id, "--redis", url])
         shown["status"] = (code, capsys.readouterr().out)

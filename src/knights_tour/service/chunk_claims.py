@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from knights_tour.errors import RedisWritesRefusedError
+from knights_tour.errors import StorageFullError
 from knights_tour.service.lease_keeper import LeaseKeeper
 from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS
@@ -47,7 +47,7 @@ def retrying(call: Callable[[], T]) -> T:
     ------
     redis.ConnectionError, redis.TimeoutError
         If Redis stays unreachable.
-    RedisWritesRefusedError
+    StorageFullError
         If Redis still refuses writes after :data:`SAVE_RETRY_S`.
     """
     deadline = time.monotonic() + SAVE_RETRY_S
@@ -63,7 +63,7 @@ def retrying(call: Callable[[], T]) -> T:
             if reason is None:
                 raise
             if time.monotonic() >= deadline:
-                raise RedisWritesRefusedError(f"Redis refuses writes: {reason}") from None
+                raise StorageFullError(reason) from None
             log.error("Redis refuses writes: %s; retrying for up to %.0f s", reason, SAVE_RETRY_S)
         time.sleep(delay)
         delay = min(delay * 2, 2.0)

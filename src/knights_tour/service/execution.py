@@ -317,7 +317,7 @@ def run_chunk(
     ------
     redis.ConnectionError, redis.TimeoutError
         If Redis stays unreachable for :data:`SAVE_RETRY_S` (the task layer retries the task).
-    RedisWritesRefusedError
+    StorageFullError
         If Redis refuses writes for :data:`SAVE_RETRY_S`; the chunk's claims are given back
         first, or left to lapse (:meth:`ChunkClaim.release`).
     """

@@ -158,8 +158,7 @@ def batch_view(
         ``live_workers`` (processes with a live lease on the server), ``rate_jobs_per_s``,
         ``planned_s_per_job`` (the estimate on the live workers, or None), ``eta_s``
         (:func:`~knights_tour.service.estimate.eta_s`; None if stalled or unknown), ``state``,
-        ``reason`` (why stalled, else None), ``stalled_since`` (unix s, else None), ``now``, and
-        :func:`server_notes`.
+        ``reason``, ``stalled_since`` (unix s; None unless stalled), ``now``, :func:`server_notes`.
 
     Raises
     ------

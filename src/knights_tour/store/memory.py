@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from knights_tour.errors import RedisRefusedError
+from knights_tour.errors import RedisRefusedError, StorageFullError
 from knights_tour.store import keys
 
 log = logging.getLogger(__name__)
@@ -162,6 +162,8 @@ def write_refusal(exc: BaseException) -> str | None:
     """Redis's reason, e.g. ``OOM command not allowed when used memory > 'maxmemory'.``, if
     ``exc`` is a write refused by a reachable Redis (:data:`WRITE_REFUSALS`; also from inside a
     script, where Redis wraps it in ``Error running script``); else None."""
+    if isinstance(exc, StorageFullError):  # the store's client types them already
+        return exc.reason
     if not isinstance(exc, redis.ResponseError):
         return None
     text = str(exc).strip()
