@@ -19,8 +19,8 @@ worker (``Unrecoverable error``). Here an entry that is not a JSON object with k
 or whose body does not decode, is set aside in the dead-letter list
 (:mod:`knights_tour.store.dead_letters`) with one ERROR line, and the worker takes the next one.
 A well-formed envelope is checked again before Celery takes it (:func:`message_problem`: the
-task's name and arguments, by :class:`knights_tour.worker.ReconnectingConsumer`) and set aside
-the same way (:func:`set_aside`).
+task's name and arguments; :func:`guarded`, which the worker's consumer wraps around Celery's
+handler) and set aside the same way (:func:`set_aside`).
 
 **Refused writes.** kombu records each delivered message in the ``unacked`` hash before handing
 it to Celery; a full Redis (``OOM``) refuses that write after the message was popped, and kombu
@@ -36,6 +36,7 @@ import base64
 import binascii
 import json
 import logging
+from collections.abc import Callable
 from queue import Empty
 from typing import Any
 
@@ -46,6 +47,7 @@ from kombu.transport import virtual
 from knights_tour.messages import body_problem
 from knights_tour.store import dead_letters, keys
 from knights_tour.store.memory import write_refusal
+from knights_tour.worker_logs import NETWORK_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +188,29 @@ def set_aside(message: Any, problem: str) -> None:
         log.error("could not acknowledge the malformed message: %s", exc)
 
 
+def guarded(handle: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Celery's task message handler ``handle`` (the consumer's ``create_task_handler``), with
+    every message checked first (:func:`message_problem`): one that is not a task of this
+    release with arguments of the right shape - or that ``handle`` fails on all the same - is
+    acknowledged and set aside (:func:`set_aside`) instead of stopping the worker (Celery lets
+    the error of a body it cannot unpack escape its event loop, and the message,
+    unacknowledged, comes back to stop the next worker). Network errors still propagate."""
+
+    def on_task_received(message: Any) -> None:
+        problem = message_problem(message)
+        if problem is None:
+            try:
+                handle(message)
+                return
+            except NETWORK_ERRORS:
+                raise
+            except Exception as exc:  # noqa: BLE001 - no message may stop the worker
+                problem = f"Celery could not take it: {type(exc).__name__}: {exc}"
+        set_aside(message, problem)
+
+    return on_task_received
+
+
 class Transport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`Channel`; an entry of the project queue that kombu
     could not build a message from (:func:`envelope_problem`) is set aside, not delivered."""
@@ -212,5 +237,6 @@ __all__ = [
     "envelope_problem",
     "message_problem",
     "set_aside",
+    "guarded",
     "DEAD_LETTER_LOG",
 ]

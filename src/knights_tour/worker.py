@@ -345,32 +345,11 @@ class ReconnectingConsumer(Consumer):
     ``KT_REDIS_RECONNECT_MAX_S`` instead of kombu's 2, 4, 6, ... up to 30 s: after a long
     outage the fixed schedule leaves a healed worker idle for up to 30 s (plus one attempt's
     time-out) before its next try. Attempts never stop (``broker_connection_max_retries``
-    is None).
-
-    Every task message is checked before Celery takes it
-    (:func:`knights_tour.broker_transport.message_problem`): one that
-    is not a task of this release with arguments of the right shape - or that Celery fails
-    on all the same - is acknowledged and set aside in the dead-letter list with one ERROR line
-    (:meth:`knights_tour.broker_transport.Channel.dead_letter`) instead of stopping the worker
-    (Celery lets the error of a body it cannot unpack escape its event loop, and the message,
-    unacknowledged, comes back to stop the next worker)."""
+    is None). Every task message is checked before Celery takes it, and a malformed one set
+    aside instead of stopping the worker (:func:`knights_tour.broker_transport.guarded`)."""
 
     def create_task_handler(self, *args: Any, **kwargs: Any) -> Callable[[Any], None]:
-        handle = super().create_task_handler(*args, **kwargs)
-
-        def on_task_received(message: Any) -> None:
-            problem = broker_transport.message_problem(message)
-            if problem is None:
-                try:
-                    handle(message)
-                    return
-                except worker_logs.NETWORK_ERRORS:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - no message may stop the worker
-                    problem = f"Celery could not take it: {type(exc).__name__}: {exc}"
-            broker_transport.set_aside(message, problem)
-
-        return on_task_received
+        return broker_transport.guarded(super().create_task_handler(*args, **kwargs))
 
     def ensure_connected(self, conn: Any) -> Any:
         conn.ensure_connection = functools.partial(

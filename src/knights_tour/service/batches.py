@@ -33,11 +33,10 @@ from knights_tour.service.chunking import plan_chunks
 from knights_tour.service.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import batches as store
-from knights_tour.store import keys
+from knights_tour.store import keys, memory
 from knights_tour.store.connection import connect
 from knights_tour.store.events import Wakeup
 from knights_tour.store.ledger import Ledger, activate
-from knights_tour.store.memory import writes_refused
 from knights_tour.store.orphans import take_for_resume
 
 DEFAULT_CHUNK_SIZE: int | None = None
@@ -266,8 +265,7 @@ def wait_for_batch(
     -------
     dict
         The last :func:`knights_tour.store.batches.batch_status`, plus ``state``
-        (``"cancelled"`` or None; a cancelled batch ends the wait) and ``writes_refused``
-        (:func:`knights_tour.store.memory.writes_refused` while the batch is unfinished).
+        (``"cancelled"`` or None; a cancelled batch ends the wait), ``writes_refused``.
 
     Raises
     ------
@@ -287,7 +285,7 @@ def wait_for_batch(
         status = store.batch_progress(r, batch_id)
         if status is None or status["complete"]:
             status = store.batch_status(r, batch_id)
-        refused = None if status["complete"] else writes_refused(r)
+        refused = None if status["complete"] else memory.writes_refused(r)
         return {**status, "state": store.batch_state(r, batch_id), "writes_refused": refused}
 
     # Subscribed before the first poll, so the announcement of the end cannot fall between.
