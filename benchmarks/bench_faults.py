@@ -41,7 +41,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "fault"))
 
-from _faultkit import WorkerPool, drive, leased_by  # noqa: E402
+from _faultkit import WorkerPool, drive, leased_by, poison_entries  # noqa: E402
 
 from knights_tour import worker  # noqa: E402
 from knights_tour.board import Board, parse_board_list  # noqa: E402
@@ -54,7 +54,7 @@ from knights_tour.service.counts import submit_count  # noqa: E402
 from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
 from knights_tour.settings import get_settings  # noqa: E402
 from knights_tour.store import counts as count_store  # noqa: E402
-from knights_tour.store import keys, leases, queue  # noqa: E402
+from knights_tour.store import dead_letters, keys, leases, queue  # noqa: E402
 from knights_tour.store.batches import collect, repair_results  # noqa: E402
 from knights_tour.store.connection import REDIS_ERRORS, connect  # noqa: E402
 
@@ -509,6 +509,58 @@ def corrupt_meta(rig: Rig, jobs) -> dict[str, Any]:
     }
 
 
+# -- worker-side faults: poison messages, a Redis refusing writes ------------------------------
+
+
+def poison_messages(rig: Rig, jobs) -> dict[str, Any]:
+    """Every kind of malformed queue entry (``_faultkit.poison_entries``) pushed a third of the
+    way into the batch, nobody repairing anything: the batch's records, the dead letters set
+    aside, whether a worker died."""
+    pids = [p.pid for w in rig.workers for p in rig.pool.family(w)[:1]]
+    pushed: dict[str, int] = {}
+
+    def push(batch_id: str) -> str:
+        entries = poison_entries(rig.r, rig.url, jobs[0].to_dict())
+        for entry in entries.values():
+            rig.r.lpush(keys.QUEUE, entry)
+        pushed["n"] = len(entries)
+        return f"{len(entries)} malformed messages pushed"
+
+    row = batch_fault(rig, jobs, push)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and dead_letters.summary(rig.r)["count"] < pushed["n"]:
+        time.sleep(0.2)
+    parked = dead_letters.summary(rig.r)["count"]
+    died = sum(not psutil.pid_exists(p) for p in pids)
+    row["note"] += f"; {parked} set aside as dead letters, {died} worker(s) died"
+    return row
+
+
+FULL_S = 40.0
+"""How long Redis refuses writes in the ``redis-full`` fault: longer than a task waits for it
+(``SAVE_RETRY_S``), so tasks give their claims back."""
+
+
+def redis_full(rig: Rig, jobs) -> dict[str, Any]:
+    """A third of the way in, ``maxmemory`` set to half of what Redis uses (``noeviction``:
+    every write refused with ``-OOM``) for :data:`FULL_S`, then lifted; nobody waiting and
+    nobody restarting anything (``recover=False``). ``recovery_s`` includes the fault; the
+    note says how long the batch took once Redis accepted writes again."""
+    healed: dict[str, float] = {}
+
+    def fill(batch_id: str) -> str:
+        rig.r.config_set("maxmemory", str(rig.r.info("memory")["used_memory"] // 2))
+        time.sleep(FULL_S)  # the fault itself: Redis refusing writes for this long
+        rig.r.config_set("maxmemory", "0")
+        healed["at"] = time.monotonic()
+        return f"refusing writes {FULL_S:g} s"
+
+    row = batch_fault(rig, jobs, fill, recover=False)
+    if row["recovery_s"] is not None:
+        row["note"] += f"; complete {row['recovery_s'] - FULL_S:.1f} s after writes were accepted"
+    return row
+
+
 # -- the table ---------------------------------------------------------------------------------
 
 
@@ -572,6 +624,15 @@ def scenarios(sizes: str, lease_s: float) -> dict[str, tuple[str, Callable[[Path
         "corrupt-meta": (
             "a complete batch's meta set to `garbage{` (not repairable: what the commands say)",
             on_rig(lambda g: corrupt_meta(g, jobs)),
+        ),
+        "poison": (
+            "every kind of malformed queue message pushed mid-batch (nobody repairs anything)",
+            on_rig(lambda g: poison_messages(g, jobs)),
+        ),
+        "redis-full": (
+            f"Redis refuses writes (-OOM) for {FULL_S:g} s mid-batch, nobody waiting or "
+            "restarting anything",
+            on_rig(lambda g: redis_full(g, jobs)),
         ),
         "run": (
             "no fault (`ktour run`, start-up included)",

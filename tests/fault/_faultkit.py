@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from knights_tour import worker
+from knights_tour.messages import TASK_RUN_JOBS
 from knights_tour.service.batches import recover_lost_jobs
 from knights_tour.service.local_workers import LocalWorkers
 from knights_tour.store import keys, leases
@@ -102,6 +106,62 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
     left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
     assert not left, f"bookkeeping left: {left}"
     return records
+
+
+def _b64(body: object) -> str:
+    return base64.b64encode(json.dumps(body).encode()).decode()
+
+
+TEMPLATE_QUEUE = "kt-test-template"
+"""A queue no worker consumes, where :func:`_template` sends its message."""
+
+
+def _template(r, url: str) -> dict:
+    """A real task message as kombu puts it on the project queue: sent to
+    :data:`TEMPLATE_QUEUE` (so that no worker takes it first), taken back off that queue and
+    addressed to the project queue."""
+    app = worker.use_redis(url)
+    app.send_task(TASK_RUN_JOBS, args=["template", []], queue=TEMPLATE_QUEUE, ignore_result=True)
+    raw = r.rpop(TEMPLATE_QUEUE)
+    assert raw is not None
+    env = json.loads(raw)
+    env["properties"]["delivery_info"] = {"exchange": keys.QUEUE, "routing_key": keys.QUEUE}
+    return env
+
+
+def _variant(template: dict, n: int, body: str | None = None, **headers: object) -> str:
+    env = json.loads(json.dumps(template))
+    env["properties"]["delivery_tag"] = f"poison-{n}"
+    env["headers"]["id"] = f"poison-{n}"
+    for k, v in headers.items():
+        if v is None:
+            env["headers"].pop(k, None)
+        else:
+            env["headers"][k] = v
+    if body is not None:
+        env["body"] = body
+    return json.dumps(env)
+
+
+def poison_entries(r, url: str, job: dict) -> dict[str, str]:
+    """A malformed queue entry of each kind (the kind -> the entry, for ``LPUSH``), made from
+    a real task message of ``url`` (sent, then taken back off the queue); ``job`` is a job
+    dict for the entry of another release's arguments."""
+    template = _template(r, url)
+    return {
+        "not JSON": "garbage{",
+        "body not base64": _variant(template, 1, body="!!!notbase64"),
+        "body not JSON": _variant(template, 2, body=base64.b64encode(b"garbage{").decode()),
+        "body without its parts": _variant(template, 3, body="e30="),
+        "arguments of the wrong shape": _variant(template, 4, body=_b64([[1, 2, 3], {}, {}])),
+        "unknown task": _variant(template, 5, body=_b64([[], {}, {}]), task="knights_tour.nope"),
+        "older protocol": _variant(
+            template, 6, body=_b64({"task": TASK_RUN_JOBS, "args": ["b", []]}), task=None
+        ),
+        "another release's arguments": _variant(
+            template, 7, body=_b64([["some-batch", [job], {"priority": 1}], {}, {}])
+        ),
+    }
 
 
 class WorkerPool:

@@ -19,13 +19,12 @@ every job finds one, each checked by the verifier in ``audit``.
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 
 import psutil
 import pytest
-from _faultkit import audit, drive
+from _faultkit import audit, drive, poison_entries
 
 from knights_tour import worker
 from knights_tour.cli import main
@@ -38,50 +37,6 @@ from knights_tour.store.connection import connect
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(400)]
 
 
-def _b64(body: object) -> str:
-    return base64.b64encode(json.dumps(body).encode()).decode()
-
-
-def _template(r, url: str) -> dict:
-    """A real task message as kombu puts it on the queue (taken back off the queue)."""
-    worker.send(TASK_RUN_JOBS, ["template", []], url=url)
-    raw = r.rpop(keys.QUEUE)
-    assert raw is not None
-    return json.loads(raw)
-
-
-def _variant(template: dict, n: int, body: str | None = None, **headers: object) -> str:
-    env = json.loads(json.dumps(template))
-    env["properties"]["delivery_tag"] = f"poison-{n}"
-    env["headers"]["id"] = f"poison-{n}"
-    for k, v in headers.items():
-        if v is None:
-            env["headers"].pop(k, None)
-        else:
-            env["headers"][k] = v
-    if body is not None:
-        env["body"] = body
-    return json.dumps(env)
-
-
-def _poison(template: dict, job: dict) -> dict[str, str]:
-    """Malformed message of each kind -> its queue entry."""
-    return {
-        "not JSON": "garbage{",
-        "body not base64": _variant(template, 1, body="!!!notbase64"),
-        "body not JSON": _variant(template, 2, body=base64.b64encode(b"garbage{").decode()),
-        "body without its parts": _variant(template, 3, body="e30="),
-        "arguments of the wrong shape": _variant(template, 4, body=_b64([[1, 2, 3], {}, {}])),
-        "unknown task": _variant(template, 5, body=_b64([[], {}, {}]), task="knights_tour.nope"),
-        "older protocol": _variant(
-            template, 6, body=_b64({"task": TASK_RUN_JOBS, "args": ["b", []]}), task=None
-        ),
-        "another release's arguments": _variant(
-            template, 7, body=_b64([["some-batch", [job], {"priority": 1}], {}, {}])
-        ),
-    }
-
-
 def _log_text(worker_pool) -> str:
     return "".join(p.read_text(errors="replace") for p in worker_pool.log_dir.glob("*.log"))
 
@@ -92,7 +47,7 @@ def test_poison_messages_are_set_aside_and_the_workers_keep_serving(
     url = fault_redis.url
     r = connect(url)
     jobs = make_batch_jobs([6])
-    poison = _poison(_template(r, url), jobs[0].to_dict())
+    poison = poison_entries(r, url, jobs[0].to_dict())
     for entry in poison.values():
         r.lpush(keys.QUEUE, entry)
     worker.send(TASK_RUN_JOBS, ["no-such-batch", [jobs[0].to_dict()]], url=url)
