@@ -74,6 +74,21 @@ def _modules() -> tuple[tuple[str, ast.Module, str], ...]:
     return tuple(out)
 
 
+def _inside_functions(node: ast.AST, enclosing: tuple[ast.AST, ...] = ()):
+    """Each node under a function of ``node``'s tree, with the functions it is under (outermost
+    first; a function's own decorators and defaults count as under it): one walk of the tree,
+    where walking each function's subtree again would visit nested code once per function."""
+    for child in ast.iter_child_nodes(node):
+        if enclosing:
+            yield child, enclosing
+        inner = (
+            (*enclosing, child)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            else enclosing
+        )
+        yield from _inside_functions(child, inner)
+
+
 def _functions(tree: ast.Module):
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -124,8 +139,8 @@ def test_no_import_inside_a_function():
     DYNAMIC_IMPORTERS."""
     found = []
     for rel, tree, _ in _modules():
-        for fn in _functions(tree):
-            for node in ast.walk(fn):
+        for node, enclosing in _inside_functions(tree):
+            for fn in enclosing:
                 dynamic = (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)

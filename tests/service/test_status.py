@@ -15,6 +15,7 @@ from knights_tour.commands.status import WORKER_LINES, Redraw, _status_lines
 from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
 from knights_tour.service.batches import make_jobs
 from knights_tour.service.cancelling import cancel_batch
+from knights_tour.service.estimate import planned_s_per_job
 from knights_tour.service.status import (
     STALL_AFTER_LEASES,
     assess,
@@ -156,6 +157,20 @@ def test_status_counts_running_queued_and_orphaned_from_the_leases(redis_client)
     cancel_batch(r, batch_id)
     p = batch_view(r, batch_id)
     assert p["state"] == "cancelled" and p["queued"] == 0 and p["eta_s"] is None
+
+
+def test_the_eta_starts_from_the_batch_estimate_on_the_live_workers(redis_client):
+    """Before any job is done there is no rate to measure: the ETA is the batch's estimate on
+    the worker processes with a live lease."""
+    r = redis_client
+    _, jobs, params = make_jobs(["5"], JobOptions(verify="cpsat"))
+    batch_id = store.create_batch(r, jobs, params)
+    for token in ("vm:401:a", "vm:402:b"):
+        assert leases.open_lease(r, token, 60_000)
+    p = batch_view(r, batch_id)
+    planned = planned_s_per_job(params, 2)
+    assert planned is not None and p["planned_s_per_job"] == pytest.approx(planned)
+    assert p["done"] == 0 and p["eta_s"] == round(len(jobs) * planned, 1)
 
 
 def test_a_batch_nobody_serves_is_stalled_with_the_reason(redis_client):
