@@ -16,6 +16,7 @@ from knights_tour.core.jobs import JobOptions, error_record
 from knights_tour.messages import TASK_RUN_JOBS
 from knights_tour.service.batches import make_jobs, send_order, submit_batch
 from knights_tour.service.chunking import plan_chunks
+from knights_tour.store import keys
 from knights_tour.store.batches import (
     batch_jobs,
     create_batch,
@@ -59,6 +60,17 @@ def test_a_batch_is_sent_as_its_chunks_with_a_short_argsrepr(redis_client, redis
         assert len(m["headers"]["argsrepr"]) < 300
         assert m["headers"]["kwargsrepr"] == "{}"
     assert sorted(j.key for j in batch_jobs(redis_client, batch_id)) == sorted(j.key for j in jobs)
+
+
+def test_the_stored_jobs_are_the_jobs_json(redis_client, redis_db_url):
+    options = JobOptions(solver="cpsat", closed=True, time_limit_s=3, node_limit=7)
+    _, jobs, params = make_jobs(["5", "3x4"], options)
+    _, plain, _ = make_jobs(["6"], JobOptions())
+    batch_id = submit_batch(redis_db_url, jobs + plain, params)
+    stored = redis_client.hgetall(keys.batch_jobs(batch_id))
+    assert {k: json.loads(v) for k, v in stored.items()} == {
+        j.key: j.to_dict() for j in jobs + plain
+    }
 
 
 def test_messages_of_a_block_that_fails_are_not_sent(redis_client, redis_db_url):

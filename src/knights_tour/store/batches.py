@@ -59,16 +59,30 @@ def new_batch_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
+_StoredJob = msgspec.defstruct(
+    "StoredJob",
+    [
+        (f.name, f.type)
+        if f.default is msgspec.NODEFAULT or f.name == "solver"
+        else (f.name, f.type, f.default)
+        for f in msgspec.structs.fields(Job)
+    ],
+    omit_defaults=True,
+)
+""":class:`Job`'s fields, encoded as :meth:`Job.to_dict` writes them (the optional ones left out
+at their defaults) but in C, from the job's fields as they are: a batch stores one per job."""
+
 _JOB_ENCODER = msgspec.json.Encoder()
-"""Encodes a job's dict as compact JSON (as :func:`knights_tour.store.registry.dumps` writes
-it), in C: a batch stores one per job."""
 
 _HSET_FIELDS = 5000
 """Jobs per HSET command of :func:`create_batch` (all of them in one transaction)."""
 
 
-def _job_dict(job: Job | Mapping[str, Any]) -> dict[str, Any]:
-    return job.to_dict() if isinstance(job, Job) else dict(job)
+def _job_json(job: Job | Mapping[str, Any]) -> bytes:
+    """The stored JSON of a job (compact, as :meth:`Job.to_dict`), or of a job dict."""
+    if isinstance(job, Job):
+        return _JOB_ENCODER.encode(_StoredJob(*msgspec.structs.astuple(job)))
+    return _JOB_ENCODER.encode(dict(job))
 
 
 def _job_key(job: Job | Mapping[str, Any]) -> str:
@@ -107,10 +121,9 @@ def create_batch(
         batch_id = new_batch_id()
     elif not batch_id or any(c.isspace() for c in batch_id) or ":" in batch_id:
         raise KnightsTourError(f"malformed batch id {batch_id!r}")
-    encode = _JOB_ENCODER.encode
     fields: list[Any] = []  # key, value, key, value, ...: a job given twice is stored once
     for j in jobs:
-        fields += (_job_key(j), encode(_job_dict(j)))
+        fields += (_job_key(j), _job_json(j))
     meta = registry.open_meta(
         r, keys.batch(batch_id), "batch_id", batch_id, {"params": dict(params or {})}
     )
@@ -134,7 +147,11 @@ def note_submission(r: redis.Redis, batch_id: str, began: float, sent: float) ->
     """Store when the batch's latest submission (``ktour run``, ``submit``, ``resume``, a
     sweep) began, before its jobs were made, and when its last task was sent: unix seconds,
     read back by :func:`submission`."""
-    r.hset(keys.batch(batch_id), "submitted", registry.dumps({"began": began, "sent": sent}))
+    pipe = r.pipeline(transaction=True)
+    pipe.hset(keys.batch(batch_id), "submitted", registry.dumps({"began": began, "sent": sent}))
+    if _ttl() > 0:  # a batch forgotten meanwhile leaves no key that never expires
+        pipe.expire(keys.batch(batch_id), _ttl())
+    pipe.execute()
 
 
 def submission(r: redis.Redis, batch_id: str) -> tuple[float, float] | None:
