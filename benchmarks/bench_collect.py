@@ -26,8 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from multiprocessing import Pool
 from pathlib import Path
 
 import msgspec
@@ -110,6 +114,145 @@ def formats(sizes: str) -> dict:
     return out
 
 
+SCALE_BATCH = "bench-collect-scale"
+"""The batch id of the cached ``--scale`` batch (its records carry it)."""
+
+
+def _solve_stored(job):  # in a pool process: the job's row as a worker stores it
+    from knights_tour.core.records import encode_record
+
+    rec = run_job(job, batch_id=SCALE_BATCH, worker="bench@local")
+    rec.attempts = 1
+    return (job.key, rec.status.value, bool(rec.mismatch), encode_record(rec))
+
+
+def scale_rows(sizes: str, cache: Path) -> tuple[list, list]:
+    """The jobs of the sweep ``sizes`` and their stored rows ``(job_key, status, mismatch,
+    payload)`` as workers store them, solved once on every core and kept in ``cache``
+    (MessagePack) for the next run."""
+    jobs = make_batch_jobs(parse_board_list(sizes))
+    if cache.exists():
+        rows = [tuple(row) for row in msgspec.msgpack.decode(cache.read_bytes())]
+        if len(rows) == len(jobs):
+            return jobs, rows
+    t = time.perf_counter()
+    with Pool(os.cpu_count()) as pool:
+        rows = pool.map(_solve_stored, jobs, chunksize=64)
+    print(f"solved {len(jobs)} jobs in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(msgspec.msgpack.encode(rows))
+    return jobs, rows
+
+
+def _ktour(src: Path, args: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of ``python -m knights_tour ARGS`` run from the source tree ``src``."""
+    env = {**env, "PYTHONPATH": str(src)}
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "knights_tour", *args], env=env, check=False)
+    return time.perf_counter() - t
+
+
+def _base_tree(commit: str, where: Path) -> Path:
+    """A work tree of ``commit`` at ``where`` (made with ``git worktree add`` if missing)."""
+    if not where.exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(where), commit],
+            check=True,
+            capture_output=True,
+        )
+    return where / "src"
+
+
+def verify_cost(rows: list, page: int = PAGE) -> dict:
+    """CPU seconds of rendering every page's tours from their stored moves with the walk's
+    check of each found tour and without it, and of checking the decoded tours with
+    :func:`knights_tour.verify.verify_tour` one by one."""
+    from knights_tour.core import records as stored
+    from knights_tour.core.tour_text import render_moves
+    from knights_tour.verify import verify_tour
+
+    out: dict = {"render_checked_cpu_s": 0.0, "render_unchecked_cpu_s": 0.0}
+    verifier = 0.0
+    values = [row[3] for row in rows]
+    for i in range(0, len(values), page):
+        recs = [stored._ARRAY_DECODER.decode(memoryview(v)[2:]) for v in values[i : i + page]]
+        recs = [rec for rec in recs if stored._pending(rec)]
+        args = (
+            [rec.tour for rec in recs],
+            [rec.rows for rec in recs],
+            [rec.cols for rec in recs],
+            [rec.start for rec in recs],
+            [rec.closed for rec in recs],
+        )
+        for checked in (True, False):
+            t = time.process_time()
+            render_moves(*args, [checked and rec.status == "found" for rec in recs])
+            out[f"render_{'checked' if checked else 'unchecked'}_cpu_s"] += time.process_time() - t
+        tours = [stored.decode_moves(rec.tour.tobytes()) for rec in recs]
+        t = time.process_time()
+        for rec, tour in zip(recs, tours):
+            if rec.status == "found":
+                verify_tour((rec.rows, rec.cols), tour, start=rec.start, closed=rec.closed)
+        verifier += time.process_time() - t
+    out["walk_check_cpu_s"] = out["render_checked_cpu_s"] - out["render_unchecked_cpu_s"]
+    out["verify_tour_each_cpu_s"] = verifier
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> dict:
+    """``ktour collect`` of the cached sweep ``sizes`` to JSON Lines and to Parquet, each run
+    by this tree and by ``base_src`` (another tree's ``src``) in turn, in new processes
+    against one embedded Redis holding the batch: wall seconds, file bytes, whether the two
+    trees' JSON Lines are byte-identical; the records hash's bytes per record; the check's
+    cost (:func:`verify_cost`)."""
+    from knights_tour.store.saving import save_records
+
+    jobs, rows = scale_rows(sizes, cache)
+    here = Path(__file__).resolve().parents[1] / "src"
+    trees = {"after": here} if base_src is None else {"before": base_src, "after": here}
+    out: dict = {"jobs": len(jobs), "load_before": round(os.getloadavg()[0], 2)}
+    with (
+        tempfile.TemporaryDirectory(dir=cache.parent) as tmp,
+        EmbeddedRedis(Path(tmp) / "redis") as server,
+    ):
+        r = connect(server.url)
+        create_batch(r, jobs, params={"sizes": sizes, "bench": True}, batch_id=SCALE_BATCH)
+        for i in range(0, len(rows), 5000):
+            save_records(r, SCALE_BATCH, rows[i : i + 5000])
+        out["hash_bytes_per_record"] = r.memory_usage(
+            keys.batch_records(SCALE_BATCH), samples=0
+        ) // len(rows)
+        env = {**os.environ, "KT_DATA_DIR": str(Path(tmp) / "data")}
+        for fmt in ("jsonl", "parquet"):
+            for name, src in trees.items():
+                path = Path(tmp) / f"{name}.{fmt}"
+                walls = []
+                for _ in range(repeat):
+                    path.unlink(missing_ok=True)
+                    walls.append(
+                        _ktour(
+                            src,
+                            ["collect", SCALE_BATCH, "--out", str(path), "--redis", server.url],
+                            env,
+                        )
+                    )
+                out[f"{fmt}_{name}_s"] = round(min(walls), 2)
+                out[f"{fmt}_{name}_mb"] = round(path.stat().st_size / 1e6, 1)
+            if "before" in trees:
+                out[f"{fmt}_after_over_before"] = round(
+                    out[f"{fmt}_after_s"] / out[f"{fmt}_before_s"], 3
+                )
+        if "before" in trees:
+            out["jsonl_identical"] = (Path(tmp) / "before.jsonl").read_bytes() == (
+                Path(tmp) / "after.jsonl"
+            ).read_bytes()
+        r.close()
+    out["jsonl_mb_per_s"] = round(out["jsonl_after_mb"] / out["jsonl_after_s"], 1)
+    out.update(verify_cost(rows))
+    out["load_after"] = round(os.getloadavg()[0], 2)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=20)
@@ -121,7 +264,32 @@ def main() -> None:
         action="store_true",
         help="bytes and write time of the records in each file format",
     )
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="ktour collect of the sweep --sizes (default here 5-66) to JSONL and Parquet, "
+        "this tree against --base",
+    )
+    ap.add_argument("--base", default="b152d27", help="with --scale: the commit to compare with")
+    ap.add_argument("--no-base", action="store_true", help="with --scale: this tree only")
+    ap.add_argument("--repeat", type=int, default=1, help="with --scale: runs each (best kept)")
+    ap.add_argument(
+        "--cache",
+        default=None,
+        help="with --scale: the solved records' file "
+        "(default .kt-data/bench-collect/SIZES.msgpack)",
+    )
     args = ap.parse_args()
+    if args.scale:
+        sizes = args.sizes if args.sizes != "5-12" else "5-66"
+        root = Path(__file__).resolve().parents[1]
+        cache = Path(args.cache or root / ".kt-data" / "bench-collect" / f"{sizes}.msgpack")
+        base = None if args.no_base else _base_tree(args.base, cache.parent / f"base-{args.base}")
+        out = scale(sizes, cache, base, args.repeat)
+        print(json.dumps(out, indent=2))
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(out, indent=2) + "\n")
+        return
     if args.formats:
         print(json.dumps(formats(args.sizes), indent=2))
         return

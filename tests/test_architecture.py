@@ -44,6 +44,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("tasks.py", "collect_reports"): "the collector, likewise",
     ("console.py", "run"): "the command line, loaded where a Ctrl-C while loading can be "
     "turned into one line",
+    ("core/record_pages.py", "_walk"): "the compiled walk over stored tours (numba), loaded "
+    "when records are first written, not when ktour run starts",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

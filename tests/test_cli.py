@@ -493,8 +493,9 @@ def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_clien
     code, out, err = run_cli(capsys, "collect", batch_id, "--redis", redis_db_url)
     assert code == 1
     assert "CP-SAT CROSS-CHECK FAILED for 1 job(s)" in err
-    assert "5x5 from b5: warnsdorff says found, CP-SAT says no_tour" in err
+    # a found claim without a tour fails verification on the way out: an error, still loud
+    assert "5x5 from b5: warnsdorff says error, CP-SAT says no_tour" in err
     row = next(ln for ln in out.splitlines() if "5x5" in ln)
     cells = [c.strip() for c in row.strip("│┃ ").split("│")]
-    assert cells[:7] == ["5x5", "2", "2", "0", "0", "0", "1"]
+    assert cells[:7] == ["5x5", "2", "1", "0", "0", "1", "1"]
     assert cells[7] == "1/2"

@@ -8,9 +8,12 @@ import csv
 import io
 import json
 
+import msgspec
+import numpy as np
 import pytest
 
 from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
+from knights_tour.core.records import KNIGHT_MOVES
 from knights_tour.output import parquet
 from knights_tour.output.recordfile import (
     CSV_FIELDS,
@@ -62,7 +65,62 @@ def test_parquet_round_trips_every_field_in_pages(records, tmp_path):
 
     meta = pq.ParquetFile(path).metadata
     assert meta.num_rows == len(records) and meta.num_row_groups == -(-len(records) // 4)
-    assert [c for c, _ in parquet.COLUMNS] == list(CSV_FIELDS)
+    tour_at = CSV_FIELDS.index("tour")  # the tour is two columns: moves, or squares
+    expected = [*CSV_FIELDS[:tour_at], "tour_moves", "tour_squares", *CSV_FIELDS[tour_at + 1 :]]
+    assert [c for c, _ in parquet.COLUMNS] == expected
+
+
+def _odd_tours(records: list[Record]) -> list[Record]:
+    """An error record whose tour is not a chain of knight moves, one whose chain starts
+    elsewhere than its start square, and one with an empty tour."""
+    base = next(r for r in records if r.status == Status.FOUND)
+    jump = base.tour.copy()
+    jump[[3, 9]] = jump[[9, 3]]
+    shifted = base.tour[1:]
+    return [
+        msgspec.structs.replace(base, status=Status.ERROR, tour=jump, reason="x"),
+        msgspec.structs.replace(base, status=Status.ERROR, tour=shifted, reason="y"),
+        msgspec.structs.replace(base, status=Status.ERROR, tour=base.tour[:0], reason="z"),
+    ]
+
+
+def test_parquet_keeps_tours_as_moves_and_others_as_squares(records, tmp_path):
+    odd = _odd_tours(records)
+    path = tmp_path / "r.parquet"
+    parquet.write(path, records + odd)
+    assert parquet.read(path) == records + odd
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["tour_moves", "tour_squares"]).to_pylist()
+    found = [i for i, r in enumerate(records) if r.tour is not None]
+    for i in found:  # a knight's tour of R x C squares: R*C - 1 moves, a byte each
+        assert len(table[i]["tour_moves"]) == records[i].rows * records[i].cols - 1
+        assert table[i]["tour_squares"] is None
+    assert [row["tour_moves"] is None for row in table[len(records) :]] == [True] * 3
+    assert table[len(records)]["tour_squares"] == odd[0].tour.tolist()
+
+
+def test_parquet_is_read_by_pyarrow_pandas_and_duckdb(records, tmp_path):
+    import duckdb
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "r.parquet"
+    parquet.write(path, records)
+    assert pq.read_table(path).schema == parquet.schema()
+    frame = pd.read_parquet(path)
+    assert list(frame.columns) == [c for c, _ in parquet.COLUMNS]
+    assert frame["status"].tolist() == [r.status.value for r in records]
+    first = records[0]
+    steps = np.asarray(KNIGHT_MOVES)[np.frombuffer(frame["tour_moves"][0], dtype=np.uint8)]
+    assert np.array_equal(np.cumsum(np.vstack([first.start, steps]), axis=0), first.tour)
+    rows = duckdb.sql(
+        f"SELECT rows, cols, status, octet_length(tour_moves) AS moves FROM '{path}'"
+    ).fetchall()
+    assert rows == [
+        (r.rows, r.cols, r.status.value, None if r.tour is None else len(r.tour) - 1)
+        for r in records
+    ]
 
 
 def test_a_file_name_picks_its_format():

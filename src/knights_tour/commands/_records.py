@@ -18,10 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from knights_tour.commands._shared import note, progress_hooks
+from knights_tour.core.record_pages import reverified
 from knights_tour.output import parquet
+from knights_tour.output.atomicfile import AtomicFile
 from knights_tour.output.tourfile import atomic_write_lines, record_lines
 from knights_tour.service.batches import stream_records, wait_for_batch
 from knights_tour.service.estimate import planned_s_per_job
+from knights_tour.service.record_stream import stored_pages, write_jsonl
 from knights_tour.service.verdict import Tally, summary_total
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.store.batches import batch_progress, submission
@@ -83,23 +86,36 @@ def report_mismatches(tally: Tally) -> None:
 def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str = "jsonl") -> Tally:
     """Stream the records of the batch as JSON Lines, JSON, CSV or Parquet to ``out`` (``-`` =
     stdout, not for Parquet; a file is written atomically; None = nowhere), counting them as
-    they pass; returns the counts."""
+    they pass; returns the counts. Every ``found`` tour is checked again on the way: one that
+    is not a knight's tour is written, and counted, as an ``error`` record
+    (:func:`knights_tour.core.records.reverified`)."""
     tally = Tally()
 
     def counted():
         for rec in stream_records(client, batch_id):
+            rec = reverified(rec)
             tally.add(rec)
             yield rec
 
     if out is None:
-        for _ in counted():
-            pass
-    elif fmt == "parquet":
-        parquet.write(out, counted())
+        return write_jsonl(client, batch_id, lambda chunks: None)
+    if fmt == "parquet":
+        parquet.write_pages(out, stored_pages(client, batch_id, tally))
     elif out == "-":
         sys.stdout.flush()  # what was echoed before goes first
-        sys.stdout.buffer.writelines(record_lines(counted(), fmt))
+        if fmt == "jsonl":
+            tally = write_jsonl(client, batch_id, sys.stdout.buffer.writelines)
+        else:
+            sys.stdout.buffer.writelines(record_lines(counted(), fmt))
         sys.stdout.buffer.flush()
+    elif fmt == "jsonl":
+        file = AtomicFile(out)
+        try:
+            tally = write_jsonl(client, batch_id, file.writelines)
+        except BaseException:
+            file.discard()
+            raise
+        file.commit()
     else:
         atomic_write_lines(out, record_lines(counted(), fmt))
     return tally

@@ -31,6 +31,8 @@ __all__ = [
     "KNIGHT_MOVES",
     "STORED_PREFIX",
     "encode_moves",
+    "move_codes",
+    "page_moves",
     "decode_moves",
     "encode_stored",
     "decode_stored",
@@ -57,6 +59,18 @@ _STEP_PAIRS = np.vstack([_MOVES, np.zeros((1, 2), dtype=np.int32)]).view(np.int6
 """Each move code's ``(d_row, d_col)`` (and ``(0, 0)`` for :data:`_START_CODE`) as one int64."""
 
 
+def move_codes(tour: Tour) -> np.ndarray | None:
+    """The moves of a tour: ``uint8`` array of N-1 indices into :data:`KNIGHT_MOVES`, or None
+    if ``tour`` (integer array of shape ``(N, 2)``, N >= 1) is not a chain of knight moves."""
+    steps = np.diff(tour, axis=0)
+    if steps.size and int(np.abs(steps).max()) > 2:
+        return None
+    codes = _CODE_OF[(steps[:, 0] + 2) * 5 + (steps[:, 1] + 2)]
+    if codes.size and int(codes.max()) == 255:
+        return None
+    return codes
+
+
 def encode_moves(tour: Tour) -> bytes | None:
     """A tour as its start square and its moves: a 12-byte head (start row, start col, number
     of moves; little-endian) and three bits per move (MSB first), or None if ``tour`` is not a
@@ -67,11 +81,8 @@ def encode_moves(tour: Tour) -> bytes | None:
     tour : Tour
         Integer array of shape ``(N, 2)``, N >= 1.
     """
-    steps = np.diff(tour, axis=0)
-    if steps.size and int(np.abs(steps).max()) > 2:
-        return None
-    codes = _CODE_OF[(steps[:, 0] + 2) * 5 + (steps[:, 1] + 2)]
-    if codes.size and int(codes.max()) == 255:
+    codes = move_codes(tour)
+    if codes is None:
         return None
     head = np.array([(tour[0, 0], tour[0, 1], len(codes))], dtype=_HEAD).tobytes()
     bits = np.unpackbits(codes[:, None], axis=1)[:, 5:]
@@ -148,10 +159,11 @@ def _pending(record: Any) -> bool:
     return tour is not None and tour.ndim == 1 and tour.dtype == np.uint8
 
 
-def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
-    """The tours of several :func:`encode_moves` payloads at once: one unpackbits, the padding
-    bits dropped, one lookup of every square's step (a start square's step is filled in after)
-    and one cumulative sum over them all, then a view per tour.
+def page_moves(payloads: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The moves of several :func:`encode_moves` payloads at once (one unpackbits, the padding
+    bits dropped): ``(starts, counts, codes)``, the start squares (int32, shape (n, 2)), the
+    number of moves of each and all their moves one after the other (uint8 indices into
+    :data:`KNIGHT_MOVES`).
 
     Raises
     ------
@@ -164,7 +176,7 @@ def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
     body_len = np.array([len(b) for b in bodies], dtype=np.int64)
     if np.any(body_len * 8 < 3 * n):
         raise ValueError("a stored tour is cut short")
-    bits = np.unpackbits(np.concatenate(bodies))
+    bits = np.unpackbits(np.concatenate(bodies)) if bodies else np.zeros(0, np.uint8)
     pad = body_len * 8 - 3 * n  # fewer than 8 bits at the end of each body
     if pad.any():
         first = np.repeat(np.cumsum(body_len * 8) - pad, pad)
@@ -172,19 +184,34 @@ def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
         keep = np.ones(len(bits), dtype=bool)
         keep[first + offset] = False
         bits = bits[keep]
+    codes = (bits[0::3] << 2) | (bits[1::3] << 1) | bits[2::3]
+    starts = np.stack([heads["row"], heads["col"]], axis=1).astype(np.int32)
+    return starts, n, codes
+
+
+def _decode_pending(payloads: list[np.ndarray]) -> list[Tour]:
+    """The tours of several :func:`encode_moves` payloads at once (:func:`page_moves`): one
+    lookup of every square's step (a start square's step is filled in after) and one
+    cumulative sum over them all, then a view per tour.
+
+    Raises
+    ------
+    ValueError
+        If a payload is shorter than its head says.
+    """
+    begin, n, moves = page_moves(payloads)
     squares = n + 1
     row0 = np.zeros(len(payloads), dtype=np.int64)
     np.cumsum(squares[:-1], out=row0[1:])
     codes = np.full(int(squares.sum()), _START_CODE, dtype=np.uint8)
     is_move = np.ones(len(codes), dtype=bool)
     is_move[row0] = False
-    codes[is_move] = (bits[0::3] << 2) | (bits[1::3] << 1) | bits[2::3]
+    codes[is_move] = moves
     # every square's (d_row, d_col) as one int64 of two int32s: one 1-D lookup
     steps = np.take(_STEP_PAIRS, codes).view(np.int32).reshape(-1, 2)
-    steps[row0, 0] = heads["row"]
-    steps[row0, 1] = heads["col"]
+    steps[row0] = begin
     # the running sum reaches the sum of the pages' end squares: int32 while that fits
-    bound = int(np.abs(heads["row"]).sum() + np.abs(heads["col"]).sum() + 2 * n.sum())
+    bound = int(np.abs(begin).sum() + 2 * n.sum())
     kind = np.dtype(np.int32 if bound < 2**31 else np.int64)
     total: np.ndarray = np.cumsum(steps, axis=0, dtype=kind)
     before = np.zeros((len(payloads), 2), dtype=kind)

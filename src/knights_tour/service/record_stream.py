@@ -15,24 +15,149 @@ page of records; disk: the spill file (deleted at the end) beside the output.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import redis
 
+from knights_tour.core.record_pages import JsonPage, MovesPage, jsonl_page, moves_page
 from knights_tour.output.atomicfile import AtomicFile
-from knights_tour.output.recordfile import jsonl_bytes
 from knights_tour.service.verdict import Tally
 from knights_tour.store import keys
-from knights_tour.store.records import PAGE, decode, fetch, in_record_order, record_keys
+from knights_tour.store.batches import get_batch_meta
+from knights_tour.store.records import (
+    DECODE_ERRORS,
+    PAGE,
+    decode,
+    fetch,
+    in_record_order,
+    record_keys,
+)
 
 ADVANCE_BUDGET_S = 0.25
 """Longest a call of :meth:`RecordStream.advance` keeps fetching (seconds): the wait's
 progress and its checks run between two calls."""
+
+
+def write_json_pages(
+    r: redis.Redis,
+    batch_id: str,
+    write: Callable[[JsonPage], None],
+    names: list[str] | None = None,
+    page: int = PAGE,
+) -> None:
+    """Hand the JSON Lines text of a batch's records in record order (or of the records stored
+    under ``names``, in that order) to ``write``, a page at a time, each page as
+    :func:`knights_tour.core.records.jsonl_page` gives it (every ``found`` tour checked again;
+    the records' tours left out). The pages are fetched and rendered ahead on
+    :data:`RENDER_THREADS` threads (the rendering releases the GIL), at most two pages a thread
+    ahead of ``write``; a page's buffer is reused once ``write`` has returned, so ``write``
+    must be done with the page's chunks by then (write them; keep no memoryview).
+
+    Raises
+    ------
+    ValueError
+        As :func:`knights_tour.core.records.decode_stored`.
+    redis.RedisError
+        If Redis fails.
+    """
+    names = record_keys(r, batch_id) if names is None else names
+    free: deque[np.ndarray] = deque()
+
+    def render(i: int) -> JsonPage:
+        part = names[i : i + page]
+        values = fetch(r, batch_id, part)
+        try:
+            buffer = free.popleft()
+        except IndexError:
+            buffer = None
+        return _page(jsonl_page, batch_id, part, values, buffer)
+
+    todo = iter(range(0, len(names), page))
+    with ThreadPoolExecutor(RENDER_THREADS, thread_name_prefix="kt-render") as pool:
+        ahead = deque(pool.submit(render, i) for i in itertools.islice(todo, 2 * RENDER_THREADS))
+        try:
+            while ahead:
+                done = ahead.popleft().result()
+                write(done)
+                free.append(done.buffer)
+                ahead.extend(pool.submit(render, i) for i in itertools.islice(todo, 1))
+        finally:
+            for future in ahead:
+                future.cancel()
+
+
+RENDER_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads that fetch and render pages of records ahead of the writer."""
+
+
+def write_jsonl(
+    r: redis.Redis, batch_id: str, lines: Callable[[list[bytes | memoryview]], None]
+) -> Tally:
+    """Write the JSON Lines text of batch ``batch_id``'s records in record order with
+    ``lines`` (a file's ``writelines``), every ``found`` tour checked again
+    (:func:`knights_tour.store.records.write_json_pages`): the bytes of ``ktour collect`` and of
+    ``ktour run --out``. Returns the counts of the records written.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    """
+    get_batch_meta(r, batch_id)
+    tally = Tally()
+
+    def write(page: JsonPage) -> None:
+        for rec in page.records:
+            tally.add(rec)
+        lines(page.chunks)
+
+    write_json_pages(r, batch_id, write)
+    return tally
+
+
+def _page(
+    make: Callable[..., Any], batch_id: str, job_keys: list[str], values: list, *args: Any
+) -> Any:
+    """``make(values, *args)``; a value that does not decode as a record is reported as
+    :func:`knights_tour.store.records.decode` reports it (a ``CorruptKeyError`` naming its key).
+    """
+    try:
+        return make(values, *args)
+    except DECODE_ERRORS:
+        decode(batch_id, job_keys, values)  # raises, naming the first value that does not decode
+        raise
+
+
+def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesPage]:
+    """Batch ``batch_id``'s records in record order with their tours' moves, a page at a time
+    (:func:`knights_tour.core.records.moves_page`: each ``found`` tour checked again), each
+    page's records counted in ``tally`` as it is made: what a Parquet file of the batch is
+    written from (:func:`knights_tour.output.parquet.write_pages`).
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    CorruptKeyError
+        For a stored value that does not decode as a record.
+    """
+    get_batch_meta(r, batch_id)
+    names = record_keys(r, batch_id)
+    for i in range(0, len(names), PAGE):
+        part = names[i : i + PAGE]
+        page = _page(moves_page, batch_id, part, fetch(r, batch_id, part))
+        for rec in page.records:
+            tally.add(rec)
+        yield page
 
 
 class RecordStream:
@@ -83,6 +208,7 @@ class RecordStream:
             self.spill = tempfile.TemporaryFile()  # noqa: SIM115 - closed by finish/discard
         self.spilled = 0
         self.spill_failed = False
+        self.buffer: np.ndarray | None = None  # the last page's tours' text, reused
         self.tally = Tally()
 
     def advance(self, budget_s: float = ADVANCE_BUDGET_S) -> int:
@@ -152,32 +278,25 @@ class RecordStream:
             self.spill.close()
 
     def _spill(self, positions: list[int], values: list[bytes | None]) -> None:
-        records = decode(self.batch_id, [self.keys[p] for p in positions], values)
+        page = _page(
+            jsonl_page, self.batch_id, [self.keys[p] for p in positions], values, self.buffer
+        )
         end = self.spill.seek(0, os.SEEK_END)
-        lines = []
-        for p, rec in zip(positions, records, strict=True):
+        for p, rec, size in zip(positions, page.records, page.sizes, strict=True):
             self.tally.add(rec)
-            line = jsonl_bytes(rec)
             self.offset[p] = end
-            self.length[p] = len(line)
-            end += len(line)
-            lines.append(line)
-        self.spill.writelines(lines)
-        self.spilled += len(lines)
+            self.length[p] = size
+            end += size
+        self.spill.writelines(page.chunks)
+        self.buffer = page.buffer
+        self.spilled += len(page.sizes)
 
     def _from_redis(self) -> Tally:
         """The file from Redis in record order, as ``ktour collect`` writes it."""
         self.discard()
-        self.tally = Tally()
-        names = record_keys(self.r, self.batch_id)
         out = AtomicFile(self.path)
         try:
-            for i in range(0, len(names), PAGE):
-                part = names[i : i + PAGE]
-                records = decode(self.batch_id, part, fetch(self.r, self.batch_id, part))
-                for rec in records:
-                    self.tally.add(rec)
-                out.writelines(map(jsonl_bytes, records))
+            self.tally = write_jsonl(self.r, self.batch_id, out.writelines)
         except BaseException:
             out.discard()
             raise
@@ -185,4 +304,11 @@ class RecordStream:
         return self.tally
 
 
-__all__ = ["ADVANCE_BUDGET_S", "RecordStream"]
+__all__ = [
+    "ADVANCE_BUDGET_S",
+    "RENDER_THREADS",
+    "RecordStream",
+    "write_json_pages",
+    "write_jsonl",
+    "stored_pages",
+]

@@ -58,6 +58,7 @@ def fetch(r: redis.Redis, batch_id: str, job_keys: list[str]) -> list[bytes | No
 _DECODE_ERRORS = (ValueError, TypeError, IndexError, KeyError, OverflowError)
 """What decoding a stored value that is not a record raises (``msgspec.DecodeError`` and
 ``UnicodeDecodeError`` are ValueErrors; numpy's reshaping of a cut tour, an IndexError)."""
+DECODE_ERRORS = _DECODE_ERRORS
 
 
 def unreadable_hint(batch_id: str) -> str:

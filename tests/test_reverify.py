@@ -1,0 +1,186 @@
+"""Collected records are data to check again: the JSON Lines and Parquet of a page of stored
+records are made straight from the stored moves, byte for byte the text of the records'
+own JSON, and a ``found`` record whose tour is not a knight's tour comes out as an ``error``
+(core/records.py ``jsonl_page``, ``moves_page``; core/tour_text.py); ``ktour collect`` over a
+real Redis outputs a tampered record as an error and exits 1."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import numpy as np
+import pytest
+
+from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.core.record_pages import REJECTED, jsonl_page, moves_page, reverified
+from knights_tour.core.records import (
+    KNIGHT_MOVES,
+    decode_many,
+    decode_moves,
+    encode_moves,
+    encode_record,
+)
+from knights_tour.core.tour_text import render_moves
+from knights_tour.result import Record, Status, json_bytes, tour_json
+from knights_tour.verify import verify_tour
+
+_RNG = np.random.default_rng(20261127)
+
+
+@pytest.fixture(scope="module")
+def solved() -> list[Record]:
+    jobs = make_batch_jobs([5, 6, (5, 7)]) + make_batch_jobs([8], closed=True)[:3]
+    return [run_job(j, batch_id="b1", worker="w1@host") for j in jobs]
+
+
+def _walk(start: tuple[int, int], moves: int) -> np.ndarray:
+    """A random chain of knight moves from ``start`` (any coordinates: not a tour)."""
+    steps = np.asarray(KNIGHT_MOVES, dtype=np.int32)[_RNG.integers(0, 8, moves)]
+    return np.cumsum(np.vstack([np.asarray(start, dtype=np.int32), steps]), axis=0)
+
+
+def _unknown(tour: np.ndarray, rows: int, cols: int) -> Record:
+    """An undecided record holding a tour (its text is written; nothing is checked)."""
+    return Record(
+        rows=rows,
+        cols=cols,
+        start=(int(tour[0, 0]), int(tour[0, 1])),
+        solver="warnsdorff",
+        status=Status.UNKNOWN,
+        reason="node_limit",
+        tour=tour,
+        elapsed_s=0.25,
+    )
+
+
+def _old_lines(values: list) -> bytes:
+    return b"".join(json_bytes(reverified(r)) + b"\n" for r in decode_many(values))
+
+
+def _text(values: list) -> bytes:
+    return b"".join(jsonl_page(values).chunks)
+
+
+@pytest.mark.parametrize("top", [0, 7, 63, 64, 999, 1000, 9999, 10_000, 123_456, 2_000_000])
+def test_tour_json_is_what_the_stdlib_writes(top):
+    tour = _RNG.integers(0, top + 1, size=(300, 2)).astype(np.int32)
+    tour[0] = (top, top)
+    for arr in (tour, tour.astype(np.int64), tour[::3], np.asfortranarray(tour), tour[:1]):
+        assert tour_json(arr) == json.dumps(arr.tolist(), separators=(",", ":")).encode()
+    assert tour_json(tour[:0]) == b"[]"
+    below = tour - top - 1  # off the board: only a record failing verification holds one
+    assert tour_json(below) == json.dumps(below.tolist(), separators=(",", ":")).encode()
+
+
+def test_a_page_gives_the_records_json_byte_for_byte(solved):
+    walks = [  # the table paths (sides up to 100 and above), digit by digit, and squares
+        _unknown(_walk((50, 60), 400) + 200, 400, 400),
+        _unknown(_walk((3, 4), 30) + 10, 20, 20),
+        _unknown(_walk((9990, 9990), 50) + 50, 10_100, 10_100),
+        _unknown(_walk((20_000, 5), 50) + 100, 30_000, 300),
+        _unknown(np.array([[0, 0], [5, 5], [1, 1]], dtype=np.int32), 6, 6),
+    ]
+    records = solved + walks
+    values = [encode_record(r) for r in records]
+    values.insert(3, None)  # a key deleted meanwhile
+    values.append(json.dumps(solved[0].to_dict()))  # a plain JSON record, as stored long ago
+    page = jsonl_page(values)
+    assert b"".join(page.chunks) == _old_lines(values)
+    assert page.sizes == [len(json_bytes(reverified(r))) + 1 for r in decode_many(values)]
+    assert [r.status for r in page.records] == [r.status for r in decode_many(values)]
+    # a second page into the first one's buffer gives the same text
+    again = jsonl_page(values, page.buffer)
+    assert b"".join(again.chunks) == _old_lines(values)
+
+
+def _tampered(found: Record) -> dict[str, Record]:
+    tour = found.tour
+    swapped = tour.copy()
+    swapped[[4, 11]] = swapped[[11, 4]]
+    back = np.vstack([tour[:-1], tour[-3:-2]])  # the last move goes back to a visited square
+    off = _walk((int(tour[0, 0]), int(tour[0, 1])), len(tour) - 1)
+    elsewhere = tour[::-1].copy()
+    return {
+        "not knight moves": msgspec.structs.replace(found, tour=swapped),
+        "a square twice": msgspec.structs.replace(found, tour=back),
+        "off the board": msgspec.structs.replace(found, tour=off),
+        "another start": msgspec.structs.replace(found, tour=elsewhere),
+        "too short": msgspec.structs.replace(found, tour=tour[:-1]),
+        "not closed": msgspec.structs.replace(found, closed=True),
+        "no tour": msgspec.structs.replace(found, tour=None),
+    }
+
+
+def test_a_found_record_whose_tour_is_not_a_tour_is_an_error(solved):
+    found = next(r for r in solved if r.status == Status.FOUND and r.rows == 6)
+    cases = _tampered(found)
+    values = [encode_record(found)] + [encode_record(r) for r in cases.values()]
+    page = jsonl_page(values)
+    assert page.records[0].status == Status.FOUND
+    for rec, (what, bad) in zip(page.records[1:], cases.items(), strict=True):
+        assert rec.status == Status.ERROR, what
+        assert rec.reason.startswith(REJECTED) and rec.checks.verifier is False, what
+        if bad.tour is not None:
+            verdict = verify_tour((6, 6), bad.tour, start=bad.start, closed=bad.closed)
+            assert rec.reason == REJECTED + verdict.reason, what
+    assert b"".join(page.chunks) == _old_lines(values)
+    parquet_page = moves_page(values)
+    assert [r.status for r in parquet_page.records] == [r.status for r in page.records]
+    assert [r.reason for r in parquet_page.records] == [r.reason for r in page.records]
+
+
+def test_the_walk_and_the_verifier_agree_on_altered_moves(solved):
+    founds = [r for r in solved if r.status == Status.FOUND]
+    payloads, recs = [], []
+    for rec in founds * 8:
+        codes = np.frombuffer(encode_moves(rec.tour)[12:], dtype=np.uint8).copy()
+        if _RNG.random() < 0.8:  # flip a few bits of the moves
+            at = _RNG.integers(0, len(codes), 2)
+            codes[at] ^= _RNG.integers(1, 256, 2).astype(np.uint8)
+        payloads.append(encode_moves(rec.tour)[:12] + codes.tobytes())
+        recs.append(rec)
+    _, _, _, ok = render_moves(
+        payloads,
+        [r.rows for r in recs],
+        [r.cols for r in recs],
+        [r.start for r in recs],
+        [r.closed for r in recs],
+        [True] * len(recs),
+    )
+    verdicts = [
+        verify_tour((r.rows, r.cols), decode_moves(p), start=r.start, closed=r.closed).ok
+        for r, p in zip(recs, payloads, strict=True)
+    ]
+    assert ok.tolist() == verdicts
+    assert 0 < sum(verdicts) < len(verdicts)
+
+
+def test_collect_outputs_a_tampered_record_as_an_error_and_exits_1(
+    redis_db_url, redis_client, solved, tmp_path
+):
+    from knights_tour.cli import main
+    from knights_tour.core.jobs import Job
+    from knights_tour.store.batches import create_batch
+    from knights_tour.store.saving import save_records
+
+    records = [r for r in solved if r.rows == 5]
+    jobs = [Job(rows=r.rows, cols=r.cols, start=r.start) for r in records]
+    bid = create_batch(redis_client, jobs)
+    rows = [(r.job_key, r.status.value, False, encode_record(r)) for r in records]
+    victim = next(i for i, r in enumerate(records) if r.status == Status.FOUND)
+    bad = _tampered(records[victim])["a square twice"]
+    rows[victim] = (bad.job_key, "found", False, encode_record(bad))
+    save_records(redis_client, bid, rows)
+    for out in ("o.jsonl", "o.parquet"):
+        code = main(["collect", bid, "--out", str(tmp_path / out), "--redis", redis_db_url])
+        assert code == 1
+    lines = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    wrong = [d for d in lines if d["status"] == "error"]
+    assert len(wrong) == 1 and wrong[0]["job_key"] == bad.job_key
+    assert wrong[0]["reason"].startswith(REJECTED) and wrong[0]["checks"]["verifier"] is False
+    from knights_tour.output import parquet
+
+    assert [r.to_dict() for r in parquet.read(tmp_path / "o.parquet")] == [
+        Record.from_dict(d).to_dict() for d in lines
+    ]
