@@ -88,7 +88,7 @@ def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str 
     stdout, not for Parquet; a file is written atomically; None = nowhere), counting them as
     they pass; returns the counts. Every ``found`` tour is checked again on the way: one that
     is not a knight's tour is written, and counted, as an ``error`` record
-    (:func:`knights_tour.core.records.reverified`)."""
+    (:func:`knights_tour.core.record_pages.reverified`)."""
     tally = Tally()
 
     def counted():
