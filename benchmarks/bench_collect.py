@@ -163,6 +163,44 @@ def _base_tree(commit: str, where: Path) -> Path:
     return where / "src"
 
 
+def write_floor(size: int, where: Path) -> float:
+    """Wall seconds of writing ``size`` bytes (4 MiB blocks) to a file in ``where`` and fsyncing
+    it: what the disk alone costs a JSON Lines file of that size."""
+    block = b"x" * (4 << 20)
+    path = where / "write-floor.tmp"
+    t = time.perf_counter()
+    with open(path, "wb") as fh:
+        for _ in range(size // len(block) + 1):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+    took = time.perf_counter() - t
+    path.unlink()
+    return took
+
+
+_TO_JSON = """
+import json, time
+from knights_tour.solvers.api import solve
+solve(1000, (0, 0))  # warm: the engine loaded
+solves, texts = [], []
+for _ in range(5):
+    t = time.perf_counter(); rec = solve(1000, (0, 0)); solves.append(time.perf_counter() - t)
+    t = time.perf_counter(); rec.to_json(); texts.append(time.perf_counter() - t)
+print(json.dumps({"solve_1000_s": round(min(solves), 3), "to_json_1000_s": round(min(texts), 3)}))
+"""
+
+
+def to_json_cost(src: Path) -> dict:
+    """Best of five, in a warm process run from the tree ``src``: seconds of solving a 1000x1000
+    open tour from a1000 and of its record's ``to_json``."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-c", _TO_JSON], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
 def verify_cost(rows: list, page: int = PAGE) -> dict:
     """CPU seconds of rendering every page's tours from their stored moves with the walk's
     check of each found tour and without it, and of checking the decoded tours with
@@ -248,7 +286,10 @@ def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> di
             ).read_bytes()
         r.close()
     out["jsonl_mb_per_s"] = round(out["jsonl_after_mb"] / out["jsonl_after_s"], 1)
+    out["write_floor_s"] = round(write_floor(int(out["jsonl_after_mb"] * 1e6), cache.parent), 2)
     out.update(verify_cost(rows))
+    for name, src in trees.items():
+        out.update({f"{k}_{name}": v for k, v in to_json_cost(src).items()})
     out["load_after"] = round(os.getloadavg()[0], 2)
     return out
 

@@ -20,12 +20,10 @@ import msgspec
 import numpy as np
 
 from knights_tour.core.records import (
-    _ARRAY_DECODER,
     _FIELDS,
     _HEAD,
-    STORED_PREFIX,
     _pending,
-    decode_many,
+    decode_light,
     decode_moves,
     move_codes,
 )
@@ -107,7 +105,7 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     ValueError
         As :func:`decode_stored`.
     """
-    out = _decode_light(values)
+    out: list[Any] = decode_light(values)
     moved, (buf, at, end, ok) = _walk(out, buffer, write=True)
     view = memoryview(buf.data)
     texts = {i: view[at[j] : end[j]] for j, i in enumerate(moved)}
@@ -141,23 +139,6 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
             sizes.append(len(line))
         records.append(rec)
     return JsonPage(records, chunks, sizes, buf)
-
-
-def _decode_light(values: Sequence[bytes | str | None]) -> list[Any]:
-    """The records of stored values (None: skipped), a tour stored as moves left as its
-    payload (:func:`_pending`); a form earlier versions stored as a plain :class:`Record`."""
-    out: list[Any] = []
-    for stored in values:
-        if stored is None:
-            continue
-        if (
-            isinstance(stored, (bytes, bytearray, memoryview))
-            and bytes(stored[:2]) == STORED_PREFIX
-        ):
-            out.append(_ARRAY_DECODER.decode(memoryview(stored)[2:]))
-        else:
-            out.append(decode_many([stored])[0])
-    return out
 
 
 def _walk(
@@ -235,7 +216,7 @@ def moves_page(values: Sequence[bytes | str | None]) -> MovesPage:
     ValueError
         As :func:`decode_stored`.
     """
-    out = _decode_light(values)
+    out: list[Any] = decode_light(values)
     moved, (buf, at, end, ok) = _walk(out, None, write=False)
     walked = []
     for j, i in enumerate(moved):

@@ -37,6 +37,7 @@ __all__ = [
     "encode_stored",
     "decode_stored",
     "decode_many",
+    "decode_light",
     "from_legacy",
     "encode_record",
 ]
@@ -232,6 +233,37 @@ def decode_stored(stored: bytes | str) -> Record:
     return decode_many([stored])[0]
 
 
+def decode_light(values: Iterable[bytes | str | None]) -> list[Any]:
+    """The records of stored values that are not None, as stored: a record of this module's
+    form is a :class:`Record` subclass laid out as an array, its tour still the moves' payload
+    (``uint8``) where it was stored as moves; a form earlier versions stored is a plain
+    :class:`Record`. For readers that write the records out without making the squares
+    (:mod:`knights_tour.core.record_pages`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`decode_stored`.
+    """
+    out: list[Any] = []
+    for stored in values:
+        if stored is None:
+            continue
+        if (
+            isinstance(stored, (bytes, bytearray, memoryview))
+            and bytes(stored[:2]) == STORED_PREFIX
+        ):
+            out.append(_ARRAY_DECODER.decode(memoryview(stored)[2:]))
+        else:
+            text = (
+                stored.decode("utf-8")
+                if isinstance(stored, (bytes, bytearray, memoryview))
+                else stored
+            )
+            out.append(from_legacy(_legacy_dict(text)))
+    return out
+
+
 def decode_many(values: Iterable[bytes | str | None]) -> list[Record]:
     """:func:`decode_stored` of each value that is not None (a key deleted meanwhile), the
     tours of them all decoded together (:func:`_decode_pending`).
@@ -241,23 +273,10 @@ def decode_many(values: Iterable[bytes | str | None]) -> list[Record]:
     ValueError
         As :func:`decode_stored`.
     """
-    out: list[Record] = []
-    for stored in values:
-        if stored is None:
-            continue
-        if (
-            isinstance(stored, (bytes, bytearray, memoryview))
-            and bytes(stored[:2]) == STORED_PREFIX
-        ):
-            arr = _ARRAY_DECODER.decode(memoryview(stored)[2:])
-            out.append(Record(**{f: getattr(arr, f) for f in _FIELDS}))
-        else:
-            text = (
-                stored.decode("utf-8")
-                if isinstance(stored, (bytes, bytearray, memoryview))
-                else stored
-            )
-            out.append(from_legacy(_legacy_dict(text)))
+    out = [
+        rec if type(rec) is Record else Record(**{f: getattr(rec, f) for f in _FIELDS})
+        for rec in decode_light(values)
+    ]
     pending = [r for r in out if _pending(r)]
     if pending:
         for rec, tour in zip(
