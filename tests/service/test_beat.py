@@ -22,9 +22,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.core.record_pages import REJECTED
 from knights_tour.result import record_from_json
 from knights_tour.service.collector import (
     INDEX_FILE,
@@ -84,6 +86,28 @@ def test_a_finished_batch_gets_one_complete_report(redis_client, tmp_path):
     assert [e["batch_id"] for e in index] == [batch_id]
     assert index[0]["summary"] == summary_path.name
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_report_checks_every_found_tour_again(redis_client, tmp_path):
+    r = redis_client
+    jobs = make_batch_jobs(["5"])
+    batch_id = store.create_batch(r, jobs, params={"sizes": "5x5"})
+    records = [run_job(job, batch_id=batch_id, worker="test@here") for job in jobs]
+    victim = next(i for i, rec in enumerate(records) if rec.status.value == "found")
+    tour = records[victim].tour.copy()
+    tour[[2, 7]] = tour[[7, 2]]  # tampered: no longer a knight's tour
+    records[victim] = msgspec.structs.replace(records[victim], tour=tour)
+    for rec in records:
+        store.save_record(r, batch_id, rec)
+    out = tmp_path / "reports"
+    assert collect_finished(r, out)["written"] == [batch_id]
+    jsonl, summary_path = report_paths(out, batch_id)
+    lines = [record_from_json(ln) for ln in jsonl.read_text().splitlines()]
+    bad = [rec for rec in lines if rec.status.value == "error"]
+    assert [rec.job_key for rec in bad] == [records[victim].job_key]
+    assert bad[0].reason.startswith(REJECTED)
+    summary = json.loads(summary_path.read_text())
+    assert summary["counts"]["error"] == 1 and summary["clean"] is False
 
 
 def test_a_collection_that_finds_nothing_new_writes_nothing(redis_client, tmp_path):

@@ -3,7 +3,8 @@
 A *report* for batch ``B`` is two files in the reports directory (``KT_REPORTS_DIR``)::
 
     B.jsonl           every record of the batch, one JSON object per line, sorted by
-                      (rows, cols, start, solver, closed) like ``ktour collect``
+                      (rows, cols, start, solver, closed) like ``ktour collect`` (each
+                      ``found`` tour checked again: one that is not a tour is an error)
     B.summary.json    counts by status, per board and per worker, timing, params
 
 plus one line appended to ``index.jsonl`` (the list ``ktour reports`` shows). The latest
@@ -45,6 +46,7 @@ from typing import Any, cast
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
+from knights_tour.core.record_pages import reverified
 from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.output.recordfile import records_to_jsonl
 from knights_tour.result import Record
@@ -361,7 +363,7 @@ def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> b
     """Write one claimed batch's report files, mark it written, update the latest summary.
     False if its summary file already existed (nothing overwritten)."""
     meta = store.get_batch_meta(r, batch_id)
-    records = store.collect(r, batch_id)
+    records = [reverified(rec) for rec in store.collect(r, batch_id)]
     summary = summarize(batch_id, meta, records, collected_at=now)
     jsonl_path, summary_path = report_paths(reports, batch_id)
     summary["report"] = {
