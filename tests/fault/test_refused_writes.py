@@ -1,67 +1,132 @@
-"""Fault: Redis refuses writes while a batch runs (full under ``noeviction``: ``-OOM``), then
-accepts them again, with nobody restarting anything.
+"""Fault: Redis refuses writes while a batch runs, then accepts them again, with nobody
+restarting anything - each way a reachable Redis refuses writes: full under ``noeviction``
+(``OOM``: ``maxmemory`` set well below what it uses), a failed snapshot with
+``stop-writes-on-bgsave-error`` (``MISCONF``: its directory removed under it) and a read-only
+replica (``READONLY``: ``REPLICAOF`` a master that is not there).
 
-Two real workers run a batch; once some of its records are stored, the test's Redis gets a
-``maxmemory`` well below what it uses, so no record fits any more. A waiting client (the wait
-of ``ktour run``, without its recovery pass: only the workers heal the batch) must hear of it
-once, with Redis's reason, and ``ktour status`` must say it. Once a task has waited for Redis
-as long as a task waits (``SAVE_RETRY_S``) and given up, the limit is lifted. Then the batch
-must complete by itself: one record per job, none lost, none twice, no job left held by a live
-worker that no longer runs it, the same worker processes.
+Two real workers run a batch; once some of its records are stored, Redis refuses writes for
+longer than a task waits for them (``SAVE_RETRY_S``), so tasks give up and their claims go
+back or lapse. A waiting client (the wait of ``ktour run``, without its recovery pass: only
+the workers heal the batch) must hear of it once, with Redis's reason, and ``ktour status``
+must say it (under ``MISCONF`` Redis refuses even a PING, so ``status`` cannot connect: it
+says why in one line). Then Redis accepts writes again, and the batch must complete by itself: one
+record per job, none lost, none twice, no job left held by a live worker that no longer runs
+it, the same worker processes.
 
-Fact: every start square of 8x8, 9x9 and 10x10 has an open knight's tour (Conrad et al. 1994),
-so every job finds one, each checked by the verifier in ``audit``.
+Fact: from 8x8 to 16x16, every start square of an even board, and every square of the majority
+colour of an odd one, has an open knight's tour (Conrad et al. 1994); a tour alternates colours,
+so from a square of the minority colour there is none. Every job ends ``found`` (checked by the
+verifier in ``audit``) or ``no_tour``.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 
 import psutil
 import pytest
+import redis
 from _faultkit import audit
 
 from knights_tour.cli import main
 from knights_tour.core.jobs import make_batch_jobs
 from knights_tour.service.batches import submit_batch, wait_for_batch
+from knights_tour.service.chunk_claims import SAVE_RETRY_S
 from knights_tour.service.waiting import WaitHooks
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(500)]
 
-FULL_AFTER = 40
-"""Redis is made full once this many jobs have their record."""
+REFUSE_AFTER = 40
+"""Redis starts refusing writes once this many jobs have their record."""
+
+GIVE_UP_S = SAVE_RETRY_S + 5
+"""Redis refuses writes at least this long: longer than a task waits for it."""
 
 
 def _log_text(worker_pool) -> str:
     return "".join(p.read_text(errors="replace") for p in worker_pool.log_dir.glob("*.log"))
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Refusal:
+    """One way for a reachable Redis to refuse writes (``code``), brought on and lifted."""
+
+    def __init__(self, code: str, r, tmp) -> None:
+        self.code, self.r, self.tmp = code, r, tmp
+        self.dir = r.config_get("dir")["dir"]
+        self.save = r.config_get("save")["save"]
+
+    def begin(self) -> None:
+        if self.code == "OOM":  # far below what it uses: deleting a few entries cannot help
+            self.r.config_set("maxmemory", str(self.r.info("memory")["used_memory"] // 2))
+        elif self.code == "READONLY":  # a replica of a master that is not there
+            self.r.replicaof("127.0.0.1", _free_port())
+        else:  # MISCONF: with save points, a snapshot that fails (its directory is gone)
+            self.r.config_set("save", "3600 1")
+            gone = self.tmp / "gone"
+            gone.mkdir()
+            self.r.config_set("dir", str(gone))
+            gone.rmdir()
+            self._snapshot("err")
+
+    def end(self) -> None:
+        if self.code == "OOM":
+            self.r.config_set("maxmemory", "0")
+        elif self.code == "READONLY":
+            self.r.replicaof("NO", "ONE")
+        else:
+            self.r.config_set("dir", self.dir)
+            self._snapshot("ok")
+            self.r.config_set("save", self.save)
+
+    def _snapshot(self, want: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            persistence = self.r.info("persistence")
+            if not persistence["rdb_bgsave_in_progress"]:
+                if persistence["rdb_last_bgsave_status"] == want:
+                    return
+                try:
+                    self.r.bgsave()
+                except redis.ResponseError:  # one already running
+                    pass
+            time.sleep(0.1)
+        raise AssertionError(f"the snapshot never ended {want}")
+
+
+@pytest.mark.parametrize("code", ["OOM", "MISCONF", "READONLY"])
 def test_a_batch_completes_by_itself_once_redis_accepts_writes_again(
-    fault_redis, worker_pool, capsys
+    code, fault_redis, worker_pool, capsys, tmp_path
 ):
     url = fault_redis.url
     r = connect(url)
-    started = worker_pool.start_all("full-a", "full-b")
+    refusal = Refusal(code, r, tmp_path)
+    started = worker_pool.start_all("refused-a", "refused-b")
     pids = [p for w in started for p in w.pids]
-    jobs = make_batch_jobs([8, 9, 10])
+    jobs = make_batch_jobs(range(8, 17))
     batch_id = submit_batch(url, jobs, {"test": "refused writes"}, chunk_size=4)
 
     heard: list[str | None] = []
     shown: dict[str, object] = {}
 
     def on_progress(status: dict) -> None:
-        if "full" not in shown and status["done"] >= FULL_AFTER:
-            # Far below what it uses: deleting a few entries cannot bring it back under.
-            r.config_set("maxmemory", str(r.info("memory")["used_memory"] // 2))
-            shown["full"] = True
+        if "began" not in shown and status["done"] >= REFUSE_AFTER:
+            refusal.begin()
+            shown["began"] = time.monotonic()
         if "healed" in shown or not heard or heard[-1] is None:
             return
-        if "raised unexpected: StorageFullError" not in _log_text(worker_pool):
-            return  # no task has waited for Redis as long as it does, and given up, yet
+        if time.monotonic() - float(shown["began"]) < GIVE_UP_S:
+            return  # every task that waited for Redis has given up by then
         code = main(["status", batch_id, "--redis", url])
-        shown["status"] = (code, capsys.readouterr().out)
-        r.config_set("maxmemory", "0")
+        shown["status"] = (code, *capsys.readouterr())
+        refusal.end()
         shown["healed"] = time.monotonic()
 
     status = wait_for_batch(
@@ -70,13 +135,19 @@ def test_a_batch_completes_by_itself_once_redis_accepts_writes_again(
         timeout_s=360,
         hooks=WaitHooks(on_progress=on_progress, on_refused=heard.append),
     )
-    log_tail = _log_text(worker_pool)[-4000:]
-    assert "healed" in shown, f"no task gave up on a refused write: {heard}\n{log_tail}"
-    assert status["complete"], f"{status}\n{log_tail}"
+    log = _log_text(worker_pool)
+    assert "healed" in shown, f"Redis never refused writes: {heard}\n{log[-4000:]}"
+    assert status["complete"], f"{status}\n{log[-4000:]}"
     healed_s = time.monotonic() - shown["healed"]
-    print(f"\nRedis refused writes; the batch completed {healed_s:.1f} s after it accepted them")
-    code, out = shown["status"]
-    assert code == 1 and "Redis refuses writes: OOM command not allowed" in out, out
-    assert len(heard) == 2 and heard[0].startswith("OOM ") and heard[1] is None, heard
+    print(f"\nRedis refused writes ({code}); the batch completed {healed_s:.1f} s after")
+    status_code, out, err = shown["status"]
+    if code == "MISCONF":  # Redis refuses even a PING: status cannot connect, and says why
+        assert status_code == 2 and f"Redis refuses writes: {code} " in err, err
+        assert len(err.splitlines()) == 1, err
+    else:
+        assert status_code == 1 and f"Redis refuses writes: {code} " in out, out
+    assert len(heard) == 2 and heard[0].startswith(f"{code} ") and heard[1] is None, heard
+    said = [line for line in log.splitlines() if "WARNING/" in line or "ERROR/" in line]
+    assert any(code in line for line in said), "the workers' log never says why"
     audit(r, batch_id, jobs)
     assert all(psutil.pid_exists(p) for p in pids), "a worker died"

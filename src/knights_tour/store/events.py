@@ -16,8 +16,6 @@ from types import TracebackType
 
 import redis
 
-from knights_tour.store.connection import REDIS_ERRORS
-
 
 class Wakeup:
     """A subscription to one channel; :meth:`wait` sleeps until a message or the timeout.
@@ -43,8 +41,17 @@ class Wakeup:
         try:
             self._pubsub.subscribe(self.channel)
             self._subscribed = True
-        except REDIS_ERRORS:
-            self._subscribed = False
+        except redis.RedisError:
+            self._drop()
+
+    def _drop(self) -> None:
+        """Forget the subscription and its connection (a Redis that refuses writes under
+        ``MISCONF`` also answers the connection's health-check PING with an error)."""
+        self._subscribed = False
+        try:
+            self._pubsub.reset()
+        except redis.RedisError:
+            pass
 
     def wait(self, timeout_s: float) -> bool:
         """Block for up to ``timeout_s`` seconds; True if a message came (poll now)."""
@@ -59,8 +66,8 @@ class Wakeup:
                 # None also after a subscribe confirmation; wait out the rest of the time.
                 if self._pubsub.get_message(timeout=left) is not None:
                     return True
-            except REDIS_ERRORS:
-                self._subscribed = False
+            except redis.RedisError:
+                self._drop()
         time.sleep(max(0.0, deadline - time.monotonic()))
         return False
 
@@ -68,7 +75,7 @@ class Wakeup:
         """Drop the subscription and its connection (errors ignored)."""
         try:
             self._pubsub.close()
-        except REDIS_ERRORS:
+        except redis.RedisError:
             pass
 
     def __enter__(self) -> Wakeup:
