@@ -141,6 +141,9 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
     "bench_startup.py": [
         ("one", ["--repeats", "1", "--split-repeats", "1", "--json", "{tmp}/out.json"])
     ],
+    "bench_tiers.py": [
+        ("tiny", ["--marker", "", "--json", "{tmp}/out.json", "--", "{tmp}/test_tiny.py"])
+    ],
     "stress_tiers.py": [
         (
             "tiny",
@@ -207,6 +210,8 @@ def test_benchmark_runs_at_a_tiny_size(script: str, args: list[str], tmp_path: P
             assert doc["total"] == 1728  # OEIS A165134, n = 5
         if script == "bench_network_faults.py":
             assert list(doc) == ["client-blackhole-30"]
+        if script == "bench_tiers.py":
+            assert [(r["tree"], r["summary"]) for r in doc] == [("this tree", "1 passed")]
         if script == "stress_tiers.py":
             assert [(r["passed"], r["failed"]) for r in doc["runs"]] == [(1, 0)]
     if script == "bench_collect.py" and "--batches" not in args:
