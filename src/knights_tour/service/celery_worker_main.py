@@ -13,10 +13,10 @@ process that has loaded the tasks.
 
 A fresh interpreter pays about a second of CPU before its first job (Celery, kombu, redis-py, numpy
 and numba's modules, the kernels from numba's cache: ``benchmarks/README.md``, start-up); forked
-from the warmed parent, a node pays only Celery's own set-up. A node alone is forked before the
+from the warmed parent, a node pays only Celery's own set-up. The first node is forked before the
 engine's kernels are loaded (its pool process loads them while the node connects, as a worker
-started by hand does); of two or more, the parent loads them once and every node starts warm. At
-most one node per core is starting at a time, so K nodes give their first job as soon as two.
+started by hand does); the parent loads them meanwhile, once, and the other nodes start warm. At
+most one node per core is starting at a time, so K nodes give their first job as soon as one.
 
 The parent writes ``pid I PID`` when it forks node I and ``exit I CODE`` when it reaps it (CODE as
 ``subprocess`` gives it: -N for a node ended by signal N) to the file descriptor REPORT_FD (``-``:
@@ -302,8 +302,10 @@ def run_pool(spec: PoolSpec) -> int:
     _import_engine()
     _preload_worker(app_module)
     starting_at_once = max(1, os.cpu_count() or 1)
+    if not parent.stopping:
+        parent.fork_next()  # its pool process loads the kernels while it connects
     if spec.count > 1:
-        # Loaded once here, the kernels are every node's without a load of its own.
+        # Loaded once here meanwhile, the kernels are the other nodes' without a load each.
         app_module.warm_up_engine_in_this_process()
     while parent.live or (parent.next_node <= spec.count and not parent.stopping):
         while (
@@ -322,5 +324,17 @@ def run_pool(spec: PoolSpec) -> int:
     return parent.code
 
 
+def main(argv: list[str]) -> None:
+    """The parent's entry point: :func:`run_pool`, then exit at once with its code. An
+    interpreter that has loaded Celery, numpy and numba takes a second or more to finalize
+    (collections over all of it) for nothing: the parent holds nothing to flush but its own
+    output, and the client waits for it."""
+    code = run_pool(PoolSpec.from_argv(argv))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover - the parent process
-    sys.exit(run_pool(PoolSpec.from_argv(sys.argv[1:])))
+    main(sys.argv[1:])
