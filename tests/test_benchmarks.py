@@ -139,7 +139,21 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
     ],
     "bench_bad_input.py": [("one", ["--repeats", "1", "--json", "{tmp}/out.json"])],
     "bench_startup.py": [
-        ("one", ["--repeats", "1", "--split-repeats", "1", "--json", "{tmp}/out.json"])
+        (
+            "one",
+            [
+                "--repeats",
+                "1",
+                "--split-repeats",
+                "1",
+                "--first-job-workers",
+                "2",
+                "--first-job-repeats",
+                "1",
+                "--json",
+                "{tmp}/out.json",
+            ],
+        )
     ],
     "bench_tiers.py": [
         ("tiny", ["--marker", "", "--json", "{tmp}/out.json", "--", "{tmp}/test_tiny.py"])
