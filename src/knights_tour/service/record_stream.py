@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import redis
@@ -41,6 +41,8 @@ from knights_tour.store.records import (
     in_record_order,
     record_keys,
 )
+
+_Page = TypeVar("_Page")
 
 ADVANCE_BUDGET_S = 0.25
 """Longest a call of :meth:`RecordStream.advance` keeps fetching (seconds): the wait's
@@ -81,14 +83,21 @@ def write_json_pages(
             buffer = None
         return _page(jsonl_page, batch_id, part, values, buffer)
 
-    todo = iter(range(0, len(names), page))
+    for done in _ahead(render, range(0, len(names), page)):
+        write(done)
+        free.append(done.buffer)
+
+
+def _ahead(render: Callable[[int], _Page], starts: range) -> Iterator[_Page]:
+    """``render(i)`` for each ``i`` of ``starts``, in order, made on :data:`RENDER_THREADS`
+    threads at most two a thread ahead; the next is started only when the consumer asks for
+    the one after the last it got (so what it did with that one is done)."""
+    todo = iter(starts)
     with ThreadPoolExecutor(RENDER_THREADS, thread_name_prefix="kt-render") as pool:
         ahead = deque(pool.submit(render, i) for i in itertools.islice(todo, 2 * RENDER_THREADS))
         try:
             while ahead:
-                done = ahead.popleft().result()
-                write(done)
-                free.append(done.buffer)
+                yield ahead.popleft().result()
                 ahead.extend(pool.submit(render, i) for i in itertools.islice(todo, 1))
         finally:
             for future in ahead:
@@ -139,9 +148,10 @@ def _page(
 
 def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesPage]:
     """Batch ``batch_id``'s records in record order with their tours' moves, a page at a time
-    (:func:`knights_tour.core.records.moves_page`: each ``found`` tour checked again), each
-    page's records counted in ``tally`` as it is made: what a Parquet file of the batch is
-    written from (:func:`knights_tour.output.parquet.write_pages`).
+    (:func:`knights_tour.core.record_pages.moves_page`: each ``found`` tour checked again;
+    made ahead on several threads), each page's records counted in ``tally`` as it is handed
+    on: what a Parquet file of the batch is written from
+    (:func:`knights_tour.output.parquet.write_pages`).
 
     Raises
     ------
@@ -152,9 +162,12 @@ def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesP
     """
     get_batch_meta(r, batch_id)
     names = record_keys(r, batch_id)
-    for i in range(0, len(names), PAGE):
+
+    def render(i: int) -> MovesPage:
         part = names[i : i + PAGE]
-        page = _page(moves_page, batch_id, part, fetch(r, batch_id, part))
+        return _page(moves_page, batch_id, part, fetch(r, batch_id, part))
+
+    for page in _ahead(render, range(0, len(names), PAGE)):
         for rec in page.records:
             tally.add(rec)
         yield page
