@@ -22,7 +22,8 @@ The parent writes ``pid I PID`` when it forks node I and ``exit I CODE`` when it
 ``subprocess`` gives it: -N for a node ended by signal N) to the file descriptor REPORT_FD (``-``:
 none; :class:`~knights_tour.service.worker_pool.WorkerPool` reads them). A signal to the parent
 (SIGTERM, SIGINT, SIGQUIT, SIGHUP: the client's ``PR_SET_PDEATHSIG`` included) is passed on to
-every node and no further node is forked; a node still running :data:`STOP_GRACE_S` later is killed
+every node that has said it is ready (one still starting holds no message and is killed) and no
+further node is forked; a node still running :data:`STOP_GRACE_S` later is killed
 with its pool processes. The parent exits once its nodes have, with the first non-zero exit code
 among theirs. Each node gets DEATH_SIGNAL from Linux if the parent dies (SIGKILL included).
 :class:`~knights_tour.service.local_workers.LocalWorkers` starts its workers this way; ``celery -A
@@ -181,9 +182,14 @@ class _Parent:
         grace = STOP_GRACE_S.get(signum, DEFAULT_STOP_GRACE_S)
         kill_at = time.monotonic() + grace
         self.kill_at = kill_at if self.kill_at is None else min(self.kill_at, kill_at)
-        for pid in self.live:
+        for pid, i in self.live.items():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
+                if i in self.starting:
+                    # Not consuming yet, so it holds no message; and Celery, which acts on the
+                    # signal only once its event loop runs, would keep the stop waiting.
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signum)
 
     def kill_late(self) -> None:
         """SIGKILL every node left, with its pool processes (its process group), once the
