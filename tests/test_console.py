@@ -78,3 +78,42 @@ def test_ctrl_c_in_generated_code_still_exits_130_not_by_the_signal(tmp_path):
     )
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == "ktour: interrupted\n"
+
+
+_INTERRUPT_IN_A_FINALIZER = """
+import gc, sys
+from knights_tour import console
+
+sys.unraisablehook = console._drop_interrupts_in_finalizers
+
+
+class Interrupted:
+    def __del__(self):
+        raise KeyboardInterrupt
+
+
+class Broken:
+    def __del__(self):
+        raise ValueError("a real bug in a finalizer")
+
+
+Interrupted()
+Broken()
+gc.collect()
+print("still running")
+"""
+
+
+@pytest.mark.process
+def test_a_ctrl_c_landing_in_a_finalizer_prints_no_traceback(tmp_path):
+    # A repeated Ctrl-C during the stop once landed in redis-py's ConnectionPool.__del__ and
+    # printed "Exception ignored in ..." with a traceback; other errors there are still shown.
+    script = tmp_path / "finalizers.py"
+    script.write_text(_INTERRUPT_IN_A_FINALIZER)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "still running\n"
+    assert "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert "ValueError: a real bug in a finalizer" in done.stderr, done.stderr

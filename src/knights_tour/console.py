@@ -9,6 +9,13 @@ instead of an import traceback. Nothing has been started by then, so there is no
 Whatever the command's exit code, the process ends with it: a Ctrl-C that the command handled
 (``ktour: interrupted``, 130) must not turn into a death by SIGINT at the interpreter's exit
 (:func:`_forget_handled_interrupt`).
+
+A Ctrl-C pressed again while the command is already stopping may land in a finalizer (an
+object's ``__del__`` run by the garbage collector, such as a Redis connection pool's), where
+Python cannot raise it and prints "Exception ignored in ..." with a traceback instead. The
+first Ctrl-C has already started the orderly stop, so such an interrupt is dropped quietly
+(:func:`_drop_interrupts_in_finalizers`); every other unraisable exception is reported as
+before.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ def run() -> None:
     SystemExit
         Always: the command's exit code, or 130 on a Ctrl-C while loading.
     """
+    sys.unraisablehook = _drop_interrupts_in_finalizers
     try:
         try:
             from knights_tour import cli
@@ -39,6 +47,14 @@ def run() -> None:
     except SystemExit:
         _forget_handled_interrupt()
         raise
+
+
+def _drop_interrupts_in_finalizers(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook`` of ``ktour``: a KeyboardInterrupt that could not be raised (it
+    landed in a finalizer) is dropped; anything else goes to Python's default hook."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _forget_handled_interrupt() -> None:
