@@ -24,7 +24,7 @@ def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
 def _quoted_invocations(text: str) -> list[tuple[str, list[str]]]:
     """(command, options) of every ``ktour COMMAND ...`` in code, blocks and inline."""
     out = []
-    for m in re.finditer(r"\bktour ([a-z]+)((?:[ \t]+[^\s`|#]+)*)", text):
+    for m in re.finditer(r"\bktour ([a-z][a-z-]*[a-z])((?:[ \t]+[^\s`|#]+)*)", text):
         out.append((m.group(1), re.findall(r"(--[a-z][a-z-]*)", m.group(2))))
     return out
 

@@ -88,6 +88,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Show the queue and the live Celery workers: queue depth, reserved tasks, per worker its "
         "pool size, jobs processed and failed, and heartbeat age.",
     ),
+    "dead-letters": (
+        "dead_letters:dead_letters",
+        "List the malformed queue messages the workers set aside, newest first, or empty that "
+        "list (--clear).",
+    ),
     "worker": (
         "serving:worker",
         "Run a Celery worker of the project's queue on a Redis server, until Ctrl-C.",

@@ -91,16 +91,18 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
 
 
 def _dead_letter_lines(dead: dict[str, Any]) -> list[str]:
-    """How many malformed queue messages the workers set aside, and the latest one's reason."""
+    """How many malformed queue messages the workers set aside, the latest one's reason, and
+    the command that lists them."""
     if not dead.get("count"):
         return []
     latest = dead.get("latest") or {}
     when = ""
     if isinstance(latest.get("at"), int | float):
         when = time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(latest["at"]))
+    reason = "a corrupted entry" if latest.get("corrupt") else latest.get("reason")
     return [
         f"dead letters: {dead['count']} malformed queue message(s) set aside in Redis list "
-        f"{dead.get('key')}; the latest{when}: {latest.get('reason')}"
+        f"{dead.get('key')}; the latest{when}: {reason} (`ktour dead-letters` lists them)"
     ]
 
 
