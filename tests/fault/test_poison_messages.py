@@ -11,7 +11,8 @@ that does not exist comes too. Then a batch is submitted beside them.
 The workers must take every one of them without dying (same PIDs, no ``CRITICAL`` line): each
 malformed message acknowledged and kept in the dead-letter list with one ERROR line, the chunk
 of the unknown batch dropped with one ERROR line and nothing written for it; the batch must
-complete with one record per job, and ``ktour status`` must count the dead letters.
+complete with one record per job, ``ktour status`` must count the dead letters and
+``ktour dead-letters`` list each (and ``--clear`` remove them).
 
 Fact: every start square of 6x6 has an open knight's tour (OEIS A165134: no zero count), so
 every job finds one, each checked by the verifier in ``audit``.
@@ -78,4 +79,15 @@ def test_poison_messages_are_set_aside_and_the_workers_keep_serving(
     out, _ = capsys.readouterr()
     assert code == 0
     assert f"dead letters: {len(poison)} malformed queue message(s)" in out
-    assert keys.dead_letters() in out
+    assert keys.dead_letters() in out and "`ktour dead-letters` lists them" in out
+
+    code = main(["dead-letters", "--redis", url, "--limit", "0"])
+    lines = capsys.readouterr()[0].splitlines()
+    assert code == 0 and len(lines) == 1 + len(poison), lines
+    assert not any("corrupted" in line for line in lines)
+    assert sum("task knights_tour.nope" in line for line in lines) == 1
+    assert sum(line.endswith("; message: garbage{") for line in lines) == 1
+    code = main(["dead-letters", "--redis", url, "--clear"])
+    removed = f"dead letters: removed {len(poison)} from Redis list {keys.dead_letters()}\n"
+    assert code == 0 and capsys.readouterr()[0] == removed
+    assert r.llen(keys.dead_letters()) == 0
