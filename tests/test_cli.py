@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 import pytest
+from _cli import run_cli
 
 from knights_tour.board import Board
 from knights_tour.cli import COMMANDS, cli, main
@@ -53,12 +54,6 @@ def _fresh_settings(monkeypatch, tmp_path):
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- the entry point ----------------------------------------------------------------------------

@@ -16,8 +16,8 @@ import jsonschema
 import msgspec
 import pytest
 import yaml
+from _cli import run_cli
 
-from knights_tour.cli import main
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.result import Status
 from knights_tour.service.collector import collect_finished
@@ -36,12 +36,6 @@ def _fresh_settings(monkeypatch, tmp_path):
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _batch(r, sizes=("5",), finish=True):

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _cli import run_cli
 
 from knights_tour import worker
 from knights_tour.board import Board
-from knights_tour.cli import main
 from knights_tour.core.jobs import Job, JobOptions, run_job
 from knights_tour.output.recordfile import jsonl_line
 from knights_tour.service import collector
@@ -45,12 +45,6 @@ def _fresh_settings(monkeypatch, tmp_path):
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _all_keys(r) -> list[str]:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from _cli import run_cli
 
 from knights_tour import worker
 from knights_tour.board import Board
-from knights_tour.cli import main
 from knights_tour.commands._following import resume_hint
 from knights_tour.core.counting import plan_count
 from knights_tour.core.jobs import JobOptions, run_job
@@ -52,12 +52,6 @@ def _fresh_settings(monkeypatch, tmp_path):
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _records(path: Path) -> list[dict]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from _cli import run_cli
 
-from knights_tour.cli import main
 from knights_tour.settings import get_settings
 
 pytestmark = pytest.mark.timeout(400)
@@ -26,12 +26,6 @@ def _fresh_settings(monkeypatch, tmp_path):
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _records(path):

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from _cli import run_cli
 
-from knights_tour.cli import main
 from knights_tour.messages import TASK_RUN_JOBS
 from knights_tour.service._celery import celery_worker
 from knights_tour.settings import get_settings
@@ -42,12 +42,6 @@ def _fresh_settings(monkeypatch, tmp_path):
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
-
-
-def run_cli(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _free_port() -> int:
