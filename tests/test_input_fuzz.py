@@ -217,6 +217,9 @@ def test_job_from_dict_validates_every_field(data):
 def test_any_message_body_becomes_records_not_a_crash(task_env):
     """The task body on malformed messages: each entry is one record (error for the invalid
     ones), nothing raises; a batch id is still required to be a string by Celery's signature."""
+    from knights_tour.core.jobs import JobOptions
+    from knights_tour.service.batches import make_jobs
+    from knights_tour.store.batches import create_batch
     from knights_tour.store.connection import connect
     from knights_tour.tasks import run_jobs
 
@@ -233,8 +236,12 @@ def test_any_message_body_becomes_records_not_a_crash(task_env):
         [{"rows": 5, "cols": 5, "start": [0, 0], "solver": "cpsat", "time_limit_s": -1}],
         [{"rows": 60, "cols": 60, "start": [0, 0], "solver": "cpsat"}],
     ]
+    # the batches exist, as a submitted batch does: a chunk of a batch Redis does not hold is
+    # dropped before its jobs are read
+    _, some_jobs, params = make_jobs(["5"], JobOptions())
     for i, body in enumerate(bodies):
         batch_id = f"fuzz{i}"
+        create_batch(r, some_jobs[:1], params, batch_id=batch_id)
         summary = run_jobs.run(batch_id, body)
         n = len(body) if isinstance(body, list) else 1
         assert summary["jobs"] == n

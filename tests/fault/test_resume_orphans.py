@@ -29,8 +29,9 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _key(d: dict) -> str:
-    """A job dict's key, spelled out (``rows x cols : start : solver : open/closed``)."""
-    kind = "closed" if d["closed"] else "open"
+    """A job dict's key, spelled out (``rows x cols : start : solver : open/closed``); a job
+    dict leaves ``closed`` out when it is false."""
+    kind = "closed" if d.get("closed", False) else "open"
     return f"{d['rows']}x{d['cols']}:{d['start'][0]},{d['start'][1]}:{d['solver']}:{kind}"
 
 
