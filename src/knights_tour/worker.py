@@ -366,15 +366,20 @@ EX_CONFIG = 78
 """Exit status of a worker that refuses its Redis (sysexits.h ``EX_CONFIG``)."""
 
 
-class RedisPreflight(bootsteps.StartStopStep):
-    """Worker bootstep: before consuming, connect to ``KT_REDIS_URL`` as the store does
-    (:func:`knights_tour.store.connection.connect`). A wrong password or user, or an evicting
-    ``maxmemory-policy``, is logged as one line and the worker exits with :data:`EX_CONFIG`;
-    an unreachable Redis is only noted (the consumer keeps trying to connect)."""
+class RedisPreflight(bootsteps.Step):
+    """Worker bootstep: before the pool forks or anything consumes, connect to
+    ``KT_REDIS_URL`` as the store does (:func:`knights_tour.store.connection.connect`). A wrong
+    password or user, or an evicting ``maxmemory-policy``, is logged as one line and the worker
+    exits with :data:`EX_CONFIG`; an unreachable Redis is only noted (the consumer keeps trying
+    to connect)."""
 
     label = "kt-redis-preflight"
 
-    def start(self, parent: Any) -> None:
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        # Celery builds every step of the worker's blueprint before it includes any (the Pool
+        # step forks its processes when included), so a refusal here leaves no pool process
+        # writing to a parent that has gone.
+        super().__init__(parent, **kwargs)
         url = get_settings().redis_url or DEFAULT_REDIS_URL
         try:
             connect(url).close()
