@@ -367,18 +367,14 @@ EX_CONFIG = 78
 
 
 class RedisPreflight(bootsteps.Step):
-    """Worker bootstep: before the pool forks or anything consumes, connect to
-    ``KT_REDIS_URL`` as the store does (:func:`knights_tour.store.connection.connect`). A wrong
-    password or user, or an evicting ``maxmemory-policy``, is logged as one line and the worker
-    exits with :data:`EX_CONFIG`; an unreachable Redis is only noted (the consumer keeps trying
-    to connect)."""
+    """Worker bootstep: connect to ``KT_REDIS_URL`` as the store does
+    (:func:`knights_tour.store.connection.connect`) when Celery builds the worker's steps, before
+    it includes any (the Pool step forks when included: no pool process outlives a refusal). A
+    wrong password or an evicting policy is one line and exit :data:`EX_CONFIG`."""
 
     label = "kt-redis-preflight"
 
     def __init__(self, parent: Any, **kwargs: Any) -> None:
-        # Celery builds every step of the worker's blueprint before it includes any (the Pool
-        # step forks its processes when included), so a refusal here leaves no pool process
-        # writing to a parent that has gone.
         super().__init__(parent, **kwargs)
         url = get_settings().redis_url or DEFAULT_REDIS_URL
         try:
