@@ -33,7 +33,8 @@ variable                       meaning                                          
 ``KT_COLLECT_INTERVAL_S``      collect every S seconds when the schedule file says not   60
 ``KT_COLLECT_LOCK_TIMEOUT_S``  lifetime of the collection lock, seconds                  300
 ``KT_LEASE_S``                 job lease: a job whose worker is silent this long is      10
-                               re-sent by recovery (heartbeat every third of it)
+                               re-sent by recovery (every period derived from it:
+                               :class:`LeaseTiming`)
 ``KT_MAX_ATTEMPTS``            worker deaths on one job before it gets an error record   3
 ``KT_CONFIRM_JOBS``            ask (or ``--yes``) before submitting more jobs than this  50000
 ``KT_CONFIRM_OUTPUT_MB``       ask before a batch whose records would exceed this, MB    200
@@ -70,6 +71,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -137,6 +139,11 @@ class Settings(msgspec.Struct, kw_only=True):
         trunk's layer)."""
         return self.data_dir / "frontier"
 
+    @property
+    def lease_timing(self) -> LeaseTiming:
+        """The periods of job leases, all derived from ``KT_LEASE_S`` (:class:`LeaseTiming`)."""
+        return LeaseTiming(self.lease_s)
+
     def __post_init__(self) -> None:
         """The time limits must nest: soft < hard < the visibility timeout.
 
@@ -149,6 +156,92 @@ class Settings(msgspec.Struct, kw_only=True):
             raise ValueError("KT_HARD_TIME_LIMIT_S must be greater than KT_SOFT_TIME_LIMIT_S")
         if self.visibility_timeout_s <= self.hard_time_limit_s:
             raise ValueError("KT_VISIBILITY_TIMEOUT_S must be greater than KT_HARD_TIME_LIMIT_S")
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """Every period of the job leases, derived from one lease lifetime (``KT_LEASE_S``), each
+    fraction named here once: the worker's heartbeat and renewal checks
+    (``service/lease_keeper.py``), recovery (``service/recovery.py`` and the worker's recovery
+    timer), a worker's heartbeat age (``ktour workers``) and a stalled batch (``ktour status``)
+    all read this object. :func:`get_settings` gives it as ``get_settings().lease_timing``.
+
+    A worker process holds one lease in Redis that lapses ``lease_s`` after its last renewal;
+    an item claimed under a lapsed lease is re-sent by recovery.
+
+    Parameters
+    ----------
+    lease_s : float
+        The lease lifetime, seconds (> 0).
+
+    Raises
+    ------
+    ValueError
+        If ``lease_s`` is not positive.
+    """
+
+    lease_s: float
+
+    def __post_init__(self) -> None:
+        if not self.lease_s > 0:
+            raise ValueError(f"a lease lasts a positive number of seconds, not {self.lease_s!r}")
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease lifetime in milliseconds (Redis's ``PEXPIRE``)."""
+        return int(self.lease_s * 1000)
+
+    @property
+    def heartbeat_s(self) -> float:
+        """Seconds between a worker process's lease renewals: a third of the lease, so that one
+        renewal lost or late (a Redis blip, a short stall) still leaves the lease alive until
+        the next."""
+        return self.lease_s / 3.0
+
+    @property
+    def renew_margin_s(self) -> float:
+        """How much sooner than ``lease_s`` after its last successful renewal a process stops
+        trusting its lease without asking Redis: a quarter of the lease, which covers the time
+        between sending a renewal and Redis applying it. Longer than nothing, shorter than the
+        gap it leaves over a heartbeat, so a healthy process never asks."""
+        return self.lease_s / 4.0
+
+    @property
+    def known_alive_s(self) -> float:
+        """A lease renewed successfully less than this many seconds ago is certainly alive
+        (``lease_s - renew_margin_s``): a process checks it before each job with no Redis
+        call."""
+        return self.lease_s - self.renew_margin_s
+
+    @property
+    def recovery_pass_s(self) -> float:
+        """The least time between two recovery passes of one process over the same batch or
+        count: a quarter of the lease (a lease cannot lapse faster than that, so a pass sooner
+        would find nothing new)."""
+        return self.lease_s / 4.0
+
+    @property
+    def quiet_s(self) -> float:
+        """How long the queue must have been empty, with no item of a batch or count held, before
+        recovery re-sends its unclaimed items (their message was taken but never started): one
+        lease, the time a message taken by a live worker takes to be claimed or lapse."""
+        return self.lease_s
+
+    @property
+    def recovery_tick_s(self) -> float:
+        """Seconds between the sweeps of a worker's recovery timer: half a lease (at least 0.2 s),
+        so that jobs lost with another worker are re-sent within about two leases whether or not
+        a client waits."""
+        return max(0.2, self.lease_s / 2.0)
+
+    @property
+    def stalled_after_s(self) -> float:
+        """An unfinished batch is stalled once the server has had no live worker lease for this
+        long since the last one ran out or since the batch was submitted, whichever is later:
+        1.5 leases. More than one, so that a worker starting or reconnecting is not called gone;
+        less than two, so that workers killed at time t make the batch stalled by t + 2.5
+        leases."""
+        return 1.5 * self.lease_s
 
 
 def default_of(name: str) -> object:

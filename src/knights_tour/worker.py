@@ -303,8 +303,8 @@ def on_recovery_tick(fn: Tick) -> Tick:
 
 class RecoveryTimer(bootsteps.StartStopStep):
     """Worker bootstep: a daemon thread of the worker main process that runs the functions
-    given to :func:`on_recovery_tick` every ``KT_LEASE_S / 2`` seconds, so jobs lost with
-    another worker are re-sent within about two leases whether or not a client waits.
+    given to :func:`on_recovery_tick` every half lease (``LeaseTiming.recovery_tick_s``), so
+    jobs lost with another worker are re-sent within about two leases, client or not.
     Errors (Redis away) are logged and retried on the next tick."""
 
     label = "kt-recovery"
@@ -315,7 +315,7 @@ class RecoveryTimer(bootsteps.StartStopStep):
         self._thread: threading.Thread | None = None
 
     def start(self, parent: Any) -> None:
-        interval = max(0.2, get_settings().lease_s / 2.0)
+        interval = get_settings().lease_timing.recovery_tick_s
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._run, args=(interval,), name="kt-recovery-timer", daemon=True

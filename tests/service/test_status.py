@@ -16,14 +16,8 @@ from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
 from knights_tour.service.batches import make_jobs
 from knights_tour.service.cancelling import cancel_batch
 from knights_tour.service.estimate import planned_s_per_job
-from knights_tour.service.status import (
-    STALL_AFTER_LEASES,
-    assess,
-    batch_view,
-    shown_params,
-    stalled_batches,
-)
-from knights_tour.settings import get_settings
+from knights_tour.service.status import assess, batch_view, shown_params, stalled_batches
+from knights_tour.settings import LeaseTiming, get_settings
 from knights_tour.store import batches as store
 from knights_tour.store import keys, leases
 from knights_tour.store.holders import Holding, LeaseView, lease_view
@@ -249,7 +243,7 @@ def test_workers_dead_at_t_make_a_batch_stalled_within_three_lease_periods(lease
                 assert since <= now
                 break
         assert first is not None and first <= died + 3 * lease_s
-        assert first >= last_end + STALL_AFTER_LEASES * lease_s - 1e-9
+        assert first >= last_end + LeaseTiming(lease_s).stalled_after_s - 1e-9
 
 
 def test_no_stall_while_a_lease_is_live_or_soon_after_the_batch_is_submitted():

@@ -4,14 +4,15 @@ process must stop (the Redis side of leases is :mod:`knights_tour.store.leases`)
 Each process that runs jobs has one :class:`LeaseKeeper` (:func:`keeper`): a token
 (``name:pid:random``: the Celery node name, ``solver1@vm``, that ``ktour workers`` and the
 records show, once :func:`name_process` has given it; else the host), the lease key of that
-token in Redis, and a daemon thread that renews it every third of ``KT_LEASE_S`` - one renewal
-per period (a PEXPIRE, and the lease's end noted in
-the registry of workers, in one script call) for the whole process, however many jobs
-it holds. The keeper remembers when its last successful renewal was sent, so before each job it
-knows without asking Redis whether the lease is certainly still alive (less than ``lease_s``
-minus a margin ago); only after a stall (the process was stopped, swapped out, or cut off from
-Redis) does it ask, once, before the next job (:meth:`LeaseKeeper.confirm`). A lease found
-lapsed is never renewed again: the process takes a new token, and what is left of its chunk is
+token in Redis, and a daemon thread that renews it every heartbeat
+(:attr:`~knights_tour.settings.LeaseTiming.heartbeat_s`) - one renewal per period (a PEXPIRE,
+and the lease's end noted in the registry of workers, in one script call) for the whole
+process, however many jobs it holds. The keeper remembers when its last successful renewal was
+sent, so before each job it knows without asking Redis whether the lease is certainly still
+alive (renewed less than :attr:`~knights_tour.settings.LeaseTiming.known_alive_s` ago); only
+after a stall (the process was stopped, swapped out, or cut off from Redis) does it ask, once,
+before the next job (:meth:`LeaseKeeper.confirm`). A lease found lapsed is never renewed again:
+the process takes a new token, and what is left of its chunk is
 claimed again (jobs another task has taken or recorded meanwhile are skipped).
 
 A Celery pool process also watches its parent (:func:`exit_with_parent`, set at pool start):
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 
 import redis
 
-from knights_tour.settings import get_settings
+from knights_tour.settings import LeaseTiming, get_settings
 from knights_tour.store import leases
 from knights_tour.store.ledger import Ledger
 
@@ -53,12 +54,14 @@ class LeaseKeeper:
     Parameters
     ----------
     lease_s : float, optional
-        Lease lifetime in seconds (default ``KT_LEASE_S``); renewed every ``lease_s / 3``.
+        Lease lifetime in seconds (default ``KT_LEASE_S``); its periods are
+        :class:`~knights_tour.settings.LeaseTiming`'s.
     """
 
     def __init__(self, lease_s: float | None = None) -> None:
-        self.lease_s = float(lease_s if lease_s is not None else get_settings().lease_s)
-        self.margin_s = self.lease_s / 4.0
+        self.timing = (
+            get_settings().lease_timing if lease_s is None else LeaseTiming(float(lease_s))
+        )
         self._pid = os.getpid()
         self.node: str | None = None
         self._ppid = os.getppid()
@@ -71,9 +74,14 @@ class LeaseKeeper:
         self._late_count = 0
 
     @property
+    def lease_s(self) -> float:
+        """The lease lifetime, seconds."""
+        return self.timing.lease_s
+
+    @property
     def lease_ms(self) -> int:
         """The lease lifetime in milliseconds."""
-        return int(self.lease_s * 1000)
+        return self.timing.lease_ms
 
     @property
     def token(self) -> str | None:
@@ -102,11 +110,11 @@ class LeaseKeeper:
 
     def known_alive(self) -> bool:
         """True if the lease is certainly alive now: renewed successfully less than
-        ``lease_s - margin_s`` seconds ago (no Redis call)."""
+        ``timing.known_alive_s`` seconds ago (no Redis call)."""
         with self._lock:
             return (
                 self._token is not None
-                and time.monotonic() - self._last_ok < self.lease_s - self.margin_s
+                and time.monotonic() - self._last_ok < self.timing.known_alive_s
             )
 
     def confirm(self, r: redis.Redis) -> bool:
@@ -196,7 +204,7 @@ class LeaseKeeper:
         self._thread.start()
 
     def _beat(self) -> None:
-        interval = self.lease_s / 3.0
+        interval = self.timing.heartbeat_s
         last = time.monotonic()
         while True:
             time.sleep(interval)

@@ -116,7 +116,7 @@ def _heartbeat_age(
     )
     if latest is None:
         return None
-    return round(max(0.0, now - (latest - float(get_settings().lease_s))), 1)
+    return round(max(0.0, now - (latest - get_settings().lease_timing.lease_s)), 1)
 
 
 def queue_overview(redis_url: str, timeout_s: float = 1.0) -> dict[str, Any]:

@@ -87,17 +87,17 @@ def recover(
 
     Nothing of a cancelled unit is re-sent. A pass within ``min_interval_s`` of the last one
     this process made over the same unit does nothing (a lease cannot lapse faster than that);
-    default ``KT_LEASE_S / 4``.
+    default :attr:`~knights_tour.settings.LeaseTiming.recovery_pass_s`.
 
     Raises
     ------
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    lease_s = get_settings().lease_s
+    timing = get_settings().lease_timing
     unit = (led.kind, led.id)
     now = time.monotonic()
-    interval = lease_s / 4 if min_interval_s is None else min_interval_s
+    interval = timing.recovery_pass_s if min_interval_s is None else min_interval_s
     if now - _last_pass.get(unit, float("-inf")) < interval:
         return []
     _last_pass[unit] = now
@@ -108,7 +108,7 @@ def recover(
     # is needed only once nothing has run and the queue has been empty for a lease.
     if queue.lists_empty(r, celery_worker().queue_lists()) and not leases.running(r, led):
         since = _quiet_since.setdefault(unit, now)
-        if now - since >= lease_s:
+        if now - since >= timing.quiet_s:
             resent += resend(r, led, leases.find_unclaimed(r, led), send)
             _quiet_since.pop(unit, None)
     else:

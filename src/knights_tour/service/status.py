@@ -11,13 +11,14 @@ request, so asking the workers is both slow and wrong while they solve.
   yet); ``orphaned``: jobs held by a process whose lease has run out (it died or stalled:
   recovery re-sends them once a live worker sweeps); ``queued``: the rest without a record.
 * ``state``: ``complete`` / ``collected`` (every job has a record), ``cancelled``, ``stalled``
-  (no live worker lease on the server for :data:`STALL_AFTER_LEASES` lease periods: nobody will
-  finish it unless workers start or it is resumed; ``reason`` says why), ``running`` (a job
-  is held or has a record), ``queued`` (nothing started yet).
+  (no live worker lease on the server for
+  :attr:`~knights_tour.settings.LeaseTiming.stalled_after_s`: nobody will finish it unless
+  workers start or it is resumed; ``reason`` says why), ``running`` (a job is held or has a
+  record), ``queued`` (nothing started yet).
 
-A batch whose workers all died shows ``stalled`` at most ``(1 + STALL_AFTER_LEASES)`` lease
-periods after they died: their leases run out within one period (``KT_LEASE_S``), and the
-batch is stalled :data:`STALL_AFTER_LEASES` periods later.
+A batch whose workers all died shows ``stalled`` at most one lease (``KT_LEASE_S``) plus
+``stalled_after_s`` after they died: their leases run out within one period, and the batch is
+stalled ``stalled_after_s`` later.
 """
 
 from __future__ import annotations
@@ -30,17 +31,11 @@ import redis
 
 from knights_tour.errors import KnightsTourError
 from knights_tour.service.estimate import eta_s, planned_s_per_job
-from knights_tour.settings import get_settings
+from knights_tour.settings import LeaseTiming, get_settings
 from knights_tour.store import dead_letters, keys, progress
 from knights_tour.store.holders import Holding, LeaseView, lease_view, server_leases
 from knights_tour.store.ledger import Ledger
 from knights_tour.store.memory import writes_refused
-
-STALL_AFTER_LEASES = 1.5
-"""An unfinished batch is ``stalled`` once the server has had no live worker lease for this many
-lease periods (``KT_LEASE_S``) since the last one ran out or since the batch was submitted,
-whichever is later. Less than two, so that workers killed at time t make the batch stalled by
-t + 2.5 periods; more than one, so that a worker starting or reconnecting is not called gone."""
 
 
 def shown_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,10 +71,10 @@ def assess(
     """Whether an unfinished batch is stalled: ``(reason, stalled_since)``, both None when it
     is not.
 
-    Stalled: no live worker lease on the server, and none for ``STALL_AFTER_LEASES * lease_s``
-    seconds since the later of ``submitted`` (unix s) and the end of the last lease
-    (``lv.last_lease_end``; a lease whose key is gone before its registered end counts as ended
-    now).
+    Stalled: no live worker lease on the server, and none for ``LeaseTiming(lease_s)``'s
+    ``stalled_after_s`` seconds since the later of ``submitted`` (unix s) and the end of the
+    last lease (``lv.last_lease_end``; a lease whose key is gone before its registered end
+    counts as ended now).
 
     Returns
     -------
@@ -91,7 +86,8 @@ def assess(
         return None, None
     ended = None if lv.last_lease_end is None else min(lv.last_lease_end, lv.now)
     since = max(t for t in (ended, submitted, float("-inf")) if t is not None)
-    if since == float("-inf") or lv.now - since < STALL_AFTER_LEASES * lease_s:
+    stalled_after_s = LeaseTiming(lease_s).stalled_after_s
+    if since == float("-inf") or lv.now - since < stalled_after_s:
         return None, None
     idle = lv.now - since
     reason = f"no live worker lease for {idle:.0f} s"
@@ -99,7 +95,7 @@ def assess(
         reason += " (none since the batch was submitted)"
     if orphaned:
         reason += f"; {orphaned} job(s) held by expired leases"
-    return reason, since + STALL_AFTER_LEASES * lease_s
+    return reason, since + stalled_after_s
 
 
 def newest_batch(r: redis.Redis) -> str:
@@ -167,7 +163,7 @@ def batch_view(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    lease_s = float(get_settings().lease_s if lease_s is None else lease_s)
+    lease_s = get_settings().lease_timing.lease_s if lease_s is None else float(lease_s)
     st = _counts(r, batch_id)
     pipe = r.pipeline(transaction=False)
     pipe.hget(keys.batch(batch_id), "state")
@@ -250,7 +246,7 @@ def stalled_batches(
     """
     if not batch_ids:
         return {}
-    lease_s = float(get_settings().lease_s if lease_s is None else lease_s)
+    lease_s = get_settings().lease_timing.lease_s if lease_s is None else float(lease_s)
     lv = server_leases(r)
     if lv.live_tokens:
         return {}
@@ -280,7 +276,6 @@ def _submitted(meta_raw: Any, created: float | None) -> float | None:
 
 
 __all__ = [
-    "STALL_AFTER_LEASES",
     "newest_batch",
     "shown_params",
     "assess",
