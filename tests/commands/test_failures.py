@@ -1,25 +1,32 @@
 """Every failure is one clear line: ``ktour: error: ...`` naming the user's path or value, the
 exact exit code, no traceback, nothing half-written, no phantom batch.
 
-Each case runs the real ``ktour`` (``python -m knights_tour``) as a subprocess, so the whole
-path from ``main()`` to the exit status is exercised, including what reaches stderr.
+Where the process itself is the point (the exit status a shell sees, a closed pipe, a terminal,
+a private mount namespace) the real ``ktour`` (``python -m knights_tour``) runs as a
+subprocess; elsewhere the command line runs in this process (``main()``, as the console script
+calls it) with its file descriptors 1 and 2 captured (``capfd``), so whatever reaches them is
+seen, a child process's writes included.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from _cli import run_cli
 
 from knights_tour.core.jobs import JobOptions, run_job
 from knights_tour.service.batches import make_jobs, submit_batch
+from knights_tour.settings import get_settings
 from knights_tour.store import batches as store
 
 # Euler's closed 8x8 tour (1759; OEIS A226697 has the board), as printed: top row first.
@@ -47,10 +54,28 @@ def ktour(
     )
 
 
+@pytest.fixture(autouse=True)
+def _fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """In-process commands get the data dir of :func:`data_dir` and no KT_REDIS_URL, as the
+    subprocesses do (:func:`ktour`)."""
+    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
+    monkeypatch.delenv("KT_REDIS_URL", raising=False)
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
-    """A fresh ``KT_DATA_DIR`` of its own (nothing in it yet)."""
+    """A fresh ``KT_DATA_DIR`` of its own (nothing in it yet); an in-process command's too."""
     return tmp_path / "kt-data"
+
+
+def in_process(capfd: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``ktour ARGS`` run in this process (:func:`knights_tour.cli.main`), as a completed
+    process: its exit code and what reached file descriptors 1 and 2."""
+    code, out, err = run_cli(capfd, *args)
+    return subprocess.CompletedProcess(["ktour", *args], int(code), out, err)
 
 
 def assert_one_error_line(
@@ -83,12 +108,13 @@ def _book(tmp_path: Path, row: int, col: int, step: int) -> Path:
 # -- verify: a matrix that is read but is not a tour is invalid (1), not an error (2) --------
 
 
-def test_verify_the_printed_board_is_valid() -> None:
-    proc = ktour("verify", str(EULER_8X8), "--closed")
+def test_verify_the_printed_board_is_valid(capfd) -> None:
+    proc = in_process(capfd, "verify", str(EULER_8X8), "--closed")
     assert (proc.returncode, proc.stdout) == (0, "valid closed tour of 8x8 from a4\n")
 
 
 def test_verify_a_step_printed_twice_is_invalid_exit_1(tmp_path: Path) -> None:
+    """Through the real process: exit status 1 as a shell sees it, nothing on stderr."""
     path = _book(tmp_path, 2, 5, 41)  # a misprint: 42 printed as 41 (41 is on line 1)
     proc = ktour("verify", str(path))
     assert proc.returncode == 1, proc.stderr
@@ -104,9 +130,12 @@ def test_verify_a_step_printed_twice_is_invalid_exit_1(tmp_path: Path) -> None:
         ((3, 3, -3), "step numbers must start at 1 (or 0), but the smallest is -3"),
     ],
 )
-def test_verify_numbers_that_are_not_the_steps_are_invalid(tmp_path: Path, change, reason) -> None:
+def test_verify_numbers_that_are_not_the_steps_are_invalid(
+    tmp_path: Path, capfd, monkeypatch, change, reason
+) -> None:
     path = _book(tmp_path, *change)
-    proc = ktour("verify", "-", stdin=path.read_text())
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+    proc = in_process(capfd, "verify", "-")
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, f"invalid: {reason}\n", "")
 
 
@@ -118,10 +147,12 @@ def test_verify_numbers_that_are_not_the_steps_are_invalid(tmp_path: Path, chang
         ("", "no step numbers"),
     ],
 )
-def test_verify_a_file_that_is_not_a_matrix_stays_exit_2(tmp_path: Path, content, fragment) -> None:
+def test_verify_a_file_that_is_not_a_matrix_stays_exit_2(
+    tmp_path: Path, capfd, content, fragment
+) -> None:
     path = tmp_path / "bad.txt"
     path.write_text(content)
-    proc = ktour("verify", str(path))
+    proc = in_process(capfd, "verify", str(path))
     assert_one_error_line(proc, str(path), fragment)
     assert proc.stdout == ""
 
@@ -164,11 +195,11 @@ def _all_keys(redis_server: object) -> dict[int, list[str]]:
     ],
 )
 def test_bad_redis_database_is_one_line_and_no_phantom_batch(
-    redis_server, command, tail, fragment
+    redis_server, capfd, command, tail, fragment
 ) -> None:
     url = _with_path(redis_server.url, tail)
     before = _all_keys(redis_server)
-    proc = ktour(*command, "--redis", url)
+    proc = in_process(capfd, *command, "--redis", url)
     assert_one_error_line(proc, url, fragment)
     assert _all_keys(redis_server) == before
 
@@ -183,20 +214,24 @@ def test_bad_redis_database_is_one_line_and_no_phantom_batch(
         ("redis:///0", "no host"),
     ],
 )
-def test_malformed_redis_url_is_one_line(url: str, fragment: str) -> None:
-    proc = ktour("submit", "--sizes", "5", "--redis", url)
+def test_malformed_redis_url_is_one_line(capfd, url: str, fragment: str) -> None:
+    proc = in_process(capfd, "submit", "--sizes", "5", "--redis", url)
     assert_one_error_line(proc, "invalid Redis URL", fragment)
 
 
-def test_malformed_kt_redis_url_is_one_line_naming_it() -> None:
-    proc = ktour("status", env={"KT_REDIS_URL": "redis://127.0.0.1:6379/abc"})
+def test_malformed_kt_redis_url_is_one_line_naming_it(capfd, monkeypatch) -> None:
+    monkeypatch.setenv("KT_REDIS_URL", "redis://127.0.0.1:6379/abc")
+    get_settings.cache_clear()
+    proc = in_process(capfd, "status")
     assert_one_error_line(proc, "redis://127.0.0.1:6379/abc", "database 'abc' is not a number")
 
 
 def test_redis_url_password_is_masked_in_the_error() -> None:
+    """Through the real process: exit status 2 as a shell sees it, and nothing it writes
+    anywhere shows the password."""
     proc = ktour("submit", "--sizes", "5", "--redis", "redis://:s3cret@127.0.0.1:6379/abc")
     line = assert_one_error_line(proc, "redis://:***@127.0.0.1:6379/abc")
-    assert "s3cret" not in line
+    assert "s3cret" not in line and "s3cret" not in proc.stdout + proc.stderr
 
 
 # -- configuration and options that cannot work: refused before anything starts --------------
@@ -205,50 +240,33 @@ def test_redis_url_password_is_masked_in_the_error() -> None:
 @pytest.mark.parametrize(
     "name, value", [("KT_DATA_DIR", ""), ("KT_DATA_DIR", "  "), ("KT_REPORTS_DIR", "")]
 )
-def test_empty_path_variable_is_refused_not_the_current_directory(tmp_path, name, value) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "run", "--sizes", "5"],
-        env=_env({name: value}),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_empty_path_variable_is_refused_not_the_current_directory(
+    tmp_path, capfd, monkeypatch, name, value
+) -> None:
+    monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    get_settings.cache_clear()
+    proc = in_process(capfd, "run", "--sizes", "5")
     assert_one_error_line(proc, f"invalid configuration: {name}: must be a path, not empty")
     assert list(tmp_path.iterdir()) == []  # no redis/ or logs/ in the current directory
 
 
 @pytest.mark.parametrize("command", [["run", "--sizes", "5"], ["count", "5"]])
-def test_workers_0_without_redis_is_refused_at_once(data_dir: Path, command) -> None:
-    proc = ktour(*command, "--workers", "0", env={"KT_DATA_DIR": str(data_dir)}, timeout=60)
+def test_workers_0_without_redis_is_refused_at_once(data_dir: Path, capfd, command) -> None:
+    proc = in_process(capfd, *command, "--workers", "0")
     assert_one_error_line(proc, "--workers", "0 starts no worker", "--redis URL")
     assert not data_dir.exists()  # no embedded Redis was started
 
 
-def test_workers_0_with_a_redis_url_is_accepted(redis_server, data_dir: Path) -> None:
-    url = _with_path(redis_server.url, "/0")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "knights_tour",
-            "run",
-            "--sizes",
-            "5",
-            "--workers",
-            "0",
-            "--timeout",
-            "1",
-            "--redis",
-            url,
-        ],
-        env=_env({"KT_DATA_DIR": str(data_dir)}),
-        cwd=data_dir.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
+def test_workers_0_with_a_redis_url_is_accepted(redis_db_url, capfd, tmp_path, monkeypatch) -> None:
+    """The batch is submitted to the workers listening there (none here): the run waits for
+    them until its --timeout, which is all this needs."""
+    monkeypatch.chdir(tmp_path)
+    proc = in_process(
+        capfd, "run", "--sizes", "5", "--workers", "0", "--timeout", "0.2", "--redis", redis_db_url
     )
     assert "--workers" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "cancelled by --timeout" in proc.stderr, proc.stderr
 
 
 # -- --out: checked before the batch, named as given -----------------------------------------
@@ -266,40 +284,22 @@ def _read_only_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", ["directory", "missing dir", "read-only dir"])
-def test_unwritable_out_is_refused_before_the_batch(tmp_path, data_dir: Path, case) -> None:
+def test_unwritable_out_is_refused_before_the_batch(tmp_path, data_dir: Path, capfd, case) -> None:
     if case == "directory":
         out, why = tmp_path, "it is a directory"
     elif case == "missing dir":
         out, why = tmp_path / "no-such" / "r.jsonl", f"directory {tmp_path / 'no-such'} does not"
     else:
         out, why = _read_only_dir(tmp_path) / "r.jsonl", "cannot write"
-    proc = ktour(
-        "run",
-        "--sizes",
-        "5",
-        "--workers",
-        "1",
-        "--out",
-        str(out),
-        env={"KT_DATA_DIR": str(data_dir)},
-    )
+    proc = in_process(capfd, "run", "--sizes", "5", "--workers", "1", "--out", str(out))
     assert_one_error_line(proc, f"cannot write {out}", why)
     assert not data_dir.exists()  # checked before anything started: no batch anywhere
 
 
-def test_full_disk_on_out_names_the_path(data_dir) -> None:
+def test_full_disk_on_out_names_the_path(data_dir, capfd) -> None:
     """``/dev/full`` answers every write with ENOSPC, as a full disk does; the batch ran (a full
     disk cannot be foreseen), so the message says how to get its records."""
-    proc = ktour(
-        "run",
-        "--sizes",
-        "5",
-        "--workers",
-        "1",
-        "--out",
-        "/dev/full",
-        env={"KT_DATA_DIR": str(data_dir)},
-    )
+    proc = in_process(capfd, "run", "--sizes", "5", "--workers", "1", "--out", "/dev/full")
     assert_one_error_line(
         proc,
         "cannot write /dev/full: No space left on device",
@@ -369,7 +369,7 @@ def _on_a_terminal(*args: str) -> tuple[int, str, str]:
         os.close(main_fd)
 
 
-def test_solve_prints_no_huge_board_on_a_terminal() -> None:
+def test_solve_prints_no_huge_board_on_a_terminal(capfd) -> None:
     """A board past the terminal limit (120x120: 14,400 squares) is not dumped on a terminal:
     a line says how to have it; piped, it is printed in full."""
     code, shown, err = _on_a_terminal("solve", "120x120", "a1")
@@ -377,7 +377,7 @@ def test_solve_prints_no_huge_board_on_a_terminal() -> None:
     assert shown.count("\n") == 1 and shown.startswith("# status found;"), shown[:300]
     assert err.startswith("ktour: the 120x120 board (14,400 squares) is not printed on a terminal")
     assert "--json" in err and "--svg FILE" in err
-    piped = ktour("solve", "120x120", "a1")
+    piped = in_process(capfd, "solve", "120x120", "a1")  # stdout is not a terminal
     assert piped.returncode == 0 and len(piped.stdout.splitlines()) == 121
     code, shown, err = _on_a_terminal("solve", "8", "a1")  # a board that fits: printed
     assert code == 0 and len(shown.splitlines()) > 8, err
@@ -402,7 +402,7 @@ def _closed_pipe_run(*args: str, env: dict[str, str]) -> subprocess.CompletedPro
 
 
 def test_every_command_that_writes_to_stdout_ends_quietly_on_a_closed_pipe(
-    data_dir: Path, redis_db_url: str, tmp_path: Path
+    data_dir: Path, redis_db_url: str, tmp_path: Path, capfd
 ) -> None:
     """``ktour collect B --format jsonl | head -1`` and the like: no line on stderr, exit
     141 (128 + SIGPIPE), whatever command writes."""
@@ -413,7 +413,7 @@ def test_every_command_that_writes_to_stdout_ends_quietly_on_a_closed_pipe(
     for job in jobs:
         store.save_record(client, batch_id, run_job(job, batch_id=batch_id))
     record = tmp_path / "one.jsonl"
-    solved = ktour("solve", "5", "a1", "--json", env=env)
+    solved = in_process(capfd, "solve", "5", "a1", "--json")
     assert solved.returncode == 0, solved.stderr
     record.write_text(solved.stdout)
     commands = [
