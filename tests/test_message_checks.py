@@ -1,23 +1,36 @@
 """What a worker checks of a task message before Celery takes it
-(:func:`knights_tour.messages.body_problem`), and how a write refused by a reachable Redis is
-told from other errors (:func:`knights_tour.store.memory.write_refusal`)."""
+(:func:`knights_tour.messages.body_problem`), how a message's body and ``argsrepr`` are
+written (jobs as structs, read back as their dicts), and how a write refused by a reachable
+Redis is told from other errors (:func:`knights_tour.store.memory.write_refusal`)."""
 
 from __future__ import annotations
+
+import json
+import reprlib
 
 import pytest
 import redis
 
+from knights_tour.core.jobs import Job, wire_form
 from knights_tour.errors import StorageFullError
 from knights_tour.messages import (
     TASK_COLLECT,
     TASK_COUNT_SUBJOBS,
     TASK_RUN_JOBS,
     TASK_SUBMIT_SWEEP,
+    args_repr,
     body_problem,
+    encode_body,
 )
 from knights_tour.store.memory import write_refusal
 
 pytestmark = pytest.mark.unit
+
+JOBS = [
+    Job(6, 8, (2, 3)),
+    Job(5, 5, (0, 4), solver="cpsat", closed=True, verify="cpsat", time_limit_s=2.5),
+    Job(7, 7, (3, 3), time_limit_s=4, exhaustive=True, node_limit=1000),
+]
 
 
 @pytest.mark.parametrize(
@@ -90,3 +103,28 @@ def test_a_refused_write_gives_redis_reason(exc, reason):
 )
 def test_other_errors_are_not_refused_writes(exc):
     assert write_refusal(exc) is None
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_body_of_job_structs_reads_back_as_the_jobs_dicts(count):
+    jobs = JOBS[:count]
+    body = ["b1", [wire_form(j) for j in jobs]], {}, {"callbacks": None, "chord": None}
+    decoded = json.loads(encode_body(body))
+    assert decoded == [["b1", [j.to_dict() for j in jobs]], {}, {"callbacks": None, "chord": None}]
+    assert [Job.from_dict(d) for d in decoded[0][1]] == jobs
+    assert body_problem(TASK_RUN_JOBS, decoded) is None
+
+
+def test_the_argsrepr_of_job_structs_is_that_of_their_dicts():
+    plain = reprlib.Repr()
+    plain.maxlist, plain.maxdict, plain.maxlevel, plain.maxstring = 2, 8, 4, 80
+    for count in (1, 3):
+        jobs = JOBS[:count]
+        shown = args_repr(["b1", [wire_form(j) for j in jobs]])
+        assert shown == plain.repr(["b1", [j.to_dict() for j in jobs]])
+    assert shown.startswith("['b1', [{") and shown.endswith(", ...]]")
+
+
+def test_a_body_that_is_not_json_is_refused():
+    with pytest.raises(TypeError):
+        encode_body([[object()], {}, {}])

@@ -1,5 +1,5 @@
-"""What the task messages are called and how urgent they are: names, priorities and the
-default broker, without Celery.
+"""What the task messages are called, how urgent they are and how they are written: names,
+priorities, the default broker, the body's JSON and its ``argsrepr``, without Celery.
 
 The Celery app (:mod:`knights_tour.worker`) and the task bodies (:mod:`knights_tour.tasks`)
 use these names; so do the service modules that build, drop or count messages, which must
@@ -9,6 +9,12 @@ tests/test_architecture.py). The queue's own name is a Redis key:
 """
 
 from __future__ import annotations
+
+import reprlib
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 """Broker used when ``KT_REDIS_URL`` is not set (``ktour run`` always sets it for its workers)."""
@@ -86,6 +92,47 @@ OPS_PRIORITY = 0
 """Priority of the beat entries: a collection or a sweep submission is not queued behind the
 chunks of running batches (sent at :data:`BATCH_PRIORITY`)."""
 
+# -- how a message is written ---------------------------------------------------------------
+
+_BODY_ENCODER = msgspec.json.Encoder()
+
+
+class _ArgsRepr(reprlib.Repr):
+    """A bounded repr that shows a msgspec struct as the JSON object it is sent as."""
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        if isinstance(x, msgspec.Struct):
+            return self.repr1(msgspec.json.decode(_BODY_ENCODER.encode(x)), level)
+        return super().repr_instance(x, level)
+
+
+_ARGS_REPR = _ArgsRepr()
+_ARGS_REPR.maxlist = 2
+_ARGS_REPR.maxdict = 8
+_ARGS_REPR.maxlevel = 4
+_ARGS_REPR.maxstring = 80
+_ARGS_REPR.maxother = 80
+
+
+def args_repr(args: Sequence[Any]) -> str:
+    """A task's ``argsrepr`` header (shown in worker logs and monitors): a list's first two
+    items, strings cut at 80 characters, at most four levels deep. Celery's own (a
+    ``saferepr`` of every argument) would walk a chunk's whole job list."""
+    return _ARGS_REPR.repr(list(args))
+
+
+def encode_body(body: Any) -> bytes:
+    """A task message's body (protocol 2: ``(args, kwargs, embed)``) as JSON, encoded in C:
+    JSON-ready values, and msgspec structs as JSON objects of their fields.
+
+    Raises
+    ------
+    TypeError
+        For a value msgspec cannot encode.
+    """
+    return _BODY_ENCODER.encode(body)
+
+
 __all__ = [
     "DEFAULT_REDIS_URL",
     "TASK_RUN_JOBS",
@@ -99,4 +146,6 @@ __all__ = [
     "OPS_PRIORITY",
     "DP_KIND",
     "is_dp",
+    "args_repr",
+    "encode_body",
 ]

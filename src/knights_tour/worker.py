@@ -55,7 +55,6 @@ import contextlib
 import functools
 import logging
 import os
-import reprlib
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -67,6 +66,7 @@ from celery.signals import task_success, worker_process_init, worker_process_shu
 from celery.worker.consumer import Consumer
 from kombu.exceptions import KombuError, OperationalError
 from kombu.transport.redis import PRIORITY_STEPS, Channel
+from kombu.utils.uuid import uuid
 
 from knights_tour import broker_transport, solvers, worker_logs
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
@@ -79,6 +79,8 @@ from knights_tour.messages import (
     TASK_COUNT_SUBJOBS,
     TASK_RUN_JOBS,
     TASK_SUBMIT_SWEEP,
+    args_repr,
+    encode_body,
 )
 from knights_tour.result import Status
 from knights_tour.settings import Settings, get_settings
@@ -93,15 +95,6 @@ UNACKED_KEY: str = Channel.unacked_key
 not yet acknowledged (with late acks: reserved or running tasks)."""
 
 log = logging.getLogger(__name__)
-
-_ARGS_REPR = reprlib.Repr()
-"""The ``argsrepr`` of the messages :func:`send` sends (shown in worker logs and monitors):
-a list's first items, cut strings, at most four levels deep."""
-_ARGS_REPR.maxlist = 2
-_ARGS_REPR.maxdict = 8
-_ARGS_REPR.maxlevel = 4
-_ARGS_REPR.maxstring = 80
-_ARGS_REPR.maxother = 80
 
 
 def celery_config(settings: Settings, url: str | None = None) -> dict:
@@ -208,12 +201,17 @@ def send(
 ) -> None:
     """Put one task message on the project queue (JSON, result ignored).
 
+    Celery's own message and sender (routing, retries, signals), with the body encoded by
+    :func:`~knights_tour.messages.encode_body` and without ``send_task``'s result object; a
+    task sent from inside a task has it as its parent, as ``send_task`` links them.
+
     Parameters
     ----------
     name : str
         One of the ``TASK_*`` names above.
     args : sequence
-        JSON-ready positional arguments of the task.
+        Positional arguments of the task: JSON-ready values, or msgspec structs (sent as
+        JSON objects of their fields).
     url : str, optional
         The broker's Redis URL (:func:`use_redis`); default: this process's :data:`app`
         (``KT_REDIS_URL``).
@@ -226,22 +224,24 @@ def send(
     ------
     redis.ConnectionError
         If the broker cannot be reached (kombu's ``OperationalError``, after its own retries).
+    TypeError
+        If an argument cannot be encoded to JSON.
     """
-    # Celery's own argsrepr (saferepr of every argument, for logs and monitors) walks a
-    # chunk's whole job list; a bounded repr says as much there at a fraction of the cost.
-    options: dict[str, Any] = {
-        "queue": keys.QUEUE,
-        "ignore_result": True,
-        "argsrepr": _ARGS_REPR.repr(list(args)),
-        "kwargsrepr": "{}",
-    }
+    sender = app if url is None else use_redis(url)
+    header: dict[str, Any] = {"argsrepr": args_repr(args), "kwargsrepr": "{}"}
+    if parent := sender.current_worker_task:  # linked to it as send_task links a task's tasks
+        request = parent.request
+        header.update(root_id=request.root_id or request.id, parent_id=request.id)
+    message = sender.amqp.create_task_message(
+        uuid(), name, list(args), {}, reply_to=sender.thread_oid, ignore_result=True, **header
+    )
+    options: dict[str, Any] = {"content_type": "application/json", "content_encoding": "utf-8"}
     if priority is not None:
         options["priority"] = priority
-    if producer is not None:
-        options["producer"] = producer
-    sender = app if url is None else use_redis(url)
     try:
-        sender.send_task(name, args=list(args), **options)
+        with sender.producer_or_acquire(producer) as p, p.connection._reraise_as_library_errors():
+            message = message._replace(body=encode_body(message.body))
+            sender.amqp.send_task_message(p, name, message, queue=keys.QUEUE, **options)
     except OperationalError as exc:
         # The broker is the same Redis: report its outage as the store's errors are reported,
         # so every caller that rides out a Redis outage (REDIS_ERRORS) rides out this one.

@@ -167,23 +167,9 @@ class Job(msgspec.Struct, frozen=True):
 
     # -- JSON -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The job as a JSON-ready dict (broker messages, a batch's stored jobs), read back by
-        :meth:`from_dict`: ``rows``, ``cols``, ``start`` (``[row, col]``), ``solver``, and the
-        optional fields only where they differ from their defaults (less than half the bytes
-        of all nine fields, in every message of a batch)."""
-        data: dict[str, Any] = {"rows": self.rows, "cols": self.cols}
-        data["start"], data["solver"] = [self.start[0], self.start[1]], self.solver
-        if self.closed:
-            data["closed"] = True
-        if self.verify is not None:
-            data["verify"] = self.verify
-        if self.time_limit_s is not None:
-            data["time_limit_s"] = self.time_limit_s
-        if self.exhaustive:
-            data["exhaustive"] = True
-        if self.node_limit is not None:
-            data["node_limit"] = self.node_limit
-        return data
+        """The job's JSON object (:func:`wire_form`; messages, stored jobs) as a dict, read back
+        by :meth:`from_dict`: ``rows``, ``cols``, ``start`` (``[row, col]``), ``solver``, etc."""
+        return msgspec.json.decode(msgspec.json.encode(wire_form(self)))
 
     @classmethod
     def from_dict(cls, data: object) -> Job:
@@ -226,6 +212,22 @@ class Job(msgspec.Struct, frozen=True):
             exhaustive=data.get("exhaustive", False),
             node_limit=data.get("node_limit"),
         )
+
+
+_WireJob = msgspec.defstruct(
+    "WireJob",
+    [
+        (f.name, f.type, msgspec.NODEFAULT if f.name == "solver" else f.default)
+        for f in msgspec.structs.fields(Job)
+    ],
+    omit_defaults=True,
+)
+
+
+def wire_form(job: Job) -> msgspec.Struct:
+    """``job`` as a struct msgspec encodes to the JSON object a job travels and is stored as
+    (``solver`` always, the other optional fields where not at their defaults), in C."""
+    return _WireJob(*msgspec.structs.astuple(job))
 
 
 def _validate(job: Job) -> None:

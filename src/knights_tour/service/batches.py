@@ -23,7 +23,7 @@ import redis
 
 from knights_tour import messages
 from knights_tour.board import Board, parse_board_list
-from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs
+from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs, wire_form
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.result import Record
 from knights_tour.service import recovery
@@ -198,7 +198,7 @@ def _send_jobs(
         for chunk in plan_chunks(to_send, chunk_size):
             send(
                 messages.TASK_RUN_JOBS,
-                [batch_id, [j.to_dict() for j in chunk]],
+                [batch_id, [wire_form(j) for j in chunk]],
                 priority=messages.BATCH_PRIORITY,
             )
 

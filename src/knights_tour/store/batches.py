@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 import redis
 
-from knights_tour.core.jobs import Job, order_key
+from knights_tour.core.jobs import Job, order_key, wire_form
 from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.result import Record
 from knights_tour.settings import get_settings
@@ -59,19 +59,6 @@ def new_batch_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-_StoredJob = msgspec.defstruct(
-    "StoredJob",
-    [
-        (f.name, f.type)
-        if f.default is msgspec.NODEFAULT or f.name == "solver"
-        else (f.name, f.type, f.default)
-        for f in msgspec.structs.fields(Job)
-    ],
-    omit_defaults=True,
-)
-""":class:`Job`'s fields, encoded as :meth:`Job.to_dict` writes them (the optional ones left out
-at their defaults) but in C, from the job's fields as they are: a batch stores one per job."""
-
 _JOB_ENCODER = msgspec.json.Encoder()
 
 _HSET_FIELDS = 5000
@@ -81,7 +68,7 @@ _HSET_FIELDS = 5000
 def _job_json(job: Job | Mapping[str, Any]) -> bytes:
     """The stored JSON of a job (compact, as :meth:`Job.to_dict`), or of a job dict."""
     if isinstance(job, Job):
-        return _JOB_ENCODER.encode(_StoredJob(*msgspec.structs.astuple(job)))
+        return _JOB_ENCODER.encode(wire_form(job))
     return _JOB_ENCODER.encode(dict(job))
 
 
