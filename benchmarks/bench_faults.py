@@ -538,7 +538,7 @@ def poison_messages(rig: Rig, jobs) -> dict[str, Any]:
 
 FULL_S = 40.0
 """How long Redis refuses writes in the ``redis-full`` fault: longer than a task waits for it
-(``SAVE_RETRY_S``), so tasks give their claims back."""
+(``KT_SAVE_RETRY_S``), so tasks give their claims back."""
 
 
 def redis_full(rig: Rig, jobs) -> dict[str, Any]:

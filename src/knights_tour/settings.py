@@ -36,6 +36,8 @@ variable                       meaning                                          
                                re-sent by recovery (every period derived from it:
                                :class:`LeaseTiming`)
 ``KT_MAX_ATTEMPTS``            worker deaths on one job before it gets an error record   3
+``KT_SAVE_RETRY_S``            how long a task keeps trying to store its records while   30
+                               Redis is unreachable or refuses writes, seconds
 ``KT_CONFIRM_JOBS``            ask (or ``--yes``) before submitting more jobs than this  50000
 ``KT_CONFIRM_OUTPUT_MB``       ask before a batch whose records would exceed this, MB    200
 ``KT_CONFIRM_HOURS``           ask before a batch or count estimated to take longer on   1
@@ -114,6 +116,7 @@ class Settings(msgspec.Struct, kw_only=True):
     collect_lock_timeout_s: Annotated[float, Meta(gt=0)] = 300.0
     lease_s: Annotated[float, Meta(ge=1.0)] = 10.0
     max_attempts: Annotated[int, Meta(ge=1)] = 3
+    save_retry_s: Annotated[float, Meta(gt=0)] = 30.0
     confirm_jobs: Annotated[int, Meta(ge=1)] = 50_000
     confirm_output_mb: Annotated[float, Meta(gt=0)] = 200.0
     confirm_hours: Annotated[float, Meta(gt=0)] = 1.0

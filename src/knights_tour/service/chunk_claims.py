@@ -24,6 +24,7 @@ import redis
 
 from knights_tour.errors import StorageFullError
 from knights_tour.service.lease_keeper import LeaseKeeper
+from knights_tour.settings import get_settings
 from knights_tour.store import leases
 from knights_tour.store.connection import REDIS_ERRORS
 from knights_tour.store.ledger import Ledger
@@ -31,15 +32,12 @@ from knights_tour.store.memory import write_refusal
 
 log = logging.getLogger(__name__)
 
-SAVE_RETRY_S = 30.0
-"""How long a task keeps retrying to store records while Redis is unreachable, in seconds."""
-
 T = TypeVar("T")
 
 
 def retrying(call: Callable[[], T]) -> T:
     """``call()``, retried with growing pauses (0.2 s doubling up to 2 s) for up to
-    :data:`SAVE_RETRY_S` while Redis is unreachable or refuses writes
+    ``KT_SAVE_RETRY_S`` seconds while Redis is unreachable or refuses writes
     (:func:`knights_tour.store.memory.write_refusal`; logged as ``Redis refuses writes:
     <reason>``).
 
@@ -48,9 +46,10 @@ def retrying(call: Callable[[], T]) -> T:
     redis.ConnectionError, redis.TimeoutError
         If Redis stays unreachable.
     StorageFullError
-        If Redis still refuses writes after :data:`SAVE_RETRY_S`.
+        If Redis still refuses writes after ``KT_SAVE_RETRY_S``.
     """
-    deadline = time.monotonic() + SAVE_RETRY_S
+    window_s = get_settings().save_retry_s
+    deadline = time.monotonic() + window_s
     delay = 0.2
     while True:
         try:
@@ -64,7 +63,7 @@ def retrying(call: Callable[[], T]) -> T:
                 raise
             if time.monotonic() >= deadline:
                 raise StorageFullError(reason) from None
-            log.error("Redis refuses writes: %s; retrying for up to %.0f s", reason, SAVE_RETRY_S)
+            log.error("Redis refuses writes: %s; retrying for up to %g s", reason, window_s)
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
 
@@ -169,4 +168,4 @@ class ChunkClaim:
         retrying(lambda: leases.mark_requeued(self.r, self.led, item_keys))
 
 
-__all__ = ["ChunkClaim", "retrying", "SAVE_RETRY_S"]
+__all__ = ["ChunkClaim", "retrying"]

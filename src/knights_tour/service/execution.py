@@ -43,7 +43,7 @@ from knights_tour.core.jobs import TIME_LIMIT_EXCEPTIONS, Job, error_record, run
 from knights_tour.core.records import encode_record
 from knights_tour.messages import DEFAULT_REDIS_URL
 from knights_tour.result import Status
-from knights_tour.service.chunk_claims import SAVE_RETRY_S, ChunkClaim, retrying
+from knights_tour.service.chunk_claims import ChunkClaim, retrying
 from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
@@ -138,7 +138,7 @@ class _Records:
 
     def flush(self, retry: bool = True) -> None:
         """Store the buffered records; log those dropped because another was stored first.
-        ``retry``: keep trying for :data:`SAVE_RETRY_S` while Redis is unreachable (else one
+        ``retry``: keep trying for ``KT_SAVE_RETRY_S`` while Redis is unreachable (else one
         attempt)."""
         if self.rows:
             rows = self.rows
@@ -316,9 +316,9 @@ def run_chunk(
     Raises
     ------
     redis.ConnectionError, redis.TimeoutError
-        If Redis stays unreachable for :data:`SAVE_RETRY_S` (the task layer retries the task).
+        If Redis stays unreachable for ``KT_SAVE_RETRY_S`` (the task layer retries the task).
     StorageFullError
-        If Redis refuses writes for :data:`SAVE_RETRY_S`; the chunk's claims are given back
+        If Redis refuses writes for ``KT_SAVE_RETRY_S``; the chunk's claims are given back
         first, or left to lapse (:meth:`ChunkClaim.release`).
     """
     began = time.perf_counter()
@@ -367,12 +367,4 @@ def _summary(
     }
 
 
-__all__ = [
-    "run_chunk",
-    "redis_client",
-    "invalid_key",
-    "at_task_limit",
-    "Send",
-    "SAVE_RETRY_S",
-    "FLUSH_S",
-]
+__all__ = ["run_chunk", "redis_client", "invalid_key", "at_task_limit", "Send", "FLUSH_S"]
