@@ -7,7 +7,7 @@ machines), and batches submitted from a third process (``python -m knights_tour 
 records name the worker that produced them, so we can see both did work. ``ktour workers`` and
 ``ktour status`` are checked while a batch runs.
 
-Facts from outside the code: an open knight's tour starts on every square of the 16x16 board
+Facts from outside the code: an open knight's tour starts on every square of the 14x14 board
 (a closed tour exists on n x n for even n >= 6, Schwenk 1991, and a closed tour can be entered
 anywhere); a tour is checked by the verifier.
 """
@@ -46,10 +46,13 @@ def two_workers(module_redis_url, tmp_path_factory):
         module_redis_url, 1, node_prefix=f"beta{tag}-", log_dir=logs, ready_timeout_s=90
     )
     try:
-        # one after the other from this thread: LocalWorkers asks Linux to stop a worker when
-        # the thread that started it ends (PR_SET_PDEATHSIG), so no helper threads here
-        alpha.start()
-        beta.start()
+        # both spawned from this thread, then waited for together: LocalWorkers asks Linux to
+        # stop a worker when the thread that started it ends (PR_SET_PDEATHSIG), so no helper
+        # threads here
+        alpha.spawn()
+        beta.spawn()
+        alpha.wait_ready()
+        beta.wait_ready()
         assert set(alpha.pids).isdisjoint(beta.pids)
         yield alpha.node_names + beta.node_names
     finally:
@@ -84,10 +87,10 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     two_workers, module_redis_url, capsys
 ):
     url = module_redis_url
-    # two chunks of 128 CP-SAT-checked 16x16 jobs (several seconds each, long enough for the
+    # two chunks of 98 CP-SAT-checked 14x14 jobs (several seconds each, long enough for the
     # 1-second inspect round trips below to see them running); each idle worker takes one
     batch_id = _submit_from_another_process(
-        url, "--sizes", "16", "--verify", "cpsat", "--chunk-size", "128"
+        url, "--sizes", "14", "--verify", "cpsat", "--chunk-size", "98"
     )
 
     # while it runs: `ktour workers` lists both nodes and shows the batch's task
@@ -109,12 +112,12 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     busy = [name for name, tasks in seen.items() if tasks]
     assert busy, "no worker was seen running the batch"
     task = seen[busy[0]][0]
-    assert task["task"] == "knights_tour.run_jobs" and task["jobs"] == 128
+    assert task["task"] == "knights_tour.run_jobs" and task["jobs"] == 98
 
     # `ktour status` splits the batch into done / running / queued
     code = main(["status", batch_id, "--json", "--redis", url])
     p = json.loads(capsys.readouterr().out)
-    assert p["done"] + p["running"] + p["queued"] == p["total"] == 256
+    assert p["done"] + p["running"] + p["queued"] == p["total"] == 196
     if not p["complete"]:
         assert code == 1 and p["running"] >= 1 and p["workers_busy"]
 
@@ -123,14 +126,14 @@ def test_a_batch_from_a_third_process_is_shared_by_both_workers(
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    assert out.splitlines()[-1].startswith(f"batch {batch_id}: 256/256 jobs done (complete)")
+    assert out.splitlines()[-1].startswith(f"batch {batch_id}: 196/196 jobs done (complete)")
 
     # the records: every job done once, by both workers, each tour valid and CP-SAT-checked
     r = connect(url)
     records = store.collect(r, batch_id)
     r.close()
-    assert len(records) == 256
+    assert len(records) == 196
     assert {rec.worker for rec in records} == set(two_workers)  # both did work
     for rec in records:
         assert rec.status == Status.FOUND and rec.checks.cpsat is True
-        assert verify_tour((16, 16), rec.tour, start=rec.start).ok
+        assert verify_tour((14, 14), rec.tour, start=rec.start).ok
