@@ -219,7 +219,7 @@ every = "1s"
 [[sweep]]
 name = "tiny"
 sizes = "5"
-every = "3s"
+every = "2s"
 """
 
 
@@ -287,7 +287,7 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
         PYTHONUNBUFFERED="1",
     )
     beats: list[subprocess.Popen] = []
-    with LocalWorkers(
+    workers = LocalWorkers(
         redis_db_url,
         count=2,
         env={"KT_REPORTS_DIR": str(reports)},
@@ -295,29 +295,33 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
         ready_timeout_s=90,
         log_dir=tmp_path / "logs",
         loglevel="INFO",
-    ):
-        try:
-            # two beats at once: every collection tick is sent twice, overlapping on 2 workers
-            for i in (1, 2):
-                beats.append(_beat(env, tmp_path / f"beat{i}-state", tmp_path / f"beat{i}.log"))
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and not read_index(reports):
-                assert all(b.poll() is None for b in beats), (tmp_path / "beat1.log").read_text()
-                time.sleep(0.2)
-            assert read_index(reports), (
-                "no report within 90 s; beat log:\n" + (tmp_path / "beat1.log").read_text()[-3000:]
-            )
-            # several more collections run after the report was written (and must not
-            # report the batch again): wait for them in the workers' logs, not a fixed time
-            seen = _collections_done(tmp_path / "logs")
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and _collections_done(tmp_path / "logs") < seen + 3:
-                assert all(b.poll() is None for b in beats), (tmp_path / "beat1.log").read_text()
-                time.sleep(0.2)
-            assert _collections_done(tmp_path / "logs") >= seen + 3, "no more collections ran"
-        finally:
-            for b in beats:
-                _stop(b)
+    )
+    try:
+        # the workers and both beats start at once (the beats' messages wait in Redis)
+        workers.spawn()
+        # two beats at once: every collection tick is sent twice, overlapping on 2 workers
+        for i in (1, 2):
+            beats.append(_beat(env, tmp_path / f"beat{i}-state", tmp_path / f"beat{i}.log"))
+        workers.wait_ready()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not read_index(reports):
+            assert all(b.poll() is None for b in beats), (tmp_path / "beat1.log").read_text()
+            time.sleep(0.2)
+        assert read_index(reports), (
+            "no report within 90 s; beat log:\n" + (tmp_path / "beat1.log").read_text()[-3000:]
+        )
+        # several more collections run after the report was written (and must not
+        # report the batch again): wait for them in the workers' logs, not a fixed time
+        seen = _collections_done(tmp_path / "logs")
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _collections_done(tmp_path / "logs") < seen + 3:
+            assert all(b.poll() is None for b in beats), (tmp_path / "beat1.log").read_text()
+            time.sleep(0.2)
+        assert _collections_done(tmp_path / "logs") >= seen + 3, "no more collections ran"
+    finally:
+        for b in beats:
+            _stop(b)
+        workers.stop()
     index = read_index(reports)
     ids = [e["batch_id"] for e in index]
     assert len(ids) == len(set(ids)), f"a batch was reported twice: {ids}"
