@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import redis
+from _cli import run_cli
 
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
 from knights_tour.service.embedded_redis import EmbeddedRedis
@@ -49,8 +50,20 @@ def _kt_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _stderr_lines(proc: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in proc.stderr.splitlines() if line.strip()]
+@pytest.fixture
+def kt_env_cleared(monkeypatch, tmp_path):
+    """No ``KT_`` variable for a command run in this process but a data dir of its own (as
+    :func:`_kt_env` gives a subprocess)."""
+    for name in [k for k in os.environ if k.startswith("KT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt"))
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
 
 
 def test_every_client_gets_timeouts_keepalive_and_a_health_check():
@@ -122,7 +135,7 @@ def test_a_wrong_password_is_refused_with_one_line(server):
 
 
 @pytest.mark.parametrize("case", ["evicting", "wrong password"])
-def test_submit_refuses_with_one_line_and_leaves_no_batch(server, case):
+def test_submit_refuses_with_one_line_and_leaves_no_batch(server, case, kt_env_cleared, capfd):
     admin = redis.Redis.from_url(server.url)
     before = set(admin.keys("*"))  # the embedded server's own bookkeeping
     url = server.url
@@ -130,17 +143,11 @@ def test_submit_refuses_with_one_line_and_leaves_no_batch(server, case):
         admin.config_set("maxmemory-policy", "volatile-lru")
     else:
         url = url.replace(PASSWORD, "wrong-horse")
-    proc = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis", url],
-        env=_kt_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    lines = _stderr_lines(proc)
-    assert proc.returncode == 2, proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("ktour: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr and "wrong-horse" not in proc.stderr
+    code, out, err = run_cli(capfd, "submit", "--sizes", "5", "--redis", url)
+    lines = _lines(err)
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("ktour: error: "), err
+    assert "Traceback" not in err and "wrong-horse" not in out + err
     assert ("noeviction" in lines[0]) if case == "evicting" else ("password" in lines[0])
     assert set(admin.keys("*")) == before, "a batch (or a queued task) was left behind"
     admin.close()
@@ -191,14 +198,15 @@ commands (CONFIG, SHUTDOWN, FLUSHALL, KEYS, ...) except INFO, read for the polic
 
 
 @pytest.mark.integration
-def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recipe(server, tmp_path):
+def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recipe(
+    server, tmp_path, kt_env_cleared, capfd
+):
     from knights_tour.service.local_workers import LocalWorkers
 
     admin = redis.Redis.from_url(server.url)
     admin.execute_command("ACL", "SETUSER", "kt", ">kt-secret-staple", *ACL_RULES)
     admin.close()
     url = f"redis://kt:kt-secret-staple@127.0.0.1:{server.port}/0"
-    env = _kt_env(KT_DATA_DIR=str(tmp_path / "kt"))
     with LocalWorkers(
         url,
         count=1,
@@ -208,57 +216,22 @@ def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recip
         log_dir=tmp_path / "logs",
         loglevel="INFO",
     ):
-        sub = subprocess.run(
-            [sys.executable, "-m", "knights_tour", "submit", "--sizes", "5", "--redis", url],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert sub.returncode == 0, sub.stderr
-        batch_id = sub.stdout.strip().splitlines()[-1]
-        got = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "knights_tour",
-                "collect",
-                batch_id,
-                "--wait",
-                "--timeout",
-                "120",
-                "--format",
-                "jsonl",
-                "--redis",
-                url,
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-    assert got.returncode == 0, got.stderr
-    assert len(got.stdout.splitlines()) == 25  # one record per start square of 5x5
+        code, out, err = run_cli(capfd, "submit", "--sizes", "5", "--redis", url)
+        assert code == 0, err
+        batch_id = out.strip().splitlines()[-1]
+        code, out, err = run_cli(
+            capfd, "collect", batch_id, "--wait", "--timeout", "120", "--format", "jsonl",
+            "--redis", url,
+        )  # fmt: skip
+    assert code == 0, err
+    assert len(out.splitlines()) == 25  # one record per start square of 5x5
     log = (tmp_path / "logs" / "acl1.log").read_text(errors="replace")
     assert "NOPERM" not in log and "Traceback" not in log
     # the same user with a wrong password: one line, and no worker started
-    wrong = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "knights_tour",
-            "submit",
-            "--sizes",
-            "5",
-            "--redis",
-            url.replace("kt-secret-staple", "wrong-staple"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    code, _, err = run_cli(
+        capfd, "submit", "--sizes", "5", "--redis", url.replace("kt-secret-staple", "wrong-staple")
     )
-    assert wrong.returncode == 2 and len(_stderr_lines(wrong)) == 1, wrong.stderr
+    assert code == 2 and len(_lines(err)) == 1, err
 
 
 def test_the_write_probe_says_why_a_full_redis_refuses_writes_and_when_it_accepts_them(server):
