@@ -162,9 +162,9 @@ def test_status_watch_ends_when_complete_or_on_timeout(capsys, redis_client, red
         stuck,
         "--watch",
         "--interval",
-        "0.2",
+        "0.1",
         "--timeout",
-        "2.5",
+        "1",
         "--redis",
         redis_db_url,
     )
