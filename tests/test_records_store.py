@@ -22,7 +22,7 @@ from knights_tour.output.recordfile import jsonl_line
 from knights_tour.result import Record, Status, json_bytes, record_from_json, tour_json
 from knights_tour.store import keys
 from knights_tour.store.batches import collect, create_batch, iter_records, save_record
-from knights_tour.store.records import record_keys
+from knights_tour.store.records import in_record_order, record_keys
 from knights_tour.verify import verify_tour
 
 
@@ -155,6 +155,32 @@ def test_records_stream_in_sorted_order_across_pages(redis_client):
     streamed = list(iter_records(redis_client, bid, chunk=7))
     assert streamed == sorted(records, key=record_sort_key)
     assert [r.job_key for r in streamed] == record_keys(redis_client, bid)
+
+
+def test_job_keys_sort_as_their_records_with_or_without_an_odd_key():
+    jobs = make_batch_jobs([5, 12, (6, 9)]) + make_batch_jobs([6], solver="cpsat", closed=True)
+    keys = [j.key for j in jobs]
+    keys.append(keys[0].replace("5x5", "05x5", 1))  # leading zeros: ordered as 5, then by text
+    want = sorted(keys, key=lambda k: record_sort_key(_keyed(k)))
+    shuffled = list(reversed(keys))
+    assert in_record_order(shuffled) == want
+    odd = "invalid:0123456789abcdef"
+    assert in_record_order([*shuffled, odd]) == [*want, odd]
+
+
+def _keyed(job_key: str) -> Record:
+    """A record with the fields a job key names (of the Job.key form)."""
+    size, square, solver, kind = job_key.split(":")
+    rows, cols = size.split("x")
+    row, col = square.split(",")
+    return Record(
+        rows=int(rows),
+        cols=int(cols),
+        start=(int(row), int(col)),
+        solver=solver,
+        closed=kind == "closed",
+        job_key=job_key,
+    )
 
 
 def test_the_error_record_of_an_invalid_message_sorts_by_its_fields(redis_client, records_6x6):

@@ -20,6 +20,7 @@ from knights_tour.core.records import (
     decode_moves,
     encode_moves,
     encode_record,
+    move_codes,
 )
 from knights_tour.core.tour_text import render_moves
 from knights_tour.result import Record, Status, json_bytes, tour_json
@@ -71,6 +72,25 @@ def test_tour_json_is_what_the_stdlib_writes(top):
     assert tour_json(tour[:0]) == b"[]"
     below = tour - top - 1  # off the board: only a record failing verification holds one
     assert tour_json(below) == json.dumps(below.tolist(), separators=(",", ":")).encode()
+
+
+def test_walks_of_every_length_give_their_squares_text_and_moves():
+    # the moves are read eight (three bytes) at a time: every remainder, on either table
+    tours = [_walk((40, 40), n) + side for side in (0, 200) for n in range(27)]
+    sides = [100 if t.max() < 100 else 400 for t in tours]
+    args = (
+        [encode_moves(t) for t in tours],
+        sides,
+        sides,
+        [tuple(t[0]) for t in tours],
+        [False] * len(tours),
+        [False] * len(tours),
+    )
+    text, at, end, _ = render_moves(*args)
+    codes, c_at, c_end, _ = render_moves(*args, write=False)
+    for i, tour in enumerate(tours):
+        assert bytes(text[at[i] : end[i]]) == tour_json(tour)
+        assert bytes(codes[c_at[i] : c_end[i]]) == move_codes(tour).tobytes()
 
 
 def test_a_page_gives_the_records_json_byte_for_byte(solved):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from knights_tour.board import Board
 from knights_tour.errors import TourFormatError
-from knights_tour.output.atomicfile import atomic_write_text
+from knights_tour.output.atomicfile import AtomicFile, atomic_write_text
 from knights_tour.output.tourfile import (
     format_step_matrix,
     parse_step_matrix,
@@ -170,6 +170,22 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
     with pytest.raises(OSError):
         atomic_write_text(tmp_path / "no-such-dir" / "x.jsonl", "data")
+
+
+def test_a_list_of_chunks_is_written_whole_in_order(tmp_path):
+    # more chunks than one writev call takes, bytes and memoryviews into one buffer, after
+    # lines that went through the write buffer
+    text = np.frombuffer(b"".join(b"%d," % i for i in range(5000)), dtype=np.uint8)
+    views = [memoryview(text.data)[i : i + 7] for i in range(0, len(text), 7)]
+    chunks = [piece for view in views for piece in (b"<", view, b">\n")]
+    out = AtomicFile(tmp_path / "o.jsonl")
+    out.writelines(iter([b"first\n"]))
+    out.writelines(chunks)
+    out.writelines([b"last\n"])
+    out.commit()
+    want = b"first\n" + b"".join(bytes(c) for c in chunks) + b"last\n"
+    assert (tmp_path / "o.jsonl").read_bytes() == want
+    assert len(chunks) > 4096
 
 
 def test_csv_has_header_and_one_row_per_record():

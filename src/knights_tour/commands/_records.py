@@ -8,9 +8,11 @@ which ``ktour solve`` never needs.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -89,6 +91,25 @@ def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str 
     they pass; returns the counts. Every ``found`` tour is checked again on the way: one that
     is not a knight's tour is written, and counted, as an ``error`` record
     (:func:`knights_tour.core.record_pages.reverified`)."""
+    with collector_paused():
+        return _write_records(client, batch_id, out, fmt)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the duration: writing a batch's records
+    makes and drops millions of small objects, none of them in a cycle, and each automatic
+    collection would walk every object the command has loaded (Celery, numba, rich) again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str) -> Tally:
     tally = Tally()
 
     def counted():

@@ -118,17 +118,6 @@ def _head(data, b):
     return r, c, n
 
 
-@njit(cache=True, inline="always")
-def _move(data, bits, k, end):
-    """Move ``k`` (three bits, most significant first) of the moves at ``data[bits:end]``."""
-    bit = 3 * k
-    at = bits + (bit >> 3)
-    word = np.int64(data[at]) << 8
-    if at + 1 < end:
-        word |= np.int64(data[at + 1])
-    return (word >> (13 - (bit & 7))) & 7
-
-
 @njit(cache=True)
 def _put_square(out, p, r, c, texts, lengths):
     """``[r,c],`` at ``out[p:]``, digit by digit; returns the position after it."""
@@ -140,6 +129,38 @@ def _put_square(out, p, r, c, texts, lengths):
     out[q] = 93  # "]"
     out[q + 1] = 44
     return np.uint64(q + 2)
+
+
+@njit(cache=True, inline="always")
+def _eight_moves(data, b, left):
+    """The next eight moves (``left`` of them if fewer), three bits each, most significant
+    first, as the low 24 bits of an integer: the bytes at ``data[b:b+3]`` that hold them."""
+    word = np.int64(data[b]) << 16
+    if left > 2:
+        word |= np.int64(data[b + 1]) << 8
+    if left > 5:
+        word |= np.int64(data[b + 2])
+    return word
+
+
+@njit(cache=True)
+def _board_arrays(write, nr, nc, texts, lengths):
+    """For the tours of an ``nr`` x ``nc`` board: the array their squares are marked seen in,
+    and the board's table of square texts (:func:`_board_table`; empty where the text is
+    not written or the board is too large for a table)."""
+    seen = np.zeros(max(nr * nc, 0), dtype=np.uint32)
+    if write and 0 < nr < 10000 and 0 < nc < 10000 and nr * nc <= _TABLE_SQUARES:
+        words, size = _board_table(nr, nc, texts, lengths)
+        return seen, words, size
+    return seen, np.zeros((0, 2), dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+
+
+@njit(cache=True, inline="always")
+def _knight_move(dr, dc):
+    """Whether a step of ``(dr, dc)`` is a knight move."""
+    ar = abs(dr)
+    ac = abs(dc)
+    return (ar == 1 and ac == 2) or (ar == 2 and ac == 1)
 
 
 @njit(cache=True)
@@ -162,66 +183,67 @@ def _render(
     dr,
     dc,
 ):
-    """Walk each payload ``data[starts[i]:starts[i+1]]``: its tour's JSON text goes to
-    ``out[out_at[i]:out_end[i]]``, one after the other (both filled in), and where
-    ``check[i]`` the walk's verdict to ``ok[i]`` (with ``write`` False, each tour's moves
-    instead of its text, a byte each)."""
-    words = np.zeros((0, 2), dtype=np.uint64)
-    size = np.zeros(0, dtype=np.uint64)
-    table_rows = -1
-    table_cols = -1
+    """Walk each payload ``data[starts[i]:starts[i+1]]``, its moves read eight (three bytes)
+    at a time: its tour's JSON text (with ``write`` False, its moves, a byte each) goes to
+    ``out[out_at[i]:out_end[i]]``, and where ``check[i]`` the walk's verdict to ``ok[i]``; a
+    square is marked seen with the tour's number, so one board's tours share one array."""
+    seen, words, size = _board_arrays(False, 0, 0, texts, lengths)
+    stamp = np.uint32(0)
+    shape = (-1, -1)
     p = np.uint64(0)
     for i in range(len(out_at)):
         r, c, n = _head(data, starts[i])
-        bits = starts[i] + 12
         nr = rows[i]
         nc = cols[i]
-        tabled = write and 0 < nr < 10000 and 0 < nc < 10000 and nr * nc <= _TABLE_SQUARES
-        if tabled and (nr != table_rows or nc != table_cols):
-            words, size = _board_table(nr, nc, texts, lengths)
-            table_rows = nr
-            table_cols = nc
+        if (nr, nc) != shape:
+            seen, words, size = _board_arrays(write, nr, nc, texts, lengths)
+            stamp = np.uint32(0)
+            shape = (nr, nc)
+        tabled = len(size) > 0
         wide = nr > 100 or nc > 100  # a text of more than 8 bytes
+        stamp += np.uint32(1)
         good = check[i] and n + 1 == nr * nc and r == srow[i] and c == scol[i]
-        seen = np.zeros(nr * nc if good else 0, dtype=np.bool_)
-        r0 = r
-        c0 = c
+        b = starts[i] + _HEAD_BYTES
+        word = np.int64(0)
         out_at[i] = np.int64(p)
         if write:
             out[p] = 91  # "["
             p += np.uint64(1)
-        for k in range(n + 1):
-            on = 0 <= r < nr and 0 <= c < nc
-            if on and good:
-                s = np.uint64(r * nc + c)
-                if seen[s]:
-                    good = False
-                seen[s] = True
-            elif not on:
+        k = 0
+        while True:
+            if 0 <= r < nr and 0 <= c < nc:
+                s = r * nc + c
+                good &= seen[s] != stamp
+                seen[s] = stamp
+                if write and tabled:
+                    _put_word(out, p, words[s, 0])
+                    if wide:
+                        _put_word(out, p + np.uint64(8), words[s, 1])
+                    p += size[s]
+                elif write:
+                    p = _put_square(out, p, r, c, texts, lengths)
+            else:
                 good = False
-            if write and on and tabled:
-                s = np.uint64(r * nc + c)
-                _put_word(out, p, words[s, 0])
-                if wide:
-                    _put_word(out, p + np.uint64(8), words[s, 1])
-                p += size[s]
-            elif write:
-                p = _put_square(out, p, r, c, texts, lengths)
-            if k < n:
-                code = _move(data, bits, k, starts[i + 1])
-                if not write:
-                    out[p] = code
-                    p += np.uint64(1)
-                r += dr[code]
-                c += dc[code]
+                if write:
+                    p = _put_square(out, p, r, c, texts, lengths)
+            if k == n:
+                break
+            j = k & 7
+            if j == 0:
+                word = _eight_moves(data, b, n - k)
+                b += 3
+            code = (word >> (21 - 3 * j)) & 7
+            if not write:
+                out[p] = code
+                p += np.uint64(1)
+            r += dr[code]
+            c += dc[code]
+            k += 1
         if write:
             out[p - np.uint64(1)] = 93  # the last "," closes the list
         out_end[i] = np.int64(p)
-        if good and closed[i]:
-            ar = abs(r - r0)
-            ac = abs(c - c0)
-            good = (ar == 1 and ac == 2) or (ar == 2 and ac == 1)
-        ok[i] = good
+        # a good tour began on its start square
+        ok[i] = good and (not closed[i] or _knight_move(r - srow[i], c - scol[i]))
 
 
 def _layout(

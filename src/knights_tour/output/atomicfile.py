@@ -122,10 +122,15 @@ class AtomicFile:
                 self.fh = os.fdopen(fd, "wb", buffering=WRITE_BUFFER_BYTES)
 
     def writelines(self, lines: Iterable[bytes | memoryview]) -> None:
-        """Append ``lines`` (bytes, each with its own line ending)."""
+        """Append ``lines`` (bytes, each with its own line ending). A list is handed to the
+        kernel as it is (``writev``), not copied into the write buffer first."""
         assert self.fh is not None, "the file is closed"
         with self._errors():
-            self.fh.writelines(lines)
+            if isinstance(lines, list):
+                self.fh.flush()
+                write_gathered(self.fh.fileno(), lines)
+            else:
+                self.fh.writelines(lines)
 
     def commit(self) -> Path:
         """Flush, fsync and rename the file into place; returns its path."""
@@ -164,6 +169,34 @@ class AtomicFile:
             raise OutputPathError(f"cannot write {self.given}: {reason}", exc.errno) from None
 
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16
+
+
+def write_gathered(fd: int, chunks: list[bytes | memoryview]) -> None:
+    """Write ``chunks`` (bytes, or memoryviews of bytes) one after the other to the file
+    descriptor ``fd``, a few hundred per ``writev`` call, whatever each call leaves unwritten
+    written again.
+
+    Raises
+    ------
+    OSError
+        As ``os.writev`` (e.g. ``ENOSPC``).
+    """
+    for i in range(0, len(chunks), _IOV_MAX):
+        part = chunks[i : i + _IOV_MAX]
+        done = os.writev(fd, part)
+        if done == sum(map(len, part)):
+            continue
+        for chunk in part:  # a short write: the rest chunk by chunk
+            if done >= len(chunk):
+                done -= len(chunk)
+                continue
+            view = memoryview(chunk)[done:]
+            done = 0
+            while view:
+                view = view[os.write(fd, view) :]
+
+
 STDOUT_FD = 1
 """The descriptor of standard output (``sys.stdout`` may be replaced, e.g. by tests)."""
 
@@ -182,6 +215,7 @@ def _open_in_place(target: Path) -> BinaryIO:
 
 __all__ = [
     "AtomicFile",
+    "write_gathered",
     "atomic_write_text",
     "atomic_write_lines",
     "new_file_mode",

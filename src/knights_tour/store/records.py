@@ -124,6 +124,9 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
     :attr:`~knights_tour.core.jobs.Job.key` form, such as the error record of an invalid job
     message)."""
     names = [_text(k) for k in r.hkeys(keys.batch_records(batch_id))]
+    plain = _sorted_job_keys(names)
+    if plain is not None:
+        return plain
     order = {k: _key_order(k) for k in names}
     odd = [k for k, v in order.items() if v is None]
     for i in range(0, len(odd), PAGE):
@@ -142,10 +145,31 @@ def in_record_order(job_keys: Iterable[str]) -> list[str]:
     :func:`record_keys` gives their records (another key sorts as :func:`record_keys` sorts
     a key whose record is missing)."""
 
+    job_keys = list(job_keys)
+    plain = _sorted_job_keys(job_keys)
+    if plain is not None:
+        return plain
+
     def order(k: str) -> tuple[Any, ...]:
         return _key_order(k) or order_key(None, None, None, None, False, k)
 
     return sorted(job_keys, key=order)
+
+
+def _sorted_job_keys(names: list[str]) -> list[str] | None:
+    """``names`` in the order of :func:`_key_order` when every one is of the
+    :attr:`~knights_tour.core.jobs.Job.key` form, else None: a batch's keys, sorted on flat
+    tuples of plain values that compare as :func:`~knights_tour.core.jobs.order_key`'s nested
+    ones do, at a fraction of their cost."""
+    flat = []
+    for name in names:
+        m = _JOB_KEY.fullmatch(name)
+        if m is None:
+            return None
+        rows, cols, row, col, solver, kind = m.groups()
+        flat.append((int(rows), int(cols), int(row), int(col), solver, kind == "closed", name))
+    flat.sort()
+    return [item[-1] for item in flat]
 
 
 def iter_pages(r: redis.Redis, batch_id: str, page: int = PAGE) -> Iterator[list[Record]]:
