@@ -13,6 +13,8 @@
   end of the module.
 * ``early`` (session): ``early(name)`` is the run of a test module's early command, started
   when collection ended (``EARLY_COMMANDS``, tests/_early.py).
+* ``dp_6x6_checkpoints`` (session): the frontier DP's checkpoint folder for the session's counts
+  of 6x6, in RAM where the machine has it (tests/_ramdir.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import _early
 import pytest
 import redis
+from _ramdir import ram_dir
 
 from knights_tour.settings import get_settings
 
@@ -124,6 +127,15 @@ def module_redis_url(redis_server: object) -> Iterator[str]:
         yield url
     finally:
         _DBS_IN_USE.discard(db)
+
+
+@pytest.fixture(scope="session")
+def dp_6x6_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The ``checkpoint_dir`` of the session's frontier-DP counts of 6x6: the lower half that
+    every start class meets (most of a count's work) is swept by the first such count and read
+    back from its checkpoints by the others, whose totals are still checked against the facts."""
+    with ram_dir(tmp_path_factory.mktemp("dp-6x6")) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")

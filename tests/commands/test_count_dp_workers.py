@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from _counts_facts import OEIS_5X5
+from _ramdir import ram_dir
 from _workers import workers_on
 
 from knights_tour.cli import main
@@ -31,11 +32,12 @@ def dp_workers(
     module_redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SimpleNamespace]:
     """Two real workers on ``module_redis_url`` with their own ``KT_DATA_DIR`` (the DP's
-    checkpoints) and a DP task budget of 5 ms; yields ``.data`` (that dir) and ``.workers``."""
-    data = tmp_path_factory.mktemp("dp-workers")
-    env = {"KT_DATA_DIR": str(data), "KT_DP_TASK_BUDGET_S": "0.005"}
-    with workers_on(module_redis_url, env) as workers:
-        yield SimpleNamespace(data=data, workers=workers)
+    checkpoints, in RAM where the machine has it: :mod:`_ramdir`) and a DP task budget of
+    5 ms; yields ``.data`` (that dir) and ``.workers``."""
+    with ram_dir(tmp_path_factory.mktemp("dp-workers")) as data:
+        env = {"KT_DATA_DIR": str(data), "KT_DP_TASK_BUDGET_S": "0.005"}
+        with workers_on(module_redis_url, env) as workers:
+            yield SimpleNamespace(data=data, workers=workers)
 
 
 def _count(url: str, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[dict, str]:
@@ -63,13 +65,6 @@ def test_dp_5x5_on_workers_equals_a165134_through_continuations(
         (dp_workers.data / "frontier").glob("*/kept-*.npy")
     )  # the layers classes start from
     assert time.monotonic() - began < 60
-
-
-def test_dp_6x6_on_workers_equals_the_enumeration(dp_workers, module_redis_url, capsys):
-    dp, _ = _count(module_redis_url, "6", "--method", "dp", "--fresh", capsys=capsys)
-    enum, _ = _count(module_redis_url, "6", "--method", "enumerate", capsys=capsys)
-    assert dp["total"] == enum["total"] == 6_637_920
-    assert dp["grid"] == enum["grid"]
 
 
 def test_dp_rectangle_on_workers_equals_the_enumeration(dp_workers, module_redis_url, capsys):
@@ -124,14 +119,20 @@ def test_dp_fresh_removes_the_counts_checkpoints(dp_workers, module_redis_url, c
         get_settings.cache_clear()
 
 
-def test_dp_timeout_stops_and_the_same_command_finishes(dp_workers, module_redis_url, capsys):
+def test_dp_6x6_stopped_by_timeout_then_finished_equals_the_enumeration(
+    dp_workers, module_redis_url, capsys
+):
+    """A 6x6 DP count stopped by ``--timeout`` is finished by the same command, from what it
+    left; the grid is the enumeration's on the same workers, the total OEIS A165134(6)."""
     shutil.rmtree(dp_workers.data / "frontier", ignore_errors=True)  # no finished sweeps on disk
     args = ["count", "6", "--method", "dp", "--redis", module_redis_url, "--workers", "0"]
     code = main([*args, "--fresh", "--timeout", "0.5"])
     err = capsys.readouterr().err
     assert code == 1 and "stopped by --timeout after 0.5 s" in err, err
-    again, err = _count(module_redis_url, "6", "--method", "dp", capsys=capsys)
-    assert again["total"] == 6_637_920
+    dp, err = _count(module_redis_url, "6", "--method", "dp", capsys=capsys)
+    enum, _ = _count(module_redis_url, "6", "--method", "enumerate", capsys=capsys)
+    assert dp["total"] == enum["total"] == 6_637_920
+    assert dp["grid"] == enum["grid"]
 
 
 def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_url):

@@ -44,12 +44,13 @@ def test_5x5_every_square_directly_is_symmetric():
 
 
 @pytest.mark.slow
-def test_6x6_grid_equals_enumeration():
+def test_6x6_grid_equals_enumeration(dp_6x6_checkpoints):
     """As ``ktour count --method dp`` counts it: one lower half, met with each class's upper
     half (the 5x5 tests above run each class's own halves; here that would be six times the
-    work of the shared lower half for no other fact)."""
+    work of the shared lower half for no other fact). The session's other 6x6 counts share
+    its checkpoints (``dp_6x6_checkpoints``): the halves one of them swept are read back."""
     board = Board(6, 6)
-    report = dp_count(board)
+    report = dp_count(board, checkpoint_dir=dp_6x6_checkpoints)
     assert len(report.extra["lower_halves"]) == 1
     assert report.grid == count_tours(board).grid
     assert report.total == A165134[6]
