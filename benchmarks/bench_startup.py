@@ -2,8 +2,10 @@
 
 Two measurements, both on a fresh data dir per repeat (a temporary directory):
 
-* the wall time of ``ktour run --sizes 5`` (25 trivial jobs) as a subprocess, REPEATS times,
-  printed as min and median;
+* the wall time of ``ktour run --sizes 5`` (25 trivial jobs) as a subprocess, REPEATS times
+  after one unrecorded round (it fills numba's and Python's caches of a tree just checked
+  out), printed as min and median, with the default worker count (one, for a batch this
+  small);
 * the split of such a run into its parts, driven through the service layer in a process of
   its own per variant (median of ``--split-repeats``): client imports, backend open (embedded
   Redis answering, local workers spawned), batch (submit to complete: includes the workers'
@@ -12,7 +14,11 @@ Two measurements, both on a fresh data dir per repeat (a temporary directory):
 * launch to first job: for each K of ``--first-job-workers`` (default 1, 2 and 16), ``ktour run
   --sizes 5 --workers K`` as a subprocess, ``--first-job-repeats`` times, each time the seconds
   from its launch to the start of its first job (from the records, as ``bench_scale.py``
-  reads them) and its wall; K local workers should start no slower than 2.
+  reads them) and its wall; K local workers should start no slower than 2. These runs have
+  no unrecorded round, and each K = 16 run loads the machine for the run after it.
+
+Every run of ``ktour`` also reports its CPU seconds (the command and the processes it reaped:
+:func:`cli_wall`); on a shared machine they vary far less than the wall.
 
 Usage::
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,13 +50,17 @@ from pathlib import Path
 from bench_scale import _batch_span
 
 
-def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
-    """Wall seconds of ``python -m knights_tour ARGS`` with ``KT_DATA_DIR=data_dir`` (the
-    package from directory ``src`` if given)."""
+def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``python -m knights_tour ARGS`` with
+    ``KT_DATA_DIR=data_dir`` (the package from directory ``src`` if given). The CPU seconds are
+    user + system time of the command and of every process it reaped, as the kernel accounts
+    them for a waited child (its workers' parent, their nodes and pool processes, the embedded
+    Redis it stopped): a figure that a loaded machine inflates far less than the wall."""
     env = dict(os.environ, KT_DATA_DIR=str(data_dir))
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     env.pop("KT_REDIS_URL", None)
+    cpu_before = _children_cpu()
     began = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "knights_tour", *args],
@@ -59,25 +70,34 @@ def cli_wall(args: list[str], data_dir: Path, src: str | None = None) -> float:
         check=False,
     )
     wall = time.perf_counter() - began
+    cpu = _children_cpu() - cpu_before
     if proc.returncode != 0:
         raise SystemExit(
             f"ktour {' '.join(args)} failed ({proc.returncode}): "
             f"{proc.stderr.decode(errors='replace')[-500:]}"
         )
-    return wall
+    return wall, cpu
 
 
-def cli_first_job(workers: int, data_dir: Path, src: str | None = None) -> tuple[float, float]:
-    """(seconds from launch to the first job's start, wall seconds) of ``ktour run --sizes 5
-    --workers WORKERS`` with ``KT_DATA_DIR=data_dir`` (the package from directory ``src`` if
-    given)."""
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cli_first_job(
+    workers: int, data_dir: Path, src: str | None = None
+) -> tuple[float, float, float]:
+    """(seconds from launch to the first job's start, wall seconds, CPU seconds as
+    :func:`cli_wall` gives them) of ``ktour run --sizes 5 --workers WORKERS`` with
+    ``KT_DATA_DIR=data_dir`` (the package from directory ``src`` if given)."""
     out = data_dir.parent / f"{data_dir.name}.jsonl"
     launched = time.time()
-    wall = cli_wall(
+    wall, cpu = cli_wall(
         ["run", "--sizes", "5", "--workers", str(workers), "--out", str(out)], data_dir, src
     )
     _, first, _ = _batch_span(out)
-    return first - launched, wall
+    return first - launched, wall, cpu
 
 
 def split(workers: int | None, data_dir: Path) -> dict[str, float]:
@@ -151,18 +171,18 @@ def _ratio_lines(figures: dict[str, object], key: str) -> list[str]:
 
 def _interleaved(
     variants: dict[str, str | None], args: list[str], rounds: int, base: Path, tag: str, warm: bool
-) -> dict[str, list[float]]:
-    """Wall seconds of ``ktour ARGS`` per variant, run by run in turn (a first, unrecorded
-    round if ``warm``: it fills caches)."""
-    walls: dict[str, list[float]] = {name: [] for name in variants}
+) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU) seconds of ``ktour ARGS`` per variant (:func:`cli_wall`), run by run in turn
+    (a first, unrecorded round if ``warm``: it fills caches)."""
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for i in range(rounds + int(warm)):
         for name, src in variants.items():
-            wall = cli_wall(
+            timed = cli_wall(
                 [*args, "--out", str(base / f"{tag}.jsonl")], base / f"{tag}-{name}{i}", src
             )
             if i or not warm:
-                walls[name].append(wall)
-    return walls
+                runs[name].append(timed)
+    return runs
 
 
 def main() -> None:
@@ -212,17 +232,21 @@ def main() -> None:
                 )
             )
         for tag, args, rounds, warm in runs:
-            walls = _interleaved(variants, args, rounds, base, tag, warm)
-            for name, wall in walls.items():
+            timed = _interleaved(variants, args, rounds, base, tag, warm)
+            for name, pairs in timed.items():
+                wall, cpu = [p[0] for p in pairs], [p[1] for p in pairs]
                 figures[f"{tag}_wall_s_{name}"] = _summary(wall)
+                figures[f"{tag}_cpu_s_{name}"] = _summary(cpu)
                 print(
                     f"[{name}] ktour {' '.join(args)}: min {min(wall):.2f} s, median "
-                    f"{statistics.median(wall):.2f} s over {len(wall)} runs"
+                    f"{statistics.median(wall):.2f} s over {len(wall)} runs; CPU median "
+                    f"{statistics.median(cpu):.2f} s (min {min(cpu):.2f})"
                 )
             if opts.compare:
                 print("\n".join(_ratio_lines(figures, f"{tag}_wall_s")))
+                print("\n".join(_ratio_lines(figures, f"{tag}_cpu_s")))
         ks = [int(k) for k in opts.first_job_workers.split(",") if k]
-        first: dict[str, list[tuple[float, float]]] = {}
+        first: dict[str, list[tuple[float, float, float]]] = {}
         for i in range(opts.first_job_repeats):
             for k in ks:
                 for name, src in variants.items():
@@ -232,12 +256,15 @@ def main() -> None:
         for key, runs in first.items():
             to_first = [r[0] for r in runs]
             walls = [r[1] for r in runs]
+            cpus = [r[2] for r in runs]
             figures[f"first_job_s_{key}"] = _summary(to_first)
             figures[f"first_job_wall_s_{key}"] = _summary(walls)
+            figures[f"first_job_cpu_s_{key}"] = _summary(cpus)
             print(
                 f"[{key}] launch to first job: median {statistics.median(to_first):.2f} s "
                 f"(min {min(to_first):.2f}); wall median {statistics.median(walls):.2f} s "
-                f"(min {min(walls):.2f}) over {len(runs)} runs"
+                f"(min {min(walls):.2f}); CPU median {statistics.median(cpus):.2f} s "
+                f"(min {min(cpus):.2f}) over {len(runs)} runs"
             )
         for name, src in variants.items():
             parts = [
