@@ -4,7 +4,13 @@
 A Ctrl-C while the command line is still loading - its first tenths of a second: click and
 the package's modules - ends the command as a Ctrl-C does later on, with ``ktour:
 interrupted`` and exit code 130 (:attr:`knights_tour.commands._errors.ExitCode.INTERRUPTED`),
-instead of an import traceback. Nothing has been started by then, so there is nothing to stop.
+instead of an import traceback.
+
+``ktour run`` starts its local workers' parent before anything else
+(:mod:`knights_tour.service.prelaunch`), so that it loads Celery and the engine while the
+command line loads; one that the command did not take over (bad input, Ctrl-C while loading,
+no local workers needed) is killed when the command ends. Nothing else has been started while
+the command line loads.
 
 Whatever the command's exit code, the process ends with it: a Ctrl-C that the command handled
 (``ktour: interrupted``, 130) must not turn into a death by SIGINT at the interpreter's exit
@@ -21,6 +27,8 @@ before.
 from __future__ import annotations
 
 import sys
+
+from knights_tour.service import prelaunch
 
 INTERRUPTED_WHILE_LOADING = 130
 """The exit code of a Ctrl-C while loading: ``ExitCode.INTERRUPTED``, which is not loaded yet
@@ -39,6 +47,7 @@ def run() -> None:
     sys.unraisablehook = _drop_interrupts_in_finalizers
     try:
         try:
+            prelaunch.prelaunch(sys.argv[1:])
             from knights_tour import cli
         except KeyboardInterrupt:
             sys.stderr.write("ktour: interrupted\n")
@@ -47,6 +56,8 @@ def run() -> None:
     except SystemExit:
         _forget_handled_interrupt()
         raise
+    finally:
+        prelaunch.dismiss()
 
 
 def _drop_interrupts_in_finalizers(unraisable: sys.UnraisableHookArgs) -> None:

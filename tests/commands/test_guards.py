@@ -406,6 +406,7 @@ def test_every_option_a_message_or_help_names_is_an_option_of_ktour():
         "service/embedded_redis.py",
         "service/local_workers.py",
         "service/celery_worker_main.py",
+        "service/prelaunch.py",
         "service/serving.py",
         "worker.py",
     }

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from knights_tour.service import launching
+from knights_tour.service import launching, prelaunch
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.service.launching import STATE_FILE, launch_ahead
 from knights_tour.settings import get_settings
@@ -118,13 +118,10 @@ def test_ctrl_c_right_after_the_launch_leaves_no_process_behind(data_dir):
     )
     try:
         deadline = time.monotonic() + 60
-        while not any(
-            "celery_worker_main" in " ".join(c.cmdline())
-            for c in psutil.Process(proc.pid).children()
-        ):
-            assert proc.poll() is None and time.monotonic() < deadline, "no worker launched"
+        while not (workers := _workers_parent(proc.pid)) or len(_ours(data_dir)) < 2:
+            # the workers' parent (started first) and the server with its watchdog
+            assert proc.poll() is None and time.monotonic() < deadline, "nothing launched"
             time.sleep(0.005)
-        assert len(_ours(data_dir)) >= 2  # the server and the worker, at least: found by _ours
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -133,6 +130,84 @@ def test_ctrl_c_right_after_the_launch_leaves_no_process_behind(data_dir):
             proc.wait()
     assert proc.returncode == 130 and "Traceback" not in err, err
     deadline = time.monotonic() + GONE_WITHIN_S
-    while _ours(data_dir):
-        assert time.monotonic() < deadline, f"left running: {_ours(data_dir)}"
+    while left := _ours(data_dir) + [p for p in workers if _running(p)]:
+        assert time.monotonic() < deadline, f"left running: {left}"
         time.sleep(0.1)
+
+
+def _workers_parent(pid: int) -> list[psutil.Process]:
+    """The workers' parent among the children of process ``pid`` (none yet: empty)."""
+    return [
+        c for c in psutil.Process(pid).children() if "celery_worker_main" in " ".join(c.cmdline())
+    ]
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.unit
+def test_the_workers_parent_is_started_ahead_only_for_a_run_that_may_need_local_workers():
+    assert prelaunch.wanted(["run", "--sizes", "5"], {})
+    assert prelaunch.wanted(["run", "--sizes", "5", "--workers", "2"], {"KT_REDIS_URL": ""})
+    assert not prelaunch.wanted(["run", "--sizes", "5", "--redis", "redis://h:6379/0"], {})
+    assert not prelaunch.wanted(["run", "--sizes", "5", "--redis=redis://h:6379/0"], {})
+    assert not prelaunch.wanted(["run", "--help"], {})
+    assert not prelaunch.wanted(["run", "--sizes", "5"], {"KT_REDIS_URL": "redis://h:6379/0"})
+    assert not prelaunch.wanted(["submit", "--sizes", "5"], {})
+    assert not prelaunch.wanted([], {})
+
+
+@pytest.mark.process
+@pytest.mark.timeout(180)
+def test_a_run_takes_over_the_workers_parent_started_ahead_with_its_redis(data_dir):
+    prelaunch.prelaunch(["run", "--sizes", "5"])
+    ahead = prelaunch._ahead
+    assert ahead is not None and ahead.proc.poll() is None
+    launched = launch_ahead(None, 1, 0.1)
+    try:
+        assert launched is not None and prelaunch._ahead is None
+        assert launched.pool.proc.pid == ahead.proc.pid
+        assert (launched.port, launched.password) == (ahead.port, ahead.password)
+        node = launched.pool.workers[0]
+        deadline = time.monotonic() + 120
+        while node.pid is None:  # forked once the parent has loaded and read its configuration
+            assert launched.pool.proc.poll() is None, "the parent exited"
+            assert time.monotonic() < deadline, "no worker forked"
+            time.sleep(0.05)
+        log = data_dir / "logs" / f"{ahead.node_prefix}1.log"
+        assert log.exists() and node.poll() is None
+    finally:
+        launched.kill()
+    assert ahead.proc.poll() is not None
+
+
+@pytest.mark.process
+@pytest.mark.timeout(180)
+def test_a_workers_parent_started_ahead_and_not_needed_is_killed(data_dir):
+    prelaunch.prelaunch(["run", "--sizes", "5"])
+    ahead = prelaunch._ahead
+    assert ahead is not None
+    assert launch_ahead(None, 0, 0.1) is None  # no local worker after all
+    assert ahead.proc.poll() is not None
+    prelaunch.prelaunch(["run", "--sizes", "5"])
+    again = prelaunch._ahead
+    assert again is not None and again.proc.poll() is None
+    prelaunch.dismiss()  # the command ended without taking it (bad input, Ctrl-C)
+    assert again.proc.poll() is not None and prelaunch._ahead is None
+
+
+@pytest.mark.process
+@pytest.mark.timeout(180)
+def test_a_workers_parent_awaiting_its_configuration_exits_quietly_when_none_comes():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knights_tour.service.celery_worker_main", prelaunch.AWAIT_CONFIG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = proc.communicate(b"", timeout=150)  # stdin closed: no configuration
+    assert (proc.returncode, out, err) == (0, b"", b"")

@@ -18,6 +18,10 @@ engine's kernels are loaded (its pool process loads them while the node connects
 started by hand does); the parent loads them meanwhile, once, and the other nodes start warm. At
 most one node per core is starting at a time, so K nodes give their first job as soon as one.
 
+``python -m knights_tour.service.celery_worker_main --await-config`` is a parent started ahead
+(:mod:`knights_tour.service.prelaunch`): it loads all this, then reads that command line from
+its stdin (:func:`await_config`).
+
 The parent writes ``pid I PID`` when it forks node I and ``exit I CODE`` when it reaps it (CODE as
 ``subprocess`` gives it: -N for a node ended by signal N) to the file descriptor REPORT_FD (``-``:
 none; :class:`~knights_tour.service.worker_pool.WorkerPool` reads them). A signal to the parent
@@ -33,6 +37,7 @@ knights_tour.worker worker`` remains the way to start one by hand.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import select
@@ -51,7 +56,7 @@ import celery.worker.consumer  # noqa: F401
 from celery.signals import worker_ready
 
 from knights_tour.service._celery import celery_worker
-from knights_tour.service.worker_pool import pdeathsig
+from knights_tour.service.prelaunch import AWAIT_CONFIG, pdeathsig
 from knights_tour.settings import PRIVATE_FILE_MODE
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
@@ -330,11 +335,47 @@ def run_pool(spec: PoolSpec) -> int:
     return parent.code
 
 
+def await_config() -> list[str]:
+    """For a parent started ahead (:mod:`knights_tour.service.prelaunch`, command line
+    :data:`~knights_tour.service.prelaunch.AWAIT_CONFIG`): load what the nodes need, then read
+    the configuration from stdin (one JSON line: ``argv``, the command line that a parent
+    started the usual way gets; ``log``, the file for this process's output, or null) and
+    return ``argv``. Exits at once if stdin closes first (the command needed no workers). An
+    error while loading is written to the log once it is known, and ends the process."""
+    failed = None
+    try:
+        app_module = celery_worker()
+        _import_engine()
+        _preload_worker(app_module)
+    except Exception:  # noqa: BLE001 - reported in the log, which is not known yet
+        failed = traceback.format_exc()
+    line = sys.stdin.buffer.readline()
+    if not line:
+        os._exit(0)
+    config = json.loads(line)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the nodes do not hold the command's pipe
+    os.close(devnull)
+    if config["log"] is not None:
+        log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+    if failed is not None:
+        sys.stderr.write(failed)
+        sys.stderr.flush()
+        os._exit(1)
+    return list(config["argv"])
+
+
 def main(argv: list[str]) -> None:
-    """The parent's entry point: :func:`run_pool`, then exit at once with its code. An
-    interpreter that has loaded Celery, numpy and numba takes a second or more to finalize
-    (collections over all of it) for nothing: the parent holds nothing to flush but its own
-    output, and the client waits for it."""
+    """The parent's entry point: :func:`run_pool` (once configured, for a parent started
+    ahead: :func:`await_config`), then exit at once with its code. An interpreter that has
+    loaded Celery, numpy and numba takes a second or more to finalize (collections over all
+    of it) for nothing: the parent holds nothing to flush but its own output, and the client
+    waits for it."""
+    if argv == [AWAIT_CONFIG]:
+        argv = await_config()
     code = run_pool(PoolSpec.from_argv(argv))
     logging.shutdown()
     sys.stdout.flush()

@@ -19,8 +19,6 @@ import importlib.util
 import math
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,13 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from knights_tour.errors import BackendUnavailableError
-from knights_tour.service.worker_pool import (
-    ForkedWorker,
-    WorkerPool,
-    WorkerSpec,
-    pdeathsig,
-    rotate_logs,
-)
+from knights_tour.service import prelaunch
+from knights_tour.service.prelaunch import free_port, pdeathsig
+from knights_tour.service.worker_pool import ForkedWorker, WorkerPool, WorkerSpec, rotate_logs
 from knights_tour.settings import (
     PRIVATE_DIR_MODE,
     PRIVATE_FILE_MODE,
@@ -93,13 +87,6 @@ def local_worker_count(workers: int | None, embedded: bool, work_cpu_s: float | 
     if work_cpu_s is not None:
         count = min(count, max(1, math.ceil(work_cpu_s / WORKER_START_CPU_S)))
     return count
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def redis_server_binary() -> str:
@@ -319,6 +306,26 @@ def launch_ahead(redis_url: str | None, workers: int | None, work_cpu_s: float) 
         If the server's binary is missing or the data dir cannot be written (nothing is left
         running).
     """
+    ahead = prelaunch.take()  # the workers' parent started before the command line loaded
+    try:
+        launched = _launch(redis_url, workers, work_cpu_s, ahead)
+    except BaseException:
+        if ahead is not None:
+            ahead.kill()
+        raise
+    if launched is None and ahead is not None:
+        ahead.kill()
+    return launched
+
+
+def _launch(
+    redis_url: str | None,
+    workers: int | None,
+    work_cpu_s: float,
+    ahead: prelaunch.Prelaunched | None,
+) -> Launched | None:
+    """:func:`launch_ahead`, the workers' parent being ``ahead`` (configured here; its Redis
+    port and password are the server's) if given."""
     if configured_redis_url(redis_url) is not None:
         return None
     count = local_worker_count(workers, embedded=True, work_cpu_s=work_cpu_s)
@@ -332,12 +339,19 @@ def launch_ahead(redis_url: str | None, workers: int | None, work_cpu_s: float) 
         if (data_dir / STATE_FILE).exists():
             lock.close()
             return None
-        port, password = free_port(), secrets.token_urlsafe(18)
+        if ahead is not None:
+            port, password = ahead.port, ahead.password
+        else:
+            port, password = free_port(), secrets.token_urlsafe(18)
         started.append(launch_server(data_dir, port, password))
         started.append(launch_watchdog(data_dir, port, started[0].pid, password))
         url = f"redis://:{password}@127.0.0.1:{port}/0"  # as EmbeddedRedis.url gives it
-        spec = WorkerSpec(url, log_dir=worker_log_dir(), death_signal=signal.SIGQUIT)
-        pool = spec.spawn(count)
+        spec = WorkerSpec(url, log_dir=worker_log_dir(), death_signal=prelaunch.DEATH_SIGNAL)
+        if ahead is not None:
+            spec.node_prefix = ahead.node_prefix
+            pool = spec.adopt(ahead, count)
+        else:
+            pool = spec.spawn(count)
     except BaseException:
         try:
             kill_now(started)

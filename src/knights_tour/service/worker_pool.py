@@ -12,8 +12,8 @@ launches its workers before it loads them).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
+import json
 import os
 import signal
 import socket
@@ -24,23 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knights_tour.service.prelaunch import Prelaunched, pdeathsig
 from knights_tour.settings import PRIVATE_FILE_MODE, get_settings, private_dir
 from knights_tour.store import keys
-
-
-def pdeathsig(
-    sig: int = signal.SIGTERM, parent_pid: int | None = None
-) -> None:  # pragma: no cover - runs in the child
-    """In a child process: ask Linux to send ``sig`` to it when the thread that started it
-    dies (best effort). If the parent is already gone (it died between fork and here), send
-    it now."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG = 1
-    except Exception:  # noqa: BLE001
-        return
-    if parent_pid is not None and os.getppid() != parent_pid:
-        os.kill(os.getpid(), int(sig))
 
 
 def rotate_logs(log_dir: Path, keep: int, max_bytes: int) -> list[Path]:
@@ -103,30 +89,48 @@ class WorkerSpec:
             str(self.log_dir) if self.log_dir is not None else "-",
         ]
 
+    def _first_log(self, count: int) -> Path | None:
+        """The first worker's log file (the parent's output goes there too), in a log dir made
+        private, where the oldest logs have made room for this start's ``count`` files within
+        ``KT_LOG_KEEP``; None without a log dir."""
+        if self.log_dir is None:
+            return None
+        settings = get_settings()
+        private_dir(self.log_dir)
+        rotate_logs(self.log_dir, max(0, settings.log_keep - count), int(settings.log_max_mb * 1e6))
+        return self.log_dir / f"{self.node_prefix}1.log"
+
+    def adopt(self, ahead: Prelaunched, count: int) -> WorkerPool:
+        """Configure the parent that :func:`~knights_tour.service.prelaunch.prelaunch` started
+        (waiting, on this spec's ``redis_url``: ``ahead.url``) to fork workers 1 .. ``count``,
+        without waiting for it; returns it. A parent that has died meanwhile is reported as a
+        worker that exited, as by :meth:`spawn`."""
+        first_log = self._first_log(count)
+        argv = self.command(count, self.loglevel or get_settings().log_level, ahead.report_fd)
+        config = {"argv": argv[3:], "log": None if first_log is None else str(first_log)}
+        stdin = ahead.proc.stdin
+        assert stdin is not None
+        with contextlib.suppress(OSError):  # BrokenPipeError: the parent is gone
+            stdin.write(json.dumps(config).encode() + b"\n")
+            stdin.flush()
+        with contextlib.suppress(OSError):
+            stdin.close()
+        return WorkerPool(ahead.proc, ahead.report_r, count)
+
     def spawn(self, count: int) -> WorkerPool:
         """Start the parent of workers 1 .. ``count`` without waiting for it; returns it.
         Call it from the thread that outlives the workers (``death_signal``). The parent's
         own output goes to the first worker's log."""
-        settings = get_settings()
-        loglevel = self.loglevel or settings.log_level
+        loglevel = self.loglevel or get_settings().log_level
         env = dict(os.environ)
         env.update(self.env)
         env["KT_REDIS_URL"] = self.redis_url
         env.setdefault("PYTHONUNBUFFERED", "1")
         out: Any = subprocess.DEVNULL
-        if self.log_dir is not None:
-            private_dir(self.log_dir)
-            # room for this start's files within KT_LOG_KEEP
-            rotate_logs(
-                self.log_dir, max(0, settings.log_keep - count), int(settings.log_max_mb * 1e6)
-            )
+        first_log = self._first_log(count)
+        if first_log is not None:
             out = open(  # noqa: SIM115 - closed below, once the parent has it
-                os.open(
-                    self.log_dir / f"{self.node_prefix}1.log",
-                    os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                    PRIVATE_FILE_MODE,
-                ),
-                "ab",
+                os.open(first_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE), "ab"
             )
         report_r, report_w = os.pipe()
         try:
