@@ -8,7 +8,7 @@ its compact stored form), and the collector and every output format read it back
 JSON or MessagePack in C.
 
 Its JSON form (one object per line of a JSON Lines file;
-:func:`knights_tour.core.records.jsonl_line`) holds every field below, in this order,
+:func:`knights_tour.output.recordfile.jsonl_line`) holds every field below, in this order,
 ``null`` where a field does not apply. Each field is named and explained once, in its
 docstring here.
 

@@ -2,7 +2,7 @@
 ``examples/next-steps/proj/tasks.py``).
 
 Each task takes JSON arguments and hands them to a service function; the names are spelled in
-:mod:`knights_tour.worker` and the app loads this module through its ``include``. Nothing in
+:mod:`knights_tour.messages` and the app loads this module through its ``include``. Nothing in
 the package imports this module.
 
 The service modules of the counts, the schedule and the collection are imported by the

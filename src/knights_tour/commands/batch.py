@@ -28,7 +28,7 @@ from knights_tour.commands._shared import (
     stdout_console,
     timeout_option,
 )
-from knights_tour.output.recordfile import format_for_path
+from knights_tour.output.recordfile import FORMATS, format_for_path
 from knights_tour.service.local import open_store
 from knights_tour.service.monitor import batch_states
 from knights_tour.service.status import shown_params, stalled_batches
@@ -46,7 +46,7 @@ from knights_tour.store.batches import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "jsonl", "csv", "parquet"]),
+    type=click.Choice(["table", *FORMATS]),
     default="table",
     show_default=True,
     help="table = per-board summary; json/jsonl/csv/parquet = every record.",

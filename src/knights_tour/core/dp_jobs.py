@@ -62,9 +62,9 @@ class DpPlan:
 
 def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
     """The jobs of the DP count of ``board`` (or of ``start``'s class only) by trunks: the
-    split :func:`dp_count` with ``halves=False`` runs in one process, as separate jobs (a
-    tail may run once its trunk has kept the layer ``after``). Run them with
-    :func:`dp_run_trunk` and :func:`dp_run_tail` given the same ``start``.
+    split :func:`~knights_tour.core.count_method.dp_count` with ``halves=False`` runs in one
+    process, as separate jobs (a tail may run once its trunk has kept the layer ``after``).
+    Run them with :func:`dp_run_trunk` and :func:`dp_run_tail` given the same ``start``.
 
     Raises
     ------
@@ -126,8 +126,9 @@ def dp_run_tail(
 ) -> tuple[int, dict[str, Any]]:
     """Count the class of ``square`` (a representative of :func:`dp_plan` ``(board, start)``):
     its own sweep from the layer its trunk kept on disk, else from its own checkpoints or the
-    first layer (right, only slower). ``(count, figures)`` as :func:`dp_count`'s
-    ``dp_classes`` entries. ``progress`` as in :func:`dp_run_trunk`.
+    first layer (right, only slower). ``(count, figures)`` as
+    :func:`~knights_tour.core.count_method.dp_count`'s ``dp_classes`` entries. ``progress`` as
+    in :func:`dp_run_trunk`.
 
     Raises
     ------

@@ -96,14 +96,14 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     Parameters
     ----------
     values : sequence of bytes, str or None
-        Stored values (:func:`decode_stored` reads each).
+        Stored values (:func:`~knights_tour.core.records.decode_stored` reads each).
     buffer : uint8 array, optional
         A :attr:`JsonPage.buffer` whose chunks are written: reused for this page's tours.
 
     Raises
     ------
     ValueError
-        As :func:`decode_stored`.
+        As :func:`~knights_tour.core.records.decode_stored`.
     """
     out: list[Any] = decode_light(values)
     moved, (buf, at, end, ok) = _walk(out, buffer, write=True)
@@ -170,8 +170,8 @@ class MovesPage(NamedTuple):
     out (None)."""
     moves: np.ndarray
     """The moves of the tours, one after the other, a byte each (``uint8``, an index into
-    :data:`KNIGHT_MOVES`): record i's are ``moves[offsets[i]:offsets[i + 1]]``, from its
-    ``start``."""
+    :data:`~knights_tour.core.records.KNIGHT_MOVES`): record i's are
+    ``moves[offsets[i]:offsets[i + 1]]``, from its ``start``."""
     offsets: np.ndarray
     """``int64``, one more than the records (see :attr:`moves`)."""
     present: np.ndarray
@@ -214,7 +214,7 @@ def moves_page(values: Sequence[bytes | str | None]) -> MovesPage:
     Raises
     ------
     ValueError
-        As :func:`decode_stored`.
+        As :func:`~knights_tour.core.records.decode_stored`.
     """
     out: list[Any] = decode_light(values)
     moved, (buf, at, end, ok) = _walk(out, None, write=False)

@@ -15,7 +15,7 @@ two columns (docs/records.md, "Parquet"):
 ``start`` is a ``fixed_size_list<int32>[2]``. Enumerations are strings. Rows are written a page
 at a time (a Parquet row group per page), so memory stays bounded by one page whatever the
 number of records. Compression: zstd. A batch's records can be written from their stored form
-(:func:`write_pages` of :func:`knights_tour.core.records.moves_page`): the moves are read out
+(:func:`write_pages` of :func:`knights_tour.core.record_pages.moves_page`): the moves are read out
 of it, never made into squares.
 """
 

@@ -19,8 +19,9 @@ import msgspec
 
 from knights_tour.result import Checks, Record, as_tour, json_bytes, tour_json
 
-FORMATS = ("jsonl", "json", "csv", "parquet")
-"""Record file formats, as ``--format`` names them."""
+FORMATS = ("json", "jsonl", "csv", "parquet")
+"""Record file formats, as ``--format`` names them (``ktour collect`` offers them in this order,
+after its summary ``table``)."""
 
 
 def jsonl_line(record: Record) -> str:

@@ -106,9 +106,9 @@ def hand_back_subjobs(
     tally: Counter[str],
 ) -> None:
     """After the task's soft time limit (``KT_SOFT_TIME_LIMIT_S``): hand back the sub-jobs not
-    counted, as :func:`_hand_back` does for jobs. The one the limit cut is blamed an attempt;
-    the cut that makes ``KT_MAX_ATTEMPTS`` stores an error entry for it instead (the count is
-    then reported incomplete, not left waiting for ever).
+    counted, as :func:`~knights_tour.service.execution._hand_back` does for jobs. The one the
+    limit cut is blamed an attempt; the cut that makes ``KT_MAX_ATTEMPTS`` stores an error
+    entry for it instead (the count is then reported incomplete, not left waiting for ever).
 
     Raises
     ------

@@ -2,7 +2,8 @@
 
 Planning and summing are pure (:mod:`knights_tour.core.counting`); what is stored is in
 :mod:`knights_tour.store.counts`; the worker side is
-:func:`knights_tour.service.execution.run_count_chunk`. Typical use (what ``ktour count`` does)::
+:func:`knights_tour.service.count_execution.run_count_chunk`. Typical use (what ``ktour count``
+does)::
 
     plan = counting.plan_count(board)
     cid = count_id_for(plan)                                  # knights_tour.store.counts

@@ -1,5 +1,5 @@
 """Frontier-DP counts on the workers, client side: the count's sub-jobs (one per trunk, one per
-searched start class: :func:`knights_tour.core.count_method.dp_plan`), registered and stored
+searched start class: :func:`knights_tour.core.dp_jobs.dp_plan`), registered and stored
 per key as an enumeration count's are (:mod:`knights_tour.store.counts`), sent as the same
 Celery task (:data:`knights_tour.messages.TASK_COUNT_SUBJOBS`, so recovery, hand-back and
 ``stop_count`` treat them alike), and waited for.

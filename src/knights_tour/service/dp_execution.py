@@ -1,5 +1,5 @@
 """The worker side of frontier-DP counts: run one DP sub-job (a trunk or a class's tail, see
-:func:`knights_tour.core.count_method.dp_plan`) and store its result as a count's partial
+:func:`knights_tour.core.dp_jobs.dp_plan`) and store its result as a count's partial
 count, claimed and leased as enumeration sub-jobs are
 (:mod:`knights_tour.service.count_execution`).
 

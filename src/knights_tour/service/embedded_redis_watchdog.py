@@ -3,7 +3,8 @@ no process that uses it is alive (see :class:`~knights_tour.service.embedded_red
 "Sharing"), so a user killed by any signal, SIGKILL included, leaves no server behind.
 
 Run as ``python -m knights_tour.service.embedded_redis_watchdog PORT SERVER_PID STARTER_PID``
-(password in ``KT_WATCH_PASSWORD``) by :class:`EmbeddedRedis` when it starts a server.
+(password in ``KT_WATCH_PASSWORD``) by
+:class:`~knights_tour.service.embedded_redis.EmbeddedRedis` when it starts a server.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
 
     Runs as its own process (``python -m knights_tour.service.embedded_redis_watchdog PORT
     SERVER_PID STARTER_PID``, password in ``KT_WATCH_PASSWORD``), started by
-    :class:`EmbeddedRedis`.
+    :class:`~knights_tour.service.embedded_redis.EmbeddedRedis`.
     Users are the live PIDs of the server's user set (commands and the local workers they
     start register there); until that set is first non-empty, the starting process counts as
     the user. When no user is alive, the server is shut down (:func:`shut_down`), then

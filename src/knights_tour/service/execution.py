@@ -34,22 +34,21 @@ import json
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 
 from knights_tour.core.jobs import TIME_LIMIT_EXCEPTIONS, Job, error_record, run_job
-from knights_tour.core.records import encode_record
 from knights_tour.messages import DEFAULT_REDIS_URL
-from knights_tour.result import Status
+from knights_tour.result import Record, Status
 from knights_tour.service.chunk_claims import ChunkClaim, retrying
 from knights_tour.service.lease_keeper import keeper
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.store.ledger import Ledger
-from knights_tour.store.saving import Row, save_records
+from knights_tour.store.saving import Row, row_of, save_records
 
 log = logging.getLogger(__name__)
 
@@ -88,33 +87,6 @@ def invalid_key(job_dict: object) -> str:
     return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-# -- the record's shape: the only lines here that know it ------------------------------------
-def _field(record: Any, name: str) -> Any:
-    return record.get(name) if isinstance(record, Mapping) else getattr(record, name, None)
-
-
-def _stamp(record: Any, **fields: Any) -> None:
-    if isinstance(record, MutableMapping):
-        record.update(fields)
-    else:
-        for name, value in fields.items():
-            setattr(record, name, value)
-
-
-def _status(record: Any) -> str:
-    status = _field(record, "status")
-    return str(getattr(status, "value", status))
-
-
-def _row(record: Any) -> Row:
-    return (
-        str(_field(record, "job_key")),
-        _status(record),
-        bool(_field(record, "mismatch")),
-        encode_record(record),
-    )
-
-
 class _Records:
     """The records of a chunk not yet stored, and storing them (one script call per flush)."""
 
@@ -124,8 +96,8 @@ class _Records:
         self.added: set[str] = set()  # job keys of every record of the chunk
         self.last = time.monotonic()
 
-    def add(self, record: Any) -> None:
-        row = _row(record)
+    def add(self, record: Record) -> None:
+        row = row_of(record)
         self.rows.append(row)
         self.added.add(row[0])
 
@@ -158,11 +130,11 @@ class _Records:
         self.last = time.monotonic()
 
 
-def _worker_lost(job: Job, deaths: int, batch_id: str) -> Any:
+def _worker_lost(job: Job, deaths: int, batch_id: str) -> Record:
     record = error_record(
         job, f"worker lost {deaths} times while running this job; given up", batch_id
     )
-    _stamp(record, error_type="WorkerLost")
+    record.error_type = "WorkerLost"
     return record
 
 
@@ -182,9 +154,9 @@ def _validate(
             valid.append(Job.from_dict(raw))
         except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
             record = error_record(raw, exc, batch_id, job_key=invalid_key(raw))
-            _stamp(record, worker=worker)
+            record.worker = worker
             records.add(record)
-            counts[_status(record)] += 1
+            counts[record.status.value] += 1
             invalid.append(str(exc))
     if invalid:
         log.error(
@@ -227,12 +199,12 @@ def _run_jobs(
             record = _worker_lost(job, deaths, batch_id)
         else:
             record = run_job(job, batch_id=batch_id, worker=worker)
-            if _field(record, "error_type") in TIME_LIMIT_EXCEPTIONS:
+            if record.error_type in TIME_LIMIT_EXCEPTIONS:
                 raise _TaskLimitReached(job.key)
-        _stamp(record, attempts=deaths + 1, worker=worker)
+        record.attempts, record.worker = deaths + 1, worker
         records.add(record)
         held.done(job.key)
-        counts[_status(record)] += 1
+        counts[record.status.value] += 1
         if held.careful or records.due():
             records.flush()
 
@@ -263,10 +235,11 @@ def _hand_back(
         job = next(j for j in jobs if j.key == cut)
         if tries >= get_settings().max_attempts:
             record = error_record(job, "time_limit", led.id)
-            _stamp(record, status=Status.UNKNOWN, error_type=None, attempts=tries, worker=worker)
+            record.status, record.error_type = Status.UNKNOWN, None
+            record.attempts, record.worker = tries, worker
             records.add(record)
             held.done(cut)
-            counts[_status(record)] += 1
+            counts[record.status.value] += 1
         else:
             retrying(lambda: r.hincrby(led.attempts, cut, 1))
     records.flush()

@@ -166,8 +166,8 @@ def _task_info(task: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def batch_states(r: redis.Redis, items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """batch_id -> queued / running / complete / collected, for :func:`store.list_batches`
-    items (cheap: no worker inspection)."""
+    """batch_id -> queued / running / complete / collected, for
+    :func:`knights_tour.store.progress.list_batches` items (cheap: no worker inspection)."""
     markers = r.hgetall(keys.collected()) if items else {}
     out = {}
     for b in items:

@@ -58,7 +58,7 @@ def write_json_pages(
 ) -> None:
     """Hand the JSON Lines text of a batch's records in record order (or of the records stored
     under ``names``, in that order) to ``write``, a page at a time, each page as
-    :func:`knights_tour.core.records.jsonl_page` gives it (every ``found`` tour checked again;
+    :func:`knights_tour.core.record_pages.jsonl_page` gives it (every ``found`` tour checked again;
     the records' tours left out). The pages are fetched and rendered ahead on
     :data:`RENDER_THREADS` threads (the rendering releases the GIL), at most two pages a thread
     ahead of ``write``; a page's buffer is reused once ``write`` has returned, so ``write``
@@ -113,7 +113,7 @@ def write_jsonl(
 ) -> Tally:
     """Write the JSON Lines text of batch ``batch_id``'s records in record order with
     ``lines`` (a file's ``writelines``), every ``found`` tour checked again
-    (:func:`knights_tour.store.records.write_json_pages`): the bytes of ``ktour collect`` and of
+    (:func:`write_json_pages`): the bytes of ``ktour collect`` and of
     ``ktour run --out``. Returns the counts of the records written.
 
     Raises

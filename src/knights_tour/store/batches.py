@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -289,11 +289,6 @@ def repair_results(r: redis.Redis, batch_id: str, *, unreadable: bool = False) -
     return dropped
 
 
-def delete_batch(r: redis.Redis, batch_id: str) -> None:
-    """Remove a batch and all its records."""
-    registry.delete(r, keys.batch_keys(batch_id), keys.batches(), batch_id)
-
-
 # -- lifecycle: the batch's state field and the resume pointer --------------------------------
 
 
@@ -331,11 +326,6 @@ def remember_batch(r: redis.Redis, digest: str, batch_id: str | None) -> None:
         r.set(keys.batch_resume(digest), batch_id)
 
 
-def records_by_key(records: Iterable[Record]) -> dict[str, Record]:
-    """Index records by ``job_key``."""
-    return {str(rec.job_key): rec for rec in records}
-
-
 __all__ = [
     "CANCELLED",
     "set_batch_state",
@@ -355,8 +345,6 @@ __all__ = [
     "iter_records",
     "collect",
     "list_batches",
-    "delete_batch",
-    "records_by_key",
     "repair_results",
     "parse_job",
 ]

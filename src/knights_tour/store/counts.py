@@ -180,12 +180,6 @@ def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
     return bool(r.hexists(keys.count_partials(count_id), subjob_key))
 
 
-def has_partial(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
-    """True if the sub-job already has a stored partial count (an error entry does not count)."""
-    raw = cast("str | None", r.hget(keys.count_partials(count_id), subjob_key))
-    return bool(raw) and json.loads(raw or "{}").get("count") is not None
-
-
 def load_partials(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
     """All stored entries of a count: sub-job key -> entry dict (count, nodes, elapsed_s, ...)."""
     entries = cast("dict[str, str]", r.hgetall(keys.count_partials(count_id)))
@@ -283,14 +277,9 @@ def assemble_count(
 
 
 def save_report(r: redis.Redis, count_id: str, record: dict[str, Any]) -> None:
-    """Store a finished count's report JSON in its hash (read by :func:`get_report`)."""
+    """Store a finished count's report JSON in its hash (its ``report`` field, for whoever
+    reads the count's keys: :func:`knights_tour.store.keys.count`)."""
     r.hset(keys.count(count_id), "report", registry.dumps(record))
-
-
-def get_report(r: redis.Redis, count_id: str) -> dict[str, Any] | None:
-    """The stored report of a finished count, or None."""
-    raw = r.hget(keys.count(count_id), "report")
-    return json.loads(raw) if raw else None
 
 
 def delete_count(r: redis.Redis, count_id: str) -> None:
@@ -306,12 +295,10 @@ __all__ = [
     "save_dp_progress",
     "load_dp_progress",
     "save_partial",
-    "has_partial",
     "load_partials",
     "count_status",
     "missing_subjobs",
     "assemble_count",
     "save_report",
-    "get_report",
     "delete_count",
 ]

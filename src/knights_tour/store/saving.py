@@ -29,6 +29,12 @@ Row = tuple[str, str, bool, "bytes | str"]
 """One record to store: ``(job_key, status, mismatch, payload)`` - the job's key, its status
 name (``found`` ...), whether the CP-SAT cross-check disagreed, and the encoded record."""
 
+
+def row_of(record: Record) -> Row:
+    """The :data:`Row` that stores ``record`` (its stored form: :func:`encode_record`)."""
+    return (str(record.job_key), record.status.value, record.mismatch, encode_record(record))
+
+
 SAVE_BATCH = 500
 """Records per script call (a longer list is stored in several calls)."""
 
@@ -167,8 +173,7 @@ def save_record(r: redis.Redis, batch_id: str, record: Record | Mapping[str, Any
         record = Record.from_dict(record)
     if not record.job_key:
         raise KnightsTourError("a record needs a job_key to be stored")
-    row = (record.job_key, record.status.value, bool(record.mismatch), encode_record(record))
-    return save_records(r, batch_id, [row])[0]
+    return save_records(r, batch_id, [row_of(record)])[0]
 
 
-__all__ = ["Row", "SAVE_BATCH", "save_records", "save_record"]
+__all__ = ["Row", "row_of", "SAVE_BATCH", "save_records", "save_record"]
