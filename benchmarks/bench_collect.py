@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -144,12 +145,16 @@ def scale_rows(sizes: str, cache: Path) -> tuple[list, list]:
     return jobs, rows
 
 
-def _ktour(src: Path, args: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of ``python -m knights_tour ARGS`` run from the source tree ``src``."""
+def _ktour(src: Path, args: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds of ``python -m knights_tour ARGS`` run from the source tree ``src``, and
+    the process's user and system CPU seconds."""
     env = {**env, "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "knights_tour", *args], env=env, check=False)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 
 def _base_tree(commit: str, where: Path) -> Path:
@@ -163,11 +168,12 @@ def _base_tree(commit: str, where: Path) -> Path:
     return where / "src"
 
 
-def write_floor(size: int, where: Path) -> float:
-    """Wall seconds of writing ``size`` bytes (4 MiB blocks) to a file in ``where`` and fsyncing
-    it: what the disk alone costs a JSON Lines file of that size."""
+def write_floor(size: int, where: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of writing ``size`` bytes (4 MiB blocks) to a file in ``where`` and
+    fsyncing it: what the disk alone costs a JSON Lines file of that size."""
     block = b"x" * (4 << 20)
     path = where / "write-floor.tmp"
+    cpu = time.process_time()
     t = time.perf_counter()
     with open(path, "wb") as fh:
         for _ in range(size // len(block) + 1):
@@ -176,7 +182,7 @@ def write_floor(size: int, where: Path) -> float:
         os.fsync(fh.fileno())
     took = time.perf_counter() - t
     path.unlink()
-    return took
+    return took, time.process_time() - cpu
 
 
 _TO_JSON = """
@@ -237,6 +243,67 @@ def verify_cost(rows: list, page: int = PAGE) -> dict:
     return {k: round(v, 3) for k, v in out.items()}
 
 
+def phases(url: str, where: Path) -> dict:
+    """CPU seconds of each phase of collecting the ``--scale`` batch into JSON Lines and into
+    Parquet, run one after the other in this process on one thread (``ktour collect``
+    overlaps them on several): sorted record keys, one HMGET per page (read), decoding the
+    stored form, rendering (the walk of the tours with their check, and each record's JSON;
+    for Parquet, the moves), counting, building the Arrow table, writing, and the fsync and
+    rename. ``render_jsonl`` is a page's :func:`jsonl_page` less a separate decode of the
+    same values (``decode``), ``moves_parquet`` a page's :func:`moves_page` less that decode;
+    ``parquet_table`` is timed on its own, then again within ``parquet_write``, which is
+    reported less it."""
+    from knights_tour.core.record_pages import jsonl_page, moves_page
+    from knights_tour.core.records import decode_light
+    from knights_tour.output import parquet
+    from knights_tour.output.atomicfile import AtomicFile
+    from knights_tour.service.verdict import Tally
+
+    r = connect(url)
+    cpu = time.process_time
+    out = dict.fromkeys(("keys", "read", "decode", "render_jsonl", "count", "write_jsonl"), 0.0)
+    jsonl_page([fetch(r, SCALE_BATCH, record_keys(r, SCALE_BATCH)[:1])[0]])  # numba loaded
+    t = cpu()
+    names = record_keys(r, SCALE_BATCH)
+    out["keys"] = cpu() - t
+    file, tally, buffer = AtomicFile(where / "phases.jsonl"), Tally(), None
+    for i in range(0, len(names), PAGE):
+        t0 = cpu()
+        values = fetch(r, SCALE_BATCH, names[i : i + PAGE])
+        t1 = cpu()
+        decode_light(values)
+        t2 = cpu()
+        page = jsonl_page(values, buffer)
+        t3 = cpu()
+        for rec in page.records:
+            tally.add(rec)
+        t4 = cpu()
+        file.writelines(page.chunks)
+        buffer = page.buffer
+        t5 = cpu()
+        for phase, took in zip(out, (0, t1 - t0, t2 - t1, t3 - t2 - (t2 - t1), t4 - t3, t5 - t4)):
+            out[phase] += took
+    t = cpu()
+    file.commit()
+    out["fsync_rename_jsonl"] = cpu() - t
+    pages, out["moves_parquet"], out["parquet_table"] = [], 0.0, 0.0
+    for i in range(0, len(names), PAGE):
+        values = fetch(r, SCALE_BATCH, names[i : i + PAGE])
+        t = cpu()
+        pages.append(moves_page(values))
+        out["moves_parquet"] += cpu() - t
+    for page in pages:
+        t = cpu()
+        parquet.table(page)
+        out["parquet_table"] += cpu() - t
+    t = cpu()
+    parquet.write_pages(where / "phases.parquet", pages)
+    out["parquet_write"] = cpu() - t - out["parquet_table"]
+    r.close()
+    out["moves_parquet"] -= out["decode"]
+    return {f"phase_{k}_cpu_s": round(v, 2) for k, v in out.items()}
+
+
 def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> dict:
     """``ktour collect`` of the cached sweep ``sizes`` to JSON Lines and to Parquet, each run
     by this tree and by ``base_src`` (another tree's ``src``) in turn, in new processes
@@ -264,29 +331,43 @@ def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> di
         for fmt in ("jsonl", "parquet"):
             for name, src in trees.items():
                 path = Path(tmp) / f"{name}.{fmt}"
-                walls = []
+                runs = []
                 for _ in range(repeat):
                     path.unlink(missing_ok=True)
-                    walls.append(
+                    runs.append(
                         _ktour(
                             src,
                             ["collect", SCALE_BATCH, "--out", str(path), "--redis", server.url],
                             env,
                         )
+                        + (os.getloadavg()[0],)
                     )
-                out[f"{fmt}_{name}_s"] = round(min(walls), 2)
+                wall, user, system, load = min(runs)
+                out[f"{fmt}_{name}_s"] = round(wall, 2)
+                out[f"{fmt}_{name}_cpu_user_s"] = round(user, 2)
+                out[f"{fmt}_{name}_cpu_sys_s"] = round(system, 2)
+                out[f"{fmt}_{name}_load_after"] = round(load, 2)
                 out[f"{fmt}_{name}_mb"] = round(path.stat().st_size / 1e6, 1)
             if "before" in trees:
                 out[f"{fmt}_after_over_before"] = round(
                     out[f"{fmt}_after_s"] / out[f"{fmt}_before_s"], 3
                 )
+                cpu = {
+                    name: out[f"{fmt}_{name}_cpu_user_s"] + out[f"{fmt}_{name}_cpu_sys_s"]
+                    for name in trees
+                }
+                out[f"{fmt}_cpu_after_over_before"] = round(cpu["after"] / cpu["before"], 3)
         if "before" in trees:
             out["jsonl_identical"] = (Path(tmp) / "before.jsonl").read_bytes() == (
                 Path(tmp) / "after.jsonl"
             ).read_bytes()
+        for name in trees:
+            (Path(tmp) / f"{name}.jsonl").unlink()
+        out.update(phases(server.url, Path(tmp)))
         r.close()
     out["jsonl_mb_per_s"] = round(out["jsonl_after_mb"] / out["jsonl_after_s"], 1)
-    out["write_floor_s"] = round(write_floor(int(out["jsonl_after_mb"] * 1e6), cache.parent), 2)
+    floor = write_floor(int(out["jsonl_after_mb"] * 1e6), cache.parent)
+    out["write_floor_s"], out["write_floor_cpu_s"] = round(floor[0], 2), round(floor[1], 2)
     out.update(verify_cost(rows))
     for name, src in trees.items():
         out.update({f"{k}_{name}": v for k, v in to_json_cost(src).items()})

@@ -39,6 +39,11 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
         ("batches", ["--batches", "1", "--sizes", "5", "--json", "{tmp}/out.json"]),
         ("split", ["--split", "--sizes", "5"]),  # these two print their JSON
         ("formats", ["--formats", "--sizes", "5"]),
+        (
+            "scale",
+            ["--scale", "--sizes", "5", "--no-base", "--cache", "{tmp}/5.msgpack"]
+            + ["--json", "{tmp}/out.json"],
+        ),
     ],
     "bench_count.py": [("5x5", ["5", "--jobs", "1", "--json", "{tmp}/out.json"])],
     "bench_count_celery.py": [
@@ -228,6 +233,8 @@ def test_benchmark_runs_at_a_tiny_size(script: str, args: list[str], tmp_path: P
             assert [(r["tree"], r["summary"]) for r in doc] == [("this tree", "1 passed")]
         if script == "stress_tiers.py":
             assert [(r["passed"], r["failed"]) for r in doc["runs"]] == [(1, 0)]
+        if "--scale" in args:  # the collect's own CPU and each phase's
+            assert doc["jsonl_after_cpu_user_s"] > 0 and doc["phase_render_jsonl_cpu_s"] >= 0
     if script == "bench_collect.py" and "--batches" not in args:
         assert json.loads(proc.stdout)
     if script == "bench_report.py":

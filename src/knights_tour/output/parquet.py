@@ -195,10 +195,11 @@ def write_pages(path: str | os.PathLike[str], pages: Iterable[list[Record] | Mov
     tmp = target.with_name(f".{target.name}.tmp")
     count = 0
     try:
-        plain = {"tour_moves", "tour_squares"}  # no repeats for a dictionary to find
-        dictionary = [name for name, _ in COLUMNS if name not in plain]
+        # the tours: no repeats for a dictionary to find, no use for a page's min and max
+        plain = {"tour_moves", "tour_squares"}
+        others = [name for name, _ in COLUMNS if name not in plain]
         with pq.ParquetWriter(
-            tmp, schema(), compression="zstd", use_dictionary=dictionary
+            tmp, schema(), compression="zstd", use_dictionary=others, write_statistics=others
         ) as writer:
             for chunk in pages:
                 part = table(chunk)
