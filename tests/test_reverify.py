@@ -6,7 +6,10 @@ real Redis outputs a tampered record as an error and exits 1."""
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import sys
 
 import msgspec
 import numpy as np
@@ -204,3 +207,33 @@ def test_collect_outputs_a_tampered_record_as_an_error_and_exits_1(
     assert [r.to_dict() for r in parquet.read(tmp_path / "o.parquet")] == [
         Record.from_dict(d).to_dict() for d in lines
     ]
+
+
+_PLAIN_PAGE = """
+import base64, json, sys
+from knights_tour.core.record_pages import jsonl_page
+values = [base64.b64decode(v) if v else None for v in json.loads(sys.stdin.read())]
+text = b"".join(jsonl_page(values).chunks)
+print(json.dumps({"text": base64.b64encode(text).decode(),
+                  "walk_loaded": "knights_tour.core.tour_text" in sys.modules}))
+"""
+
+
+@pytest.mark.process
+def test_a_small_page_is_written_the_plain_way_without_loading_the_walk(solved):
+    # A fresh process: this module has loaded the walk. The same bytes, numba never loaded;
+    # the tampered tour is an error record as the walk would make it.
+    tampered = _tampered(next(r for r in solved if r.status == Status.FOUND))["a square twice"]
+    values = [encode_record(r) for r in [*solved, tampered]]
+    values.insert(2, None)
+    done = subprocess.run(
+        [sys.executable, "-c", _PLAIN_PAGE],
+        input=json.dumps([base64.b64encode(v).decode() if v else None for v in values]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    got = json.loads(done.stdout)
+    assert got["walk_loaded"] is False
+    assert base64.b64decode(got["text"]) == _old_lines(values) == _text(values)
+    assert REJECTED.encode() in base64.b64decode(got["text"])

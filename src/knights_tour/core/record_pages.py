@@ -13,6 +13,7 @@ This module is pure: it imports neither Celery nor Redis.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -91,7 +92,9 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     :func:`reverified`.
 
     The text is ``b"".join(json_bytes(r) + b"\\n" for r in map(reverified,
-    decode_many(values)))``, byte for byte.
+    decode_many(values)))``, byte for byte; it is made that way for the first
+    :data:`PLAIN_SQUARES` squares of tours a process renders (a small batch never loads the
+    walk).
 
     Parameters
     ----------
@@ -106,7 +109,7 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
         As :func:`~knights_tour.core.records.decode_stored`.
     """
     out: list[Any] = decode_light(values)
-    moved, (buf, at, end, ok) = _walk(out, buffer, write=True)
+    moved, (buf, at, end, ok) = _walk(out, buffer, write=True, few_plain=True)
     view = memoryview(buf.data)
     texts = {i: view[at[j] : end[j]] for j, i in enumerate(moved)}
     failed = {i for j, i in enumerate(moved) if out[i].status == Status.FOUND and not ok[j]}
@@ -114,7 +117,11 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     chunks: list[bytes | memoryview] = []
     sizes: list[int] = []
     for i, rec in enumerate(out):
-        if i in failed or (i not in texts and rec.status == Status.FOUND) or type(rec) is Record:
+        if (
+            i in failed
+            or (i not in texts and (rec.status == Status.FOUND or _pending(rec)))
+            or type(rec) is Record
+        ):
             checked = reverified(_full_record(rec))
             line = json_bytes(checked) + b"\n"
             records.append(checked)
@@ -141,15 +148,33 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     return JsonPage(records, chunks, sizes, buf)
 
 
+PLAIN_SQUARES = 100_000
+"""Squares of tours a process renders the plain way (:func:`reverified`, then
+:func:`~knights_tour.result.json_bytes`) before it loads the compiled walk, which costs more
+CPU to load (numba and its kernel from the on-disk cache) than the plain way takes for this
+many: a small batch's records are written without it."""
+
+_plain_left = [PLAIN_SQUARES]
+
+
 def _walk(
-    out: list[Any], buffer: np.ndarray | None, write: bool
+    out: list[Any], buffer: np.ndarray | None, write: bool, few_plain: bool = False
 ) -> tuple[list[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The positions of ``out``'s records whose tour is a payload, and
-    :func:`knights_tour.core.tour_text.render_moves` of those tours (found ones checked)."""
-    from knights_tour.core.tour_text import render_moves  # noqa: PLC0415 - numba, on first use
-
+    :func:`knights_tour.core.tour_text.render_moves` of those tours (found ones checked).
+    None walked (and the walk not loaded) if there are none, or, with ``few_plain``, while
+    this process has rendered fewer than :data:`PLAIN_SQUARES` squares the plain way and the
+    walk is not loaded yet: the caller renders them the plain way."""
     moved = [i for i, rec in enumerate(out) if _pending(rec)]
     recs = [out[i] for i in moved]
+    squares = sum(rec.rows * rec.cols for rec in recs)
+    if not moved or (few_plain and _plain_left[0] >= squares and not _walk_loaded()):
+        _plain_left[0] -= squares
+        none = np.zeros(0, dtype=np.int64)
+        kept = np.empty(0, dtype=np.uint8) if buffer is None else buffer
+        return [], (kept, none, none, np.zeros(0, dtype=np.bool_))
+    from knights_tour.core.tour_text import render_moves  # noqa: PLC0415 - numba, on first use
+
     return moved, render_moves(
         [rec.tour for rec in recs],
         [rec.rows for rec in recs],
@@ -241,6 +266,10 @@ def moves_page(values: Sequence[bytes | str | None]) -> MovesPage:
         rec.tour = None
         records.append(rec)
     return MovesPage(records, buf[: offsets[-1]], offsets, present, {})
+
+
+def _walk_loaded() -> bool:
+    return "knights_tour.core.tour_text" in sys.modules
 
 
 def _full_record(rec: Any) -> Record:
