@@ -96,7 +96,7 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
                 "--only",
                 "client-blackhole-30",
                 "--fault-s",
-                "2",
+                "1",
                 "--sizes",
                 "6",
                 "--json",
