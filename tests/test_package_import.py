@@ -1,7 +1,8 @@
 """``import knights_tour`` is light and leaves other packages working: numpy is not loaded until
 a name needs it (PEP 562), and redis-py's ``redis.asyncio``, whose ``__init__`` is deferred
 until something uses it, still works in full for code that does (each case in a fresh
-interpreter, since the deferral is installed once per process)."""
+interpreter, since the deferral is installed once per process). redis-py finds hiredis, a
+dependency, and packs commands and parses replies with it."""
 
 from __future__ import annotations
 
@@ -76,3 +77,15 @@ def test_the_first_uses_from_two_threads_run_the_deferred_init_once():
         """
     )
     assert out.split() == ["8", "1", "[]"]
+
+
+def test_redis_py_packs_and_parses_with_hiredis():
+    out = _python(
+        """
+        import knights_tour, redis
+        from redis.connection import DefaultParser
+        connection = redis.Connection(host="127.0.0.1", port=1)
+        print(DefaultParser.__name__, type(connection._command_packer).__name__)
+        """
+    )
+    assert out.split() == ["_HiredisParser", "HiredisRespSerializer"]
