@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 
 import msgspec
@@ -20,6 +21,7 @@ from knights_tour.board import Board
 from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.result import Status
+from knights_tour.service import embedded_redis
 from knights_tour.service.batches import wait_for_batch
 from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
 from knights_tour.service.waiting import WaitHooks
@@ -255,6 +257,23 @@ def test_a_stale_state_file_is_replaced(tmp_path):
     with EmbeddedRedis(tmp_path) as server:
         assert server.owned and server.pid != dead.pid
         assert json.loads((tmp_path / STATE_FILE).read_text())["pid"] == server.pid
+
+
+def test_a_server_whose_port_is_taken_before_it_binds_starts_on_another(tmp_path, monkeypatch):
+    """``free_port`` releases the port it found before redis-server binds it, and another
+    process (a parallel test worker, another ``ktour``) may bind it first: the server then
+    starts on another port instead of failing."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(embedded_redis, "free_port", lambda: next(picks, None) or free_port())
+        server = EmbeddedRedis(tmp_path, reuse=False)
+        try:
+            server.start()
+            assert server.port != taken.getsockname()[1] and server.is_running()
+        finally:
+            server.stop()
 
 
 def test_stop_kills_a_server_that_ignores_shutdown(tmp_path):

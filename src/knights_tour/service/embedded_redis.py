@@ -52,6 +52,13 @@ from knights_tour.service.redis_process import (
 )
 from knights_tour.store.connection import mask_url
 
+PORT_TRIES = 5
+"""Ports :meth:`EmbeddedRedis.start` tries when the one it picked is taken before the server
+binds it."""
+
+_PORT_TAKEN = "Address already in use"
+"""How ``redis-server`` says (in its log) that its port is taken."""
+
 
 class EmbeddedRedis:
     """A real ``redis-server`` subprocess bound to 127.0.0.1, data in ``data_dir``.
@@ -174,10 +181,27 @@ class EmbeddedRedis:
             live = live_recorded_server(self.state_path)
             if live is not None:
                 return self._attach(live)
+            if self.port is None and self.on_launch is None:
+                self._start_on_a_free_port()
+                return self
             if self.port is None:
                 self.port = free_port()
             self._wait_until_ready(self._launch(self.port), self.port)
         return self
+
+    def _start_on_a_free_port(self) -> None:
+        """Launch on a port that was free a moment ago (:func:`free_port` releases it before
+        the server binds it): if another process took it meanwhile, launch again on another,
+        up to :data:`PORT_TRIES` times. Not with ``on_launch``, whose clients have the first
+        port's URL."""
+        for attempt in range(1, PORT_TRIES + 1):
+            self.port = free_port()
+            try:
+                self._wait_until_ready(self._launch(self.port), self.port)
+                return
+            except BackendUnavailableError as exc:
+                if attempt == PORT_TRIES or _PORT_TAKEN not in str(exc):
+                    raise
 
     def _adopt(self, ahead: Launched) -> EmbeddedRedis:
         """Make the server and watchdog launched ahead ours, and wait for the server as if we
