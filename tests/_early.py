@@ -1,13 +1,15 @@
 """Commands started as soon as the tests are collected, read by a test later.
 
-A test module may define ``EARLY_COMMANDS``: a name for each command and a function that,
-given a scratch directory of its own, returns the command line. When any test of that module
-is selected, the root conftest starts each command (:func:`start`) at the end of collection, in
-a process of its own with the repository's root as working directory; the module's tests get
-the outcome through the ``early`` fixture (:func:`get`, then :meth:`EarlyRun.wait`). A long
-single-threaded check (mypy over the package: ~17 s of CPU with a cold cache) so runs on the
-machine's other core while the tests before it run, instead of after them. What it checks,
-and what the test asserts on its outcome, are unchanged.
+A test module may define ``EARLY_COMMANDS``: a name for each command and a function that, given
+a scratch directory of its own, returns the command line. When any test of that module is
+selected, the root conftest starts each command (:func:`register`, :func:`start_all`) at the
+end of collection, in a process of its own with the repository's root as working directory; the
+module's tests get the outcome through the ``early`` fixture (:func:`get`, then
+:meth:`EarlyRun.wait`). A long single-threaded check (mypy over the package: ~17 s of CPU with
+a cold cache) so runs on the machine's other core while the tests before it run, instead of
+after them. What it checks, and what the test asserts on its outcome, are unchanged. In a
+parallel run (pytest-xdist) a worker starts a command only when one of its tests asks for it:
+every worker collects every test, and the other workers already use the machine's cores.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import IO
 Command = Callable[[Path], list[str]]
 """Given a scratch directory of its own (removed at the end of the session): a command line."""
 
+_REGISTERED: dict[str, tuple[Command, Path]] = {}
 _RUNS: dict[str, EarlyRun] = {}
 
 
@@ -71,19 +74,29 @@ class EarlyRun:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def start(commands: dict[str, Command], cwd: Path) -> None:
-    """Start each command not started yet."""
+def register(commands: dict[str, Command], cwd: Path) -> None:
+    """Note each command (to run in ``cwd``), without starting it."""
     for name, command in commands.items():
-        if name not in _RUNS:
-            _RUNS[name] = EarlyRun(name, command, cwd)
+        _REGISTERED.setdefault(name, (command, cwd))
+
+
+def start_all() -> None:
+    """Start each registered command not started yet."""
+    for name in _REGISTERED:
+        get(name)
 
 
 def get(name: str) -> EarlyRun:
-    """The run of the command ``name`` (``KeyError`` if it was never started)."""
+    """The run of the registered command ``name``, started now if it was not yet
+    (``KeyError`` if it was never registered)."""
+    if name not in _RUNS:
+        command, cwd = _REGISTERED[name]
+        _RUNS[name] = EarlyRun(name, command, cwd)
     return _RUNS[name]
 
 
 def close_all() -> None:
     """Stop and clean up every run (end of the session)."""
+    _REGISTERED.clear()
     while _RUNS:
         _RUNS.popitem()[1].close()

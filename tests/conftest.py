@@ -15,12 +15,21 @@
   when collection ended (``EARLY_COMMANDS``, tests/_early.py).
 * ``dp_6x6_checkpoints`` (session): the frontier DP's checkpoint folder for the session's counts
   of 6x6, in RAM where the machine has it (tests/_ramdir.py).
+
+The suite runs in parallel (pytest-xdist, ``-n N``: README "Run the tests") or serially. Each
+test process (the serial run, or each xdist worker) has its own Redis server, its own Redis
+databases and its own ``KT_DATA_DIR``. In a parallel run the tests likely to take longest
+start first, and the tests that share a module-scoped fixture (or ``dp_6x6_checkpoints``) run
+on one worker (:func:`_order_for_workers`, :func:`_module_groups`).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -32,7 +41,19 @@ from _ramdir import ram_dir
 
 from knights_tour.settings import get_settings
 
-_DB_NUMBERS = itertools.cycle(range(1, 16))
+_DATABASES = 16
+"""Databases of a Redis server with its default configuration (0..15)."""
+
+
+def _worker_index(config: pytest.Config) -> tuple[int, int]:
+    """(this process's xdist worker number, the number of workers); (0, 1) in a serial run."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return 0, 1
+    return int(workerinput["workerid"].removeprefix("gw")), int(workerinput["workercount"])
+
+
+_DB_NUMBERS: Iterator[int] = itertools.cycle(range(1, _DATABASES))
 
 
 def _with_db(url: str, db: int) -> str:
@@ -41,25 +62,39 @@ def _with_db(url: str, db: int) -> str:
 
 
 class _ExternalRedis:
-    """Stand-in for EmbeddedRedis when KT_TEST_REDIS_URL names a server we did not start."""
+    """Stand-in for EmbeddedRedis when KT_TEST_REDIS_URL names a server we did not start.
 
-    def __init__(self, url: str) -> None:
+    Shared by every xdist worker: each worker has databases of its own (worker ``i`` of ``n``:
+    the numbers ``d`` with ``d % n == i``), the lowest of them standing for database 0."""
+
+    def __init__(self, url: str, worker: int = 0, workers: int = 1) -> None:
         self.base_url = url
+        self.databases = [d for d in range(_DATABASES) if d % workers == worker]
+        if len(self.databases) < 2:
+            raise pytest.UsageError(
+                f"KT_TEST_REDIS_URL: {workers} xdist workers leave worker {worker} fewer than "
+                f"2 of the server's {_DATABASES} databases; use fewer workers (-n)"
+            )
 
     @property
     def url(self) -> str:
-        return _with_db(self.base_url, 0)
+        return _with_db(self.base_url, self.databases[0])
 
     def url_for_db(self, db: int) -> str:
         return _with_db(self.base_url, db)
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def redis_server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[object]:
     """A running Redis server (see the module docstring); has ``.url`` and ``.url_for_db(n)``."""
     external = os.environ.get("KT_TEST_REDIS_URL")
     if external:
-        yield _ExternalRedis(external)
+        global _DB_NUMBERS
+        external_server = _ExternalRedis(external, *_worker_index(request.config))
+        _DB_NUMBERS = itertools.cycle(external_server.databases[1:])
+        yield external_server
         return
     from knights_tour.service.embedded_redis import EmbeddedRedis
 
@@ -81,13 +116,14 @@ _DBS_IN_USE: set[int] = set()
 
 
 def _take_db(redis_server: object) -> tuple[int, str]:
-    """Reserve a database number no live fixture holds (1..15 in turn), flush it, return it."""
-    for _ in range(15):
+    """Reserve a database number no live fixture holds (1..15 in turn, or this worker's share
+    of an external server's), flush it, return it."""
+    for _ in range(_DATABASES):
         db = next(_DB_NUMBERS)
         if db not in _DBS_IN_USE:
             break
-    else:  # pragma: no cover - more than 15 databases held at once
-        raise RuntimeError("all 15 test Redis databases are in use")
+    else:  # pragma: no cover - every database held at once
+        raise RuntimeError("all the test Redis databases are in use")
     _DBS_IN_USE.add(db)
     url = redis_server.url_for_db(db)  # type: ignore[attr-defined]
     client = redis.Redis.from_url(url)
@@ -203,6 +239,14 @@ REDIS_FIXTURES = frozenset(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier (:func:`_mark_tier`); in an xdist worker, also order and
+    group the tests for the parallel run (:func:`_order_for_workers`)."""
+    _mark_tier(items)
+    if hasattr(config, "workerinput"):
+        _order_for_workers(items)
+
+
+def _mark_tier(items: list[pytest.Item]) -> None:
     """Mark each test ``process`` (it starts processes: see :data:`PROCESS_PATHS`, or it is
     marked ``process``/``integration``/``fault`` itself), else ``redis`` (it uses a fixture of
     :data:`REDIS_FIXTURES`), else, unless it is marked ``slow``, ``unit``: ``pytest -m unit``
@@ -222,6 +266,108 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.redis)
         elif not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.unit)
+
+
+# -- the parallel run (pytest-xdist) ----------------------------------------------------------
+
+LONGEST_FIRST = ("fault", "process", "slow", "redis", "unit")
+"""Markers in the order their tests are handed to xdist workers: the tests likely to take
+longest start first, so that the run does not end waiting on one of them while the other
+workers are idle; the many short unit tests fill the end."""
+
+_SHARED_SCOPES = frozenset({"module", "class", "package"})
+
+SHARED_SESSION_FIXTURES = frozenset({"dp_6x6_checkpoints"})
+"""Session fixtures whose tests read back what the first of them computed: in a parallel run
+those tests go to one worker (each worker has its own session)."""
+
+_GROUPS_FILE = "KNIGHTS_TOUR_TEST_GROUPS"
+"""Environment variable naming the file where the workers write which tests run together
+(:func:`_order_for_workers`) for the controller's scheduler (:func:`_module_groups`)."""
+
+
+def _group(item: pytest.Item) -> str | None:
+    """The group of tests ``item`` runs with on one worker, if any: the tests that use a fixture
+    of :data:`SHARED_SESSION_FIXTURES` (named after it), or the tests of its module if it uses a
+    fixture set up once for its module (or class, or package: a Celery worker pair, a compose
+    stack, a mypy run)."""
+    shared = SHARED_SESSION_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if shared:
+        return min(shared)
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None and any(
+        defs and defs[-1].scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values()
+    ):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def _order_for_workers(items: list[pytest.Item]) -> None:
+    """Sort ``items`` by :data:`LONGEST_FIRST` (stable: every worker computes the same order,
+    as xdist requires), the tests of a group (:func:`_group`) together, where the earliest of
+    them goes; write each grouped test's group to the file named by :data:`_GROUPS_FILE`."""
+
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, name in enumerate(LONGEST_FIRST) if item.get_closest_marker(name)),
+            len(LONGEST_FIRST),
+        )
+
+    groups: dict[str, str] = {}
+    group_rank: dict[str, int] = {}
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            groups[item.nodeid] = group
+            group_rank[group] = min(group_rank.get(group, len(LONGEST_FIRST)), rank(item))
+    items.sort(key=lambda it: group_rank[groups[it.nodeid]] if it.nodeid in groups else rank(it))
+    path = os.environ.get(_GROUPS_FILE)
+    if path:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
+        with os.fdopen(fd, "w") as f:
+            json.dump(groups, f)
+        os.replace(tmp, path)  # every worker writes the same groups
+
+
+def _module_groups(config: pytest.Config, log: object) -> object:
+    """The scheduler of a parallel run here: xdist's ``loadgroup``, with the groups of
+    :func:`_order_for_workers` (the tests of a group go to one worker, the other tests one by
+    one, in the order the workers collected them) instead of xdist's ``xdist_group`` marks,
+    which rename the tests' node ids, a change pytest 9.2 ignores. xdist is imported here, by
+    the controller of a parallel run only."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                with open(os.environ[_GROUPS_FILE], encoding="utf-8") as f:
+                    self._groups = json.load(f)
+            return self._groups.get(nodeid, nodeid)
+
+    return ModuleGroups(config, log)  # type: ignore[arg-type]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller of a parallel run: name the file for the groups (the workers it
+    starts inherit the environment), removed at the end."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    folder = tempfile.mkdtemp(prefix="kt-test-groups-")
+    os.environ[_GROUPS_FILE] = os.path.join(folder, "groups.json")
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """The scheduler of ``-n N`` (xdist's ``--dist load``, its default, or ``loadgroup``):
+    :func:`_module_groups`, its groups in the order the workers collected them (xdist's
+    ``loadscope`` would put the largest first). Another ``--dist`` gets xdist's own."""
+    if config.getvalue("dist") not in ("load", "loadgroup") or _GROUPS_FILE not in os.environ:
+        return None
+    config.option.loadscopereorder = False
+    return _module_groups(config, log)
 
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -259,17 +405,39 @@ def _no_results_file_left_in_the_repository() -> Iterator[None]:
     assert not left, f"tests left files in the repository: {left}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _data_dir_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``KT_DATA_DIR`` of this test process (each xdist worker has its own): what a test runs
+    without a data dir of its own (an embedded Redis, worker logs and their pruning, reports,
+    DP checkpoints) is not shared with another worker, nor with the user's own data dir."""
+    saved = os.environ.get("KT_DATA_DIR")
+    path = tmp_path_factory.mktemp("kt-data")
+    os.environ["KT_DATA_DIR"] = str(path)
+    get_settings.cache_clear()
+    try:
+        yield path
+    finally:
+        if saved is None:
+            os.environ.pop("KT_DATA_DIR", None)
+        else:
+            os.environ["KT_DATA_DIR"] = saved
+        get_settings.cache_clear()
+
+
 # -- commands started early (tests/_early.py) ---------------------------------------------------
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the ``EARLY_COMMANDS`` of every test module with a selected test (none for
-    ``--collect-only``)."""
+    """Register the ``EARLY_COMMANDS`` of every test module with a selected test, and start
+    them (none for ``--collect-only``). An xdist worker collects every test but runs only some:
+    it starts a command when a test first asks for it (:func:`early`), not at collection."""
     if session.config.option.collectonly:
         return
     modules = {item.module for item in session.items if isinstance(item, pytest.Function)}
     for module in sorted(modules, key=lambda m: m.__name__):
-        _early.start(getattr(module, "EARLY_COMMANDS", {}), _REPO)
+        _early.register(getattr(module, "EARLY_COMMANDS", {}), _REPO)
+    if not hasattr(session.config, "workerinput"):
+        _early.start_all()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

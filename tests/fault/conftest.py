@@ -11,8 +11,20 @@ from collections.abc import Iterator
 import pytest
 from _faultkit import LEASE_S, WorkerPool
 
+from knights_tour.core.jobs import make_batch_jobs, run_job
 from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.settings import get_settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _engine_loaded() -> None:
+    """The search engine loaded in this process (its compiled kernels read from numba's cache,
+    or compiled into it) before the tier's first test: the tests that run a task in this
+    process (test_leases.py) count on its commands or race a lease, and the first solve of a
+    process, seconds on a busy machine, must not fall inside that window. A serial run has
+    loaded it in the tests before this tier; a parallel run starts with this tier."""
+    for size in (5, 6):
+        run_job(make_batch_jobs([size])[0])
 
 
 @pytest.fixture
