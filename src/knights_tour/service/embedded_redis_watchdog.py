@@ -26,8 +26,9 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
     SERVER_PID STARTER_PID``, password in ``KT_WATCH_PASSWORD``), started by
     :class:`~knights_tour.service.embedded_redis.EmbeddedRedis`.
     Users are the live PIDs of the server's user set (commands and the local workers they
-    start register there); until that set is first non-empty, the starting process counts as
-    the user. When no user is alive, the server is shut down (:func:`shut_down`), then
+    start register there); until a live one is first seen there, the starting process counts
+    as the user (the set may still hold the dead users of an earlier run, kept in the server's
+    append-only file). When no user is alive, the server is shut down (:func:`shut_down`), then
     SIGTERMed and SIGKILLed by PID if it is still there (:func:`wait_gone`).
 
     Parameters
@@ -44,11 +45,11 @@ def watch(port: int, server_pid: int, starter_pid: int, poll_s: float = 0.25) ->
     seen_users = False
     while pid_alive(server_pid):
         try:
-            total, live = live_users(client)
+            _, live = live_users(client)
         except (redis.RedisError, OSError):
             time.sleep(poll_s)
             continue
-        seen_users = seen_users or total > 0
+        seen_users = seen_users or live > 0
         if not seen_users:
             live = int(pid_alive(starter_pid))
         if live == 0:
