@@ -196,9 +196,9 @@ def _run_claimed(
 ) -> None:
     r, led = held.r, held.led
     deadline = time.monotonic() + budget_s() if send is not None else None
-    for sj in started_subjobs(held, todo, worker, tally):
+    for n, sj in enumerate(started_subjobs(held, todo, worker, tally)):
         try:
-            if deadline is not None and time.monotonic() >= deadline:
+            if n and deadline is not None and time.monotonic() >= deadline:
                 raise _OutOfBudget  # the task's budget went to the sub-jobs before it
             count, trans, secs, extra = run_dp_subjob(r, led.id, sj, deadline, worker)
         except _OutOfBudget:
