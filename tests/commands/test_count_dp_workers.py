@@ -50,7 +50,6 @@ def _count(url: str, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[di
 def test_dp_5x5_on_workers_equals_a165134_through_continuations(
     dp_workers, module_redis_url, capsys
 ):
-    began = time.monotonic()
     record, err = _count(module_redis_url, "5", "--method", "dp", "--fresh", capsys=capsys)
     assert record["grid"] == OEIS_5X5 and record["total"] == 1728
     assert record["method"] == "frontier DP" and record["peak_rss_bytes"] > 0
@@ -64,7 +63,6 @@ def test_dp_5x5_on_workers_equals_a165134_through_continuations(
     assert list(
         (dp_workers.data / "frontier").glob("*/kept-*.npy")
     )  # the layers classes start from
-    assert time.monotonic() - began < 60
 
 
 def test_dp_rectangle_on_workers_equals_the_enumeration(dp_workers, module_redis_url, capsys):
