@@ -37,17 +37,17 @@ from pathlib import Path
 
 import msgspec
 
+from knights_tour.batches.collector import collect_finished
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.records import PAGE, fetch, record_keys
+from knights_tour.batches.store import create_batch, iter_records, save_record
 from knights_tour.board import parse_board_list
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.core.records import decode_many
+from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.output.recordfile import jsonl_bytes
 from knights_tour.output.tourfile import atomic_write_lines
-from knights_tour.service.collector import collect_finished
-from knights_tour.service.embedded_redis import EmbeddedRedis
 from knights_tour.store import keys
-from knights_tour.store.batches import create_batch, iter_records, save_record
 from knights_tour.store.connection import connect
-from knights_tour.store.records import PAGE, fetch, record_keys
+from knights_tour.tours.stored import decode_many
 
 
 def split(sizes: str) -> dict:
@@ -120,7 +120,7 @@ SCALE_BATCH = "bench-collect-scale"
 
 
 def _solve_stored(job):  # in a pool process: the job's row as a worker stores it
-    from knights_tour.core.records import encode_record
+    from knights_tour.tours.stored import encode_record
 
     rec = run_job(job, batch_id=SCALE_BATCH, worker="bench@local")
     rec.attempts = 1
@@ -210,10 +210,10 @@ def to_json_cost(src: Path) -> dict:
 def verify_cost(rows: list, page: int = PAGE) -> dict:
     """CPU seconds of rendering every page's tours from their stored moves with the walk's
     check of each found tour and without it, and of checking the decoded tours with
-    :func:`knights_tour.verify.verify_tour` one by one."""
-    from knights_tour.core import records as stored
-    from knights_tour.core.tour_text import render_moves
-    from knights_tour.verify import verify_tour
+    :func:`knights_tour.tours.verify.verify_tour` one by one."""
+    from knights_tour.tours import stored
+    from knights_tour.tours.tour_text import render_moves
+    from knights_tour.tours.verify import verify_tour
 
     out: dict = {"render_checked_cpu_s": 0.0, "render_unchecked_cpu_s": 0.0}
     verifier = 0.0
@@ -253,11 +253,11 @@ def phases(url: str, where: Path) -> dict:
     same values (``decode``), ``moves_parquet`` a page's :func:`moves_page` less that decode;
     ``parquet_table`` is timed on its own, then again within ``parquet_write``, which is
     reported less it."""
-    from knights_tour.core.record_pages import jsonl_page, moves_page
-    from knights_tour.core.records import decode_light
+    from knights_tour.batches.verdict import Tally
     from knights_tour.output import parquet
     from knights_tour.output.atomicfile import AtomicFile
-    from knights_tour.service.verdict import Tally
+    from knights_tour.tours.pages import jsonl_page, moves_page
+    from knights_tour.tours.stored import decode_light
 
     r = connect(url)
     cpu = time.process_time
@@ -310,7 +310,7 @@ def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> di
     against one embedded Redis holding the batch: wall seconds, file bytes, whether the two
     trees' JSON Lines are byte-identical; the records hash's bytes per record; the check's
     cost (:func:`verify_cost`)."""
-    from knights_tour.store.saving import save_records
+    from knights_tour.batches.saving import save_records
 
     jobs, rows = scale_rows(sizes, cache)
     here = Path(__file__).resolve().parents[1] / "src"

@@ -5,10 +5,10 @@ One command::
     python benchmarks/bench_count.py [SIZE=6] [--jobs 2] [--depth K] [--closed]
                                      [--no-symmetry] [--json benchmarks/results/bench_count.json]
 
-Plans the count (:func:`knights_tour.core.counting.plan_count`: one square per symmetry class, split
+Plans the count (:func:`knights_tour.counting.plan.plan_count`: one square per symmetry class, split
 into sub-jobs by fixing the first ``depth`` moves), runs the sub-jobs on ``--jobs`` local
 processes (a benchmark harness only; ``ktour count`` distributes sub-jobs over Celery workers),
-sums them (:func:`knights_tour.core.counting.assemble`) and prints the grid, the total (compare OEIS
+sums them (:func:`knights_tour.counting.plan.assemble`) and prints the grid, the total (compare OEIS
 A165134: 1728 for 5×5, 6,637,920 for 6×6), wall time, sub-jobs, nodes and nodes/s, and the
 slowest sub-job. Writes the report as JSON.
 """
@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from knights_tour.board import parse_board
-from knights_tour.core.counting import SubJob, assemble, count_subjob, plan_count
+from knights_tour.counting.plan import SubJob, assemble, count_subjob, plan_count
 
 OEIS_A165134 = {1: 1, 2: 0, 3: 0, 4: 0, 5: 1728, 6: 6637920, 7: 165575218320}
 

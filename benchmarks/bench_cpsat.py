@@ -37,7 +37,7 @@ fixed default seed, so a variant's search is the same in every repeat. For each 
 run interleaved, in an order rotated every repeat; a variant is repeated (``--repeat``) only
 while its runs take less than ``--repeat-below`` seconds, and the minimum of its CPU time and of
 its wall time is kept (the machine may be shared: CPU time is the fairer clock). Every tour is
-checked by :func:`knights_tour.verify.verify_tour` outside the timed region; for ``baseline``
+checked by :func:`knights_tour.tours.verify.verify_tour` outside the timed region; for ``baseline``
 and ``tuned`` the time of the model check of that tour (``check_s``) is measured as well. Any
 difference in the answers of two variants that both decided a job is printed and makes the exit
 status 1; a variant that ran out of time (``unknown``) is counted, never compared.
@@ -69,7 +69,7 @@ from rich.table import Table
 
 from knights_tour.board import Board, Square
 from knights_tour.solvers import cpsat
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
 
 HERE = Path(__file__).resolve().parent
 GROUPS = ("square", "rect-open", "rect-closed", "corners")

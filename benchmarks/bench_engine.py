@@ -19,8 +19,8 @@ and the corner a1 of each n x n in ``--large``. Methods, all on the same machine
   its model has 8 literals per square, so it is skipped, with a note, on the large boards).
 
 Every method gets the same node budget per job, ``budget-per-square * rows * cols`` (CP-SAT has
-a time limit instead). Every tour is checked by :func:`knights_tour.verify.verify_tour` outside
-the timed region. Columns: solved (verified tour), proven (no tour, with a proof: parity /
+a time limit instead). Every tour is checked by :func:`knights_tour.tours.verify.verify_tour`
+outside the timed region. Columns: solved (verified tour), proven (no tour, with a proof: parity /
 theorem / exhaustive search / CP-SAT infeasibility), unknown (budget or time ran out, or the
 greedy walk got stuck), error (a tour that failed verification), total and max nodes, max
 nodes / N, CPU seconds of the jobs (process time; the machine may be shared, so CPU time is the
@@ -57,7 +57,7 @@ from rich.table import Table  # noqa: E402
 from knights_tour.board import Board, parse_board_list  # noqa: E402
 from knights_tour.solvers import api, get_solver  # noqa: E402
 from knights_tour.solvers.warnsdorff import warm_up  # noqa: E402
-from knights_tour.verify import verify_tour  # noqa: E402
+from knights_tour.tours.verify import verify_tour  # noqa: E402
 
 METHODS = ["ours", "plain", "wdfs", "greedy"]
 

@@ -43,20 +43,21 @@ sys.path.insert(0, str(ROOT / "tests" / "fault"))
 
 from _faultkit import WorkerPool, drive, leased_by, poison_entries  # noqa: E402
 
-from knights_tour import worker  # noqa: E402
+from knights_tour.batches.cancelling import cancel_batch  # noqa: E402
+from knights_tour.batches.client import resume_batch, submit_batch  # noqa: E402
+from knights_tour.batches.jobs import make_batch_jobs  # noqa: E402
+from knights_tour.batches.store import collect, repair_results  # noqa: E402
 from knights_tour.board import Board, parse_board_list  # noqa: E402
-from knights_tour.core.counting import plan_count  # noqa: E402
-from knights_tour.core.jobs import make_batch_jobs  # noqa: E402
-from knights_tour.core.records import decode_stored  # noqa: E402
-from knights_tour.service.batches import resume_batch, submit_batch  # noqa: E402
-from knights_tour.service.cancelling import cancel_batch  # noqa: E402
-from knights_tour.service.counts import submit_count  # noqa: E402
-from knights_tour.service.embedded_redis import EmbeddedRedis  # noqa: E402
+from knights_tour.counting import store as count_store  # noqa: E402
+from knights_tour.counting.client import submit_count  # noqa: E402
+from knights_tour.counting.plan import plan_count  # noqa: E402
+from knights_tour.local.embedded_redis import EmbeddedRedis  # noqa: E402
 from knights_tour.settings import get_settings  # noqa: E402
-from knights_tour.store import counts as count_store  # noqa: E402
-from knights_tour.store import dead_letters, keys, leases, queue  # noqa: E402
-from knights_tour.store.batches import collect, repair_results  # noqa: E402
+from knights_tour.store import keys  # noqa: E402
 from knights_tour.store.connection import REDIS_ERRORS, connect  # noqa: E402
+from knights_tour.tours.stored import decode_stored  # noqa: E402
+from knights_tour.worker import celery as worker  # noqa: E402
+from knights_tour.worker import dead_letters, leases, queue  # noqa: E402
 
 DOWN_S = 3.0
 """How long Redis stays down in the Redis faults."""

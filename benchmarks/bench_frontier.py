@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from knights_tour.board import parse_board
-from knights_tour.core.count_method import dp_count, peak_rss_bytes
-from knights_tour.core.frontier_run import LayerStat, count_paths
+from knights_tour.counting.frontier_run import LayerStat, count_paths
+from knights_tour.counting.method import dp_count, peak_rss_bytes
 
 OEIS_A165134 = {5: 1728, 6: 6_637_920, 7: 165_575_218_320}
 

@@ -21,11 +21,11 @@ import tempfile
 import time
 from collections import Counter
 
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch, wait_for_batch
-from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.store.batches import collect
+from knights_tour.batches.client import submit_batch, wait_for_batch
+from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.batches.store import collect
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.workers import LocalWorkers
 from knights_tour.store.connection import connect
 
 

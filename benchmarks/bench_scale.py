@@ -18,7 +18,7 @@ For every run it prints, as a table and a JSON file (``--json``, default
 * ``wall_s``: the ``ktour run`` process, launch to exit;
 * ``submit_s``: the client's submission, from its start (before the jobs are made) to its last
   task sent, and ``to_submit_s``: launch to that start (both from the times the client notes
-  in the batch's hash, :func:`knights_tour.store.batches.submission`; blank for a tree that
+  in the batch's hash, :func:`knights_tour.batches.store.submission`; blank for a tree that
   notes none);
 * ``batch_s``: the batch's time from the start of its submission to the last job's end, what
   the client's line "N/N jobs done in X s" states (``done_line_s``: that X, read from its
@@ -158,7 +158,7 @@ def _stored_per_record(data_dir: Path, batch_id: str, env: dict[str, str]) -> di
     code = (
         "import json,sys\n"
         "from pathlib import Path\n"
-        "from knights_tour.service.embedded_redis import EmbeddedRedis\n"
+        "from knights_tour.local.embedded_redis import EmbeddedRedis\n"
         "import redis\n"
         "with EmbeddedRedis(Path(sys.argv[1])) as s:\n"
         "    r = redis.Redis.from_url(s.url)\n"
@@ -209,8 +209,8 @@ def _check(data_dir: Path, batch_id: str, out: Path, env: dict[str, str]) -> dic
 
 _FLOOR = r"""
 import json, multiprocessing as mp, sys, time
-from knights_tour.service.batches import make_jobs
-from knights_tour.core.jobs import run_job
+from knights_tour.batches.client import make_jobs
+from knights_tour.batches.jobs import run_job
 
 def warm():
     from knights_tour.solvers.warnsdorff import warm_up
@@ -224,7 +224,7 @@ if __name__ == "__main__":
     args, k, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     verify = args.get("verify", "none")
     try:
-        from knights_tour.core.jobs import JobOptions
+        from knights_tour.batches.jobs import JobOptions
         options = JobOptions(verify=None if verify == "none" else verify)
         _, jobs, _ = make_jobs(args["sizes"], options)
     except ImportError:  # a tree from before JobOptions

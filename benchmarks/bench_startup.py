@@ -106,11 +106,11 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()
-    from knights_tour.core.jobs import JobOptions
+    from knights_tour.batches.client import make_jobs, stream_records, submit_batch, wait_for_batch
+    from knights_tour.batches.jobs import JobOptions
+    from knights_tour.local.backend import open_backend
+    from knights_tour.local.embedded_redis import EmbeddedRedis
     from knights_tour.output.recordfile import jsonl_bytes
-    from knights_tour.service.batches import make_jobs, stream_records, submit_batch, wait_for_batch
-    from knights_tour.service.embedded_redis import EmbeddedRedis
-    from knights_tour.service.local import open_backend
 
     marks: dict[str, float] = {"import": time.perf_counter() - t0}
     redis_stop = [0.0]

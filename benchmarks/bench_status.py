@@ -10,7 +10,7 @@ A ``ktour run --sizes SIZES --solver cpsat`` is started as a subprocess on a fre
 * the floor under it: ``python -c "import knights_tour.cli, knights_tour.commands.status"``
   (the interpreter and the imports any ``ktour status`` pays, no Redis), and under that the
   bare interpreter, ``python -c pass``;
-* the part that is ``status``'s own: :func:`knights_tour.service.status.batch_view` called in
+* the part that is ``status``'s own: :func:`knights_tour.batches.status.batch_view` called in
   a process already attached to the embedded Redis (the Redis round trips and the arithmetic);
 * ``ktour workers --timeout 1`` (a Celery ping plus inspect broadcast, what ``status`` waited
   for before it read the leases), for comparison.
@@ -74,9 +74,9 @@ def in_process(data_dir: Path, repeats: int) -> list[float]:
     process attached to the embedded Redis of ``data_dir``."""
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
-    from knights_tour.service.local import open_store
-    from knights_tour.service.status import batch_view
-    from knights_tour.store.batches import list_batches
+    from knights_tour.batches.status import batch_view
+    from knights_tour.batches.store import list_batches
+    from knights_tour.local.backend import open_store
 
     out = []
     with open_store(None) as backend:
@@ -92,14 +92,14 @@ def in_process(data_dir: Path, repeats: int) -> list[float]:
 def synthetic(sizes: str, repeats: int, data_dir: Path) -> dict[str, object]:
     """``batch_view`` against ``batch_status`` on a batch of the boards ``sizes`` (see the
     module docstring), in this process."""
+    from knights_tour.batches import store
+    from knights_tour.batches.jobs import make_batch_jobs
+    from knights_tour.batches.status import batch_view
     from knights_tour.board import parse_board_list
-    from knights_tour.core.jobs import make_batch_jobs
-    from knights_tour.service.embedded_redis import EmbeddedRedis
-    from knights_tour.service.status import batch_view
-    from knights_tour.store import batches as store
-    from knights_tour.store import leases
+    from knights_tour.local.embedded_redis import EmbeddedRedis
     from knights_tour.store.connection import connect
-    from knights_tour.store.ledger import Ledger
+    from knights_tour.worker import leases
+    from knights_tour.worker.ledger import Ledger
 
     server = EmbeddedRedis(data_dir / "redis", reuse=False)
     server.start()

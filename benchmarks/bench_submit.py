@@ -12,8 +12,8 @@ the same server). ``git worktree add ../kt-base b152d27`` makes such a tree of a
 
 Each run is a fresh interpreter that imports the client's modules (Celery's app module
 included: not timed), then does what ``ktour run --sizes SIZES`` does to submit a batch:
-:func:`knights_tour.service.batches.make_jobs` and
-:func:`knights_tour.service.batches.start_or_resume` (the resume lookup, registering the batch
+:func:`knights_tour.batches.client.make_jobs` and
+:func:`knights_tour.batches.client.start_or_resume` (the resume lookup, registering the batch
 and its jobs, sending its tasks). Columns:
 
 * ``make_s``: making the jobs; ``submit_s``: the rest; ``total_s``: both (wall seconds);
@@ -43,14 +43,19 @@ from typing import Any
 
 import redis
 
-from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.local.embedded_redis import EmbeddedRedis
 
 _RUN = r"""
 import json, sys, time
 url, sizes = sys.argv[1], sys.argv[2]
-from knights_tour.core.jobs import JobOptions
-from knights_tour.service import batches
-from knights_tour.service._celery import celery_worker
+try:  # the packages by concept
+    from knights_tour.batches.jobs import JobOptions
+    from knights_tour.batches import client as batches
+    from knights_tour.worker.lazy import celery_worker
+except ImportError:  # a tree from before them (--src of an older checkout)
+    from knights_tour.core.jobs import JobOptions
+    from knights_tour.service import batches
+    from knights_tour.service._celery import celery_worker
 celery_worker()  # Celery's app module: the client's imports are not what is timed here
 
 w0, c0 = time.perf_counter(), time.process_time()

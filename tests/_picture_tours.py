@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from knights_tour.board import Board
 from knights_tour.output.tourfile import parse_step_matrix
-from knights_tour.result import Record
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Record
+from knights_tour.tours.verify import verify_tour
 
 # A 5x5 open knight's tour from the corner, as published with the olympiad problem "knight's
 # bypass" (csforschool.com, OlympTask id=31784, sample output for n = 5). Row 0 at the top.

@@ -7,7 +7,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from knights_tour.service.local_workers import LocalWorkers
+from knights_tour.local.workers import LocalWorkers
 from knights_tour.settings import get_settings
 
 

@@ -96,7 +96,7 @@ def redis_server(
         _DB_NUMBERS = itertools.cycle(external_server.databases[1:])
         yield external_server
         return
-    from knights_tour.service.embedded_redis import EmbeddedRedis
+    from knights_tour.local.embedded_redis import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis-data"), reuse=False)
     server.start()
@@ -191,7 +191,7 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
 def task_env(redis_db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point settings (and so the task's Redis client and Celery app) at this test's database,
     for calling task functions in-process against the real Redis (no worker needed)."""
-    from knights_tour import worker
+    from knights_tour.worker import celery as worker
 
     monkeypatch.setenv("KT_REDIS_URL", redis_db_url)
     get_settings.cache_clear()

@@ -1,6 +1,6 @@
 """docs/architecture.md says what lives where: every module of the package is named there.
 
-A module is named when the prose has it in backticks (``batches``, ``service/batches.py``) or
+A module is named when the prose has it in backticks (``client``, ``batches/client.py``) or
 the package tree at the top of the page lists its file name. A module added without its line
 fails here, so the page stays true as the tree changes.
 """

@@ -10,9 +10,9 @@ import pytest
 import redis
 from kombu.transport import redis as kombu_redis
 
-from knights_tour import broker_transport
 from knights_tour.settings import get_settings
-from knights_tour.worker import celery_config
+from knights_tour.worker import transport as broker_transport
+from knights_tour.worker.celery import celery_config
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +47,7 @@ def test_our_ack_frees_the_slot_and_still_reports_the_error():
 
 def test_the_worker_uses_it():
     assert celery_config(get_settings())["broker_transport"] == (
-        "knights_tour.broker_transport:Transport"
+        "knights_tour.worker.transport:Transport"
     )
     assert broker_transport.Transport.Channel.QoS is broker_transport.QoS
 

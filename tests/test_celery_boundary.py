@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from _importtime import run_importtime
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.store.batches import create_batch, save_record
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.store import create_batch, save_record
 
 
 def _ktour(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -45,7 +45,7 @@ def tour_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_probe_sees_celery_where_it_is_loaded(tmp_path: Path):
     """The check can fail: a process that imports the Celery app module is caught by it."""
-    proc, modules = run_importtime(["-c", "import knights_tour.worker"], tmp_path, tmp_path)
+    proc, modules = run_importtime(["-c", "import knights_tour.worker.celery"], tmp_path, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {"celery", "kombu"} <= set(_celery_modules(modules))
 

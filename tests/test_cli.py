@@ -23,7 +23,7 @@ from knights_tour.cli import COMMANDS, cli, main
 from knights_tour.commands._shared import ExitCode
 from knights_tour.output.tourfile import parse_step_matrix
 from knights_tour.settings import get_settings
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
 
 DATA = Path(__file__).parent / "data"
 EULER = DATA / "euler_8x8_closed_a226697.txt"
@@ -463,9 +463,9 @@ def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_clien
     """A stored record that disagrees with CP-SAT must never pass quietly."""
     import msgspec
 
-    from knights_tour.core.jobs import Job, run_job
-    from knights_tour.result import Checks, Status
-    from knights_tour.store import batches as store
+    from knights_tour.batches import store
+    from knights_tour.batches.jobs import Job, run_job
+    from knights_tour.tours.record import Checks, Status
 
     jobs = [Job(5, 5, (0, 0), verify="cpsat"), Job(5, 5, (0, 1), verify="cpsat")]
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5x5"})

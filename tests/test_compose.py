@@ -8,7 +8,6 @@ checked against the package (the Celery app module they name must import).
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 from pathlib import Path
 
@@ -120,6 +119,7 @@ def test_no_literal_credentials_in_deploy_files():
 
 def test_commands_name_an_importable_celery_app():
     from celery import Celery
+    from celery.app.utils import find_app
 
     from knights_tour.store import keys
 
@@ -127,9 +127,8 @@ def test_commands_name_an_importable_celery_app():
         cmd = COMPOSE["services"][name]["command"]
         assert cmd[0] == "celery"
         module = cmd[cmd.index("-A") + 1]
-        mod = importlib.import_module(module)
-        app = getattr(mod, "app", None) or getattr(mod, "celery", None)
-        assert isinstance(app, Celery), f"{module} has no Celery app attribute"
+        app = find_app(module)  # how `celery -A` finds the app of a module or a package
+        assert isinstance(app, Celery), f"{module} has no Celery app"
     worker = COMPOSE["services"]["worker"]["command"]
     assert worker[worker.index("-Q") + 1] == keys.QUEUE
     assert "worker" in worker and "beat" in COMPOSE["services"]["beat"]["command"]

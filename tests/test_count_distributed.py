@@ -16,13 +16,13 @@ from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
 from knights_tour.cli import main
-from knights_tour.core.counting import plan_count
-from knights_tour.service.counts import submit_count, wait_for_count
-from knights_tour.store import counts as count_store
+from knights_tour.counting import store as count_store
+from knights_tour.counting.client import submit_count, wait_for_count
+from knights_tour.counting.plan import plan_count
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger
-from knights_tour.worker import TASK_COUNT_SUBJOBS, use_redis
+from knights_tour.worker.celery import TASK_COUNT_SUBJOBS, use_redis
+from knights_tour.worker.ledger import Ledger
 
 
 def _grid_from_output(text: str, n: int) -> list[list[int]]:

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.result import Proof, Record, Status
 from knights_tour.solvers import get_solver
 from knights_tour.solvers.api import solve
 from knights_tour.solvers.cpsat import SOLVER_PARAMETERS, check_tour
 from knights_tour.solvers.cpsat import solve as cpsat_solve
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Proof, Record, Status
+from knights_tour.tours.verify import verify_tour
 
 LIMIT = 30.0
 
@@ -287,7 +287,7 @@ def test_a_tour_check_out_of_time_is_undecided_not_a_rejection() -> None:
     """With too little time CP-SAT cannot even load the 50x50 model (about 20,000 arcs): the
     check answers None (undecided), and a cross-check under a tight job budget then reports
     no mismatch for the engine's verified tour (it did report one when None read as False)."""
-    from knights_tour.core.jobs import Job, run_job
+    from knights_tour.batches.jobs import Job, run_job
 
     board = Board(50, 50)
     tour = solve(board, (0, 0)).tour

@@ -3,8 +3,8 @@ one line each, shows an entry that is not what a worker writes as corrupted (nev
 traceback), and ``--clear`` empties the list and says how many it held; ``ktour status``'s
 dead-letter line names the command.
 
-Entries are written as the workers write them (:func:`knights_tour.store.dead_letters.entry`,
-:func:`~knights_tour.store.dead_letters.park`) into the session's real Redis, plus garbage
+Entries are written as the workers write them (:func:`knights_tour.worker.dead_letters.entry`,
+:func:`~knights_tour.worker.dead_letters.park`) into the session's real Redis, plus garbage
 pushed by hand; the command runs in this process through ``main([...])``. 1_800_000_000 Unix
 seconds is 2027-01-15 08:00:00 UTC.
 """
@@ -15,7 +15,8 @@ import json
 
 from knights_tour.cli import main
 from knights_tour.commands.status import _dead_letter_lines
-from knights_tour.store import dead_letters, keys
+from knights_tour.store import keys
+from knights_tour.worker import dead_letters
 
 AT = 1_800_000_000
 ENVELOPE = {

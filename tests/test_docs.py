@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from knights_tour.result import Record
+from knights_tour.tours.record import Record
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.result import Proof, Status
 from knights_tour.solvers import api, get_solver
 from knights_tour.solvers.warnsdorff import HEURISTIC_NODES_PER_SQUARE, search, solve, warm_up
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Proof, Status
+from knights_tour.tours.verify import verify_tour
 
 
 def brute_force_has_tour(board: Board, start, closed: bool) -> bool:

@@ -16,14 +16,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from knights_tour.batches.jobs import Job, error_record, record_sort_key
 from knights_tour.board import Board, parse_board, parse_board_list
 from knights_tour.cli import main
-from knights_tour.core.jobs import Job, error_record, record_sort_key
-from knights_tour.core.records import decode_stored
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, record_to_tour
-from knights_tour.result import json_bytes, record_from_json
 from knights_tour.settings import get_settings
+from knights_tour.tours.record import json_bytes, record_from_json
+from knights_tour.tours.stored import decode_stored
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -217,9 +217,9 @@ def test_job_from_dict_validates_every_field(data):
 def test_any_message_body_becomes_records_not_a_crash(task_env):
     """The task body on malformed messages: each entry is one record (error for the invalid
     ones), nothing raises; a batch id is still required to be a string by Celery's signature."""
-    from knights_tour.core.jobs import JobOptions
-    from knights_tour.service.batches import make_jobs
-    from knights_tour.store.batches import create_batch
+    from knights_tour.batches.client import make_jobs
+    from knights_tour.batches.jobs import JobOptions
+    from knights_tour.batches.store import create_batch
     from knights_tour.store.connection import connect
     from knights_tour.tasks import run_jobs
 

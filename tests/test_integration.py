@@ -16,15 +16,15 @@ import time
 import psutil
 import pytest
 
+from knights_tour.batches.client import submit_batch, wait_for_batch
+from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.batches.store import collect
 from knights_tour.board import Board
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.result import Checks, Proof, Status
-from knights_tour.service.batches import submit_batch, wait_for_batch
 from knights_tour.store import keys
-from knights_tour.store.batches import collect
 from knights_tour.store.connection import connect
-from knights_tour.verify import verify_tour
-from knights_tour.worker import TASK_RUN_JOBS, use_redis
+from knights_tour.tours.record import Checks, Proof, Status
+from knights_tour.tours.verify import verify_tour
+from knights_tour.worker.celery import TASK_RUN_JOBS, use_redis
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -137,8 +137,8 @@ def test_an_invalid_message_becomes_an_error_record(module_redis_url, r):
 
 CTRL_C_CHILD = r"""
 import json, sys, time, psutil
-from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.service.local_workers import LocalWorkers
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.workers import LocalWorkers
 with EmbeddedRedis(sys.argv[1]) as server:
     with LocalWorkers(server.url, count=1, node_prefix="ctrlc") as workers:
         pids = [server.pid] + workers.pids

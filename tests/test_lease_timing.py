@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import knights_tour
-from knights_tour.service.lease_keeper import LeaseKeeper
 from knights_tour.settings import LeaseTiming, Settings, settings_from
+from knights_tour.worker.lease_keeper import LeaseKeeper
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """What a worker checks of a task message before Celery takes it
-(:func:`knights_tour.messages.body_problem`), how a message's body and ``argsrepr`` are
+(:func:`knights_tour.worker.messages.body_problem`), how a message's body and ``argsrepr`` are
 written (jobs as structs, read back as their dicts), and how a write refused by a reachable
 Redis is told from other errors (:func:`knights_tour.store.memory.write_refusal`)."""
 
@@ -11,9 +11,10 @@ import reprlib
 import pytest
 import redis
 
-from knights_tour.core.jobs import Job, wire_form
+from knights_tour.batches.jobs import Job, wire_form
 from knights_tour.errors import StorageFullError
-from knights_tour.messages import (
+from knights_tour.store.memory import write_refusal
+from knights_tour.worker.messages import (
     TASK_COLLECT,
     TASK_COUNT_SUBJOBS,
     TASK_RUN_JOBS,
@@ -22,7 +23,6 @@ from knights_tour.messages import (
     body_problem,
     encode_body,
 )
-from knights_tour.store.memory import write_refusal
 
 pytestmark = pytest.mark.unit
 

@@ -22,12 +22,12 @@ import time
 
 import pytest
 
+from knights_tour.batches import store
 from knights_tour.cli import main
-from knights_tour.result import Status
 from knights_tour.settings import get_settings
-from knights_tour.store import batches as store
 from knights_tour.store.connection import connect
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Status
+from knights_tour.tours.verify import verify_tour
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def two_workers(module_redis_url, tmp_path_factory):
     """Two worker processes with distinct node names, started separately."""
-    from knights_tour.service.local_workers import LocalWorkers
+    from knights_tour.local.workers import LocalWorkers
 
     logs = tmp_path_factory.mktemp("mw-logs")
     tag = os.getpid()

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from _cli import run_cli
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.result import Status
-from knights_tour.service.collector import collect_finished
+from knights_tour.batches import store
+from knights_tour.batches.collector import collect_finished
+from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings
-from knights_tour.store import batches as store
+from knights_tour.tours.record import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "schedule.example.toml"
@@ -232,7 +232,7 @@ def test_compose_beat_reads_the_mounted_schedule_and_workers_share_reports():
 def test_compose_beat_scheduler_module_exists():
     import importlib
 
-    from knights_tour.worker import app
+    from knights_tour.worker.celery import app
 
     module, _, cls = app.conf.beat_scheduler.partition(":")
     assert hasattr(importlib.import_module(module), cls)
@@ -243,7 +243,7 @@ def test_switching_the_app_between_redis_urls_and_back(redis_db_url, module_redi
     switching A -> B -> A must not hand back A's closed connection pool."""
     import redis as redis_py
 
-    from knights_tour.worker import use_redis
+    from knights_tour.worker.celery import use_redis
 
     a, b = redis_db_url, module_redis_url  # two freshly flushed databases
     assert a != b

@@ -12,8 +12,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
-from knights_tour.core.records import KNIGHT_MOVES
+from knights_tour.batches.jobs import Job, error_record, make_batch_jobs, run_job
 from knights_tour.output import parquet
 from knights_tour.output.recordfile import (
     CSV_FIELDS,
@@ -22,7 +21,8 @@ from knights_tour.output.recordfile import (
     record_lines,
     records_to_csv,
 )
-from knights_tour.result import Record, Status, record_from_json
+from knights_tour.tours.record import Record, Status, record_from_json
+from knights_tour.tours.stored import KNIGHT_MOVES
 
 
 @pytest.fixture(scope="module")

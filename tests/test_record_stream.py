@@ -1,15 +1,15 @@
-"""A batch's JSON Lines file written while it runs (service/record_stream.py): the same bytes
+"""A batch's JSON Lines file written while it runs (batches/record_stream.py): the same bytes
 as ``ktour collect`` writes, whatever order the records arrive in, with no file before the end."""
 
 from __future__ import annotations
 
 import pytest
 
-from knights_tour.core.jobs import error_record, make_batch_jobs, run_job
+from knights_tour.batches.client import send_order
+from knights_tour.batches.jobs import error_record, make_batch_jobs, run_job
+from knights_tour.batches.record_stream import RecordStream
+from knights_tour.batches.store import collect, create_batch, save_record
 from knights_tour.output.recordfile import records_to_jsonl
-from knights_tour.service.batches import send_order
-from knights_tour.service.record_stream import RecordStream
-from knights_tour.store.batches import collect, create_batch, save_record
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,14 @@ import msgspec
 import numpy as np
 import pytest
 
+from knights_tour.batches.jobs import Job, make_batch_jobs, record_sort_key, run_job
+from knights_tour.batches.records import in_record_order, record_keys
+from knights_tour.batches.store import collect, create_batch, iter_records, save_record
 from knights_tour.board import Board
-from knights_tour.core.jobs import Job, make_batch_jobs, record_sort_key, run_job
-from knights_tour.core.records import (
+from knights_tour.output.recordfile import jsonl_line
+from knights_tour.store import keys
+from knights_tour.tours.record import Record, Status, json_bytes, record_from_json, tour_json
+from knights_tour.tours.stored import (
     KNIGHT_MOVES,
     STORED_PREFIX,
     decode_moves,
@@ -18,12 +23,7 @@ from knights_tour.core.records import (
     encode_moves,
     encode_stored,
 )
-from knights_tour.output.recordfile import jsonl_line
-from knights_tour.result import Record, Status, json_bytes, record_from_json, tour_json
-from knights_tour.store import keys
-from knights_tour.store.batches import collect, create_batch, iter_records, save_record
-from knights_tour.store.records import in_record_order, record_keys
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,7 @@ def _keyed(job_key: str) -> Record:
 
 
 def test_the_error_record_of_an_invalid_message_sorts_by_its_fields(redis_client, records_6x6):
-    from knights_tour.core.jobs import error_record
+    from knights_tour.batches.jobs import error_record
 
     jobs, records = records_6x6
     bid = create_batch(redis_client, jobs)

@@ -13,7 +13,7 @@ from _picture_tours import backtrack_tour, lit_5x5, record
 from knights_tour.board import Board
 from knights_tour.errors import TourFormatError
 from knights_tour.output.render import END, START, board_rich, board_text, print_board, tour_view
-from knights_tour.result import Proof, Status, TourResult
+from knights_tour.tours.record import Proof, Status, TourResult
 
 CELL_RE = re.compile(r"[\[( ]\s*(\d+|\.|S)[\])\s]")
 

@@ -29,7 +29,7 @@ from knights_tour.output.report import (
     markdown_report,
     start_map,
 )
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
 
 SVG_NS = {"s": "http://www.w3.org/2000/svg"}
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "source", "wbr"}
@@ -449,10 +449,10 @@ def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
 
 
 def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path, capsys):
+    from knights_tour.batches import store
+    from knights_tour.batches.jobs import Job
     from knights_tour.cli import main
-    from knights_tour.core.jobs import Job
-    from knights_tour.result import Record
-    from knights_tour.store import batches as store
+    from knights_tour.tours.record import Record
 
     # stored as a warnsdorff batch (jobs need a registered solver); the d4 conflict stays two
     # jobs: warnsdorff and cpsat

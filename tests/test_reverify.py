@@ -1,7 +1,7 @@
 """Collected records are data to check again: the JSON Lines and Parquet of a page of stored
 records are made straight from the stored moves, byte for byte the text of the records'
 own JSON, and a ``found`` record whose tour is not a knight's tour comes out as an ``error``
-(core/records.py ``jsonl_page``, ``moves_page``; core/tour_text.py); ``ktour collect`` over a
+(tours/stored.py ``jsonl_page``, ``moves_page``; tours/tour_text.py); ``ktour collect`` over a
 real Redis outputs a tampered record as an error and exits 1."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import msgspec
 import numpy as np
 import pytest
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.core.record_pages import REJECTED, jsonl_page, moves_page, reverified
-from knights_tour.core.records import (
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.tours.pages import REJECTED, jsonl_page, moves_page, reverified
+from knights_tour.tours.record import Record, Status, json_bytes, tour_json
+from knights_tour.tours.stored import (
     KNIGHT_MOVES,
     decode_many,
     decode_moves,
@@ -25,9 +26,8 @@ from knights_tour.core.records import (
     encode_record,
     move_codes,
 )
-from knights_tour.core.tour_text import render_moves
-from knights_tour.result import Record, Status, json_bytes, tour_json
-from knights_tour.verify import verify_tour
+from knights_tour.tours.tour_text import render_moves
+from knights_tour.tours.verify import verify_tour
 
 _RNG = np.random.default_rng(20261127)
 
@@ -182,10 +182,10 @@ def test_the_walk_and_the_verifier_agree_on_altered_moves(solved):
 def test_collect_outputs_a_tampered_record_as_an_error_and_exits_1(
     redis_db_url, redis_client, solved, tmp_path
 ):
+    from knights_tour.batches.jobs import Job
+    from knights_tour.batches.saving import save_records
+    from knights_tour.batches.store import create_batch
     from knights_tour.cli import main
-    from knights_tour.core.jobs import Job
-    from knights_tour.store.batches import create_batch
-    from knights_tour.store.saving import save_records
 
     records = [r for r in solved if r.rows == 5]
     jobs = [Job(rows=r.rows, cols=r.cols, start=r.start) for r in records]
@@ -211,11 +211,11 @@ def test_collect_outputs_a_tampered_record_as_an_error_and_exits_1(
 
 _PLAIN_PAGE = """
 import base64, json, sys
-from knights_tour.core.record_pages import jsonl_page
+from knights_tour.tours.pages import jsonl_page
 values = [base64.b64decode(v) if v else None for v in json.loads(sys.stdin.read())]
 text = b"".join(jsonl_page(values).chunks)
 print(json.dumps({"text": base64.b64encode(text).decode(),
-                  "walk_loaded": "knights_tour.core.tour_text" in sys.modules}))
+                  "walk_loaded": "knights_tour.tours.tour_text" in sys.modules}))
 """
 
 

@@ -23,16 +23,16 @@ import yaml
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from knights_tour.batches.client import submit_batch, wait_for_batch
+from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.batches.store import collect, create_batch
 from knights_tour.cli import main
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch, wait_for_batch
-from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.service.local_workers import LocalWorkers
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.workers import LocalWorkers
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
-from knights_tour.store.batches import collect, create_batch
 from knights_tour.store.connection import connect
-from knights_tour.worker import TASK_RUN_JOBS, celery_config
+from knights_tour.worker.celery import TASK_RUN_JOBS, celery_config
 
 pytestmark = [pytest.mark.timeout(180)]
 

@@ -14,7 +14,7 @@ from _picture_tours import backtrack_tour, lit_5x5, record
 
 from knights_tour.board import Board
 from knights_tour.output.svg import MIN_FONT_PX, tour_svg, write_svg
-from knights_tour.result import Status, TourResult
+from knights_tour.tours.record import Status, TourResult
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -13,7 +13,6 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.errors import InvalidSquareError
-from knights_tour.result import Proof, Status
 from knights_tour.solvers.theory import (
     SCHWENK_1991,
     closed_tour_exists,
@@ -23,6 +22,7 @@ from knights_tour.solvers.theory import (
     parity_proof,
 )
 from knights_tour.solvers.warnsdorff import search
+from knights_tour.tours.record import Proof, Status
 
 SMALL = [(m, n) for m in range(1, 6) for n in range(m, 9) if m * n <= 32]
 

@@ -26,8 +26,8 @@ from knights_tour.output.tourfile import (
     records_to_csv,
     records_to_jsonl,
 )
-from knights_tour.result import Proof, Record, Status
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Proof, Record, Status
+from knights_tour.tours.verify import verify_tour
 
 DATA = Path(__file__).parent / "data"
 EULER = (DATA / "euler_8x8_closed_a226697.txt").read_text()
@@ -193,7 +193,7 @@ def test_csv_has_header_and_one_row_per_record():
     import io
 
     from knights_tour.output.recordfile import CSV_FIELDS, record_from_csv_row
-    from knights_tour.result import Checks
+    from knights_tour.tours.record import Checks
 
     recs = [
         Record(
@@ -249,7 +249,7 @@ def test_any_visiting_order_round_trips_through_the_matrix(case, labels, base):
 def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
     import json as _json
 
-    from knights_tour.core.jobs import Job, error_record, make_batch_jobs, run_job
+    from knights_tour.batches.jobs import Job, error_record, make_batch_jobs, run_job
     from knights_tour.output.atomicfile import atomic_write_lines
     from knights_tour.output.tourfile import record_lines, records_to_csv
 

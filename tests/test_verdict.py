@@ -1,4 +1,4 @@
-"""The batch verdict rules (knights_tour.service.verdict) on real records.
+"""The batch verdict rules (knights_tour.batches.verdict) on real records.
 
 Facts from outside the code: on 5x5 an open tour exists from exactly the 13 squares of the
 majority colour and from none of the 12 others (colour parity: 25 squares, a tour alternates
@@ -10,9 +10,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.result import Checks, Record, Status
-from knights_tour.service.verdict import is_clean, mismatches, problems, summary_rows, summary_total
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.verdict import is_clean, mismatches, problems, summary_rows, summary_total
+from knights_tour.tours.record import Checks, Record, Status
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Unit tests of the verifier (knights_tour.verify), list path and numpy (N, 2) path.
+"""Unit tests of the verifier (knights_tour.tours.verify), list path and numpy (N, 2) path.
 
 The reference tour is from the literature: the closed 8x8 knight's tour of L. Euler (1759),
 OEIS A226697 (Gardner, *Mathematical Magic Show*, 1989, fig. 86), written below as a 1-based
@@ -15,8 +15,8 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.errors import InvalidBoardError, InvalidSquareError
-from knights_tour.result import Status, TourResult
-from knights_tour.verify import is_closed, verify_tour
+from knights_tour.tours.record import Status, TourResult
+from knights_tour.tours.verify import is_closed, verify_tour
 
 EULER_1759 = """
 37 62 43 56 35 60 41 50

@@ -31,9 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         KnightsTourError,
         UnknownSolverError,
     )
-    from knights_tour.result import Proof, Status, TourResult
     from knights_tour.solvers.api import solve
-    from knights_tour.verify import Verdict, verify_tour
+    from knights_tour.tours.record import Proof, Status, TourResult
+    from knights_tour.tours.verify import Verdict, verify_tour
 
 __version__ = "0.1.0"
 
@@ -42,11 +42,11 @@ _LAZY = {
     "Square": "knights_tour.board",
     "parse_board": "knights_tour.board",
     "solve": "knights_tour.solvers.api",
-    "verify_tour": "knights_tour.verify",
-    "Verdict": "knights_tour.verify",
-    "TourResult": "knights_tour.result",
-    "Status": "knights_tour.result",
-    "Proof": "knights_tour.result",
+    "verify_tour": "knights_tour.tours.verify",
+    "Verdict": "knights_tour.tours.verify",
+    "TourResult": "knights_tour.tours.record",
+    "Status": "knights_tour.tours.record",
+    "Proof": "knights_tour.tours.record",
     "KnightsTourError": "knights_tour.errors",
     "InvalidBoardError": "knights_tour.errors",
     "InvalidSquareError": "knights_tour.errors",

@@ -7,7 +7,7 @@ interrupted`` and exit code 130 (:attr:`knights_tour.commands._errors.ExitCode.I
 instead of an import traceback.
 
 ``ktour run`` starts its local workers' parent before anything else
-(:mod:`knights_tour.service.prelaunch`), so that it loads Celery and the engine while the
+(:mod:`knights_tour.local.prelaunch`), so that it loads Celery and the engine while the
 command line loads; one that the command did not take over (bad input, Ctrl-C while loading,
 no local workers needed) is killed when the command ends. Nothing else has been started while
 the command line loads.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 
-from knights_tour.service import prelaunch
+from knights_tour.local import prelaunch
 
 INTERRUPTED_WHILE_LOADING = 130
 """The exit code of a Ctrl-C while loading: ``ExitCode.INTERRUPTED``, which is not loaded yet

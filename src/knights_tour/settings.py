@@ -14,7 +14,7 @@ variable                       meaning                                          
                                batch jobs (count sub-jobs, sweeps, collection), seconds
 ``KT_HARD_TIME_LIMIT_S``       their hard time limit, seconds                            360
 ``KT_TASK_MARGIN_S``           a chunk task's soft limit beyond the sum of its jobs'     30
-                               budgets (the chunk's limits: ``service/chunking.py``)
+                               budgets (the chunk's limits: ``batches/chunking.py``)
 ``KT_TASK_GRACE_S``            a chunk task's hard limit after its soft one (time to     30
                                store what is done and hand the rest back), seconds
 ``KT_VISIBILITY_TIMEOUT_S``    Redis visibility timeout, seconds (> hard limit)          420
@@ -165,7 +165,7 @@ class Settings(msgspec.Struct, kw_only=True):
 class LeaseTiming:
     """Every period of the job leases, derived from one lease lifetime (``KT_LEASE_S``), each
     fraction named here once: the worker's heartbeat and renewal checks
-    (``service/lease_keeper.py``), recovery (``service/recovery.py`` and the worker's recovery
+    (``worker/lease_keeper.py``), recovery (``worker/recovery.py`` and the worker's recovery
     timer), a worker's heartbeat age (``ktour workers``) and a stalled batch (``ktour status``)
     all read this object. :func:`get_settings` gives it as ``get_settings().lease_timing``.
 

@@ -2,8 +2,8 @@
 ``examples/next-steps/proj/tasks.py``).
 
 Each task takes JSON arguments and hands them to a service function; the names are spelled in
-:mod:`knights_tour.messages` and the app loads this module through its ``include``. Nothing in
-the package imports this module.
+:mod:`knights_tour.worker.messages` and the app loads this module through its ``include``. Nothing
+in the package imports this module.
 
 The service modules of the counts, the schedule and the collection are imported by the
 tasks that use them, on first use: a worker imports this module before its pool process
@@ -24,14 +24,15 @@ from typing import Any
 from celery.signals import worker_process_init
 from celery.worker.request import Request
 
-from knights_tour import worker
+from knights_tour.batches import chunking, execution
 from knights_tour.errors import RedisRefusedError
-from knights_tour.messages import is_dp
-from knights_tour.service import chunking, execution, lease_keeper, recovery
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import REDIS_ERRORS, connect, mask_url
 from knights_tour.store.memory import check_memory
-from knights_tour.worker import app
+from knights_tour.worker import celery as worker
+from knights_tour.worker import lease_keeper, recovery
+from knights_tour.worker.celery import app
+from knights_tour.worker.messages import is_dp
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class _LimitedRequest(Request):
 class ChunkRequest(_LimitedRequest):
     """The worker's request for a chunk of batch jobs (Celery's custom request class, set as
     the task's ``Request``): unless the message carries time limits of its own, its soft and
-    hard limits are those of its chunk (:func:`knights_tour.service.chunking.chunk_time_limits`:
+    hard limits are those of its chunk (:func:`knights_tour.batches.chunking.chunk_time_limits`:
     the sum of its jobs' budgets plus ``KT_TASK_MARGIN_S``, then ``KT_TASK_GRACE_S``), so no
     task limit cuts a job inside its budget."""
 
@@ -117,7 +118,7 @@ def _resend(unit_id: str, count: bool = False) -> execution.Send:
 @app.task(name=worker.TASK_RUN_JOBS, bind=True, Request=ChunkRequest, **JOB_TASK_OPTIONS)
 def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job
-    (:func:`knights_tour.service.execution.run_chunk`; at the soft time limit the jobs not
+    (:func:`knights_tour.batches.execution.run_chunk`; at the soft time limit the jobs not
     decided are handed back); returns its summary dict."""
     node = getattr(self.request, "hostname", None)
     lease_keeper.name_process(node)
@@ -127,17 +128,19 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[
 @app.task(name=worker.TASK_COUNT_SUBJOBS, bind=True, Request=CountRequest, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run count sub-jobs of ``count_id`` and store their partial counts
-    (:func:`knights_tour.service.count_execution.run_count_chunk`; at the soft time limit the
+    (:func:`knights_tour.counting.execution.run_count_chunk`; at the soft time limit the
     sub-jobs not counted are handed back); a frontier-DP count's sub-jobs (``"kind": "dp"``)
-    go to :func:`knights_tour.service.dp_execution.run_dp_chunk` (a sweep longer than the
+    go to :func:`knights_tour.counting.dp_execution.run_dp_chunk` (a sweep longer than the
     task's budget is sent on as a continuation). Returns its summary dict."""
     node = getattr(self.request, "hostname", None)
     lease_keeper.name_process(node)
     if _is_dp_chunk(subjob_dicts):
-        from knights_tour.service import dp_execution  # on first use: see the module docstring
+        from knights_tour.counting import dp_execution  # on first use: see the module docstring
 
         return dp_execution.run_dp_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
-    from knights_tour.service import count_execution  # on first use: see the module docstring
+    from knights_tour.counting import (
+        execution as count_execution,  # on first use: see the module docstring
+    )
 
     return count_execution.run_count_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
 
@@ -145,12 +148,12 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
 @app.task(name=worker.TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
 def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
     """Submit the batch of a scheduled sweep (sent by celery beat; see
-    :func:`knights_tour.service.schedule.run_sweep`).
+    :func:`knights_tour.batches.schedule.run_sweep`).
 
     The batch id is derived from the task id, so a re-delivered message re-sends only the
     jobs without a record instead of starting a second batch. Returns ``{"batch_id", "sweep"}``.
     """
-    from knights_tour.service import schedule  # on first use: see the module docstring
+    from knights_tour.batches import schedule  # on first use: see the module docstring
 
     name = str(sweep.get("name", "sweep")) if isinstance(sweep, dict) else "sweep"
     task_id = str(getattr(self.request, "id", None) or "")[:8] or None
@@ -164,9 +167,9 @@ def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
 @app.task(name=worker.TASK_COLLECT)
 def collect_reports() -> dict[str, Any]:
     """Write a report for every finished, not yet collected batch (sent by celery beat):
-    :func:`knights_tour.service.collector.collect_finished` with ``KT_REPORTS_DIR`` and
+    :func:`knights_tour.batches.collector.collect_finished` with ``KT_REPORTS_DIR`` and
     ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict."""
-    from knights_tour.service import collector  # on first use: see the module docstring
+    from knights_tour.batches import collector  # on first use: see the module docstring
 
     settings = get_settings()
     result = collector.collect_finished(
@@ -191,8 +194,8 @@ _recovery_redis: list[Any] = []
 @worker.on_recovery_tick
 def recovery_tick() -> dict[str, list[str]]:
     """Re-send the jobs and count sub-jobs of every active batch and count lost with a worker
-    (:func:`knights_tour.service.recovery.sweep`), at recovery priority; runs in the worker
-    main process on the :class:`knights_tour.worker.RecoveryTimer` timer. Returns what it
+    (:func:`knights_tour.worker.recovery.sweep`), at recovery priority; runs in the worker
+    main process on the :class:`knights_tour.worker.celery.RecoveryTimer` timer. Returns what it
     re-sent."""
     if not _recovery_redis:  # its own client: the timer thread shares no connection
         _recovery_redis.append(connect(get_settings().redis_url or worker.DEFAULT_REDIS_URL))

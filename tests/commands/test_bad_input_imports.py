@@ -88,6 +88,6 @@ def test_workers_refuses_a_bad_redis_before_celery_loads(
     proc, modules = _ktour(["workers", "--redis", url], tmp_path / "kt-data")
     lines = _error_lines(proc)
     assert proc.returncode == 2 and len(lines) == 1 and fragment in lines[0], proc.stderr[-2000:]
-    assert "knights_tour.service.monitor" in modules  # the list is the real one
+    assert "knights_tour.worker.monitor" in modules  # the list is the real one
     unwanted = ("numpy", "pyarrow", "celery", "kombu", "billiard")  # rich draws its table
     assert sorted(m for m in modules if m.split(".")[0] in unwanted) == []

@@ -21,8 +21,8 @@ from _ramdir import ram_dir
 from _workers import workers_on
 
 from knights_tour.cli import main
+from knights_tour.counting import store as count_store
 from knights_tour.settings import get_settings
-from knights_tour.store import counts as count_store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
 
@@ -138,15 +138,15 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     task): its sub-job is re-sent and resumes from the last checkpointed layer; the total is
     still OEIS A165134(6)."""
     from knights_tour.board import Board
-    from knights_tour.core.dp_jobs import dp_plan
-    from knights_tour.service.counts import send_subjobs
-    from knights_tour.service.dp_counts import (
+    from knights_tour.counting.client import send_subjobs
+    from knights_tour.counting.dp_client import (
         assemble_dp_count,
         dp_items,
         ready_items,
         register_dp_count,
         wait_for_dp_count,
     )
+    from knights_tour.counting.dp_jobs import dp_plan
 
     shutil.rmtree(dp_workers.data / "frontier", ignore_errors=True)
     r = connect(module_redis_url)

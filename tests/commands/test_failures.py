@@ -24,10 +24,10 @@ import pytest
 import redis
 from _cli import run_cli
 
-from knights_tour.core.jobs import JobOptions, run_job
-from knights_tour.service.batches import make_jobs, submit_batch
+from knights_tour.batches import store
+from knights_tour.batches.client import make_jobs, submit_batch
+from knights_tour.batches.jobs import JobOptions, run_job
 from knights_tour.settings import get_settings
-from knights_tour.store import batches as store
 
 # Euler's closed 8x8 tour (1759; OEIS A226697 has the board), as printed: top row first.
 EULER_8X8 = Path(__file__).parents[1] / "data" / "euler_8x8_closed_a226697.txt"
@@ -469,7 +469,7 @@ def _misconf_server(directory: Path):
     """The fallback without private mounts: a Redis server of its own made to refuse writes
     the way a full disk does: its snapshot fails (its directory moved to one nobody can
     write), and Redis then answers every write with ``MISCONF``."""
-    from knights_tour.service.embedded_redis import EmbeddedRedis
+    from knights_tour.local.embedded_redis import EmbeddedRedis
 
     server = EmbeddedRedis(directory, reuse=False).start()
     client = redis.Redis.from_url(server.url)

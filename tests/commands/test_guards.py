@@ -21,18 +21,18 @@ from pathlib import Path
 import pytest
 from _cli import run_cli
 
-from knights_tour import worker
+from knights_tour.batches import collector, store
+from knights_tour.batches.client import make_jobs, submit_batch
+from knights_tour.batches.estimate import estimate_batch, tour_chars
+from knights_tour.batches.jobs import Job, JobOptions, run_job
 from knights_tour.board import Board
-from knights_tour.core.jobs import Job, JobOptions, run_job
+from knights_tour.local.workers import rotate_logs
 from knights_tour.output.recordfile import jsonl_line
-from knights_tour.service import collector
-from knights_tour.service.batches import make_jobs, submit_batch
-from knights_tour.service.estimate import estimate_batch, tour_chars
-from knights_tour.service.local_workers import rotate_logs
 from knights_tour.settings import get_settings
-from knights_tour.store import batches as store
-from knights_tour.store import keys, leases
-from knights_tour.store.ledger import Ledger
+from knights_tour.store import keys
+from knights_tour.worker import celery as worker
+from knights_tour.worker import leases
+from knights_tour.worker.ledger import Ledger
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,7 @@ def _all_keys(r) -> list[str]:
 
 
 def _batch_messages(r, batch_id: str) -> int:
-    from knights_tour.service.cancelling import message_of
+    from knights_tour.batches.cancelling import message_of
 
     match = message_of(batch_id, worker.TASK_RUN_JOBS)
     return sum(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
@@ -403,12 +403,12 @@ def test_every_option_a_message_or_help_names_is_an_option_of_ktour():
         collect(cli.get_command(ctx, name))
     root = Path(__file__).resolve().parents[2] / "src" / "knights_tour"
     skip = {
-        "service/embedded_redis.py",
-        "service/local_workers.py",
-        "service/celery_worker_main.py",
-        "service/prelaunch.py",
-        "service/serving.py",
-        "worker.py",
+        "local/embedded_redis.py",
+        "local/workers.py",
+        "local/celery_worker_main.py",
+        "local/prelaunch.py",
+        "local/serving.py",
+        "worker/celery.py",
     }
     unknown = []
     for path in sorted(root.rglob("*.py")):

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
+from knights_tour.batches.jobs import Job
 from knights_tour.cli import main
-from knights_tour.core.jobs import Job
 from knights_tour.errors import InvalidJobError
 from knights_tour.settings import get_settings
 

@@ -26,18 +26,18 @@ import pytest
 import redis
 from _cli import run_cli
 
-from knights_tour import worker
+from knights_tour.batches import store
+from knights_tour.batches.cancelling import message_of
+from knights_tour.batches.client import make_jobs, submit_batch
+from knights_tour.batches.jobs import JobOptions, run_job
+from knights_tour.batches.schedule import run_sweep
 from knights_tour.board import Board
 from knights_tour.commands._following import resume_hint
-from knights_tour.core.counting import plan_count
-from knights_tour.core.jobs import JobOptions, run_job
-from knights_tour.service.batches import make_jobs, submit_batch
-from knights_tour.service.cancelling import message_of
-from knights_tour.service.schedule import run_sweep
+from knights_tour.counting.plan import plan_count
 from knights_tour.settings import get_settings
-from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.connection import mask_url
+from knights_tour.worker import celery as worker
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -271,7 +271,7 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
     assert second.returncode == 0, second.stderr
     assert len(_records(tmp_path / "r.jsonl")) == 25
     # the first batch's tasks were gone before the second run started: nothing of it ran
-    from knights_tour.service.local import open_store
+    from knights_tour.local.backend import open_store
 
     with open_store(None) as backend:
         r = backend.client

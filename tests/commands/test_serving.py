@@ -25,9 +25,9 @@ import pytest
 import redis
 from _cli import run_cli
 
-from knights_tour.messages import TASK_RUN_JOBS
-from knights_tour.service._celery import celery_worker
 from knights_tour.settings import get_settings
+from knights_tour.worker.lazy import celery_worker
+from knights_tour.worker.messages import TASK_RUN_JOBS
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -1,6 +1,6 @@
 """``ktour status`` of a batch in progress loads no numpy, no solver dependency, no rich and no
-Celery: it reads the batch's bookkeeping keys and the workers' leases (``store/progress.py``,
-``service/status.py``), never a job or a record, and prints plain text, so its process is the
+Celery: it reads the batch's bookkeeping keys and the workers' leases (``batches/progress.py``,
+``batches/status.py``), never a job or a record, and prints plain text, so its process is the
 interpreter, click and the Redis client. That is what keeps its answer near half a second on a
 loaded 2-core machine (benchmarks/bench_status.py).
 
@@ -25,17 +25,21 @@ from pathlib import Path
 import pytest
 from _importtime import run_importtime
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.store import batches as store
-from knights_tour.store import leases
+from knights_tour.batches import store
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger
+from knights_tour.worker import leases
+from knights_tour.worker.ledger import Ledger
 
 HEAVY = ("numpy", "numba", "ortools", "rich", "celery", "kombu", "billiard")
 """Top-level packages ``ktour status`` must not load."""
 
-RECORD_SIDE = ("knights_tour.result", "knights_tour.core.jobs", "knights_tour.core.records")
+RECORD_SIDE = (
+    "knights_tour.tours.record",
+    "knights_tour.batches.jobs",
+    "knights_tour.tours.stored",
+)
 """The job and record types (numpy behind them)."""
 
 HELD = 8
@@ -77,9 +81,9 @@ def batch_in_progress(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
 
 def test_the_probe_sees_numpy_where_the_record_type_is_loaded(tmp_path: Path):
     """The check can fail: the store module that decodes records brings numpy with it."""
-    proc, modules = _python(["-c", "import knights_tour.store.batches"], tmp_path)
+    proc, modules = _python(["-c", "import knights_tour.batches.store"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {"numpy", "knights_tour.result", "knights_tour.core.jobs"} <= modules
+    assert {"numpy", "knights_tour.tours.record", "knights_tour.batches.jobs"} <= modules
 
 
 def test_status_of_a_running_batch_loads_no_numpy_nor_rich(batch_in_progress):
@@ -90,7 +94,7 @@ def test_status_of_a_running_batch_loads_no_numpy_nor_rich(batch_in_progress):
     queued = 25 - DONE - HELD
     assert f"progress: done {DONE}, running {HELD}, queued {queued}, failed 0" in proc.stdout
     assert "workers: 1 live, 1 on this batch" in proc.stdout
-    assert "knights_tour.service.status" in modules  # the probe saw the command's imports
+    assert "knights_tour.batches.status" in modules  # the probe saw the command's imports
     assert _unwanted(modules) == []
 
 

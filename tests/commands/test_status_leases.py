@@ -19,10 +19,10 @@ import time
 import psutil
 import pytest
 
+from knights_tour.batches.client import make_jobs, submit_batch
+from knights_tour.batches.jobs import JobOptions
 from knights_tour.cli import main
-from knights_tour.core.jobs import JobOptions
-from knights_tour.service.batches import make_jobs, submit_batch
-from knights_tour.service.local_workers import LocalWorkers
+from knights_tour.local.workers import LocalWorkers
 from knights_tour.settings import get_settings
 
 pytestmark = pytest.mark.timeout(400)

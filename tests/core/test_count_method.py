@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core.count_method import choose_method, dp_count, dp_trunks
-from knights_tour.core.counting import count_tours
+from knights_tour.counting.method import choose_method, dp_count, dp_trunks
+from knights_tour.counting.plan import count_tours
 from knights_tour.errors import InvalidJobError
 
 
@@ -128,7 +128,7 @@ def test_trunks_then_each_class_alone_in_another_process(tmp_path):
     code = (
         "import json, sys\n"
         "from knights_tour.board import Board\n"
-        "from knights_tour.core.count_method import dp_class_tail\n"
+        "from knights_tour.counting.method import dp_class_tail\n"
         f"reps = {reps!r}\n"
         "print(json.dumps([dp_class_tail(Board(4, 7), r, checkpoint_dir=sys.argv[1])"
         " for r in reps]))\n"

@@ -17,11 +17,11 @@ import pytest
 from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
-from knights_tour.core.count_search import check_prefix, count_subjob, fold, split
-from knights_tour.core.counting import SubJob, assemble, count_tours, plan_count
-from knights_tour.core.symmetry import representative, symmetries, symmetry_classes
+from knights_tour.counting.plan import SubJob, assemble, count_tours, plan_count
+from knights_tour.counting.search import check_prefix, count_subjob, fold, split
+from knights_tour.counting.symmetry import representative, symmetries, symmetry_classes
 from knights_tour.errors import InvalidJobError
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
 
 
 def brute_force_tours(board: Board, start: tuple[int, int], closed: bool = False) -> list[list]:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from knights_tour.board import Board
-from knights_tour.core.symmetry import symmetries
+from knights_tour.counting.symmetry import symmetries
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "counts" / "7x7-open.json"
 A165134_7 = 165_575_218_320

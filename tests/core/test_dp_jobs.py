@@ -7,7 +7,7 @@ import pytest
 from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
-from knights_tour.core.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk, dp_sweep_dirs
+from knights_tour.counting.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk, dp_sweep_dirs
 from knights_tour.errors import InvalidJobError
 
 
@@ -81,7 +81,7 @@ def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, mo
     """The layer a class starts from is on disk before the trunk's checkpoint says the trunk
     is past it: a trunk killed in between resumes before that layer and keeps it, so the class
     still starts from the trunk's layer (not from its first layer)."""
-    from knights_tour.core.frontier_store import Checkpoints
+    from knights_tour.counting.frontier_store import Checkpoints
 
     board = Board(5, 5)
     plan = dp_plan(board)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.core import frontier
-from knights_tour.core.count_method import dp_count
-from knights_tour.core.counting import count_tours
-from knights_tour.core.frontier_run import count_paths, run_sweep
-from knights_tour.core.symmetry import symmetries, symmetry_classes
+from knights_tour.counting import frontier
+from knights_tour.counting.frontier_run import count_paths, run_sweep
+from knights_tour.counting.method import dp_count
+from knights_tour.counting.plan import count_tours
+from knights_tour.counting.symmetry import symmetries, symmetry_classes
 
 A165134 = {5: 1728, 6: 6_637_920}
 

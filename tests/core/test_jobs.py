@@ -12,11 +12,11 @@ import time
 
 import pytest
 
+from knights_tour.batches.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
 from knights_tour.board import Board
-from knights_tour.core.jobs import Job, error_record, make_batch_jobs, record_sort_key, run_job
 from knights_tour.errors import InvalidJobError
-from knights_tour.result import Proof, Record, Status
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Proof, Record, Status
+from knights_tour.tours.verify import verify_tour
 
 GOOD = {"rows": 6, "cols": 8, "start": [2, 3], "solver": "warnsdorff"}
 
@@ -286,7 +286,7 @@ _INTERRUPTED_IMPORT = r"""
 import json, sys
 from billiard.exceptions import SoftTimeLimitExceeded
 
-from knights_tour.core.jobs import Job, run_job
+from knights_tour.batches.jobs import Job, run_job
 
 RAISE = {"exit": SystemExit(-15), "soft": SoftTimeLimitExceeded()}[sys.argv[1]]
 
@@ -335,7 +335,7 @@ def test_a_signal_while_ortools_initialises_is_not_a_broken_install(signal_kind)
 
 
 def test_unwrap_interruption_keeps_ordinary_causes():
-    from knights_tour.core.jobs import unwrap_interruption
+    from knights_tour.batches.jobs import unwrap_interruption
 
     try:
         try:
@@ -397,8 +397,8 @@ def test_without_a_job_budget_the_cross_check_has_the_cpsat_default(monkeypatch)
     """The CP-SAT backend's own default (KT_CPSAT_TIME_LIMIT_S) applies where no job budget
     is given: a cross-check called on its own."""
     import knights_tour.solvers.cpsat as cpsat
-    from knights_tour.core.crosscheck import cross_check_cpsat
     from knights_tour.settings import get_settings
+    from knights_tour.solvers.crosscheck import cross_check_cpsat
 
     monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", "7")
     get_settings.cache_clear()

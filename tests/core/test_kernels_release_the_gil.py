@@ -7,8 +7,9 @@ from __future__ import annotations
 import numba
 import pytest
 
+from knights_tour.counting import count_kernel, frontier_join, frontier_kernel
 from knights_tour.solvers.construct import kernel as construct_kernel
-from knights_tour.solvers.engine import count_kernel, frontier_join, frontier_kernel, kernel
+from knights_tour.solvers.engine import kernel
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ import zlib
 import msgspec
 import pytest
 
-from knights_tour.core.jobs import Job, error_record, run_job
-from knights_tour.core.records import KNIGHT_MOVES, decode_stored, encode_stored
-from knights_tour.result import Checks, Proof, Record, Status
+from knights_tour.batches.jobs import Job, error_record, run_job
+from knights_tour.tours.record import Checks, Proof, Record, Status
+from knights_tour.tours.stored import KNIGHT_MOVES, decode_stored, encode_stored
 
 
 def _roundtrip(record: Record) -> Record:

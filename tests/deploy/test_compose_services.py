@@ -50,9 +50,9 @@ from _stack import Stack, interpolation_env, process_env, run_health_check, wait
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from knights_tour.service.collector import last_collection, read_index, report_paths
-from knights_tour.service.embedded_redis import redis_server_binary
-from knights_tour.service.schedule import load_schedule
+from knights_tour.batches.collector import last_collection, read_index, report_paths
+from knights_tour.batches.schedule import load_schedule
+from knights_tour.local.embedded_redis import redis_server_binary
 from knights_tour.store import keys
 
 # -- Compose interpolation (no processes) -------------------------------------------------------

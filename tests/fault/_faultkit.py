@@ -10,15 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from knights_tour import worker
-from knights_tour.messages import TASK_RUN_JOBS
-from knights_tour.service.batches import recover_lost_jobs
-from knights_tour.service.local_workers import LocalWorkers
-from knights_tour.store import keys, leases
-from knights_tour.store.batches import batch_status, collect
+from knights_tour.batches.client import recover_lost_jobs
+from knights_tour.batches.store import batch_status, collect
+from knights_tour.local.workers import LocalWorkers
+from knights_tour.store import keys
 from knights_tour.store.connection import REDIS_ERRORS
-from knights_tour.store.ledger import Ledger
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
+from knights_tour.worker import celery as worker
+from knights_tour.worker import leases
+from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.messages import TASK_RUN_JOBS
 
 LEASE_S = 2.0
 """Lease used by the fault tier's workers (KT_LEASE_S): short, so recovery is quick to test."""

@@ -26,10 +26,10 @@ from pathlib import Path
 import redis
 from _proxy import FaultProxy
 
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch
-from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.service.local_workers import LocalWorkers
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.workers import LocalWorkers
 from knights_tour.store import keys
 from knights_tour.store.connection import REDIS_ERRORS, connect, redis_options
 

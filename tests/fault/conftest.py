@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from _faultkit import LEASE_S, WorkerPool
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.settings import get_settings
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from _faultkit import audit, drive
 
+from knights_tour.batches.client import chunked, resend_jobs
+from knights_tour.batches.jobs import make_batch_jobs, record_sort_key
+from knights_tour.batches.store import collect, create_batch
 from knights_tour.cli import main
-from knights_tour.core.jobs import make_batch_jobs, record_sort_key
-from knights_tour.service.batches import chunked, resend_jobs
 from knights_tour.settings import get_settings
-from knights_tour.store.batches import collect, create_batch
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]

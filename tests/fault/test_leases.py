@@ -10,14 +10,15 @@ import time
 
 import pytest
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.service.lease_keeper import LeaseKeeper
-from knights_tour.service.recovery import resend
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.store import collect, create_batch, save_record
 from knights_tour.settings import get_settings
-from knights_tour.store import keys, leases
-from knights_tour.store.batches import collect, create_batch, save_record
+from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger
+from knights_tour.worker import leases
+from knights_tour.worker.lease_keeper import LeaseKeeper
+from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.recovery import resend
 
 pytestmark = [pytest.mark.fault]
 

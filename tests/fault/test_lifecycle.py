@@ -14,11 +14,9 @@ import time
 
 import pytest
 
-from knights_tour import worker
-from knights_tour.cli import main
-from knights_tour.core.jobs import JobOptions
-from knights_tour.result import Record, Status
-from knights_tour.service.batches import (
+from knights_tour.batches import store
+from knights_tour.batches.cancelling import cancel_batch
+from knights_tour.batches.client import (
     batch_digest,
     make_jobs,
     recover_lost_jobs,
@@ -26,13 +24,15 @@ from knights_tour.service.batches import (
     submit_batch,
     wait_for_batch,
 )
-from knights_tour.service.cancelling import cancel_batch
-from knights_tour.service.lease_keeper import LeaseKeeper
-from knights_tour.service.recovery import sweep
-from knights_tour.store import batches as store
+from knights_tour.batches.jobs import JobOptions
+from knights_tour.cli import main
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger
+from knights_tour.tours.record import Record, Status
+from knights_tour.worker import celery as worker
+from knights_tour.worker.lease_keeper import LeaseKeeper
+from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.recovery import sweep
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

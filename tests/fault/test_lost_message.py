@@ -25,8 +25,8 @@ import time
 import pytest
 from _faultkit import audit, drive
 
-from knights_tour.core.jobs import Job, make_batch_jobs
-from knights_tour.service.batches import submit_batch
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import Job, make_batch_jobs
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
@@ -35,7 +35,7 @@ RECOVERED_WITHIN_S = 30.0
 
 TAKE_AND_DIE = r"""
 import json, os, sys
-from knights_tour import worker
+from knights_tour.worker import celery as worker
 from knights_tour.store import keys
 app = worker.use_redis(sys.argv[1])
 conn = app.connection_for_read()

@@ -27,13 +27,14 @@ import psutil
 import pytest
 from _faultkit import audit, drive, poison_entries
 
-from knights_tour import worker
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import make_batch_jobs
 from knights_tour.cli import main
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.messages import TASK_RUN_JOBS
-from knights_tour.service.batches import submit_batch
-from knights_tour.store import dead_letters, keys
+from knights_tour.store import keys
 from knights_tour.store.connection import connect
+from knights_tour.worker import celery as worker
+from knights_tour.worker import dead_letters
+from knights_tour.worker.messages import TASK_RUN_JOBS
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(400)]
 

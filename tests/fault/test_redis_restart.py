@@ -11,11 +11,11 @@ import pytest
 from _faultkit import audit, drive
 from redis.client import NEVER_DECODE
 
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.core.records import decode_stored
-from knights_tour.service.batches import submit_batch
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import make_batch_jobs
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
+from knights_tour.tours.stored import decode_stored
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 

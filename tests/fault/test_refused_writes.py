@@ -29,11 +29,11 @@ import pytest
 import redis
 from _faultkit import audit
 
+from knights_tour.batches.client import submit_batch, wait_for_batch
+from knights_tour.batches.jobs import make_batch_jobs
 from knights_tour.cli import main
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch, wait_for_batch
-from knights_tour.service.waiting import WaitHooks
 from knights_tour.store.connection import connect
+from knights_tour.store.waiting import WaitHooks
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(500)]
 

@@ -16,14 +16,15 @@ from collections import Counter
 import pytest
 from _faultkit import audit, drive
 
-from knights_tour import worker
-from knights_tour.core.jobs import JobOptions, run_job
-from knights_tour.service.batches import make_jobs, resume_batch, start_or_resume, submit_batch
-from knights_tour.service.cancelling import cancel_batch, queued_items
-from knights_tour.store import batches as store
-from knights_tour.store import keys, leases
+from knights_tour.batches import store
+from knights_tour.batches.cancelling import cancel_batch, queued_items
+from knights_tour.batches.client import make_jobs, resume_batch, start_or_resume, submit_batch
+from knights_tour.batches.jobs import JobOptions, run_job
+from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger
+from knights_tour.worker import celery as worker
+from knights_tour.worker import leases
+from knights_tour.worker.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(300)
 

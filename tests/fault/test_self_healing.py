@@ -21,15 +21,16 @@ import psutil
 import pytest
 from _faultkit import audit, drive, held_by, leased_by
 
-from knights_tour import worker
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import make_batch_jobs
 from knights_tour.board import Board
-from knights_tour.core.counting import plan_count
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch
-from knights_tour.service.counts import submit_count
-from knights_tour.store import counts as count_store
-from knights_tour.store import keys, leases, queue
+from knights_tour.counting import store as count_store
+from knights_tour.counting.client import submit_count
+from knights_tour.counting.plan import plan_count
+from knights_tour.store import keys
 from knights_tour.store.connection import connect
+from knights_tour.worker import celery as worker
+from knights_tour.worker import leases, queue
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 

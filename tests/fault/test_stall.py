@@ -17,10 +17,10 @@ import psutil
 import pytest
 from _faultkit import audit, drive, leased_by
 
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.batches.store import collect
 from knights_tour.store import keys
-from knights_tour.store.batches import collect
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]

@@ -22,11 +22,11 @@ import sys
 import pytest
 import redis
 
+from knights_tour.batches import store
+from knights_tour.batches.client import make_jobs
+from knights_tour.batches.jobs import JobOptions, run_job
 from knights_tour.cli import main
-from knights_tour.core.jobs import JobOptions, run_job
 from knights_tour.errors import CorruptKeyError, StorageFullError
-from knights_tour.service.batches import make_jobs
-from knights_tour.store import batches as store
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
 
@@ -50,7 +50,7 @@ def _complete_batch(r: redis.Redis, size: str = "5") -> tuple[str, int]:
 
 
 def _encoded(rec):
-    from knights_tour.core.records import encode_record
+    from knights_tour.tours.stored import encode_record
 
     return encode_record(rec)
 
@@ -319,7 +319,7 @@ def test_the_collection_of_finished_batches_goes_past_an_unreadable_one(redis_db
     """The beat's collection (``collect_finished``): a batch with an unreadable record is
     listed ``unreadable`` and left for the next collection; the batches after it are still
     reported."""
-    from knights_tour.service.collector import collect_finished
+    from knights_tour.batches.collector import collect_finished
 
     r = connect(redis_db_url)
     bad, _ = _complete_batch(r)

@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 from _faultkit import drive
 
-from knights_tour.core.jobs import Job
-from knights_tour.messages import TASK_RUN_JOBS
-from knights_tour.service.batches import submit_batch
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import Job
+from knights_tour.batches.store import collect, create_batch
 from knights_tour.store import keys
-from knights_tour.store.batches import collect, create_batch
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger, activate
-from knights_tour.verify import verify_tour
-from knights_tour.worker import use_redis
+from knights_tour.tours.verify import verify_tour
+from knights_tour.worker.celery import use_redis
+from knights_tour.worker.ledger import Ledger, activate
+from knights_tour.worker.messages import TASK_RUN_JOBS
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

@@ -21,8 +21,8 @@ import psutil
 import pytest
 from _faultkit import LEASE_S, audit, drive, leased_by
 
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.batches import submit_batch
+from knights_tour.batches.client import submit_batch
+from knights_tour.batches.jobs import make_batch_jobs
 from knights_tour.store.connection import connect
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
@@ -65,7 +65,7 @@ def _kill_when_busy(r, batch_id, pool, workers, target, kills, log, spread=None)
 
 def _recovery_times(r, batch_id, log):
     """Seconds from each kill to the moment every job its victim held had a record."""
-    from knights_tour.store.batches import collect
+    from knights_tour.batches.store import collect
 
     done_at = {rec.job_key: rec.finished_at for rec in collect(r, batch_id)}
     wall_minus_mono = time.time() - time.monotonic()

@@ -1,4 +1,4 @@
-"""Collection into reports (knights_tour.service.collector) and celery beat, against a real Redis.
+"""Collection into reports (knights_tour.batches.collector) and celery beat, against a real Redis.
 
 * Collector tests: batches with real records (the engine run in-process), one report per
   finished batch, nothing for a second collection, the lock, the per-batch HSETNX claim (also
@@ -25,10 +25,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.core.record_pages import REJECTED
-from knights_tour.result import record_from_json
-from knights_tour.service.collector import (
+from knights_tour.batches import store
+from knights_tour.batches.collector import (
     INDEX_FILE,
     collect_finished,
     last_collection,
@@ -36,10 +34,12 @@ from knights_tour.service.collector import (
     read_index,
     report_paths,
 )
-from knights_tour.store import batches as store
+from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.worker import TASK_COLLECT
+from knights_tour.tours.pages import REJECTED
+from knights_tour.tours.record import record_from_json
+from knights_tour.worker.celery import TASK_COLLECT
 
 
 def _make_batch(r, sizes=("5",), finish=True, params=None):
@@ -230,7 +230,7 @@ def _beat(env, state: Path, log: Path) -> subprocess.Popen:
             "-m",
             "celery",
             "-A",
-            "knights_tour.worker",
+            "knights_tour.worker.celery",
             "beat",
             "--schedule",
             str(state),
@@ -273,7 +273,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.mark.integration
 def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_url, tmp_path):
-    from knights_tour.service.local_workers import LocalWorkers
+    from knights_tour.local.workers import LocalWorkers
 
     r = connect(redis_db_url)
     reports = tmp_path / "reports"

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from knights_tour.core.jobs import make_batch_jobs
-from knights_tour.service.chunking import (
+from knights_tour.batches.chunking import (
     MAX_CHUNK,
     MIN_CHUNK_S,
     MIN_CHUNKS,
     estimated_cost_s,
     plan_chunks,
 )
+from knights_tour.batches.jobs import make_batch_jobs
 
 
 def _flat(chunks):

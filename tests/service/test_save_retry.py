@@ -11,8 +11,8 @@ import logging
 import pytest
 
 from knights_tour.errors import StorageFullError
-from knights_tour.service.chunk_claims import retrying
 from knights_tour.settings import SettingsError, default_of, get_settings, settings_from
+from knights_tour.worker.claims import retrying
 
 READONLY = 'return redis.error_reply("READONLY You can\'t write against a read only replica.")'
 
@@ -35,7 +35,7 @@ def test_a_task_gives_up_on_refused_writes_after_the_configured_window(
         calls.append(1)
         return redis_client.eval(READONLY, 0)
 
-    with caplog.at_level(logging.ERROR, logger="knights_tour.service.chunk_claims"):
+    with caplog.at_level(logging.ERROR, logger="knights_tour.worker.claims"):
         with pytest.raises(StorageFullError) as raised:
             retrying(refused)
     assert raised.value.reason.startswith("READONLY "), raised.value.reason

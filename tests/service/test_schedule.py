@@ -1,6 +1,6 @@
 """Tests of the beat schedule: its TOML format, cron/interval timing, the example file and the
-README example (knights_tour.service.schedule_file); next run times and the beat scheduler class
-(knights_tour.service.schedule).
+README example (knights_tour.batches.schedule_file); next run times and the beat scheduler class
+(knights_tour.batches.schedule).
 
 Facts from outside the code: crontab(5) field meaning (minute hour day-of-month month
 day-of-week, 0 = Sunday); the calendar (Python's datetime: which days are Friday the 13th);
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from celery.schedules import crontab, schedule
 
-from knights_tour.service.schedule import ScheduleFileScheduler, beat_schedule, next_run_times
-from knights_tour.service.schedule_file import (
+from knights_tour.batches.schedule import ScheduleFileScheduler, beat_schedule, next_run_times
+from knights_tour.batches.schedule_file import (
     COLLECT_ENTRY,
     InvalidScheduleError,
     Sweep,
@@ -29,7 +29,7 @@ from knights_tour.service.schedule_file import (
     schedule_from_settings,
 )
 from knights_tour.settings import get_settings
-from knights_tour.worker import TASK_COLLECT, TASK_SUBMIT_SWEEP
+from knights_tour.worker.celery import TASK_COLLECT, TASK_SUBMIT_SWEEP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "schedule.example.toml"
@@ -64,7 +64,7 @@ def _check_example(config):
     assert sched[COLLECT_ENTRY]["task"] == TASK_COLLECT
     assert sched[COLLECT_ENTRY]["schedule"].run_every == timedelta(minutes=5)
     assert sched[COLLECT_ENTRY]["options"]["expires"] == 300  # a late collection is dropped
-    from knights_tour.worker import BATCH_PRIORITY
+    from knights_tour.worker.celery import BATCH_PRIORITY
 
     # Redis transport: lower number = served first; beat's tasks overtake queued batch chunks
     assert all(e["options"]["priority"] < BATCH_PRIORITY for e in sched.values())
@@ -218,9 +218,9 @@ def test_interval_next_runs_count_from_the_start():
 
 
 def test_scheduler_loads_the_schedule_file_when_beat_starts(monkeypatch, tmp_path):
-    from knights_tour.worker import app
+    from knights_tour.worker.celery import app
 
-    assert app.conf.beat_scheduler == "knights_tour.service.schedule:ScheduleFileScheduler"
+    assert app.conf.beat_scheduler == "knights_tour.batches.schedule:ScheduleFileScheduler"
     path = tmp_path / "s.toml"
     path.write_text('[collect]\nevery = "2s"\n[[sweep]]\nname = "t"\nsizes = "5"\nevery = 3\n')
     monkeypatch.setenv("KT_SCHEDULE_FILE", str(path))
@@ -242,7 +242,7 @@ def test_scheduler_loads_the_schedule_file_when_beat_starts(monkeypatch, tmp_pat
 
 
 def test_a_broken_schedule_file_stops_the_scheduler(monkeypatch, tmp_path):
-    from knights_tour.worker import app
+    from knights_tour.worker.celery import app
 
     path = tmp_path / "s.toml"
     path.write_text('[[sweep]]\nname = "t"\nsizes = "5"\ncron = "99 * * * *"\n')

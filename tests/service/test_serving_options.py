@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from knights_tour.errors import KnightsTourError
-from knights_tour.service.serving import (
+from knights_tour.local.serving import (
     PASSWORD_FILE,
     redis_config,
     server_password,

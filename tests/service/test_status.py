@@ -10,18 +10,19 @@ import time
 
 import pytest
 
+from knights_tour.batches import store
+from knights_tour.batches.cancelling import cancel_batch
+from knights_tour.batches.client import make_jobs
+from knights_tour.batches.estimate import planned_s_per_job
+from knights_tour.batches.jobs import JobOptions, make_batch_jobs, run_job
+from knights_tour.batches.status import assess, batch_view, shown_params, stalled_batches
 from knights_tour.cli import main
 from knights_tour.commands.status import WORKER_LINES, Redraw, _status_lines
-from knights_tour.core.jobs import JobOptions, make_batch_jobs, run_job
-from knights_tour.service.batches import make_jobs
-from knights_tour.service.cancelling import cancel_batch
-from knights_tour.service.estimate import planned_s_per_job
-from knights_tour.service.status import assess, batch_view, shown_params, stalled_batches
 from knights_tour.settings import LeaseTiming, get_settings
-from knights_tour.store import batches as store
-from knights_tour.store import keys, leases
-from knights_tour.store.holders import Holding, LeaseView, lease_view
-from knights_tour.store.ledger import Ledger
+from knights_tour.store import keys
+from knights_tour.worker import leases
+from knights_tour.worker.holders import Holding, LeaseView, lease_view
+from knights_tour.worker.ledger import Ledger
 
 
 def _server_now(r) -> float:

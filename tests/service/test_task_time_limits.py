@@ -21,17 +21,17 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 import knights_tour.solvers.warnsdorff as engine
+from knights_tour.batches.chunking import chunk_time_limits, job_budget_s
+from knights_tour.batches.jobs import MAX_TIME_LIMIT_S, Job
+from knights_tour.batches.store import batch_status, collect, create_batch
 from knights_tour.board import Board
-from knights_tour.core.counting import SubJob, plan_count
-from knights_tour.core.jobs import MAX_TIME_LIMIT_S, Job
-from knights_tour.service import chunk_claims
-from knights_tour.service.chunking import chunk_time_limits, job_budget_s
+from knights_tour.counting import store as count_store
+from knights_tour.counting.plan import SubJob, plan_count
 from knights_tour.settings import Settings, get_settings
-from knights_tour.store import counts as count_store
 from knights_tour.store import keys
-from knights_tour.store.batches import batch_status, collect, create_batch
 from knights_tour.store.connection import connect
-from knights_tour.store.ledger import Ledger
+from knights_tour.worker import claims as chunk_claims
+from knights_tour.worker.ledger import Ledger
 
 # Squares of the majority colour of 5x5 (row + col even): each starts an open tour.
 FOUND_STARTS = [(0, 0), (0, 2), (0, 4), (1, 1), (2, 0)]

@@ -8,12 +8,12 @@ import socket
 import pytest
 import redis
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.batches.client import wait_for_batch
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.store import batch_status, create_batch, save_record
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.service.batches import wait_for_batch
-from knights_tour.service.waiting import WaitHooks, poll_until_complete
-from knights_tour.store.batches import batch_status, create_batch, save_record
 from knights_tour.store.connection import redis_options
+from knights_tour.store.waiting import WaitHooks, poll_until_complete
 
 
 def _unreachable() -> redis.Redis:
@@ -120,7 +120,7 @@ def test_recovery_runs_each_poll_and_reports_what_it_resent(half_done):
 def test_a_steady_wait_pauses_the_full_interval_and_no_pause_runs_past_the_timeout(monkeypatch):
     """``status --watch --interval 5``: every refresh 5 s after the last (not 0.05 s, then
     growing), and the last pause cut at the deadline instead of overshooting it."""
-    import knights_tour.service.waiting as waiting
+    import knights_tour.store.waiting as waiting
 
     clock = [1000.0]
     pauses: list[float] = []

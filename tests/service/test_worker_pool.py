@@ -1,4 +1,4 @@
-"""Local workers are forked by one warmed parent (service/celery_worker_main.py): K nodes, each
+"""Local workers are forked by one warmed parent (local/celery_worker_main.py): K nodes, each
 with its own name, log and pool process, all children of that parent; and a parent told to stop
 leaves no node behind, even one that would never act on the signal. Real Redis and Celery
 processes; every wait polls a condition with a generous deadline."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from knights_tour.service.launching import free_port
-from knights_tour.service.local_workers import LocalWorkers
+from knights_tour.local.launching import free_port
+from knights_tour.local.workers import LocalWorkers
 
 DEADLINE_S = 120.0  # a busy 2-core machine
 

@@ -23,7 +23,7 @@ from knights_tour.solvers.construct.blocks import BLOCK_TOURS, block_shapes, blo
 from knights_tour.solvers.construct.thin import _left_edge, _right_edge, connector, small_tour
 from knights_tour.solvers.theory import closed_tour_exists
 from knights_tour.solvers.warnsdorff import _block_path
-from knights_tour.verify import verify_tour
+from knights_tour.tours.verify import verify_tour
 
 
 def _is_move(a, b) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from knights_tour.store.counts import counting_span_s
+from knights_tour.counting.store import counting_span_s
 
 
 def test_span_from_the_first_start_to_the_last_end():
@@ -29,8 +29,8 @@ def test_a_resumed_count_spans_only_the_sub_jobs_this_run_counted(redis_client, 
     run's own (its sub-jobs took 0.1 s each, one after another), not the day in between;
     a rerun that counts nothing has no span. The total is OEIS A165134's 1,728 for 5x5."""
     from knights_tour.board import Board
-    from knights_tour.core.counting import plan_count
-    from knights_tour.store import counts as count_store
+    from knights_tour.counting import store as count_store
+    from knights_tour.counting.plan import plan_count
 
     r = redis_client
     plan = plan_count(Board(5, 5), depth=1)

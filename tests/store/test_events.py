@@ -8,9 +8,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from knights_tour.core.jobs import make_batch_jobs, run_job
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.store import CANCELLED, create_batch, save_record, set_batch_state
 from knights_tour.store import keys
-from knights_tour.store.batches import CANCELLED, create_batch, save_record, set_batch_state
 from knights_tour.store.events import Wakeup
 
 LONG_S = 60.0
@@ -61,8 +61,8 @@ def test_a_wakeup_without_redis_sleeps_out_its_timeout():
 
 def test_the_last_partial_count_wakes_the_waiter(redis_client):
     from knights_tour.board import Board
-    from knights_tour.core.counting import plan_count
-    from knights_tour.store import counts as count_store
+    from knights_tour.counting import store as count_store
+    from knights_tour.counting.plan import plan_count
 
     plan = plan_count(Board(3, 4), depth=1)
     cid = count_store.count_id_for(plan)

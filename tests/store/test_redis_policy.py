@@ -16,10 +16,11 @@ import redis
 from _cli import run_cli
 
 from knights_tour.errors import BackendUnavailableError, RedisRefusedError
-from knights_tour.service.embedded_redis import EmbeddedRedis
+from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.settings import get_settings
-from knights_tour.store import dead_letters, keys, memory
+from knights_tour.store import keys, memory
 from knights_tour.store.connection import connect, redis_options
+from knights_tour.worker import dead_letters
 
 PASSWORD = "right-horse-battery"
 
@@ -167,7 +168,7 @@ def test_a_worker_refuses_with_one_line_and_exits(server, tmp_path, case):
         [
             sys.executable,
             "-m",
-            "knights_tour.service.celery_worker_main",
+            "knights_tour.local.celery_worker_main",
             "-",  # no report pipe
             "refuse",
             "localhost",
@@ -201,7 +202,7 @@ commands (CONFIG, SHUTDOWN, FLUSHALL, KEYS, ...) except INFO, read for the polic
 def test_a_worker_and_the_client_run_a_batch_as_the_acl_user_of_the_deploy_recipe(
     server, tmp_path, kt_env_cleared, capfd
 ):
-    from knights_tour.service.local_workers import LocalWorkers
+    from knights_tour.local.workers import LocalWorkers
 
     admin = redis.Redis.from_url(server.url)
     admin.execute_command("ACL", "SETUSER", "kt", ">kt-secret-staple", *ACL_RULES)

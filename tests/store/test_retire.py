@@ -12,13 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from knights_tour.core.jobs import Job, JobOptions, make_batch_jobs, run_job
-from knights_tour.errors import CorruptKeyError, InvalidJobError, KnightsTourError
-from knights_tour.result import Status
-from knights_tour.service.job_view import job_views
-from knights_tour.service.retrying import parse_statuses, retry_jobs
-from knights_tour.store import keys
-from knights_tour.store.batches import (
+from knights_tour.batches.job_view import job_views
+from knights_tour.batches.jobs import Job, JobOptions, make_batch_jobs, run_job
+from knights_tour.batches.records import earlier_records
+from knights_tour.batches.retrying import parse_statuses, retry_jobs
+from knights_tour.batches.store import (
     batch_jobs,
     batch_progress,
     batch_status,
@@ -26,9 +24,11 @@ from knights_tour.store.batches import (
     create_batch,
     save_record,
 )
+from knights_tour.errors import CorruptKeyError, InvalidJobError, KnightsTourError
+from knights_tour.store import keys
 from knights_tour.store.cleanup import forget_batch
 from knights_tour.store.connection import connect
-from knights_tour.store.records import earlier_records
+from knights_tour.tours.record import Status
 
 NODES_TOO_FEW = 5
 """A node budget below the squares of the board: no tour can be found within it."""

@@ -4,11 +4,11 @@ the batch announced once."""
 
 from __future__ import annotations
 
-from knights_tour.core.jobs import make_batch_jobs
+from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.batches.saving import save_records
+from knights_tour.batches.store import batch_progress, batch_status, create_batch
 from knights_tour.store import keys
-from knights_tour.store.batches import batch_progress, batch_status, create_batch
 from knights_tour.store.events import Wakeup
-from knights_tour.store.saving import save_records
 
 
 def _row(job, status="found", mismatch=False, payload=None):

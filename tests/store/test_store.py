@@ -17,17 +17,9 @@ import msgspec
 import psutil
 import pytest
 
-from knights_tour.board import Board
-from knights_tour.core.jobs import make_batch_jobs, run_job
-from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.result import Status
-from knights_tour.service import embedded_redis
-from knights_tour.service.batches import wait_for_batch
-from knights_tour.service.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
-from knights_tour.service.waiting import WaitHooks
-from knights_tour.settings import get_settings
-from knights_tour.store import keys
-from knights_tour.store.batches import (
+from knights_tour.batches.client import wait_for_batch
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.batches.store import (
     batch_jobs,
     batch_progress,
     batch_status,
@@ -36,8 +28,16 @@ from knights_tour.store.batches import (
     list_batches,
     save_record,
 )
+from knights_tour.board import Board
+from knights_tour.errors import BackendUnavailableError, KnightsTourError
+from knights_tour.local import embedded_redis
+from knights_tour.local.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
+from knights_tour.settings import get_settings
+from knights_tour.store import keys
 from knights_tour.store.connection import connect, mask_url
-from knights_tour.verify import verify_tour
+from knights_tour.store.waiting import WaitHooks
+from knights_tour.tours.record import Status
+from knights_tour.tours.verify import verify_tour
 
 
 @pytest.fixture(scope="module")
@@ -336,7 +336,7 @@ def test_task_writes_one_record_per_job_and_an_error_for_a_bad_one(task_env):
 def test_use_redis_drops_the_old_result_backend(tmp_path, redis_db_url):
     """A send that does not ignore its result subscribes through the app's result backend; after
     switching URLs that backend must be the new server's, even once the old server is gone."""
-    from knights_tour.worker import use_redis
+    from knights_tour.worker.celery import use_redis
 
     with EmbeddedRedis(tmp_path) as old:
         use_redis(old.url).send_task("knights_tour.no_such_task", queue="kt-backend-test")

@@ -45,7 +45,7 @@ def confirm_big(what: str, concerns: list[str], yes: bool) -> None:
     what : str
         The estimate in words (``"1,000,000 jobs on 1 board(s), records ~ 10 TB, ..."``).
     concerns : list of str
-        The thresholds it passes (:func:`knights_tour.service.estimate.batch_concerns`).
+        The thresholds it passes (:func:`knights_tour.batches.estimate.batch_concerns`).
     yes : bool
         ``--yes`` was given.
 

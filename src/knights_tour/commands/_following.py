@@ -6,7 +6,7 @@ Apart from :mod:`knights_tour.commands.lifecycle`, which declares the commands a
 input, because of what it loads: the backend and the batch service (redis-py, psutil, Celery's
 door), the job and record types (numpy) and rich's tables. ``ktour run`` imports it only once
 the embedded Redis and the local workers are launched
-(:func:`~knights_tour.service.launching.launch_ahead`), so these imports run while the workers
+(:func:`~knights_tour.local.launching.launch_ahead`), so these imports run while the workers
 start, on the other core, instead of before them.
 """
 
@@ -21,17 +21,8 @@ from typing import Any
 import click
 import redis
 
-from knights_tour.commands._records import (
-    report_mismatches,
-    summary_table,
-    wait_with_progress,
-    write_records,
-)
-from knights_tour.commands._shared import ExitCode, note, stdout_console
-from knights_tour.core.jobs import Job, JobOptions
-from knights_tour.errors import KnightsTourError, OutputPathError
-from knights_tour.output.recordfile import format_for_path
-from knights_tour.service.batches import (
+from knights_tour.batches.cancelling import cancel_batch
+from knights_tour.batches.client import (
     DEFAULT_CHUNK_SIZE,
     make_jobs,
     resume_batch,
@@ -39,18 +30,27 @@ from knights_tour.service.batches import (
     start_or_resume,
     submit_batch,
 )
-from knights_tour.service.cancelling import cancel_batch
-from knights_tour.service.launching import Launched
-from knights_tour.service.local import (
+from knights_tour.batches.jobs import Job, JobOptions
+from knights_tour.batches.record_stream import RecordStream
+from knights_tour.batches.store import CANCELLED, batch_status
+from knights_tour.batches.verdict import Tally
+from knights_tour.commands._records import (
+    report_mismatches,
+    summary_table,
+    wait_with_progress,
+    write_records,
+)
+from knights_tour.commands._shared import ExitCode, note, stdout_console
+from knights_tour.errors import KnightsTourError, OutputPathError
+from knights_tour.local.backend import (
     NO_WORKERS_WARNING,
     Backend,
     no_worker_answers,
     open_backend,
     open_store,
 )
-from knights_tour.service.record_stream import RecordStream
-from knights_tour.service.verdict import Tally
-from knights_tour.store.batches import CANCELLED, batch_status
+from knights_tour.local.launching import Launched
+from knights_tour.output.recordfile import format_for_path
 from knights_tour.store.connection import REDIS_ERRORS, mask_url
 
 
@@ -130,7 +130,7 @@ def follow(
     """Wait for the batch until it is complete, the deadline passes (monotonic seconds),
     Ctrl-C, or a cancel from elsewhere; then write its records to ``out`` (complete only).
     Given the batch's ``job_keys``, a JSON Lines file is written while the batch runs
-    (:class:`~knights_tour.service.record_stream.RecordStream`) and put in place at its end.
+    (:class:`~knights_tour.batches.record_stream.RecordStream`) and put in place at its end.
     ``began``: when its submission began (unix seconds), what the line saying how long it
     took counts from (:func:`~knights_tour.commands._records.wait_with_progress`).
 
@@ -273,7 +273,7 @@ def run_batch(
     out: str | None,
 ) -> ExitCode:
     """``ktour run`` once its input is checked: open the backend (taking over the server and
-    workers ``launched`` ahead, if any: :func:`~knights_tour.service.local.open_backend`),
+    workers ``launched`` ahead, if any: :func:`~knights_tour.local.backend.open_backend`),
     :func:`submit_and_follow`, stop the backend, :func:`finish`."""
     with open_backend(
         redis_url, workers, notify=note, work_cpu_s=work_cpu_s, launched=launched
@@ -308,7 +308,7 @@ def resume_and_follow(
     """``ktour resume`` on a backend opened without workers: an unknown batch is an error; a
     complete one is just collected; otherwise the workers are started, its jobs without a
     record that no queued task or live worker carries sent once
-    (:func:`~knights_tour.service.batches.resume_batch`) and it is :func:`follow`\\ ed.
+    (:func:`~knights_tour.batches.client.resume_batch`) and it is :func:`follow`\\ ed.
 
     Raises
     ------

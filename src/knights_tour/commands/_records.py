@@ -19,21 +19,21 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
+from knights_tour.batches.client import stream_records, wait_for_batch
+from knights_tour.batches.estimate import planned_s_per_job
+from knights_tour.batches.record_stream import stored_pages, write_jsonl
+from knights_tour.batches.store import batch_progress, submission
+from knights_tour.batches.verdict import Tally, summary_total
 from knights_tour.commands._shared import note, progress_hooks
-from knights_tour.core.record_pages import reverified
 from knights_tour.output import parquet
 from knights_tour.output.atomicfile import AtomicFile
 from knights_tour.output.tourfile import atomic_write_lines, record_lines
-from knights_tour.service.batches import stream_records, wait_for_batch
-from knights_tour.service.estimate import planned_s_per_job
-from knights_tour.service.record_stream import stored_pages, write_jsonl
-from knights_tour.service.verdict import Tally, summary_total
-from knights_tour.service.waiting import WaitHooks
-from knights_tour.store.batches import batch_progress, submission
+from knights_tour.store.waiting import WaitHooks
+from knights_tour.tours.pages import reverified
 
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """The per-board summary rows (:meth:`~knights_tour.service.verdict.Tally.rows`) as a
+    """The per-board summary rows (:meth:`~knights_tour.batches.verdict.Tally.rows`) as a
     table, with a total row when there are several boards."""
     verify = any(r["cpsat_checked"] for r in rows)
     table = Table(title=title)
@@ -90,7 +90,7 @@ def write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str 
     stdout, not for Parquet; a file is written atomically; None = nowhere), counting them as
     they pass; returns the counts. Every ``found`` tour is checked again on the way: one that
     is not a knight's tour is written, and counted, as an ``error`` record
-    (:func:`knights_tour.core.record_pages.reverified`)."""
+    (:func:`knights_tour.tours.pages.reverified`)."""
     with collector_paused():
         return _write_records(client, batch_id, out, fmt)
 
@@ -162,10 +162,10 @@ def wait_with_progress(
     """Wait for the batch with a progress bar (a line every ``KT_PROGRESS_S`` when stderr is
     not a terminal); once it is complete, one line saying how long it took from the start of
     its submission: ``began`` (unix seconds), else the start of its latest submission noted in
-    Redis (:func:`~knights_tour.store.batches.submission`); a batch complete before the wait,
+    Redis (:func:`~knights_tour.batches.store.submission`); a batch complete before the wait,
     or with no such note, is said to be so instead. With ``workers`` (the worker processes it
     runs on, where known) the ETA starts from the batch's estimate
-    (:func:`~knights_tour.service.estimate.planned_s_per_job`)."""
+    (:func:`~knights_tour.batches.estimate.planned_s_per_job`)."""
     waited_from = time.time()
     if began is None:
         already = batch_progress(client, batch_id)

@@ -21,6 +21,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from knights_tour.batches.estimate import eta_s
 from knights_tour.commands._checks import (
     Declined,
     check_out_path,
@@ -43,7 +44,6 @@ from knights_tour.commands._options import (
 )
 from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.output.durations import format_eta
-from knights_tour.service.estimate import eta_s
 from knights_tour.settings import get_settings
 
 
@@ -119,7 +119,7 @@ class ProgressLines:
 
     def rate_and_eta(self, done: int, total: int) -> tuple[float | None, float | None]:
         """Jobs per second measured since the first call, and the seconds still to go
-        (:func:`~knights_tour.service.estimate.eta_s`: the estimate :attr:`planned_s` until
+        (:func:`~knights_tour.batches.estimate.eta_s`: the estimate :attr:`planned_s` until
         the measured rate is worth more); None where there is none yet."""
         now = self.clock()
         if self.first is None:
@@ -167,7 +167,7 @@ def progress_hooks(
     what: str = "",
     plan: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> Iterator[dict[str, Callable[..., None] | None]]:
-    """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.service.waiting`), as keyword
+    """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.store.waiting`), as keyword
     arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
     ``info(status)``) on stderr when it is a terminal, else one :class:`ProgressLines` line
     about ``what`` every ``KT_PROGRESS_S`` seconds; Redis outages and re-sent jobs reported

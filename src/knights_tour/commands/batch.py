@@ -3,9 +3,9 @@ and ``batches`` (every batch and its state). A batch's progress, ``ktour status`
 :mod:`knights_tour.commands.status` (kept apart so that it loads no record type); starting,
 stopping and resuming a batch is :mod:`knights_tour.commands.lifecycle`.
 
-The lifecycle itself is :mod:`knights_tour.service.batches`; the backend is
-:func:`knights_tour.service.local.open_store`; the verdict is
-:mod:`knights_tour.service.verdict`. This module declares the options and renders.
+The lifecycle itself is :mod:`knights_tour.batches.client`; the backend is
+:func:`knights_tour.local.backend.open_store`; the verdict is
+:mod:`knights_tour.batches.verdict`. This module declares the options and renders.
 """
 
 from __future__ import annotations
@@ -15,6 +15,14 @@ import json
 import click
 from rich.table import Table
 
+from knights_tour.batches.status import shown_params, stalled_batches
+from knights_tour.batches.store import (
+    CANCELLED,
+    batch_state,
+    batch_status,
+    list_batches,
+    repair_results,
+)
 from knights_tour.commands._records import (
     report_mismatches,
     summary_table,
@@ -28,17 +36,9 @@ from knights_tour.commands._shared import (
     stdout_console,
     timeout_option,
 )
+from knights_tour.local.backend import open_store
 from knights_tour.output.recordfile import FORMATS, format_for_path
-from knights_tour.service.local import open_store
-from knights_tour.service.monitor import batch_states
-from knights_tour.service.status import shown_params, stalled_batches
-from knights_tour.store.batches import (
-    CANCELLED,
-    batch_state,
-    batch_status,
-    list_batches,
-    repair_results,
-)
+from knights_tour.worker.monitor import batch_states
 
 
 @click.command()

@@ -1,5 +1,5 @@
 """Cleanup commands: ``ktour forget BATCH`` and ``ktour prune --older-than AGE``
-(:mod:`knights_tour.service.cleanup` does the work; this module declares the options and
+(:mod:`knights_tour.batches.cleanup` does the work; this module declares the options and
 renders). Exit 0 when done, 1 when something was left because a job of it is running, 2 on
 bad input (an unknown batch, a malformed age, an unreachable Redis).
 """
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import click
 
+from knights_tour.batches import cleanup
+from knights_tour.batches.schedule import parse_interval
 from knights_tour.commands._shared import ExitCode, redis_option
 from knights_tour.errors import KnightsTourError
-from knights_tour.service import cleanup
-from knights_tour.service.local import open_store
-from knights_tour.service.schedule import parse_interval
+from knights_tour.local.backend import open_store
 from knights_tour.settings import get_settings
 
 

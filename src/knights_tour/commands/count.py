@@ -2,9 +2,9 @@
 workers (sub-jobs with their first moves fixed; partial counts kept in Redis, so a rerun
 resumes).
 
-Planning is :mod:`knights_tour.core.counting`, storage :mod:`knights_tour.store.counts`, sending
-and waiting :mod:`knights_tour.service.counts`, the backend
-:func:`knights_tour.service.local.open_backend`. This module declares the options and renders.
+Planning is :mod:`knights_tour.counting.plan`, storage :mod:`knights_tour.counting.store`, sending
+and waiting :mod:`knights_tour.counting.client`, the backend
+:func:`knights_tour.local.backend.open_backend`. This module declares the options and renders.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from knights_tour.batches.estimate import count_concerns, count_cpu_s, dp_count_s, format_hours
 from knights_tour.board import Board, Square, parse_board
 from knights_tour.commands._shared import (
     ExitCode,
@@ -31,15 +32,14 @@ from knights_tour.commands._shared import (
     yes_option,
 )
 from knights_tour.commands.count_dp import count_failed, count_stopped, run_dp_count
-from knights_tour.core.count_method import METHODS, MethodChoice, choose_method
-from knights_tour.core.counting import CountPlan, CountReport, plan_count
+from knights_tour.counting import store as count_store
+from knights_tour.counting.client import stop_count, submit_count, wait_for_count
+from knights_tour.counting.method import METHODS, MethodChoice, choose_method
+from knights_tour.counting.plan import CountPlan, CountReport, plan_count
+from knights_tour.local.backend import Backend, open_backend
 from knights_tour.output.tourfile import atomic_write_text
-from knights_tour.service.counts import stop_count, submit_count, wait_for_count
-from knights_tour.service.estimate import count_concerns, count_cpu_s, dp_count_s, format_hours
-from knights_tour.service.local import Backend, open_backend
-from knights_tour.service.waiting import WaitHooks
 from knights_tour.settings import get_settings
-from knights_tour.store import counts as count_store
+from knights_tour.store.waiting import WaitHooks
 
 
 def _format_count_grid(report: CountReport) -> list[str]:

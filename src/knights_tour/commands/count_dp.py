@@ -1,5 +1,5 @@
 """``ktour count`` by the frontier DP: runs the count on the Celery workers (one sub-job per
-trunk and per searched start class, :mod:`knights_tour.service.dp_counts`), prints progress per
+trunk and per searched start class, :mod:`knights_tour.counting.dp_client`), prints progress per
 layer from what the workers report, and the same grid as an enumeration.
 
 The workers checkpoint every layer under their ``KT_DATA_DIR/frontier``; the sub-jobs' results
@@ -18,25 +18,25 @@ from typing import Any
 
 import click
 
+from knights_tour.batches.estimate import DP_TRANSITIONS_PER_S, dp_count_transitions, format_hours
 from knights_tour.board import Board, Square
 from knights_tour.commands._shared import ExitCode, note, progress_hooks
-from knights_tour.core.count_method import MethodChoice
-from knights_tour.core.counting import CountReport
-from knights_tour.core.dp_jobs import dp_plan, dp_sweep_dirs
-from knights_tour.output.tourfile import atomic_write_text
-from knights_tour.service.counts import stop_count
-from knights_tour.service.dp_counts import (
+from knights_tour.counting import store as count_store
+from knights_tour.counting.client import stop_count
+from knights_tour.counting.dp_client import (
     assemble_dp_count,
     dp_count_id,
     dp_items,
     register_dp_count,
     wait_for_dp_count,
 )
-from knights_tour.service.estimate import DP_TRANSITIONS_PER_S, dp_count_transitions, format_hours
-from knights_tour.service.local import Backend, open_backend
-from knights_tour.service.waiting import WaitHooks
+from knights_tour.counting.dp_jobs import dp_plan, dp_sweep_dirs
+from knights_tour.counting.method import MethodChoice
+from knights_tour.counting.plan import CountReport
+from knights_tour.local.backend import Backend, open_backend
+from knights_tour.output.tourfile import atomic_write_text
 from knights_tour.settings import get_settings
-from knights_tour.store import counts as count_store
+from knights_tour.store.waiting import WaitHooks
 
 PROGRESS_EVERY_S = 10.0
 """Least seconds between two progress lines (the last layer of a sweep is always shown)."""
@@ -128,7 +128,7 @@ def run_dp_count(
     timeout: float | None = None,
 ) -> ExitCode:
     """Count by the DP on the Celery workers (one sub-job per trunk and per searched start
-    class, :mod:`knights_tour.service.dp_counts`) and print (or write) the report. Exit 0
+    class, :mod:`knights_tour.counting.dp_client`) and print (or write) the report. Exit 0
     when complete, 1 when stopped (timeout) or a sub-job failed, 130 on Ctrl-C (stored
     results and checkpoints kept: the same command resumes)."""
     plan = dp_plan(board, start_sq)

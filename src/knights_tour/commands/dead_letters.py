@@ -1,5 +1,5 @@
 """``ktour dead-letters``: the malformed queue messages the workers set aside (the dead-letter
-list, :mod:`knights_tour.store.dead_letters`), newest first, one line each; ``--clear`` empties
+list, :mod:`knights_tour.worker.dead_letters`), newest first, one line each; ``--clear`` empties
 the list. ``ktour status`` counts them and names the latest reason; this shows them.
 
 Each line: when the worker set the message aside (UTC), why, the task name and id when the
@@ -15,9 +15,9 @@ from typing import Any
 import click
 
 from knights_tour.commands._shared import ExitCode, format_utc, redis_option
-from knights_tour.service.local import open_store
-from knights_tour.store import dead_letters as store
+from knights_tour.local.backend import open_store
 from knights_tour.store import keys
+from knights_tour.worker import dead_letters as store
 
 EXCERPT_CHARS = 80
 """At most this many characters of a message are shown on its line (``--json``: all kept)."""
@@ -49,7 +49,7 @@ def _task(message: str) -> str:
 
 
 def entry_line(e: dict[str, Any]) -> str:
-    """One entry (:func:`knights_tour.store.dead_letters.parse`) as a line: time, reason, task
+    """One entry (:func:`knights_tour.worker.dead_letters.parse`) as a line: time, reason, task
     and id when known, the message's start."""
     if e.get("corrupt"):
         return f"-  {CORRUPTED}; message: {_excerpt(e['message'])}"

@@ -1,6 +1,6 @@
 """``ktour job``: one job of a batch - its record, the earlier attempts a retry replaced, the
 worker that ran it, its timings, and who holds it while it has no record
-(:mod:`knights_tour.service.job_view`)."""
+(:mod:`knights_tour.batches.job_view`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 
 import click
 
+from knights_tour.batches.job_view import JobView, job_views
 from knights_tour.commands._shared import ExitCode, format_utc, redis_option
-from knights_tour.result import Record
-from knights_tour.service.job_view import JobView, job_views
-from knights_tour.service.local import open_store
+from knights_tour.local.backend import open_store
+from knights_tour.tours.record import Record
 
 
 def _outcome(record: Record) -> str:

@@ -3,9 +3,9 @@ default), ``resume``, ``submit`` and ``cancel``. One module on purpose: the four
 options, the size guard and the way a batch is followed and left.
 
 The lifecycle itself (make jobs, submit, resume, cancel, wait, recover) is
-:mod:`knights_tour.service.batches`; the backend (embedded Redis, local workers, signals,
-dropping the queued tasks of work it leaves) is :func:`knights_tour.service.local.open_backend`;
-the estimate that asks before a big batch is :mod:`knights_tour.service.estimate`. This
+:mod:`knights_tour.batches.client`; the backend (embedded Redis, local workers, signals,
+dropping the queued tasks of work it leaves) is :func:`knights_tour.local.backend.open_backend`;
+the estimate that asks before a big batch is :mod:`knights_tour.batches.estimate`. This
 module declares the options and checks the input, loading neither rich nor numpy nor Celery to
 do so (its options and checks come from :mod:`~knights_tour.commands._options` and
 :mod:`~knights_tour.commands._checks`, not ``_shared``), so bad input is refused at once; a
@@ -30,6 +30,13 @@ from typing import Any
 
 import click
 
+from knights_tour.batches.estimate import (
+    BatchEstimate,
+    batch_concerns,
+    describe_batch,
+    estimate_batch,
+    parse_sizes,
+)
 from knights_tour.commands._checks import (
     check_out_path,
     confirm_big,
@@ -48,14 +55,7 @@ from knights_tour.commands._options import (
     yes_option,
 )
 from knights_tour.errors import KnightsTourError
-from knights_tour.service.estimate import (
-    BatchEstimate,
-    batch_concerns,
-    describe_batch,
-    estimate_batch,
-    parse_sizes,
-)
-from knights_tour.service.launching import configured_redis_url, launch_ahead
+from knights_tour.local.launching import configured_redis_url, launch_ahead
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
 from knights_tour.store.urls import check_redis_url

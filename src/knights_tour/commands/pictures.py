@@ -15,17 +15,17 @@ from typing import Any
 
 import click
 
+from knights_tour.batches.client import collect as collect_records
+from knights_tour.batches.status import newest_batch
 from knights_tour.board import parse_board
 from knights_tour.commands._shared import ExitCode, write_output
 from knights_tour.errors import KnightsTourError, NoTourError, TourFormatError
+from knights_tour.local.backend import open_store
 from knights_tour.output.render import print_board, tour_view
 from knights_tour.output.report import html_report, markdown_report
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import read_jsonl, read_tour_file
-from knights_tour.service.batches import collect as collect_records
-from knights_tour.service.local import open_store
-from knights_tour.service.status import newest_batch
-from knights_tour.verify import is_closed, verify_tour
+from knights_tour.tours.verify import is_closed, verify_tour
 
 
 def load_drawable(

@@ -3,7 +3,7 @@ statuses asked for), optionally with another solver or larger limits, and follow
 its end as ``ktour resume`` does.
 
 The retry itself (records retired to each job's earlier records, the jobs' new options) is
-:mod:`knights_tour.service.retrying`; what follows is ``resume``'s
+:mod:`knights_tour.batches.retrying`; what follows is ``resume``'s
 (:func:`knights_tour.commands._following.resume_and_follow`). Input is checked before the
 backend and the batch machinery are loaded, as in :mod:`knights_tour.commands.lifecycle`.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from knights_tour.batches.retrying import parse_statuses, retry_jobs
 from knights_tour.commands._checks import check_out_path, require_positive, require_workers
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import limit_option, redis_option, workers_option
@@ -27,8 +28,7 @@ from knights_tour.commands.lifecycle import (
     _resend_chunk_option,
     _timeout_option,
 )
-from knights_tour.service.local import open_backend
-from knights_tour.service.retrying import parse_statuses, retry_jobs
+from knights_tour.local.backend import open_backend
 from knights_tour.solvers import check_solver_name, solver_names
 
 
@@ -118,7 +118,7 @@ def _retry_and_follow(
     out: str | None,
 ) -> ExitCode:
     """Once the input is checked: open the backend without workers, retire the records asked
-    for (:func:`~knights_tour.service.retrying.retry_jobs`), then resume and follow the batch
+    for (:func:`~knights_tour.batches.retrying.retry_jobs`), then resume and follow the batch
     (:func:`~knights_tour.commands._following.resume_and_follow`) and finish as ``resume``."""
     following = _following()
     with open_backend(redis_url, workers, notify=note, start_workers=False) as backend:

@@ -1,5 +1,5 @@
 """``ktour worker`` and ``ktour redis``: the processes a deployment on many hosts runs, with
-the project's options (:mod:`knights_tour.service.serving`). Each runs in the foreground until
+the project's options (:mod:`knights_tour.local.serving`). Each runs in the foreground until
 Ctrl-C (or SIGTERM).
 
 ``ktour worker`` is Celery's own worker (``celery -A knights_tour.worker worker``, prefork pool)
@@ -19,11 +19,11 @@ from knights_tour.commands._checks import require_positive
 from knights_tour.commands._errors import ExitCode, exit_code
 from knights_tour.commands._options import url_redis_option
 from knights_tour.errors import KnightsTourError
-from knights_tour.service._celery import celery_worker
-from knights_tour.service.launching import configured_redis_url, redis_server_binary
-from knights_tour.service.serving import server_password, server_url, worker_options, write_config
+from knights_tour.local.launching import configured_redis_url, redis_server_binary
+from knights_tour.local.serving import server_password, server_url, worker_options, write_config
 from knights_tour.settings import PRIVATE_UMASK, get_settings
 from knights_tour.store.urls import check_redis_url
+from knights_tour.worker.lazy import celery_worker
 
 
 @click.command("worker")

@@ -10,6 +10,7 @@ from typing import cast
 
 import click
 
+from knights_tour.batches.jobs import Job
 from knights_tour.board import Board, parse_board
 from knights_tour.commands._shared import (
     ExitCode,
@@ -20,15 +21,14 @@ from knights_tour.commands._shared import (
     time_limit_option,
     write_output,
 )
-from knights_tour.core.jobs import Job
 from knights_tour.output.render import print_board
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import format_step_matrix
-from knights_tour.result import Status, TourResult
 from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
 from knights_tour.solvers.api import solve as api_solve
-from knights_tour.verify import is_closed
+from knights_tour.tours.record import Status, TourResult
+from knights_tour.tours.verify import is_closed
 
 
 def _status_line(result: TourResult) -> str:

@@ -2,10 +2,10 @@
 status, mismatches, an ETA, which worker process holds which jobs), once or refreshed
 (``--watch``).
 
-What it shows is :func:`knights_tour.service.status.batch_view`, read from Redis alone. This
+What it shows is :func:`knights_tour.batches.status.batch_view`, read from Redis alone. This
 module declares the options and renders as plain text (``--watch`` redraws it in place on a
 terminal). Its imports stay off everything that decodes a job or a record
-(:mod:`knights_tour.core.jobs`, the record type, numpy behind them), off rich and off Celery,
+(:mod:`knights_tour.batches.jobs`, the record type, numpy behind them), off rich and off Celery,
 so that an answer costs the interpreter's start, click, the Redis client and a few round
 trips (tests/commands/test_status_imports.py checks the process). The other commands that read
 batches (``collect``, ``batches``) are :mod:`knights_tour.commands.batch`.
@@ -24,14 +24,14 @@ from typing import Any
 import click
 import redis
 
+from knights_tour.batches.estimate import eta_s
+from knights_tour.batches.progress import CANCELLED
+from knights_tour.batches.status import batch_view, newest_batch, shown_params
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import interval_option, redis_option, timeout_option
+from knights_tour.local.backend import open_store
 from knights_tour.output.durations import format_eta
-from knights_tour.service.estimate import eta_s
-from knights_tour.service.local import open_store
-from knights_tour.service.status import batch_view, newest_batch, shown_params
-from knights_tour.service.waiting import WaitHooks, poll_until_complete
-from knights_tour.store.progress import CANCELLED
+from knights_tour.store.waiting import WaitHooks, poll_until_complete
 
 WORKER_LINES = 16
 """At most this many worker processes are listed by ``ktour status`` (``--json``: all)."""
@@ -107,10 +107,10 @@ def _dead_letter_lines(dead: dict[str, Any]) -> list[str]:
 
 
 def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[str, Any]]:
-    """A function returning :func:`~knights_tour.service.status.batch_view` of the batch (from
+    """A function returning :func:`~knights_tour.batches.status.batch_view` of the batch (from
     Redis alone: no worker is asked), with the ETA from the rate measured since its first call
     once the batch has moved (weighed against the batch's estimate:
-    :func:`~knights_tour.service.estimate.eta_s`). The returned function raises
+    :func:`~knights_tour.batches.estimate.eta_s`). The returned function raises
     :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
     first: tuple[float, int] | None = None
 

@@ -1,5 +1,5 @@
 """``ktour verify``: check a tour file (a step-number matrix, a JSON record, or every record of
-a JSON Lines file) with the verifier (:func:`knights_tour.verify.verify_tour`).
+a JSON Lines file) with the verifier (:func:`knights_tour.tours.verify.verify_tour`).
 
 Apart from :mod:`knights_tour.commands.solve`, which loads the solvers' job type, the SVG
 drawing and rich, none of which a check needs; a file that cannot be read is refused without
@@ -13,7 +13,7 @@ import click
 from knights_tour.commands._errors import ExitCode
 from knights_tour.errors import StepNumbersError
 from knights_tour.output.tourfile import read_jsonl, read_tour_file, record_to_tour
-from knights_tour.verify import is_closed, verify_tour
+from knights_tour.tours.verify import is_closed, verify_tour
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """``ktour workers``: the queue and the live Celery workers - queue depth, the messages workers
 hold, and per worker its pool, what it runs and has reserved, the jobs it recorded and failed,
-and the age of its last heartbeat (:func:`knights_tour.service.monitor.queue_overview`);
+and the age of its last heartbeat (:func:`knights_tour.worker.monitor.queue_overview`);
 ``--watch`` refreshes it.
 
 A module of its own, apart from :mod:`knights_tour.commands.ops`, because of what that one
@@ -24,8 +24,8 @@ from knights_tour.commands._options import interval_option
 from knights_tour.commands._shared import ExitCode, format_utc, url_redis_option
 from knights_tour.commands.status import Redraw
 from knights_tour.errors import KnightsTourError
-from knights_tour.service.launching import configured_redis_url
-from knights_tour.service.monitor import queue_overview
+from knights_tour.local.launching import configured_redis_url
+from knights_tour.worker.monitor import queue_overview
 
 NO_WORKER = "no worker answered (start one: ktour worker --redis URL)"
 

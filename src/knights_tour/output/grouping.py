@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knights_tour.board import Board
-from knights_tour.core.records import from_legacy
 from knights_tour.errors import KnightsTourError, TourFormatError
 from knights_tour.output.durations import fmt_seconds
-from knights_tour.result import Proof, Record, Status
+from knights_tour.tours.record import Proof, Record, Status
+from knights_tour.tours.stored import from_legacy
 
 STATUS_RANK = {Status.FOUND: 0, Status.NO_TOUR: 1, Status.UNKNOWN: 2, Status.ERROR: 3}
 PROOFS = tuple(p.value for p in Proof)

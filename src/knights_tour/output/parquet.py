@@ -1,12 +1,12 @@
 """Records as an Apache Parquet file: the compact output for large sweeps, read directly by
 pandas, polars, DuckDB or Spark (``pandas.read_parquet("results.parquet")``).
 
-One row per record and one column per field of :class:`~knights_tour.result.Record`, in its
+One row per record and one column per field of :class:`~knights_tour.tours.record.Record`, in its
 order, with ``checks`` as ``checks_verifier`` and ``checks_cpsat`` (as in CSV) and ``tour`` as
 two columns (docs/records.md, "Parquet"):
 
 * ``tour_moves``, ``binary``: the tour as its moves from the start square ``start``, one byte
-  each, an index 0-7 into :data:`knights_tour.core.records.KNIGHT_MOVES` (a knight's tour of
+  each, an index 0-7 into :data:`knights_tour.tours.stored.KNIGHT_MOVES` (a knight's tour of
   R x C squares has R*C - 1 moves: ``numpy.frombuffer(value, numpy.uint8)``);
 * ``tour_squares``, ``list<fixed_size_list<int32>[2]>``: the squares ``[row, col]`` of a tour
   that is not a chain of knight moves from ``start`` (only an ``error`` record can hold one);
@@ -15,7 +15,7 @@ two columns (docs/records.md, "Parquet"):
 ``start`` is a ``fixed_size_list<int32>[2]``. Enumerations are strings. Rows are written a page
 at a time (a Parquet row group per page), so memory stays bounded by one page whatever the
 number of records. Compression: zstd. A batch's records can be written from their stored form
-(:func:`write_pages` of :func:`knights_tour.core.record_pages.moves_page`): the moves are read out
+(:func:`write_pages` of :func:`knights_tour.tours.pages.moves_page`): the moves are read out
 of it, never made into squares.
 """
 
@@ -29,10 +29,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from knights_tour.core.record_pages import MovesPage
-from knights_tour.core.records import KNIGHT_MOVES
 from knights_tour.errors import KnightsTourError, OutputPathError
-from knights_tour.result import Checks, Record
+from knights_tour.tours.pages import MovesPage
+from knights_tour.tours.record import Checks, Record
+from knights_tour.tours.stored import KNIGHT_MOVES
 
 PAGE = 4096
 """Records per row group."""

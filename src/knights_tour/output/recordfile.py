@@ -3,9 +3,9 @@ and ``ktour collect``), one JSON array, or CSV, produced a line at a time so tha
 size is written in bounded memory (with :func:`knights_tour.output.atomicfile.atomic_write_lines`);
 and Parquet (:mod:`knights_tour.output.parquet`), written a page at a time.
 
-Every format carries every field of :class:`~knights_tour.result.Record`, in its order. JSON is
-written by :mod:`msgspec` (compact, UTF-8, floats as ``repr`` writes them), the tour through
-:func:`knights_tour.result.tour_json` (numpy, no Python loop per square).
+Every format carries every field of :class:`~knights_tour.tours.record.Record`, in its order. JSON
+is written by :mod:`msgspec` (compact, UTF-8, floats as ``repr`` writes them), the tour through
+:func:`knights_tour.tours.record.tour_json` (numpy, no Python loop per square).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from knights_tour.result import Checks, Record, as_tour, json_bytes, tour_json
+from knights_tour.tours.record import Checks, Record, as_tour, json_bytes, tour_json
 
 FORMATS = ("json", "jsonl", "csv", "parquet")
 """Record file formats, as ``--format`` names them (``ktour collect`` offers them in this order,

@@ -11,7 +11,7 @@ Two renderings of the same picture:
 
 :func:`print_board` picks one: ASCII when the output is not a terminal (or when asked).
 
-Every function takes a *tour-like* object: a :class:`~knights_tour.result.TourResult`, a JSON
+Every function takes a *tour-like* object: a :class:`~knights_tour.tours.record.TourResult`, a JSON
 record (``dict`` as written by ``TourResult.to_dict()``) or a :class:`TourView`. Step numbers
 are 1-based as in the literature (the knight stands on step 1 at the start square).
 
@@ -30,7 +30,7 @@ from rich.text import Text
 
 from knights_tour.board import Board, Square, is_knight_move
 from knights_tour.errors import TourFormatError
-from knights_tour.result import TourResult
+from knights_tour.tours.record import TourResult
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Batch reports: one self-contained HTML file to browse, and Markdown to paste.
 
-Input is :class:`~knights_tour.result.Record` objects (or JSON record dicts, as ``ktour run
+Input is :class:`~knights_tour.tours.record.Record` objects (or JSON record dicts, as ``ktour run
 --out`` writes them, which are validated into records).
 
 Records are grouped by board and tour kind: ``(rows, cols, closed)``. For each group the
@@ -50,7 +50,7 @@ from knights_tour.output.grouping import (
 )
 from knights_tour.output.render import tour_view
 from knights_tour.output.svg import default_size_px, tour_svg
-from knights_tour.result import TourResult
+from knights_tour.tours.record import TourResult
 
 
 def _proof_words(by_proof: Mapping[str, int]) -> str:

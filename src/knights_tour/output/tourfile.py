@@ -17,7 +17,7 @@ output can be piped into ``ktour verify``). A matrix printed with rank/file labe
 in front of each row and a final line of file letters, as ``ktour solve --labels`` prints it) is
 read too.
 
-A **JSON record** is one object as written by :meth:`knights_tour.result.TourResult.to_dict`
+A **JSON record** is one object as written by :meth:`knights_tour.tours.record.TourResult.to_dict`
 (fields ``rows``, ``cols``, ``tour`` = list of ``[row, col]``; ``start``, ``closed`` optional). A
 JSON Lines file holds one record per line.
 
@@ -83,7 +83,7 @@ def parse_step_matrix(text: str) -> tuple[Board, list[Square]]:
     (Board, list of (row, col))
         The board (``rows`` = number of lines, ``cols`` = numbers per line) and the tour, i.e.
         the squares in step order, a list of length ``rows*cols``. Whether the tour is a *knight's*
-        tour is not checked here: that is :func:`knights_tour.verify.verify_tour`'s job.
+        tour is not checked here: that is :func:`knights_tour.tours.verify.verify_tour`'s job.
 
     Raises
     ------

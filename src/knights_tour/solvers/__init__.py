@@ -28,7 +28,7 @@ from knights_tour.board import Board, Square
 from knights_tour.errors import InvalidJobError, UnknownSolverError
 
 if TYPE_CHECKING:  # the result type (numpy behind it) is a backend's, not the registry's
-    from knights_tour.result import TourResult
+    from knights_tour.tours.record import TourResult
 
 SOLVERS: dict[str, str] = {
     "warnsdorff": "knights_tour.solvers.warnsdorff:solve",
@@ -41,7 +41,7 @@ CHECKERS: dict[str, str] = {"cpsat": "knights_tour.solvers.cpsat:check_tour"}
 ``check(board, tour, start, closed=False, time_limit_s=None) -> bool | None`` (None: undecided
 within the time limit; used by the ``verify="cpsat"`` cross-check)."""
 
-COUNT_KERNEL = "knights_tour.solvers.engine.count_kernel"
+COUNT_KERNEL = "knights_tour.counting.count_kernel"
 """The compiled tour-counting kernels (``count_completions``, ``prefix_viable``)."""
 
 ENGINE_WARM_UP = "knights_tour.solvers.warnsdorff:warm_up"

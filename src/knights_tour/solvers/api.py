@@ -6,9 +6,9 @@ import time
 from collections.abc import Sequence
 
 from knights_tour.board import Board, Square, parse_board
-from knights_tour.result import Status, TourResult, as_tour
 from knights_tour.solvers import DEFAULT_SOLVER, get_solver
-from knights_tour.verify import verify_tour
+from knights_tour.tours.record import Status, TourResult, as_tour
+from knights_tour.tours.verify import verify_tour
 
 
 def solve(
@@ -80,7 +80,7 @@ def check_result(result: TourResult) -> TourResult:
     """Run the verifier on a result's tour; a ``found`` claim that fails becomes ``error``.
 
     Sets ``result.checks.verifier`` (True/False, or None when there is no tour) and makes the
-    tour a :data:`~knights_tour.result.Tour` array.
+    tour a :data:`~knights_tour.tours.record.Tour` array.
     """
     result.tour = as_tour(result.tour)
     if result.tour is not None:

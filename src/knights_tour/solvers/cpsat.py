@@ -57,8 +57,8 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from knights_tour.board import Board, Square
-from knights_tour.result import Proof, Status, TourResult, as_tour
 from knights_tour.settings import get_settings
+from knights_tour.tours.record import Proof, Status, TourResult, as_tour
 
 SOLVER_NAME = "cpsat"
 

@@ -40,7 +40,7 @@ This module imports neither Celery nor Redis.
 from __future__ import annotations
 
 from knights_tour.board import Board, Square
-from knights_tour.result import Proof
+from knights_tour.tours.record import Proof
 
 SCHWENK_1991 = (
     'Schwenk 1991, "Which rectangular chessboards have a knight\'s tour?", Math. Magazine '

@@ -43,7 +43,7 @@ state arrays) are :mod:`knights_tour.solvers.warnsdorff_attempts`; this module a
 with them.
 
 Tours are returned as numpy ``int32`` arrays of shape ``(N, 2)`` on every board, so the cost
-per square does not depend on the size; :func:`knights_tour.verify.verify_tour` and
+per square does not depend on the size; :func:`knights_tour.tours.verify.verify_tour` and
 :meth:`TourResult.to_dict` (a list of ``[row, col]``) accept them.
 """
 
@@ -56,7 +56,6 @@ from functools import partial
 import numpy as np
 
 from knights_tour.board import Board, Square
-from knights_tour.result import Proof, Status, TourResult
 from knights_tour.solvers import construct
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
@@ -66,6 +65,7 @@ from knights_tour.solvers.warnsdorff_attempts import (
     attempt_schedule,
     run_attempt,
 )
+from knights_tour.tours.record import Proof, Status, TourResult
 
 NAME = "warnsdorff"
 

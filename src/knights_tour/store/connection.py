@@ -4,7 +4,7 @@ defined once; :func:`check_redis_url` and :func:`mask_url` are
 
 redis-py only. Every other module that talks to Redis gets its client from :func:`connect` and
 retries on :data:`REDIS_ERRORS` where it rides out an outage. The broker's connections (kombu)
-get the same socket options through :func:`knights_tour.worker.celery_config`, from
+get the same socket options through :func:`knights_tour.worker.celery.celery_config`, from
 :func:`tcp_keepalive_options` and the same settings.
 
 Why every connection has timeouts: a peer that vanishes without closing the connection (a

@@ -144,8 +144,8 @@ def lease(token: str) -> str:
     """String with a TTL: the lease of the worker process whose token is ``token`` (one per
     process, shared by every job it holds in any batch or count).
 
-    Written by :mod:`knights_tour.store.leases`; renewed by the process's heartbeat
-    (:mod:`knights_tour.service.lease_keeper`), so it disappears within ``KT_LEASE_S`` after the
+    Written by :mod:`knights_tour.worker.leases`; renewed by the process's heartbeat
+    (:mod:`knights_tour.worker.lease_keeper`), so it disappears within ``KT_LEASE_S`` after the
     process dies or stalls, and is never written again once it has lapsed.
     """
     return f"{PREFIX}lease:{token}"
@@ -155,7 +155,7 @@ def workers() -> str:
     """Sorted set token -> when that worker process's lease runs out (Redis server clock, unix
     seconds), written with each opening and renewal of a :func:`lease`; a lapsed lease's entry
     stays (dropped a day later), so the time the last lease ended can be read back
-    (:mod:`knights_tour.store.holders`)."""
+    (:mod:`knights_tour.worker.holders`)."""
     return f"{PREFIX}workers"
 
 
@@ -167,7 +167,7 @@ def lease_prefix() -> str:
 def batch_started(batch_id: str) -> str:
     """Hash job_key -> ``token|mode|claim``: the token of the process that claimed the job,
     its mode (``p`` plain chunk, ``c`` careful chunk not started yet, ``r`` started by a
-    careful chunk) and the claim's id (:mod:`knights_tour.store.leases`); removed when the
+    careful chunk) and the claim's id (:mod:`knights_tour.worker.leases`); removed when the
     job's record lands or recovery re-sends it."""
     return f"{PREFIX}batch:{batch_id}:started"
 
@@ -215,7 +215,7 @@ def count_partials(count_id: str) -> str:
 
 def count_dp_progress(count_id: str) -> str:
     """Hash sweep key -> JSON of the last layer a worker checkpointed in a DP count's sweep
-    (a trunk or a class; :func:`knights_tour.store.counts.save_dp_progress`)."""
+    (a trunk or a class; :func:`knights_tour.counting.store.save_dp_progress`)."""
     return f"{PREFIX}count:{count_id}:dp"
 
 
@@ -250,7 +250,7 @@ def batch_resume(digest: str) -> str:
 
 
 def embedded_users() -> str:
-    """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.service.local.EmbeddedRedis`
+    """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.local.backend.EmbeddedRedis`
     (owner or attached) using the embedded server."""
     return f"{PREFIX}embedded:users"
 
@@ -324,13 +324,13 @@ def batch_earlier_prefix(batch_id: str) -> str:
 
 def batch_earlier(batch_id: str, job_key: str) -> str:
     """List of the encoded records of ``job_key`` that ``ktour retry`` replaced, oldest first
-    (:mod:`knights_tour.store.records`)."""
+    (:mod:`knights_tour.batches.records`)."""
     return f"{batch_earlier_prefix(batch_id)}{job_key}"
 
 
 def node_counts(node: str) -> str:
     """Hash ``processed`` / ``failed`` -> the jobs the Celery worker ``node`` (``name@host``)
-    recorded, and recorded as ``error``, since it started (:mod:`knights_tour.store.nodes`)."""
+    recorded, and recorded as ``error``, since it started (:mod:`knights_tour.worker.nodes`)."""
     return f"{PREFIX}node:{node}"
 
 
@@ -345,7 +345,7 @@ __all__ += [
 
 def dead_letters() -> str:
     """List of the malformed queue messages the workers set aside, newest first: JSON
-    ``{"at", "reason", "message"}`` each (:mod:`knights_tour.store.dead_letters`)."""
+    ``{"at", "reason", "message"}`` each (:mod:`knights_tour.worker.dead_letters`)."""
     return f"{PREFIX}dead-letters"
 
 

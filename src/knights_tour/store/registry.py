@@ -1,6 +1,6 @@
 """What batches and counts store alike: a meta hash, an index by creation time, progress.
 
-A batch (:mod:`knights_tour.store.batches`) and a count (:mod:`knights_tour.store.counts`) are
+A batch (:mod:`knights_tour.batches.store`) and a count (:mod:`knights_tour.counting.store`) are
 both *registered* the same way: a hash ``{"meta": JSON, "total": n}``, a sorted-set index scored
 by creation time, a hash of work items (jobs / sub-jobs) and a hash of their results. This
 module is that pattern, written once. redis-py only.

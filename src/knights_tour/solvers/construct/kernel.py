@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from knights_tour.solvers._numba import njit
+from knights_tour._numba import njit
 
 _DR = np.array([-2, -1, 1, 2, 2, 1, -1, -2], np.int64)
 _DC = np.array([1, 2, 2, 1, -1, -2, -2, -1], np.int64)

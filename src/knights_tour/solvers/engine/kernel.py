@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from knights_tour.solvers._numba import njit
+from knights_tour._numba import njit
 
 TIE_FIXED = 0
 TIE_ROTH = 1

@@ -1,0 +1,239 @@
+"""How far a batch got, from its bookkeeping keys alone: its meta, the sizes of its job and
+status hashes, its per-status tally, its lifecycle ``state`` field and the index of batches
+(redis-py, no Celery).
+
+Nothing here decodes a job or a record, so reading a batch's progress loads neither the job
+type (:mod:`knights_tour.batches.jobs`) nor the record type (:mod:`knights_tour.tours.record`) with
+numpy behind it: ``ktour status`` and ``ktour batches`` start quickly. Registering a batch,
+storing and reading its records is :mod:`knights_tour.batches.store` (which re-exports these
+names). Key names come from :mod:`knights_tour.store.keys`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, cast
+
+import redis
+
+from knights_tour.errors import CorruptKeyError
+from knights_tour.store import keys, registry
+
+
+def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
+    """The batch's meta dict (batch_id, created, created_iso, params, total).
+
+    Raises
+    ------
+    KnightsTourError
+        ``unknown batch 'id'`` if there is no such batch (or it expired).
+    """
+    return registry.read_meta(
+        r, keys.batch(batch_id), f"unknown batch {batch_id!r} (see `ktour batches`)"
+    )
+
+
+def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[str, Any]:
+    """Progress of a batch.
+
+    A job is done when it has both its status entry and its record: a record lost from Redis
+    (an evicting server, a key deleted by hand) leaves the job missing, never done, so the
+    batch is not complete and a resume runs the job again. Jobs lost from the batch's job
+    hash (counted against the ``total`` it was registered with) keep it incomplete too.
+
+    Returns
+    -------
+    dict
+        ``batch_id``, ``total`` (jobs), ``done`` (jobs with a stored status and record),
+        ``counts`` (status -> number, of the statuses stored), ``mismatches`` (records with
+        mismatch true), ``missing`` (jobs without a record), ``missing_keys`` (up to
+        ``max_missing`` of them, sorted), ``unrecorded`` (jobs with a status entry but no
+        record), ``lost_jobs`` (jobs registered but gone from the job hash), ``complete``
+        (every job done, none lost), ``created`` (unix seconds), ``params``.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    CorruptKeyError
+        If a key of the batch cannot be read (its meta, its total, a key of another type).
+    """
+    meta = get_batch_meta(r, batch_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.hkeys(keys.batch_jobs(batch_id))
+    pipe.hgetall(keys.batch_status(batch_id))
+    pipe.hlen(keys.batch_records(batch_id))
+    pipe.hget(keys.batch(batch_id), "total")
+    job_keys, all_statuses, stored, declared = pipe.execute()
+    job_set = set(job_keys)
+    statuses = {k: v for k, v in all_statuses.items() if k in job_set}
+    # A status and its record are stored (and dropped) together: only fewer records than
+    # statuses says some are lost, and only then are the record keys read.
+    recorded = statuses.keys() if stored >= len(all_statuses) else _record_names(r, batch_id)
+    counts: Counter[str] = Counter()
+    mismatches = 0
+    for value in statuses.values():
+        status, _, flag = value.partition("|")
+        counts[status] += 1
+        mismatches += flag == "1"
+    unrecorded = sum(1 for k in statuses if k not in recorded)
+    missing = sorted(k for k in job_set if k not in statuses or k not in recorded)
+    total = len(job_set)
+    lost_jobs = max(0, registry.read_int(keys.batch(batch_id), "total", declared) - total)
+    done = total - len(missing)
+    return {
+        "batch_id": batch_id,
+        "total": total,
+        "done": done,
+        "counts": dict(sorted(counts.items())),
+        "mismatches": mismatches,
+        "missing": len(missing),
+        "missing_keys": missing[:max_missing],
+        "unrecorded": unrecorded,
+        "lost_jobs": lost_jobs,
+        "complete": done == total and lost_jobs == 0,
+        "created": meta.get("created"),
+        "params": meta.get("params", {}),
+    }
+
+
+def _record_names(r: redis.Redis, batch_id: str) -> set[str]:
+    return set(cast("list[str]", r.hkeys(keys.batch_records(batch_id))))  # decoded by the client
+
+
+def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
+    """Progress of a batch without reading every job: the shape of :func:`batch_status`, from
+    the batch's tally (:func:`knights_tour.store.keys.batch_tally`) and the sizes of its hashes;
+    ``missing_keys`` is empty. For polling a batch of any size.
+
+    ``complete`` is only a hint here (a record stored under a key that is not a job of the
+    batch, e.g. an invalid message's, counts as done): confirm it with :func:`batch_status`.
+
+    Returns
+    -------
+    dict or None
+        None when the tally does not account for every stored result (records stored by
+        older code, a tally that is not numbers), or the batch's hashes disagree (records or
+        jobs lost): use :func:`batch_status`.
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown batch.
+    CorruptKeyError
+        If a key of the batch cannot be read (its meta, its total, a key of another type).
+    """
+    meta = get_batch_meta(r, batch_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.hlen(keys.batch_jobs(batch_id))
+    pipe.hlen(keys.batch_status(batch_id))
+    pipe.hgetall(keys.batch_tally(batch_id))
+    pipe.hlen(keys.batch_records(batch_id))
+    pipe.hget(keys.batch(batch_id), "total")
+    total, stored, tally, records, declared = pipe.execute()
+    tally_key = keys.batch_tally(batch_id)
+    try:  # a tally that is not numbers is only a cache gone wrong: the full read does not use it
+        counts = {
+            k: registry.read_int(tally_key, k, v) for k, v in tally.items() if k != "mismatch"
+        }
+        mismatches = registry.read_int(tally_key, "mismatch", tally.get("mismatch"))
+    except CorruptKeyError:
+        return None
+    lost = records < stored or registry.read_int(keys.batch(batch_id), "total", declared) > total
+    if sum(counts.values()) != stored or lost:
+        return None
+    done = min(stored, total)
+    return {
+        "batch_id": batch_id,
+        "total": total,
+        "done": done,
+        "counts": dict(sorted(counts.items())),
+        "mismatches": mismatches,
+        "missing": total - done,
+        "missing_keys": [],
+        "unrecorded": 0,
+        "lost_jobs": 0,
+        "complete": done == total,
+        "created": meta.get("created"),
+        "params": meta.get("params", {}),
+    }
+
+
+def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any]]:
+    """Known batches, oldest first: dicts with ``batch_id``, ``created``, ``created_iso``,
+    ``total``, ``done`` (jobs with a status entry and a record, at most), ``params``, and
+    ``unreadable`` (None, or the one-line reason a key of the batch cannot be read: the batch
+    is still listed, its other fields as far as they read). Batches whose keys expired are
+    dropped from the index."""
+    ids = cast("list[str]", r.zrange(keys.batches(), 0, -1))  # decoded by the client
+    if limit is not None:
+        ids = ids[-limit:] if limit > 0 else []
+    out: list[dict[str, Any]] = []
+    for bid in ids:
+        pipe = r.pipeline(transaction=False)
+        pipe.hget(keys.batch(bid), "meta")
+        pipe.hget(keys.batch(bid), "total")
+        pipe.hlen(keys.batch_status(bid))
+        pipe.hlen(keys.batch_records(bid))
+        pipe.hlen(keys.batch_jobs(bid))
+        try:
+            raw, declared, statuses, records, jobs = pipe.execute()
+        except CorruptKeyError as exc:  # a key of another type
+            out.append(_unreadable(bid, {}, 0, exc))
+            continue
+        if not raw:
+            r.zrem(keys.batches(), bid)
+            continue
+        item = {"batch_id": bid, "done": min(statuses, records)}
+        try:
+            meta = registry.parse_meta(keys.batch(bid), raw)
+            total = registry.read_int(keys.batch(bid), "total", declared or meta.get("total"))
+        except CorruptKeyError as exc:
+            out.append(_unreadable(bid, item, jobs, exc))
+            continue
+        out.append(
+            item
+            | {
+                "created": meta.get("created"),
+                "created_iso": meta.get("created_iso"),
+                "total": total,
+                "params": meta.get("params", {}),
+                "unreadable": None,
+            }
+        )
+    return out
+
+
+def _unreadable(
+    batch_id: str, item: dict[str, Any], jobs: int, exc: CorruptKeyError
+) -> dict[str, Any]:
+    """The listing of a batch with a key that cannot be read: what is known, and why."""
+    return {
+        "batch_id": batch_id,
+        "created": None,
+        "created_iso": None,
+        "total": jobs,
+        "done": item.get("done", 0),
+        "params": {},
+        "unreadable": str(exc),
+    }
+
+
+CANCELLED = "cancelled"
+"""The value of a cancelled batch's ``state`` field."""
+
+
+def batch_state(r: redis.Redis, batch_id: str) -> str | None:
+    """The batch's ``state`` field (:data:`CANCELLED`), or None if it has none."""
+    value = r.hget(keys.batch(batch_id), "state")
+    return value.decode() if isinstance(value, bytes) else value
+
+
+__all__ = [
+    "CANCELLED",
+    "batch_state",
+    "get_batch_meta",
+    "batch_progress",
+    "batch_status",
+    "list_batches",
+]

@@ -1,1 +1,0 @@
-"""core layer of knights_tour (see docs/architecture.md)."""

@@ -1,0 +1,291 @@
+"""Frontier-DP counts on the workers, client side: the count's sub-jobs (one per trunk, one per
+searched start class: :func:`knights_tour.counting.dp_jobs.dp_plan`), registered and stored
+per key as an enumeration count's are (:mod:`knights_tour.counting.store`), sent as the same
+Celery task (:data:`knights_tour.worker.messages.TASK_COUNT_SUBJOBS`, so recovery, hand-back and
+``stop_count`` treat them alike), and waited for.
+
+A class's sub-job is sent once the layer it starts from is on disk: when its trunk's progress
+in Redis (stored by the worker after each checkpointed layer) has passed that layer, or the
+trunk has its entry. Running the same count again resumes: sub-jobs with an entry are not
+sent, a trunk resumes from its checkpoint, a class from its trunk's kept layer. The worker
+side is :mod:`knights_tour.counting.dp_execution`.
+
+Typical use (what ``ktour count --method dp`` does)::
+
+    plan = dp_plan(board)
+    cid = dp_count_id(board, None)
+    items = dp_items(plan, None, memory_bytes)
+    register_dp_count(r, cid, plan, items)
+    status = wait_for_dp_count(r, url, cid, items, timeout_s=None)
+    report = assemble_dp_count(r, cid, plan, items, elapsed_s)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from knights_tour.board import Board, Square
+from knights_tour.counting import store as count_store
+from knights_tour.counting.client import send_subjobs, wait_for_count
+from knights_tour.counting.dp_jobs import DpPlan
+from knights_tour.counting.method import dp_report
+from knights_tour.counting.plan import CountReport
+from knights_tour.counting.symmetry import representative
+from knights_tour.store.waiting import WaitHooks
+from knights_tour.worker.messages import DP_KIND
+
+
+def dp_count_id(board: Board, start: Square | None) -> str:
+    """``7x7-open-dp-all`` or ``7x7-open-dp-sq0.0`` (``start``'s representative): the id of
+    a DP count (apart from the enumeration's ids, whose sub-jobs differ)."""
+    if start is None:
+        return f"{board.label}-open-dp-all"
+    rep = representative(board, board.check_square(start))
+    return f"{board.label}-open-dp-sq{rep[0]}.{rep[1]}"
+
+
+def dp_item(
+    board: Board,
+    start: Square | None,
+    role: str,
+    *,
+    group: int = -1,
+    square: Square | None = None,
+    after: int = -1,
+    memory_bytes: int,
+) -> dict[str, Any]:
+    """The JSON dict of one DP sub-job of the count of ``board`` (``start``'s class only when
+    given): ``role`` ``"trunk"`` (trunk ``group``) or ``"tail"`` (the class of ``square``,
+    which waits for its trunk's layer ``after``); ``memory_bytes`` bounds one layer's table.
+    Its ``key`` names it within the count."""
+    name = f"trunk{group}" if role == "trunk" else f"sq{square[0]}.{square[1]}"  # type: ignore[index]
+    return {
+        "kind": DP_KIND,
+        "key": f"{board.label}:dp:{name}",
+        "rows": board.rows,
+        "cols": board.cols,
+        "start": None if start is None else list(start),
+        "role": role,
+        "group": group,
+        "square": None if square is None else list(square),
+        "after": after,
+        "memory_bytes": int(memory_bytes),
+    }
+
+
+def dp_items(plan: DpPlan, start: Square | None, memory_bytes: int) -> list[dict[str, Any]]:
+    """The sub-job dicts of ``plan``: its trunks that run (a group whose starts are all taken
+    first has none), then one per searched class, each bounded by ``memory_bytes`` a table."""
+    items = [
+        dp_item(plan.board, start, "trunk", group=i, memory_bytes=memory_bytes)
+        for i, keep in enumerate(plan.trunks)
+        if keep
+    ]
+    items += [
+        dp_item(
+            plan.board,
+            start,
+            "tail",
+            group=t.group,
+            square=t.representative,
+            after=t.after,
+            memory_bytes=memory_bytes,
+        )
+        for t in plan.tails
+    ]
+    return items
+
+
+def register_dp_count(
+    r: redis.Redis,
+    count_id: str,
+    plan: DpPlan,
+    items: list[dict[str, Any]],
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Register the count and its sub-jobs (idempotent; stored results stay). Returns the
+    meta."""
+    fields = {
+        "rows": plan.board.rows,
+        "cols": plan.board.cols,
+        "closed": False,
+        "depth": 0,
+        "use_symmetry": True,
+        "method": "dp",
+        "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
+        "params": dict(params or {}),
+    }
+    return count_store.register_items(r, count_id, fields, {it["key"]: it for it in items})
+
+
+def ready_items(
+    r: redis.Redis,
+    count_id: str,
+    items: list[dict[str, Any]],
+    sent: set[str],
+    progress: dict[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The sub-jobs to send now: without an entry, not in ``sent``, and (a class) its trunk's
+    layer is kept: the trunk has an entry, or its progress (``progress``, the sweeps' records
+    as :func:`~knights_tour.counting.store.load_dp_progress` gives them: read if not given) has
+    passed that layer."""
+    entries = count_store.load_partials(r, count_id)
+    if progress is None:
+        progress = count_store.load_dp_progress(r, count_id)
+    trunks = {int(it["group"]): str(it["key"]) for it in items if it["role"] == "trunk"}
+    out = []
+    for it in items:
+        key = it["key"]
+        if key in sent or (entries.get(key) or {}).get("count") is not None:
+            continue
+        trunk = trunks.get(int(it["group"])) if it["role"] == "tail" else None
+        if trunk is not None and it["after"] >= 0:
+            done = (entries.get(trunk) or {}).get("count") is not None
+            step = int((progress.get(trunk) or {}).get("step", -1))
+            if not done and step < int(it["after"]):
+                continue
+        out.append(it)
+    return out
+
+
+def wait_for_dp_count(
+    r: redis.Redis,
+    redis_url: str,
+    count_id: str,
+    items: list[dict[str, Any]],
+    *,
+    sent: set[str] | None = None,
+    timeout_s: float | None = None,
+    hooks: WaitHooks | None = None,
+    on_layers: Callable[[dict[str, dict[str, Any]]], None] | None = None,
+    on_sent: Callable[[list[str]], None] | None = None,
+) -> dict[str, Any]:
+    """Send the count's ready sub-jobs (:func:`ready_items`) now and after every poll, until
+    every sub-job has an entry or one failed (:func:`knights_tour.counting.client.wait_for_count`).
+    ``sent`` (updated) holds the keys this run sent; ``on_layers(progress)`` gets the sweeps'
+    progress records after each poll, ``on_sent(keys)`` the keys sent.
+
+    Returns
+    -------
+    dict
+        The last count status.
+
+    Raises
+    ------
+    KnightsTourError, BackendUnavailableError
+        As :func:`knights_tour.counting.client.wait_for_count`.
+    """
+    sent = set() if sent is None else sent
+    given = hooks or WaitHooks()
+
+    def step() -> None:
+        progress = count_store.load_dp_progress(r, count_id)
+        todo = ready_items(r, count_id, items, sent, progress)
+        if todo:
+            send_subjobs(redis_url, count_id, todo)
+            sent.update(it["key"] for it in todo)
+            if on_sent is not None:
+                on_sent([it["key"] for it in todo])
+        if on_layers is not None:
+            on_layers(progress)
+
+    def check(status: dict[str, Any]) -> None:
+        step()
+        if given.check is not None:
+            given.check(status)
+
+    step()
+    return wait_for_count(
+        r,
+        count_id,
+        timeout_s=timeout_s,
+        hooks=WaitHooks(given.on_progress, given.on_outage, given.on_resent, check),
+    )
+
+
+def _results(
+    plan: DpPlan, items: list[dict[str, Any]], entries: dict[str, dict[str, Any]]
+) -> tuple[dict[Square, int], list[dict[str, Any]], list[Any]]:
+    """``(class counts, per-class figures, trunks' layers)`` from the stored entries."""
+    counts: dict[Square, int] = dict(plan.trivial)
+    figures = list(plan.trivial_figures)
+    trunks: list[Any] = []
+    for it in items:
+        e = entries[it["key"]]
+        fig = dict(e.get("figures") or {})
+        if it["role"] == "trunk":
+            trunks.append(fig.get("layers", []))
+            continue
+        rep = (int(it["square"][0]), int(it["square"][1]))
+        counts[rep] = int(e["count"])
+        fig.update(
+            {
+                "representative": list(rep),
+                "count": counts[rep],
+                "seconds": e.get("elapsed_s"),
+                "worker": e.get("worker"),
+            }
+        )
+        figures.append(fig)
+    return counts, figures, trunks
+
+
+def assemble_dp_count(
+    r: redis.Redis,
+    count_id: str,
+    plan: DpPlan,
+    items: list[dict[str, Any]],
+    elapsed_s: float,
+    sent: set[str] | None = None,
+) -> CountReport:
+    """The count's report from its stored entries (the same grid and JSON as
+    :func:`knights_tour.counting.method.dp_count`: ``extra`` with the method, per-class
+    figures, ``wall_s``, ``peak_rss_bytes`` (the largest of the workers' processes' peaks;
+    ``peak_rss_bytes_per_worker``: each worker's, whose sum bounds what they held at once),
+    the trunks' layers),
+    also stored in the count's hash.
+
+    Raises
+    ------
+    KeyError
+        If a sub-job has no stored count yet.
+    """
+    entries = count_store.load_partials(r, count_id)
+    progress = count_store.load_dp_progress(r, count_id)
+    counts, figures, trunks = _results(plan, items, entries)
+    transitions = sum(int(entries[it["key"]].get("nodes") or 0) for it in items)
+    by_worker: dict[str, int] = {}
+    for e in [*progress.values(), *entries.values()]:
+        name = str(e.get("worker"))
+        by_worker[name] = max(by_worker.get(name, 0), int(e.get("peak_rss_bytes") or 0))
+    peak = max(by_worker.values(), default=0)
+    ran = [entries[k] for k in (sent or ()) if k in entries]
+    extra = {
+        "method": "frontier DP",
+        "dp_classes": figures,
+        "wall_s": round(elapsed_s, 3),
+        "peak_rss_bytes": peak,
+        "peak_rss_bytes_per_worker": by_worker,
+        "trunks": trunks,
+        "count_id": count_id,
+        "subjob_s": round(sum(float(e.get("elapsed_s") or 0.0) for e in entries.values()), 3),
+        "counting_s": count_store.counting_span_s(ran),
+        "reused_subjobs": len(items) - len(ran),
+    }
+    report = dp_report(plan.board, plan.classes, counts, len(items), transitions, elapsed_s, extra)
+    count_store.save_report(r, count_id, report.to_dict())
+    return report
+
+
+__all__ = [
+    "dp_item",
+    "dp_count_id",
+    "dp_items",
+    "register_dp_count",
+    "ready_items",
+    "wait_for_dp_count",
+    "assemble_dp_count",
+]

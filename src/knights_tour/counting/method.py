@@ -1,0 +1,458 @@
+"""Choosing how ``ktour count`` counts, and counting by the frontier DP.
+
+Two exact methods count the open tours from a square:
+
+* **enumeration** (:mod:`knights_tour.counting.plan`): depth-first search over every tour,
+  split into sub-jobs for the workers. Its work grows with the number of tours (about 10^12
+  search nodes for 7×7), so it is used where it is fastest: boards of up to
+  :data:`ENUMERATION_MAX_SQUARES` squares, and every closed count.
+* **frontier DP** (:mod:`knights_tour.counting.frontier_run`): work grows with the number of
+  frontier states, not tours; used for open counts on larger boards whose frontier fits a key.
+  Every start class is counted by an upper half of its own met with one lower half shared by
+  all classes (:func:`knights_tour.counting.frontier.half_sweeps`).
+
+:func:`choose_method` says which and why; :func:`dp_count` runs the DP over the symmetry classes
+and returns the same :class:`~knights_tour.counting.plan.CountReport` as an enumeration.
+Pure: no Celery, no Redis.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from knights_tour.board import Board, Square
+from knights_tour.counting import frontier
+from knights_tour.counting.frontier_kernel import MAX_SLOTS
+from knights_tour.counting.frontier_run import (
+    DEFAULT_MEMORY_BYTES,
+    Progress,
+    SweepResult,
+    count_paths,
+    join_halves,
+    run_sweep,
+)
+from knights_tour.counting.frontier_store import plan_digest
+from knights_tour.counting.plan import CountReport
+from knights_tour.counting.symmetry import representative, symmetry_classes
+from knights_tour.counting.trunks import class_from_trunk, class_sweep, run_trunk, trunk_groups
+from knights_tour.errors import InvalidJobError
+
+ENUMERATION_MAX_SQUARES = 36
+"""Largest board counted by enumeration when the method is ``auto`` (6×6 counts in about a
+second on two processes; the DP needs tens of seconds there, see docs/counts)."""
+
+METHODS = ("auto", "enumerate", "dp")
+
+HALVES_MAX_SQUARES = 36
+"""Largest board :func:`dp_count` meets in the middle by default."""
+
+
+@dataclass(frozen=True)
+class MethodChoice:
+    """The method a count uses (``"enumerate"`` or ``"dp"``) and the reason, in words."""
+
+    method: str
+    reason: str
+
+
+def dp_width(board: Board) -> int:
+    """Widest frontier of the DP's full sweep on ``board`` (narrow side across): the number of
+    4-bit slots a key needs."""
+    return frontier.full_sweep_width(frontier.image_graph(board, None))
+
+
+def choose_method(board: Board, *, closed: bool = False, method: str = "auto") -> MethodChoice:
+    """Pick the counting method.
+
+    Parameters
+    ----------
+    board : Board
+    closed : bool
+        Closed tours are counted by enumeration only.
+    method : {"auto", "enumerate", "dp"}
+        ``auto`` picks; the others force a method (refused where it cannot run).
+
+    Raises
+    ------
+    InvalidJobError
+        An unknown method, the DP for closed tours, or the DP on a board whose frontier is wider
+        than a key holds.
+    """
+    if method not in METHODS:
+        raise InvalidJobError(f"unknown count method {method!r}; valid: {', '.join(METHODS)}")
+    if method == "enumerate":
+        return MethodChoice("enumerate", "enumeration (asked for with --method enumerate)")
+    if closed:
+        if method == "dp":
+            raise InvalidJobError(
+                "the frontier DP counts open tours only; closed tours are counted by enumeration"
+            )
+        return MethodChoice("enumerate", "enumeration: the frontier DP counts open tours only")
+    width = dp_width(board)
+    if width > MAX_SLOTS:
+        if method == "dp":
+            raise InvalidJobError(
+                f"the frontier DP on {board.label} needs {width} frontier "
+                f"slots; its keys hold {MAX_SLOTS}"
+            )
+        return MethodChoice(
+            "enumerate",
+            f"enumeration: the DP's frontier ({width} squares) "
+            f"is wider than its keys hold ({MAX_SLOTS})",
+        )
+    if method == "dp":
+        return MethodChoice("dp", f"frontier DP (asked for with --method dp; frontier {width})")
+    if board.n_squares <= ENUMERATION_MAX_SQUARES:
+        return MethodChoice(
+            "enumerate", f"enumeration: faster than the DP up to {ENUMERATION_MAX_SQUARES} squares"
+        )
+    return MethodChoice(
+        "dp",
+        f"frontier DP: enumeration grows with the number of tours, "
+        f"the DP with its frontier ({width} squares) on {board.label}",
+    )
+
+
+ClassDone = Callable[[Square, int, float], None]
+"""``class_done(representative, count, seconds)`` after each start class."""
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process and its waited-for children (bytes; Linux reports
+    kilobytes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) * 1024
+
+
+def dp_count(
+    board: Board,
+    start: Square | None = None,
+    *,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    checkpoint_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    class_done: ClassDone | None = None,
+    halves: bool | None = None,
+) -> CountReport:
+    """Count the directed open tours from every square (or ``start``'s class) by the DP.
+
+    One square per symmetry class of the majority colour is counted (squares of the minority
+    colour of an odd board start no open tour: a tour alternates colours, so both its ends are
+    of the majority colour). With ``halves`` (default: on boards of up to
+    :data:`HALVES_MAX_SQUARES` squares) one lower half is run and met with each class's upper
+    half, at the same cut whether one class or all are counted (:func:`halves_cut`; boards
+    too short for halves are swept whole); otherwise each class is one full sweep (on 7×7 the
+    lower half outgrows the full sweeps: docs/counts).
+
+    Returns
+    -------
+    CountReport
+        ``nodes`` holds the DP's transitions; ``extra`` the method, per-class figures
+        (``dp_classes``), ``wall_s`` and ``peak_rss_bytes``.
+
+    Raises
+    ------
+    InvalidJobError, ArithmeticError, MemoryError
+        As in :func:`knights_tour.counting.frontier_run.count_paths`.
+    """
+    began = time.perf_counter()
+    classes = classes_to_count(board, start)
+    if halves is None:
+        halves = board.n_squares <= HALVES_MAX_SQUARES
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
+    class_counts, figures = trivial_class_counts(board, [r for r in classes if r not in searched])
+    lowers: dict[str, SweepResult] = {}
+    trunks: list[SweepResult] = []
+    cut = halves_cut(board) if halves and searched else None
+    if cut is not None:
+        lowers = _halves_classes(board, searched, cut, class_counts, figures, class_done, opts)
+    elif searched:
+        trunks = _trunk_classes(board, searched, class_counts, figures, class_done, opts)
+    transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
+    transitions += sum(int(f.get("transitions", 0)) for f in figures)
+    wall = time.perf_counter() - began
+    extra = {
+        "method": "frontier DP",
+        "dp_classes": figures,
+        "wall_s": round(wall, 3),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()],
+        "trunks": [[ls.to_dict() for ls in tr.layers] for tr in trunks],
+    }
+    return dp_report(board, classes, class_counts, len(classes), transitions, wall, extra)
+
+
+def dp_report(
+    board: Board,
+    classes: dict[Square, list[Square]],
+    class_counts: dict[Square, int],
+    subjobs: int,
+    transitions: int,
+    elapsed_s: float,
+    extra: dict[str, Any],
+) -> CountReport:
+    """The report of an open count by the frontier DP, in one process or on the workers:
+    each class's count (``class_counts``, by representative) copied to the squares of its
+    class (``classes``), with its symmetry note; ``transitions`` stand for the search nodes,
+    ``elapsed_s`` is the wall time (seconds), ``extra`` the method's figures."""
+    note = (
+        f"symmetry: counted {len(classes)} representative square(s) by the frontier DP, "
+        f"copied to the {sum(len(m) for m in classes.values())} square(s) of their classes"
+    )
+    return CountReport(
+        board.rows,
+        board.cols,
+        False,
+        _grid(board, classes, class_counts),
+        class_counts,
+        dict(classes),
+        subjobs=subjobs,
+        depth=0,
+        nodes=transitions,
+        elapsed_s=elapsed_s,
+        symmetry_note=note,
+        extra=extra,
+    )
+
+
+def classes_to_count(board: Board, start: Square | None) -> dict[Square, list[Square]]:
+    """The symmetry classes to count: every class, or ``start``'s only."""
+    all_classes = symmetry_classes(board)
+    if start is None:
+        return dict(all_classes)
+    rep = representative(board, board.check_square(start))
+    return {rep: all_classes[rep]}
+
+
+def trivial_class_counts(
+    board: Board, reps: list[Square]
+) -> tuple[dict[Square, int], list[dict[str, Any]]]:
+    """The counts (all 0, or 1 on one square) and figures of classes needing no search."""
+    counts: dict[Square, int] = {}
+    figures: list[dict[str, Any]] = []
+    for rep in reps:
+        counts[rep] = count_paths(board, rep).paths
+        figures.append(
+            {
+                "representative": list(rep),
+                "count": counts[rep],
+                "method": "no search (colour or isolated square)",
+            }
+        )
+    return counts, figures
+
+
+def _grid(
+    board: Board, classes: dict[Square, list[Square]], counts: dict[Square, int]
+) -> list[list[int | None]]:
+    """The per-square grid: each class's count copied to its squares, None elsewhere."""
+    grid: list[list[int | None]] = [[None] * board.cols for _ in range(board.rows)]
+    for rep, members in classes.items():
+        for r, c in members:
+            grid[r][c] = counts[rep]
+    return grid
+
+
+def _halves_classes(
+    board: Board,
+    reps: list[Square],
+    cut: int,
+    counts: dict[Square, int],
+    figures: list[dict[str, Any]],
+    class_done: ClassDone | None,
+    opts: dict[str, Any],
+) -> dict[str, SweepResult]:
+    """Classes by two halves met below ``cut``, one lower half per distinct plan (one for all
+    when the cut is common). Fills ``counts`` and ``figures``; returns the lower halves."""
+    lowers: dict[str, SweepResult] = {}
+    for rep in reps:
+        t0 = time.perf_counter()
+        counts[rep], fig = _halves_class(board, rep, cut, lowers, opts)
+        figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
+        if class_done is not None:
+            class_done(rep, counts[rep], time.perf_counter() - t0)
+    return lowers
+
+
+def _halves_class(
+    board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult], opts: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """One class by two halves; the lower half is run once per distinct plan (``lowers``)."""
+    g = frontier.image_graph(board, rep)
+    up_plan, low_plan = frontier.half_sweeps(g, g.square.index(rep), cut)
+    digest = plan_digest(low_plan)
+    if digest not in lowers:
+        lowers[digest] = run_sweep(low_plan, **opts)
+    up = run_sweep(up_plan, **opts)
+    count, pairs = join_halves(g, up_plan, low_plan, up, lowers[digest])
+    return count, {
+        "representative": list(rep),
+        "count": count,
+        "method": f"two halves met below row {cut} of the image",
+        "upper_peak_states": up.peak_states,
+        "pairs": pairs,
+        "transitions": up.transitions,
+    }
+
+
+def _trunk_classes(
+    board: Board,
+    reps: list[Square],
+    counts: dict[Square, int],
+    figures: list[dict[str, Any]],
+    class_done: ClassDone | None,
+    opts: dict[str, Any],
+) -> list[SweepResult]:
+    """Classes by full sweeps that share their first layers: one trunk per group
+    (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
+    the trunk's layer before its square. Fills ``counts`` and ``figures``; returns the trunks."""
+    trunks = []
+    for colour, members in trunk_groups(board, reps):
+        tr = run_trunk(members, colour, opts)
+        if tr is not None:
+            trunks.append(tr)
+        for rep, g, s in sorted(members, key=lambda m: -m[2]):
+            t0 = time.perf_counter()
+            initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
+            counts[rep], fig = class_sweep(rep, g, s, initial, opts)
+            figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
+            if class_done is not None:
+                class_done(rep, counts[rep], time.perf_counter() - t0)
+    return trunks
+
+
+def searched_classes(board: Board, start: Square | None = None) -> list[Square]:
+    """The representatives of the classes to count (:func:`classes_to_count`) that need a
+    search."""
+    return [rep for rep in classes_to_count(board, start) if not count_paths_trivial(board, rep)]
+
+
+def dp_trunks(
+    board: Board,
+    *,
+    checkpoint_dir: str | Path,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    progress: Progress | None = None,
+) -> list[SweepResult]:
+    """The first jobs of a whole-board DP count by trunks: each group's trunk, its layer
+    before each start kept on disk (``kept-K.npy`` under ``checkpoint_dir``) for
+    :func:`dp_class_tail`, which may then run in other processes, one class each. The same
+    trunks as :func:`dp_count` with ``halves=False`` (same plans, same checkpoints). Returns
+    the trunks run (none for a group whose classes are all counted on disk).
+
+    Raises
+    ------
+    ArithmeticError, MemoryError
+        As in :func:`knights_tour.counting.frontier_run.run_sweep`.
+    """
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    out = []
+    for colour, members in trunk_groups(board, searched_classes(board)):
+        tr = run_trunk(members, colour, opts)
+        if tr is not None:
+            out.append(tr)
+    return out
+
+
+def dp_class_tail(
+    board: Board,
+    square: Square,
+    *,
+    checkpoint_dir: str | Path,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    progress: Progress | None = None,
+) -> int:
+    """Directed open tours from ``square`` (and each square of its class), counted as one job
+    of the whole-board count: the class's own sweep from the layer its group's trunk kept on
+    disk (:func:`dp_trunks`). Without that layer it resumes from its own checkpoints or sweeps
+    from the first layer (right, only slower). Reads nothing but the disk, so it may run in
+    any process that sees ``checkpoint_dir``.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``square`` is off the board.
+    ArithmeticError, MemoryError
+        As in :func:`knights_tour.counting.frontier_run.run_sweep`.
+    """
+    rep = representative(board, board.check_square(square))
+    if count_paths_trivial(board, rep):
+        return count_paths(board, rep).paths
+    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    swept = class_from_trunk(board, searched_classes(board), rep, opts)
+    if swept is None:  # pragma: no cover
+        raise AssertionError(f"{rep} is a searched class of {board.label}")
+    return swept[0]
+
+
+def dp_uses_halves(board: Board) -> bool:
+    """True if :func:`dp_count`'s default on ``board`` meets halves (up to
+    :data:`HALVES_MAX_SQUARES` squares, where :func:`halves_cut` finds a cut), False where it
+    runs full sweeps: what its cost is estimated by."""
+    return board.n_squares <= HALVES_MAX_SQUARES and halves_cut(board) is not None
+
+
+def halves_cut(board: Board) -> int | None:
+    """The cut :func:`dp_count` meets the halves at on ``board`` when it uses halves: the one
+    common to every start class that needs a search (:func:`_common_cut`), whether it counts
+    them all or one (so a class alone runs the whole grid's lower half, shared through the
+    checkpoints, and never costs more than the whole grid); None where the board is too short
+    for halves (every class by full sweeps)."""
+    reps = [rep for rep in symmetry_classes(board) if not count_paths_trivial(board, rep)]
+    return _common_cut(board, reps) if reps else None
+
+
+def _common_cut(board: Board, reps: list[Square]) -> int | None:
+    """One cut for every class (so one lower half serves them all): the lowest cut at or
+    below every class's default cut at which every class's halves meet
+    (:func:`knights_tour.counting.frontier.cut_meets`); None if the board is too short for
+    halves (its classes are then counted by full sweeps)."""
+    cuts = []
+    graphs = [frontier.image_graph(board, rep) for rep in reps]
+    for rep, g in zip(reps, graphs, strict=True):
+        cut = frontier.default_cut(g, g.square.index(rep))
+        if cut is None:
+            return None
+        cuts.append(cut)
+    best = max(cuts, default=None)
+    if best is None:
+        return None
+    while not all(frontier.cut_meets(g, best) for g in graphs):
+        best += 1
+    return best if best <= min(g.rows for g in graphs) - 2 else None
+
+
+def count_paths_trivial(board: Board, square: Square) -> bool:
+    """True if ``square`` starts no open tour for a reason found without search (minority
+    colour, isolated square)."""
+    g = frontier.image_graph(board, square)
+    need = frontier._need(g)
+    s = g.square.index(square)
+    return need is None or need[g.colour[s]] == 0 or any(len(nb) == 0 for nb in g.nbrs)
+
+
+__all__ = [
+    "ENUMERATION_MAX_SQUARES",
+    "METHODS",
+    "MethodChoice",
+    "choose_method",
+    "dp_width",
+    "dp_count",
+    "dp_report",
+    "halves_cut",
+    "dp_uses_halves",
+    "dp_trunks",
+    "dp_class_tail",
+    "peak_rss_bytes",
+    "count_paths_trivial",
+    "classes_to_count",
+    "searched_classes",
+    "trivial_class_counts",
+]

@@ -1,0 +1,304 @@
+"""Distributed tour counts in Redis (issue 7): sub-jobs, partial counts, progress, reports.
+
+redis-py only (no Celery); key names come from :mod:`knights_tour.store.keys`; everything stored is
+JSON. A count is identified by a **count id** derived from what is counted
+(:func:`count_id_for`: board, open/closed, split depth, which squares, symmetry), so asking for
+the same count again finds the partial counts already stored and only the missing sub-jobs are
+sent (resumable). Each partial count is stored under its sub-job key, so a sub-job delivered
+twice (a worker killed mid-task, Celery late acknowledgement) overwrites its own entry with the
+same number: the sum stays exact.
+
+Typical use (what ``ktour count`` does)::
+
+    plan = counting.plan_count(Board(5, 5))  # 4 sub-jobs
+    cid = count_id_for(plan, start=None)
+    register_count(r, cid, plan)
+    todo = missing_subjobs(r, cid, plan)     # all 4 the first time, none on a rerun
+    ...                                      # workers: save_partial(r, cid, key, count, nodes)
+    count_status(r, cid)                     # {"total": 4, "done": 4, "complete": True, ...}
+    report = assemble_count(r, cid, plan, counted=[sj.key for sj in todo])  # CountReport
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any, cast
+
+import redis
+
+from knights_tour.board import Square
+from knights_tour.counting.plan import CountPlan, CountReport, SubJob, assemble
+from knights_tour.errors import KnightsTourError
+from knights_tour.store import keys, registry
+from knights_tour.worker.ledger import Ledger
+
+
+def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
+    """The id of the count ``plan`` describes, e.g. ``6x6-open-d2-all-folded`` or
+    ``5x5-open-d2-sq0.0-folded`` (one class: its representative; ``-folded``: its prefixes
+    folded by symmetry, ``-nosym``: no symmetry used). Same plan, same id; a plan with other
+    sub-jobs, another id."""
+    board = plan.board
+    kind = "closed" if plan.closed else "open"
+    if start is None:
+        which = "all"
+    else:
+        rep = next(iter(plan.classes))
+        which = f"sq{rep[0]}.{rep[1]}"
+    sym = "-folded" if plan.folded else "" if plan.use_symmetry else "-nosym"
+    return f"{board.label}-{kind}-d{plan.depth}-{which}{sym}"
+
+
+def register_count(
+    r: redis.Redis, count_id: str, plan: CountPlan, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Store the count's meta and its sub-jobs (idempotent: an existing count keeps its
+    partial counts and creation time). Returns the meta dict.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    fields = {
+        "rows": plan.board.rows,
+        "cols": plan.board.cols,
+        "closed": plan.closed,
+        "depth": plan.depth,
+        "use_symmetry": plan.use_symmetry,
+        "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
+        "params": dict(params or {}),
+    }
+    return register_items(r, count_id, fields, {sj.key: sj.to_dict() for sj in plan.subjobs})
+
+
+def register_items(
+    r: redis.Redis, count_id: str, fields: dict[str, Any], items: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Store a count's meta (``fields`` plus the id, creation time and ``total``) and its
+    sub-jobs (``items``: key -> JSON-ready dict), as :func:`register_count` does for an
+    enumeration; a DP count's sub-jobs are its trunks and classes. Idempotent: stored partial
+    counts stay; the sub-jobs' dicts are rewritten. Returns the meta dict.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    meta = registry.open_meta(r, keys.count(count_id), "count_id", count_id, fields)
+    meta["total"] = len(items)
+    mapping = {k: registry.dumps(v) for k, v in items.items()}
+    pipe = r.pipeline(transaction=True)
+    if mapping:
+        pipe.hset(keys.count_subjobs(count_id), mapping=cast("dict[Any, Any]", mapping))
+    registry.write_meta(pipe, keys.count(count_id), keys.counts(), count_id, meta, len(items))
+    pipe.execute()
+    return meta
+
+
+def save_partial(
+    r: redis.Redis,
+    count_id: str,
+    subjob_key: str,
+    count: int | None,
+    nodes: int,
+    elapsed_s: float = 0.0,
+    worker: str | None = None,
+    error: str | None = None,
+    ledger: Ledger | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
+
+    ``error`` (with ``count`` None) records a sub-job that could not be run (a malformed
+    message), so waiting stops and the count is reported incomplete instead of hanging. With
+    ``ledger`` (the count's), its lease bookkeeping for the sub-job (started, attempts,
+    requeued) is cleared in the same script, as
+    :func:`knights_tour.worker.orphans.finish` does: one round trip instead of two. ``extra``
+    (JSON-ready) is stored in the entry too (a DP sub-job's figures).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    entry: dict[str, Any] = {
+        "count": None if count is None else int(count),
+        "nodes": int(nodes),
+        "elapsed_s": round(float(elapsed_s), 6),
+        "finished_at": round(time.time(), 6),
+        "worker": worker,
+    }
+    if extra:
+        entry.update({k: v for k, v in extra.items() if k not in entry})
+    if error is not None:
+        entry["error"] = error
+    tidy = [ledger.started, ledger.attempts, ledger.requeued] if ledger is not None else []
+    r.eval(
+        _SAVE_PARTIAL_LUA,
+        2 + len(tidy),
+        keys.count_partials(count_id),
+        keys.count_subjobs(count_id),
+        *tidy,
+        subjob_key,
+        registry.dumps(entry),
+        keys.count_events(count_id),
+    )
+
+
+_SAVE_PARTIAL_LUA = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+for i = 3, #KEYS do
+  redis.call('HDEL', KEYS[i], ARGV[1])
+end
+if redis.call('HLEN', KEYS[1]) >= redis.call('HLEN', KEYS[2]) then
+  redis.call('PUBLISH', ARGV[3], 'complete')
+end
+return 1
+"""
+# KEYS: partials, subjobs, then (optional) the ledger's started, attempts, requeued hashes;
+# ARGV: sub-job key, entry JSON, events channel (told when the count has an entry for every
+# sub-job)
+
+
+def save_dp_progress(r: redis.Redis, count_id: str, sweep_key: str, record: dict[str, Any]) -> None:
+    """Store how far the sweep of DP sub-job ``sweep_key`` got (``record``: JSON-ready; the
+    last layer checkpointed, its figures), overwriting the last one."""
+    r.hset(keys.count_dp_progress(count_id), sweep_key, registry.dumps(record))
+
+
+def load_dp_progress(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
+    """Every DP sweep's last progress record of a count: sweep key -> record."""
+    raw = cast("dict[str, str]", r.hgetall(keys.count_dp_progress(count_id)))
+    return {k: json.loads(v) for k, v in raw.items()}
+
+
+def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
+    """True if the sub-job has a stored entry of any kind (a partial count or an error)."""
+    return bool(r.hexists(keys.count_partials(count_id), subjob_key))
+
+
+def load_partials(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
+    """All stored entries of a count: sub-job key -> entry dict (count, nodes, elapsed_s, ...)."""
+    entries = cast("dict[str, str]", r.hgetall(keys.count_partials(count_id)))
+    return {k: json.loads(v) for k, v in entries.items()}
+
+
+def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[str, Any]:
+    """Progress of a count: ``total``, ``done`` (sub-jobs with a partial count), ``errors``,
+    ``missing``, ``missing_keys`` (up to ``max_missing``), ``complete``, ``nodes``,
+    ``subjob_s`` (summed seconds of the finished sub-jobs).
+
+    Raises
+    ------
+    KnightsTourError
+        For an unknown count id.
+    """
+    if not r.hexists(keys.count(count_id), "meta"):
+        raise KnightsTourError(f"unknown count {count_id!r}")
+    wanted, raw = registry.items_and_results(
+        r, keys.count_subjobs(count_id), keys.count_partials(count_id)
+    )
+    entries = {k: json.loads(v) for k, v in raw.items()}
+    done = {k for k, e in entries.items() if e.get("count") is not None}
+    errors = {k for k, e in entries.items() if e.get("count") is None}
+    missing = sorted(wanted - done - errors)
+    return {
+        "count_id": count_id,
+        "total": len(wanted),
+        "done": len(done),
+        "errors": len(errors),
+        "missing": len(missing),
+        "missing_keys": missing[:max_missing],
+        "complete": not missing and not errors,
+        "nodes": sum(int(entries[k].get("nodes") or 0) for k in done),
+        "subjob_s": sum(float(entries[k].get("elapsed_s") or 0.0) for k in done),
+    }
+
+
+def counting_span_s(entries: Iterable[dict[str, Any]]) -> float | None:
+    """Seconds from the start of the first of ``entries`` (stored partial counts) to the end
+    of the last, by the workers' clocks (``finished_at`` less ``elapsed_s``): the count's
+    counting, without starting workers or waiting for them; None without timed entries."""
+    ends = [
+        (float(e["finished_at"]), float(e.get("elapsed_s") or 0.0))
+        for e in entries
+        if e.get("finished_at") is not None
+    ]
+    if not ends:
+        return None
+    return round(max(end for end, _ in ends) - min(end - took for end, took in ends), 3)
+
+
+def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list[SubJob]:
+    """The plan's sub-jobs that have no stored partial count yet (what to send on a resume)."""
+    entries = load_partials(r, count_id)
+    return [sj for sj in plan.subjobs if (entries.get(sj.key) or {}).get("count") is None]
+
+
+def assemble_count(
+    r: redis.Redis,
+    count_id: str,
+    plan: CountPlan,
+    elapsed_s: float = 0.0,
+    counted: Iterable[str] | None = None,
+) -> CountReport:
+    """Sum the stored partial counts into the per-square report (see
+    :func:`knights_tour.counting.plan.assemble`) and store the report's JSON in the count's hash.
+
+    ``elapsed_s`` is the wall time to report; the sub-jobs' summed seconds (every stored entry,
+    reused ones included) go to ``subjob_s``. ``counted`` names the sub-jobs this run sent (their
+    keys): ``counting_s`` is the span from the first of *them* to start to the last of them to
+    end (:func:`counting_span_s`), None when this run counted none (everything reused), so the
+    hours between a stopped run and its resume are never counted. ``counted`` None spans every
+    stored entry (a count assembled right after one run that sent every sub-job).
+
+    Raises
+    ------
+    InvalidJobError
+        If a sub-job has no partial count yet.
+    """
+    entries = load_partials(r, count_id)
+    partials = {
+        k: (int(e["count"]), int(e.get("nodes") or 0))
+        for k, e in entries.items()
+        if e.get("count") is not None
+    }
+    subjob_s = sum(float(e.get("elapsed_s") or 0.0) for e in entries.values())
+    report = assemble(plan, partials, elapsed_s=elapsed_s)
+    report.extra["count_id"] = count_id
+    report.extra["subjob_s"] = round(subjob_s, 6)
+    ran = entries if counted is None else {k: entries[k] for k in counted if k in entries}
+    report.extra["counting_s"] = counting_span_s(ran.values())
+    save_report(r, count_id, report.to_dict())
+    return report
+
+
+def save_report(r: redis.Redis, count_id: str, record: dict[str, Any]) -> None:
+    """Store a finished count's report JSON in its hash (its ``report`` field, for whoever
+    reads the count's keys: :func:`knights_tour.store.keys.count`)."""
+    r.hset(keys.count(count_id), "report", registry.dumps(record))
+
+
+def delete_count(r: redis.Redis, count_id: str) -> None:
+    """Remove a count, its sub-jobs and partial counts (``ktour count --fresh``)."""
+    registry.delete(r, keys.count_keys(count_id), keys.counts(), count_id)
+
+
+__all__ = [
+    "count_id_for",
+    "counting_span_s",
+    "register_count",
+    "register_items",
+    "save_dp_progress",
+    "load_dp_progress",
+    "save_partial",
+    "load_partials",
+    "count_status",
+    "missing_subjobs",
+    "assemble_count",
+    "save_report",
+    "delete_count",
+]

@@ -1,1 +1,0 @@
-"""service layer of knights_tour (see docs/architecture.md)."""

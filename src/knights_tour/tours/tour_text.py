@@ -1,0 +1,347 @@
+"""The JSON text of stored tours, made straight from their stored moves, and the walk's check
+that each is a knight's tour: the compiled kernel behind collecting a batch's records.
+
+A page of stored tours (:func:`knights_tour.tours.stored.encode_moves` payloads: a start square
+and three bits per move) is walked once, square by square, in compiled code that releases the
+GIL: each square's ``[row,col]`` text is written into one output buffer (the bytes
+:func:`knights_tour.tours.record.tour_json` gives for the same tour) and, where asked, the walk
+records whether the squares are a knight's tour of the record's board from its start square
+(every square on the board, none twice, ``rows*cols`` of them, closed if asked; each step is a
+knight move by construction). A tour the walk rejects is judged again by
+:func:`knights_tour.tours.verify.verify_tour`, which says why.
+
+Compiled with numba (:func:`knights_tour._numba.njit`, cached on disk); loaded only
+by the commands that write records. Pure: no Celery, no Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from knights_tour._numba import njit
+from knights_tour.tours.stored import KNIGHT_MOVES
+
+_HEAD_BYTES = 12
+_DR = np.array([dr for dr, _ in KNIGHT_MOVES], dtype=np.int64)
+_DC = np.array([dc for _, dc in KNIGHT_MOVES], dtype=np.int64)
+_TABLE_TOP = 10000
+"""Coordinates below this take their digits from a table; others are written digit by digit."""
+
+
+def _number_table() -> tuple[np.ndarray, np.ndarray]:
+    texts = np.zeros((_TABLE_TOP, 4), dtype=np.uint8)
+    lengths = np.zeros(_TABLE_TOP, dtype=np.int64)
+    for v in range(_TABLE_TOP):
+        s = str(v).encode()
+        texts[v, : len(s)] = np.frombuffer(s, dtype=np.uint8)
+        lengths[v] = len(s)
+    return texts, lengths
+
+
+_TEXTS, _LENGTHS = _number_table()
+
+
+@njit(cache=True, inline="always")
+def _put_int(out, p, v, texts, lengths):
+    """Write the decimal digits of ``v`` at ``out[p:]``; returns the position after them."""
+    if 0 <= v < texts.shape[0]:
+        k = lengths[v]
+        for j in range(k):
+            out[p + j] = texts[v, j]
+        return p + k
+    if v < 0:
+        out[p] = 45  # "-"
+        p += 1
+        v = -v
+    digits = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        digits += 1
+    for j in range(digits - 1, -1, -1):
+        out[p + j] = 48 + v % 10
+        v //= 10
+    return p + digits
+
+
+_TABLE_SQUARES = 1 << 22
+"""Boards of more squares are written digit by digit (their table would outweigh the tour)."""
+
+
+@njit(cache=True)
+def _board_table(nr, nc, texts, lengths):
+    """``[r,c],`` of every square of an ``nr`` x ``nc`` board (sides below 10,000), row-major,
+    as two little-endian words of 8 bytes each (zero padded), and each text's length."""
+    words = np.zeros((nr * nc, 2), dtype=np.uint64)
+    size = np.zeros(nr * nc, dtype=np.uint64)
+    text = np.zeros(16, dtype=np.uint8)
+    for r in range(nr):
+        for c in range(nc):
+            s = r * nc + c
+            text[:] = 0
+            text[0] = 91  # "["
+            p = _put_int(text, 1, r, texts, lengths)
+            text[p] = 44  # ","
+            p = _put_int(text, p + 1, c, texts, lengths)
+            text[p] = 93  # "]"
+            text[p + 1] = 44
+            size[s] = p + 2
+            for j in range(16):
+                words[s, j // 8] |= np.uint64(text[j]) << np.uint64(8 * (j % 8))
+    return words, size
+
+
+@njit(cache=True, inline="always")
+def _put_word(out, p, v):
+    """The 8 bytes of ``v`` (little-endian) at ``out[p:p+8]``: byte stores that the compiler
+    merges into one (``p`` unsigned, so no negative-index wrap-around sits between them)."""
+    for j in range(8):
+        out[p + np.uint64(j)] = np.uint8((v >> np.uint64(8 * j)) & np.uint64(0xFF))
+
+
+@njit(cache=True, inline="always")
+def _head(data, b):
+    """Start row, start column and number of moves of the payload at ``data[b:]``."""
+    r = np.int64(0)
+    c = np.int64(0)
+    n = np.int64(0)
+    for j in range(4):
+        r |= np.int64(data[b + j]) << (8 * j)
+        c |= np.int64(data[b + 4 + j]) << (8 * j)
+        n |= np.int64(data[b + 8 + j]) << (8 * j)
+    if r >= 2**31:
+        r -= 2**32
+    if c >= 2**31:
+        c -= 2**32
+    return r, c, n
+
+
+@njit(cache=True)
+def _put_square(out, p, r, c, texts, lengths):
+    """``[r,c],`` at ``out[p:]``, digit by digit; returns the position after it."""
+    q = np.int64(p)
+    out[q] = 91  # "["
+    q = _put_int(out, q + 1, r, texts, lengths)
+    out[q] = 44  # ","
+    q = _put_int(out, q + 1, c, texts, lengths)
+    out[q] = 93  # "]"
+    out[q + 1] = 44
+    return np.uint64(q + 2)
+
+
+@njit(cache=True, inline="always")
+def _eight_moves(data, b, left):
+    """The next eight moves (``left`` of them if fewer), three bits each, most significant
+    first, as the low 24 bits of an integer: the bytes at ``data[b:b+3]`` that hold them."""
+    word = np.int64(data[b]) << 16
+    if left > 2:
+        word |= np.int64(data[b + 1]) << 8
+    if left > 5:
+        word |= np.int64(data[b + 2])
+    return word
+
+
+@njit(cache=True)
+def _board_arrays(write, nr, nc, texts, lengths):
+    """For the tours of an ``nr`` x ``nc`` board: the array their squares are marked seen in,
+    and the board's table of square texts (:func:`_board_table`; empty where the text is
+    not written or the board is too large for a table)."""
+    seen = np.zeros(max(nr * nc, 0), dtype=np.uint32)
+    if write and 0 < nr < 10000 and 0 < nc < 10000 and nr * nc <= _TABLE_SQUARES:
+        words, size = _board_table(nr, nc, texts, lengths)
+        return seen, words, size
+    return seen, np.zeros((0, 2), dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+
+
+@njit(cache=True, inline="always")
+def _knight_move(dr, dc):
+    """Whether a step of ``(dr, dc)`` is a knight move."""
+    ar = abs(dr)
+    ac = abs(dc)
+    return (ar == 1 and ac == 2) or (ar == 2 and ac == 1)
+
+
+@njit(cache=True)
+def _render(
+    write,
+    data,
+    starts,
+    rows,
+    cols,
+    srow,
+    scol,
+    closed,
+    check,
+    out,
+    out_at,
+    out_end,
+    ok,
+    texts,
+    lengths,
+    dr,
+    dc,
+):
+    """Walk each payload ``data[starts[i]:starts[i+1]]``, its moves read eight (three bytes)
+    at a time: its tour's JSON text (with ``write`` False, its moves, a byte each) goes to
+    ``out[out_at[i]:out_end[i]]``, and where ``check[i]`` the walk's verdict to ``ok[i]``; a
+    square is marked seen with the tour's number, so one board's tours share one array."""
+    seen, words, size = _board_arrays(False, 0, 0, texts, lengths)
+    stamp = np.uint32(0)
+    shape = (-1, -1)
+    p = np.uint64(0)
+    for i in range(len(out_at)):
+        r, c, n = _head(data, starts[i])
+        nr = rows[i]
+        nc = cols[i]
+        if (nr, nc) != shape:
+            seen, words, size = _board_arrays(write, nr, nc, texts, lengths)
+            stamp = np.uint32(0)
+            shape = (nr, nc)
+        tabled = len(size) > 0
+        wide = nr > 100 or nc > 100  # a text of more than 8 bytes
+        stamp += np.uint32(1)
+        good = check[i] and n + 1 == nr * nc and r == srow[i] and c == scol[i]
+        b = starts[i] + _HEAD_BYTES
+        word = np.int64(0)
+        out_at[i] = np.int64(p)
+        if write:
+            out[p] = 91  # "["
+            p += np.uint64(1)
+        k = 0
+        while True:
+            if 0 <= r < nr and 0 <= c < nc:
+                s = r * nc + c
+                good &= seen[s] != stamp
+                seen[s] = stamp
+                if write and tabled:
+                    _put_word(out, p, words[s, 0])
+                    if wide:
+                        _put_word(out, p + np.uint64(8), words[s, 1])
+                    p += size[s]
+                elif write:
+                    p = _put_square(out, p, r, c, texts, lengths)
+            else:
+                good = False
+                if write:
+                    p = _put_square(out, p, r, c, texts, lengths)
+            if k == n:
+                break
+            j = k & 7
+            if j == 0:
+                word = _eight_moves(data, b, n - k)
+                b += 3
+            code = (word >> (21 - 3 * j)) & 7
+            if not write:
+                out[p] = code
+                p += np.uint64(1)
+            r += dr[code]
+            c += dc[code]
+            k += 1
+        if write:
+            out[p - np.uint64(1)] = 93  # the last "," closes the list
+        out_end[i] = np.int64(p)
+        # a good tour began on its start square
+        ok[i] = good and (not closed[i] or _knight_move(r - srow[i], c - scol[i]))
+
+
+def _layout(
+    payloads: list[bytes | memoryview | np.ndarray], write: bool
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The payloads one after the other, where each starts (and the end), and the bytes the
+    walk may write: each tour's text at its widest (a coordinate moves at most 2 a step; sign
+    included), or one byte a move."""
+    count = len(payloads)
+    lengths = np.array([len(p) for p in payloads], dtype=np.int64)
+    starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    if np.any(lengths < _HEAD_BYTES):
+        raise ValueError("a stored tour is cut short")
+    if not count:
+        return np.zeros(0, np.uint8), starts, 16
+    data = np.concatenate([np.frombuffer(p, dtype=np.uint8) for p in payloads])
+    heads = data[(starts[:-1, None] + np.arange(_HEAD_BYTES)).ravel()].view("<i4").reshape(-1, 3)
+    moves = heads[:, 2].view("<u4").astype(np.int64)
+    if np.any((lengths - _HEAD_BYTES) * 8 < 3 * moves):
+        raise ValueError("a stored tour is cut short")
+    if not write:
+        return data, starts, int(moves.sum())
+    reach = np.maximum(np.abs(heads[:, 0]), np.abs(heads[:, 1])).astype(np.int64) + 2 * moves
+    width = np.floor(np.log10(np.maximum(reach, 1))).astype(np.int64) + 2
+    return data, starts, int(((moves + 1) * (4 + 2 * width) + 2).sum()) + 16
+
+
+def render_moves(
+    payloads: list[bytes | memoryview | np.ndarray],
+    rows: Sequence[int] | np.ndarray,
+    cols: Sequence[int] | np.ndarray,
+    start: Sequence[tuple[int, int]] | np.ndarray,
+    closed: Sequence[bool] | np.ndarray,
+    check: Sequence[bool] | np.ndarray,
+    out: np.ndarray | None = None,
+    write: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The JSON text of each stored tour, and whether each checked one is a knight's tour.
+
+    Parameters
+    ----------
+    payloads : list of bytes-like
+        :func:`knights_tour.tours.stored.encode_moves` payloads, one per tour.
+    rows, cols : n ints
+        Each record's board.
+    start : n pairs of ints
+        Each record's start square ``(row, col)``.
+    closed, check : n bools
+        Whether a closed tour was asked for; whether to check the tour.
+    out : uint8 array, optional
+        Where to write the text, if it is large enough (a buffer already written to is
+        mapped: writing into it again costs no page faults); else a new one.
+    write : bool
+        False: each tour's moves (a byte each, an index into
+        :data:`knights_tour.tours.stored.KNIGHT_MOVES`) instead of its text.
+
+    Returns
+    -------
+    out, at, end, ok
+        ``bytes(out[at[i]:end[i]])`` is tour i's JSON text, as
+        :func:`knights_tour.tours.record.tour_json` writes it (``out``: the buffer given, or a new
+        one); ``ok[i]``: tour i was checked and is a knight's tour of its board from its start
+        square (closed if asked).
+
+    Raises
+    ------
+    ValueError
+        If a payload is shorter than its head says.
+    """
+    count = len(payloads)
+    data, starts, need = _layout(payloads, write)
+    out_at = np.zeros(count, dtype=np.int64)
+    if out is None or len(out) < need:
+        out = np.empty(need, dtype=np.uint8)
+    out_end = np.zeros(count, dtype=np.int64)
+    ok = np.zeros(count, dtype=np.bool_)
+    start = np.asarray(start, dtype=np.int64).reshape(-1, 2)
+    _render(
+        write,
+        data,
+        starts,
+        np.asarray(rows, dtype=np.int64),
+        np.asarray(cols, dtype=np.int64),
+        np.ascontiguousarray(start[:, 0]),
+        np.ascontiguousarray(start[:, 1]),
+        np.asarray(closed, dtype=np.bool_),
+        np.asarray(check, dtype=np.bool_),
+        out,
+        out_at,
+        out_end,
+        ok,
+        _TEXTS,
+        _LENGTHS,
+        _DR,
+        _DC,
+    )
+    return out, out_at, out_end, ok
+
+
+__all__ = ["render_moves"]

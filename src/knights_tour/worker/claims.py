@@ -1,0 +1,171 @@
+"""What one chunk of work holds of a ledger (a batch's jobs or a count's sub-jobs): its claim,
+the lease checks before each item, the re-claim after a lapse, the item running now and the
+release of what it did not finish (:class:`ChunkClaim`); and :func:`retrying`, how a task rides
+out a short Redis outage or a Redis that refuses writes for a while. The Redis side is
+:mod:`knights_tour.worker.leases`; the process's lease and heartbeat are
+:mod:`knights_tour.worker.lease_keeper`.
+
+A claim that cannot be given back (Redis refuses the write, or is away) is left to lapse: the
+process drops its lease and takes a new one for its next task, so recovery re-sends what the
+old lease held within ``KT_LEASE_S`` of Redis accepting writes again, instead of those jobs
+staying held by a live worker that no longer runs them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import redis
+
+from knights_tour.errors import StorageFullError
+from knights_tour.settings import get_settings
+from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.memory import write_refusal
+from knights_tour.worker import leases
+from knights_tour.worker.lease_keeper import LeaseKeeper
+from knights_tour.worker.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def retrying(call: Callable[[], T]) -> T:
+    """``call()``, retried with growing pauses (0.2 s doubling up to 2 s) for up to
+    ``KT_SAVE_RETRY_S`` seconds while Redis is unreachable or refuses writes
+    (:func:`knights_tour.store.memory.write_refusal`; logged as ``Redis refuses writes:
+    <reason>``).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis stays unreachable.
+    StorageFullError
+        If Redis still refuses writes after ``KT_SAVE_RETRY_S``.
+    """
+    window_s = get_settings().save_retry_s
+    deadline = time.monotonic() + window_s
+    delay = 0.2
+    while True:
+        try:
+            return call()
+        except REDIS_ERRORS:
+            if time.monotonic() >= deadline:
+                raise
+        except redis.ResponseError as exc:
+            reason = write_refusal(exc)
+            if reason is None:
+                raise
+            if time.monotonic() >= deadline:
+                raise StorageFullError(reason) from None
+            log.error("Redis refuses writes: %s; retrying for up to %g s", reason, window_s)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+class ChunkClaim:
+    """What one chunk holds of one ledger: the claim, the lease checks before each item, and
+    the re-claim after a lapse (the same for batch jobs and count sub-jobs)."""
+
+    def __init__(self, r: redis.Redis, led: Ledger, keeper_: LeaseKeeper) -> None:
+        self.r, self.led, self.keeper = r, led, keeper_
+        self.token = ""
+        self.claim_id = ""
+        self.careful = False
+        self.deaths: dict[str, int] = {}
+        self.unfinished: set[str] = set()
+        self.skipped = 0
+        self.current: str | None = None  # the item running now
+        self.claimed_all = False  # every claim call of the chunk returned
+
+    def claim(self, items: Sequence[T], key: Callable[[T], str]) -> deque[T]:
+        """Claim ``items``; the ones now ours, in order (others are counted as skipped)."""
+        first: dict[str, T] = {}
+        for item in items:
+            first.setdefault(key(item), item)
+        names = list(first)
+        outcomes: dict[str, str] = {}
+        self.careful = False
+        for i in range(0, len(names), leases.SCRIPT_BATCH):
+            part = names[i : i + leases.SCRIPT_BATCH]
+            self.token, got = retrying(functools.partial(self.keeper.claim, self.r, self.led, part))
+            self.careful = self.careful or got.careful
+            self.claim_id = got.claim
+            self.deaths.update(got.deaths)
+            outcomes.update(got.outcomes)
+        mine = [(k, i) for k, i in first.items() if outcomes.get(k) == leases.CLAIMED]
+        self.skipped += len(items) - len(mine)
+        self.unfinished.update(k for k, _ in mine)
+        self.claimed_all = True
+        return deque(i for _, i in mine)
+
+    def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]) -> deque[T]:
+        """``todo`` if the lease is alive; else (the process was stalled past its lease) what
+        is left of it once claimed again under a new token."""
+        if self.keeper.known_alive():
+            return todo
+        flush()
+        if retrying(lambda: self.keeper.confirm(self.r)):
+            return todo
+        rest = list(todo)
+        log.warning(
+            "%s %s: the lease lapsed before its job started for %s (this process was "
+            "stalled longer than %.1f s); claiming them again",
+            self.led.kind,
+            self.led.id,
+            ", ".join(key(i) for i in rest),
+            self.keeper.lease_s,
+        )
+        self.unfinished.difference_update(key(i) for i in rest)
+        self.claimed_all = False
+        return self.claim(rest, key)
+
+    def start(self, item_key: str) -> int:
+        """Mark ``item_key`` started (careful mode only); returns the deaths blamed on it."""
+        self.current = item_key
+        if self.careful:
+            retrying(lambda: leases.begin(self.r, self.led, self.token, item_key, self.claim_id))
+        return self.deaths.get(item_key, 0)
+
+    def done(self, item_key: str) -> None:
+        self.unfinished.discard(item_key)
+        if self.current == item_key:
+            self.current = None
+
+    def release(self, item_keys: Sequence[str] | None = None) -> None:
+        """Give up the claims on ``item_keys`` (default: every unfinished one), so another task
+        may run them at once. If Redis does not take the release (away, or refusing writes),
+        the process drops its lease (:meth:`LeaseKeeper.abandon`): the claims lapse within
+        ``KT_LEASE_S`` and recovery re-sends them."""
+        names = list(self.unfinished if item_keys is None else item_keys)
+        self.unfinished.difference_update(names)
+        token = self.token or self.keeper.token
+        if names and token:
+            try:
+                leases.release(self.r, self.led, token, names)
+            except redis.RedisError as exc:
+                self.keeper.abandon(token, f"could not give back {len(names)} claim(s): {exc}")
+
+    def send_back(
+        self, item_keys: list[str], item_dicts: list[dict[str, Any]], send: Callable[..., None]
+    ) -> None:
+        """Hand ``item_keys`` back at the task's time limit: release their claims, ``send``
+        their dicts again as one task, and mark them re-sent (so recovery does not re-send
+        them a second time).
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis stays unreachable.
+        """
+        self.release(item_keys)
+        send(item_dicts)
+        retrying(lambda: leases.mark_requeued(self.r, self.led, item_keys))
+
+
+__all__ = ["ChunkClaim", "retrying"]
