@@ -38,6 +38,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     "types, imported once `ktour run` has launched its server and workers",
     ("commands/lifecycle.py", "_reach"): "redis-py, only for a Redis URL given: the server is "
     "reached before the batch machinery (Celery, numpy) is imported",
+    ("counting/search.py", "count_kernel"): "the counting kernels (numba), loaded by the first "
+    "count that runs, not by a process that only plans or reads one",
     ("tasks.py", "count_subjobs"): "the count's service, imported by the task that uses it: a "
     "worker imports tasks.py before its pool forks",
     ("tasks.py", "submit_sweep"): "the schedule's service (celery beat), likewise",

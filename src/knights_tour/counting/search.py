@@ -15,13 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
 from knights_tour.board import Board, Square
 from knights_tour.counting.symmetry import symmetries
 from knights_tour.errors import InvalidJobError
-from knights_tour.solvers import count_kernel
+
+
+def count_kernel() -> ModuleType:
+    """The compiled counting kernels (:mod:`knights_tour.counting.count_kernel`:
+    ``count_completions``, ``prefix_viable``), imported on first use: importing numba costs a
+    process that only plans or reads a count."""
+    from knights_tour.counting import count_kernel as kernel
+
+    return kernel
 
 
 # -- the knight's graph as kernel arrays -------------------------------------------------------

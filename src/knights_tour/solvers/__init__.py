@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from knights_tour.board import Board, Square
@@ -40,9 +39,6 @@ CHECKERS: dict[str, str] = {"cpsat": "knights_tour.solvers.cpsat:check_tour"}
 """Model checks of a finished tour: name -> ``"module:function"`` with the shape
 ``check(board, tour, start, closed=False, time_limit_s=None) -> bool | None`` (None: undecided
 within the time limit; used by the ``verify="cpsat"`` cross-check)."""
-
-COUNT_KERNEL = "knights_tour.counting.count_kernel"
-"""The compiled tour-counting kernels (``count_completions``, ``prefix_viable``)."""
 
 ENGINE_WARM_UP = "knights_tour.solvers.warnsdorff:warm_up"
 """The engine's ``warm_up()``: compiles or loads its numba kernels (see :func:`warm_up_engine`)."""
@@ -151,11 +147,6 @@ def warm_up_engine() -> None:
         If the engine (numba) cannot be imported.
     """
     _load(ENGINE_WARM_UP)()
-
-
-def count_kernel() -> ModuleType:
-    """The tour-counting kernel module (:data:`COUNT_KERNEL`), imported (numba) on first use."""
-    return _load(COUNT_KERNEL)
 
 
 def _load(path: str) -> Any:
