@@ -34,11 +34,11 @@ PROCESS_TIERS = [
     "tests/fault",
     "tests/test_integration.py",
     "tests/test_multiworker.py",
-    "tests/service/test_beat.py",
-    "tests/service/test_orphans.py",
+    "tests/batches/test_beat.py",
+    "tests/local/test_orphans.py",
     "tests/commands/test_failures.py",
     "tests/deploy",
-    "tests/test_count_distributed.py",
+    "tests/counting/test_count_distributed.py",
 ]
 """The tests that start real processes (Redis, Celery workers, ``ktour`` subprocesses)."""
 

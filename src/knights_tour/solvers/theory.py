@@ -166,7 +166,7 @@ def middle_rows_proof(board: Board, start: Square) -> str | None:
     starting on a middle row has ``e <= 1``, hence ``e = 1`` and no middle–middle edge: it
     alternates middle/outer. It also alternates colours, so every middle square (the even
     positions) would have the start's colour — but the middle rows hold both colours (n >= 2).
-    The engine's exhaustive search agrees on every small 4 × n board (tests/test_theory.py).
+    The engine's exhaustive search agrees on every small 4 × n board (tests/solvers/test_theory.py).
 
     Parameters
     ----------

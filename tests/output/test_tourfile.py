@@ -29,7 +29,7 @@ from knights_tour.output.tourfile import (
 from knights_tour.tours.record import Proof, Record, Status
 from knights_tour.tours.verify import verify_tour
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 EULER = (DATA / "euler_8x8_closed_a226697.txt").read_text()
 
 

@@ -24,7 +24,7 @@ from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings
 from knights_tour.tours.record import Status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "schedule.example.toml"
 
 
