@@ -32,7 +32,8 @@ from knights_tour.store.memory import check_memory
 from knights_tour.worker import celery as worker
 from knights_tour.worker import lease_keeper, recovery
 from knights_tour.worker.celery import app
-from knights_tour.worker.messages import is_dp
+from knights_tour.worker.claims import redis_client
+from knights_tour.worker.messages import ItemDict, Send, is_dp
 
 log = logging.getLogger(__name__)
 
@@ -104,19 +105,19 @@ class CountRequest(_LimitedRequest):
         return dp_time_limits(task_args[1] if len(task_args) > 1 else None)
 
 
-def _resend(unit_id: str, count: bool = False) -> execution.Send:
+def _resend(unit_id: str, count: bool = False) -> Send:
     """Send more jobs of batch ``unit_id`` (with ``count``: sub-jobs of count ``unit_id``) at
     recovery priority: the hand-back at a task's time limit."""
     name = worker.TASK_COUNT_SUBJOBS if count else worker.TASK_RUN_JOBS
 
-    def send(item_dicts: list[dict[str, Any]]) -> None:
+    def send(item_dicts: list[ItemDict]) -> None:
         worker.send(name, [unit_id, item_dicts], priority=worker.RECOVERY_PRIORITY)
 
     return send
 
 
 @app.task(name=worker.TASK_RUN_JOBS, bind=True, Request=ChunkRequest, **JOB_TASK_OPTIONS)
-def run_jobs(self: Any, batch_id: str, job_dicts: list[dict[str, Any]]) -> dict[str, Any]:
+def run_jobs(self: Any, batch_id: str, job_dicts: list[ItemDict]) -> execution.ChunkSummary:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job
     (:func:`knights_tour.batches.execution.run_chunk`; at the soft time limit the jobs not
     decided are handed back); returns its summary dict."""
@@ -173,9 +174,7 @@ def collect_reports() -> dict[str, Any]:
 
     settings = get_settings()
     result = collector.collect_finished(
-        execution.redis_client(),
-        settings.reports_path,
-        lock_timeout_s=settings.collect_lock_timeout_s,
+        redis_client(), settings.reports_path, lock_timeout_s=settings.collect_lock_timeout_s
     )
     if result["written"]:
         log.info("collected %d batch(es): %s", len(result["written"]), result["written"])

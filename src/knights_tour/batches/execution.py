@@ -28,27 +28,23 @@ what it held (:mod:`knights_tour.worker.recovery`).
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TypedDict
 
 import redis
 
-from knights_tour.batches.jobs import TIME_LIMIT_EXCEPTIONS, Job, error_record, run_job
-from knights_tour.batches.saving import Row, row_of, save_records
+from knights_tour.batches.jobs import Job, error_record, parse_jobs, run_job
+from knights_tour.batches.saving import row_of, save_records
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
-from knights_tour.store.connection import connect
 from knights_tour.tours.record import Record, Status
-from knights_tour.worker.claims import ChunkClaim, retrying
+from knights_tour.worker.claims import ChunkClaim, redis_client, retrying
 from knights_tour.worker.lease_keeper import keeper
 from knights_tour.worker.ledger import Ledger
-from knights_tour.worker.messages import DEFAULT_REDIS_URL
+from knights_tour.worker.messages import TIME_LIMIT_EXCEPTIONS, Send, TaskLimitReached
 
 log = logging.getLogger(__name__)
 
@@ -56,35 +52,17 @@ FLUSH_S = 0.5
 """Buffered records are stored at the latest when a job ends this many seconds after the last
 store (and always at the chunk's end), so a waiting client sees progress."""
 
-Send = Callable[[list[dict[str, Any]]], None]
-"""Puts one task for a list of job dicts of the running batch on the queue, served first."""
 
+class ChunkSummary(TypedDict):
+    """What :func:`run_chunk` returns (the task's result): the batch, the records written and
+    jobs skipped (``jobs``), their ``counts`` by status (plus ``skipped`` and
+    ``handed_back``), the worker's node name and the chunk's wall time in seconds."""
 
-def redis_client() -> redis.Redis:
-    """This worker process's Redis client (the broker's server, ``KT_REDIS_URL``): one per
-    process and URL, created on first use and kept for every later job.
-
-    Raises
-    ------
-    BackendUnavailableError
-        If Redis cannot be reached.
-    """
-    return _client_for(get_settings().redis_url or DEFAULT_REDIS_URL)
-
-
-@functools.cache
-def _client_for(url: str) -> redis.Redis:
-    """The client of :func:`redis_client` for ``url`` (kept: connections are pooled)."""
-    return connect(url)
-
-
-def invalid_key(job_dict: object) -> str:
-    """A stable key for a job dict that failed validation (so a re-delivery adds no record)."""
-    try:
-        text = json.dumps(job_dict, sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        text = repr(job_dict)
-    return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    batch_id: str
+    jobs: int
+    counts: dict[str, int]
+    worker: str | None
+    elapsed_s: float
 
 
 class _Records:
@@ -92,18 +70,17 @@ class _Records:
 
     def __init__(self, r: redis.Redis, batch_id: str) -> None:
         self.r, self.batch_id = r, batch_id
-        self.rows: list[Row] = []
+        self.rows: list[Record] = []  # encoded when stored
         self.added: set[str] = set()  # job keys of every record of the chunk
         self.last = time.monotonic()
 
     def add(self, record: Record) -> None:
-        row = row_of(record)
-        self.rows.append(row)
-        self.added.add(row[0])
+        self.rows.append(record)
+        self.added.add(str(record.job_key))
 
     def unstored(self) -> list[str]:
         """Job keys of the buffered records (not stored yet)."""
-        return [row[0] for row in self.rows]
+        return [str(record.job_key) for record in self.rows]
 
     def due(self) -> bool:
         return bool(self.rows) and time.monotonic() - self.last >= FLUSH_S
@@ -113,7 +90,7 @@ class _Records:
         ``retry``: keep trying for ``KT_SAVE_RETRY_S`` while Redis is unreachable (else one
         attempt)."""
         if self.rows:
-            rows = self.rows
+            rows = [row_of(record) for record in self.rows]
             save = lambda: save_records(self.r, self.batch_id, rows)  # noqa: E731
             stored = retrying(save) if retry else save()
             self.rows = []
@@ -142,41 +119,6 @@ def _job_key(job: Job) -> str:
     return job.key
 
 
-def _validate(
-    job_dicts: Any, batch_id: str, worker: str | None, records: _Records, counts: Counter[str]
-) -> list[Job]:
-    """The valid jobs of a message; an error record is buffered for each invalid one (and one
-    ERROR line logged for the message)."""
-    valid: list[Job] = []
-    invalid: list[str] = []
-    for raw in job_dicts if isinstance(job_dicts, list) else [job_dicts]:
-        try:
-            valid.append(Job.from_dict(raw))
-        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
-            record = error_record(raw, exc, batch_id, job_key=invalid_key(raw))
-            record.worker = worker
-            records.add(record)
-            counts[record.status.value] += 1
-            invalid.append(str(exc))
-    if invalid:
-        log.error(
-            "batch %s: %d job(s) of a message failed validation, recorded as errors (%s)",
-            batch_id,
-            len(invalid),
-            invalid[0],
-        )
-    return valid
-
-
-class _TaskLimitReached(Exception):
-    """The task's soft time limit interrupted the job being run (its record is not kept)."""
-
-
-def at_task_limit(exc: BaseException) -> bool:
-    """True if ``exc`` is the task's soft time limit (matched by name: no Celery here)."""
-    return isinstance(exc, _TaskLimitReached) or type(exc).__name__ in TIME_LIMIT_EXCEPTIONS
-
-
 def _run_jobs(
     held: ChunkClaim, todo: deque[Job], records: _Records, counts: Counter[str], worker: str | None
 ) -> None:
@@ -184,7 +126,7 @@ def _run_jobs(
 
     Raises
     ------
-    _TaskLimitReached
+    TaskLimitReached
         If the task's soft time limit interrupted a job (:func:`_hand_back` takes over).
     """
     batch_id = held.led.id
@@ -200,7 +142,7 @@ def _run_jobs(
         else:
             record = run_job(job, batch_id=batch_id, worker=worker)
             if record.error_type in TIME_LIMIT_EXCEPTIONS:
-                raise _TaskLimitReached(job.key)
+                raise TaskLimitReached(job.key)
         record.attempts, record.worker = deaths + 1, worker
         records.add(record)
         held.done(job.key)
@@ -228,20 +170,17 @@ def _hand_back(
     redis.ConnectionError, redis.TimeoutError
         If Redis stays unreachable (the task layer retries the whole chunk).
     """
-    r, led = held.r, held.led
+    led = held.led
     cut = held.current
-    if cut is not None:
-        tries = held.deaths.get(cut, 0) + 1
-        job = next(j for j in jobs if j.key == cut)
-        if tries >= get_settings().max_attempts:
-            record = error_record(job, "time_limit", led.id)
-            record.status, record.error_type = Status.UNKNOWN, None
-            record.attempts, record.worker = tries, worker
-            records.add(record)
-            held.done(cut)
-            counts[record.status.value] += 1
-        else:
-            retrying(lambda: r.hincrby(led.attempts, cut, 1))
+    given_up = held.blame_cut()
+    if given_up is not None:
+        job_key, tries = given_up
+        record = error_record(next(j for j in jobs if j.key == job_key), "time_limit", led.id)
+        record.status, record.error_type = Status.UNKNOWN, None
+        record.attempts, record.worker = tries, worker
+        records.add(record)
+        held.done(job_key)
+        counts[record.status.value] += 1
     records.flush()
     if held.claimed_all:
         back = [j for j in jobs if j.key in held.unfinished]
@@ -259,16 +198,15 @@ def _hand_back(
     )
 
 
-def run_chunk(
-    batch_id: str, job_dicts: list[dict[str, Any]], worker: str | None, send: Send
-) -> dict[str, Any]:
+def run_chunk(batch_id: str, job_dicts: object, worker: str | None, send: Send) -> ChunkSummary:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job.
 
     Parameters
     ----------
     batch_id : str
     job_dicts : list of dict
-        Jobs as :meth:`Job.to_dict` gives them (untrusted: each is validated).
+        Jobs as :meth:`Job.to_dict` gives them (untrusted: a list of them or one, each is
+        validated).
     worker : str or None
         Node name of this worker, copied into the records.
     send : callable
@@ -277,7 +215,7 @@ def run_chunk(
 
     Returns
     -------
-    dict
+    ChunkSummary
         A tiny summary: ``batch_id``, ``jobs`` (records written and jobs skipped), ``counts``
         by status (plus ``skipped``: recorded, held by another worker, or cancelled;
         ``handed_back``: sent again at the task's time limit),
@@ -301,15 +239,27 @@ def run_chunk(
         log.error("dropped a chunk of %s: no batch %s in Redis", _jobs_text(job_dicts), batch_id)
         return _summary(batch_id, Counter(), worker, began)
     records = _Records(r, batch_id)
-    valid = _validate(job_dicts, batch_id, worker, records, counts)
+
+    def keep(record: Record) -> None:
+        records.add(record)
+        counts[record.status.value] += 1
+
+    valid, invalid = parse_jobs(job_dicts, batch_id, worker, keep)
+    if invalid:
+        log.error(
+            "batch %s: %d job(s) of a message failed validation, recorded as errors (%s)",
+            batch_id,
+            len(invalid),
+            invalid[0],
+        )
     held = ChunkClaim(r, Ledger.for_batch(batch_id), keeper())
     try:
-        try:
-            _run_jobs(held, held.claim(valid, _job_key), records, counts, worker)
-        except Exception as exc:
-            if not at_task_limit(exc):
-                raise
-            _hand_back(held, valid, records, counts, worker, send)
+        held.run(
+            valid,
+            _job_key,
+            lambda todo: _run_jobs(held, todo, records, counts, worker),
+            lambda: _hand_back(held, valid, records, counts, worker, send),
+        )
         records.flush()
     finally:
         if records.rows:  # stopped by an exception: keep what was finished, if Redis allows
@@ -328,9 +278,7 @@ def _jobs_text(job_dicts: object) -> str:
     return f"{len(job_dicts)} job(s)" if isinstance(job_dicts, list) else "jobs"
 
 
-def _summary(
-    batch_id: str, counts: Counter[str], worker: str | None, began: float
-) -> dict[str, Any]:
+def _summary(batch_id: str, counts: Counter[str], worker: str | None, began: float) -> ChunkSummary:
     return {
         "batch_id": batch_id,
         "jobs": sum(counts.values()),
@@ -340,4 +288,4 @@ def _summary(
     }
 
 
-__all__ = ["run_chunk", "redis_client", "invalid_key", "at_task_limit", "Send", "FLUSH_S"]
+__all__ = ["run_chunk", "ChunkSummary", "FLUSH_S"]

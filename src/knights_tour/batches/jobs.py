@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 import msgspec
@@ -34,6 +34,7 @@ from knights_tour.solvers import (
 from knights_tour.solvers.api import solve
 from knights_tour.solvers.crosscheck import cross_check_cpsat
 from knights_tour.tours.record import Record, Status
+from knights_tour.worker.messages import TIME_LIMIT_EXCEPTIONS, invalid_key
 
 VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
 """Accepted values of ``Job.verify`` besides ``None``."""
@@ -372,9 +373,24 @@ def error_record(
     )
 
 
-TIME_LIMIT_EXCEPTIONS = frozenset({"SoftTimeLimitExceeded"})
-"""Names of the exceptions a worker's signal handler raises inside a running job when its time
-is up (Celery/billiard's soft time limit); matched by name so the core need not import Celery."""
+def parse_jobs(
+    job_dicts: object, batch_id: str, worker: str | None, keep: Callable[[Record], None]
+) -> tuple[list[Job], list[str]]:
+    """The valid jobs of a chunk's message (``job_dicts``: a list of job dicts, or one; untrusted)
+    and the validation errors of the others, in order. Each invalid one becomes an ``error``
+    record (:func:`error_record`, keyed by :func:`~knights_tour.worker.messages.invalid_key` so
+    a re-delivery adds none, ``worker`` set) handed to ``keep``."""
+    valid: list[Job] = []
+    invalid: list[str] = []
+    for raw in job_dicts if isinstance(job_dicts, list) else [job_dicts]:
+        try:
+            valid.append(Job.from_dict(raw))
+        except Exception as exc:  # noqa: BLE001 - invalid input becomes an error record
+            record = error_record(raw, exc, batch_id, job_key=invalid_key(raw))
+            record.worker = worker
+            keep(record)
+            invalid.append(str(exc))
+    return valid, invalid
 
 
 def unwrap_interruption(exc: Exception) -> BaseException:
@@ -483,6 +499,7 @@ def record_sort_key(record: Record) -> tuple:
 
 
 __all__ = [
+    "parse_jobs",
     "Job",
     "JobOptions",
     "VERIFY_NAMES",
@@ -494,7 +511,6 @@ __all__ = [
     "order_key",
     "solver_names",
     "unwrap_interruption",
-    "TIME_LIMIT_EXCEPTIONS",
     "MAX_TIME_LIMIT_S",
     "check_limits",
 ]

@@ -9,7 +9,7 @@ its stored partials (:mod:`.store`), the client that sends and waits (:mod:`.cli
 :mod:`.dp_client`) and the worker side of its sub-jobs (:mod:`.execution`,
 :mod:`.dp_execution`).
 
-May import: ``batches`` (a count's messages reuse a chunk's worker-side helpers and cancelling),
+May import: ``batches`` (cancelling a count's messages),
 ``worker``, ``store``, ``solvers``, ``tours`` and the ground floor. The enumeration, the DP and
 their kernels import no Celery, Redis, click or rich (the ``pure`` contract).
 """

@@ -25,7 +25,6 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
-from knights_tour.batches.execution import Send
 from knights_tour.board import Board, Square
 from knights_tour.counting import store as count_store
 from knights_tour.counting.dp_jobs import dp_run_tail, dp_run_trunk
@@ -36,7 +35,7 @@ from knights_tour.errors import InvalidJobError
 from knights_tour.settings import get_settings
 from knights_tour.worker import ledger
 from knights_tour.worker.claims import ChunkClaim, retrying
-from knights_tour.worker.messages import DP_KIND, is_dp
+from knights_tour.worker.messages import DP_KIND, Send, is_dp
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,14 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
-from knights_tour.batches.execution import Send, at_task_limit, invalid_key, redis_client
 from knights_tour.counting import store as count_store
 from knights_tour.counting.plan import SubJob
 from knights_tour.settings import get_settings
 from knights_tour.worker import leases
-from knights_tour.worker.claims import ChunkClaim, retrying
+from knights_tour.worker.claims import ChunkClaim, redis_client, retrying
 from knights_tour.worker.lease_keeper import keeper
 from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.messages import Send, invalid_key
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def hand_back_subjobs(
     tally: Counter[str],
 ) -> None:
     """After the task's soft time limit (``KT_SOFT_TIME_LIMIT_S``): hand back the sub-jobs not
-    counted, as :func:`~knights_tour.batches.execution._hand_back` does for jobs. The one the
+    counted, as a batch's chunk does for jobs (:mod:`knights_tour.batches.execution`). The one the
     limit cut is blamed an attempt; the cut that makes ``KT_MAX_ATTEMPTS`` stores an error
     entry for it instead (the count is then reported incomplete, not left waiting for ever).
 
@@ -123,20 +123,16 @@ def hand_back_subjobs(
         retrying(lambda: leases.finish(r, led, [stored_key]))
         held.done(stored_key)
         cut = None
-    if cut is not None:
-        tries = held.deaths.get(cut, 0) + 1
-        if tries >= get_settings().max_attempts:
-            error = f"TimeLimit: the task's time limit cut this sub-job {tries} times; given up"
-            retrying(
-                lambda: count_store.save_partial(
-                    r, led.id, cut, None, 0, worker=worker, error=error
-                )
-            )
-            retrying(lambda: leases.finish(r, led, [cut]))
-            held.done(cut)
-            tally["errors"] += 1
-        else:
-            retrying(lambda: r.hincrby(led.attempts, cut, 1))
+    given_up = held.blame_cut()
+    if given_up is not None:
+        key, tries = given_up
+        error = f"TimeLimit: the task's time limit cut this sub-job {tries} times; given up"
+        retrying(
+            lambda: count_store.save_partial(r, led.id, key, None, 0, worker=worker, error=error)
+        )
+        retrying(lambda: leases.finish(r, led, [key]))
+        held.done(key)
+        tally["errors"] += 1
     stored: set[str] = set()
     if not held.claimed_all:  # the claim's sub-jobs are not known: keep what has an entry
         stored = {sj.key for sj in subjobs if _stored(held, sj.key)}
@@ -223,12 +219,9 @@ def run_claimed_subjobs(
             count_store.save_partial(r, count_id, key, None, 0, worker=worker, error=error)
             tally["errors"] += 1
     held = ChunkClaim(r, Ledger.for_count(count_id), keeper())
+    back = None if send is None else lambda: hand_back_subjobs(held, valid, worker, send, tally)
     try:
-        run(held, held.claim(valid, _subjob_key), worker, tally)
-    except Exception as exc:
-        if send is None or not at_task_limit(exc):
-            raise
-        hand_back_subjobs(held, valid, worker, send, tally)
+        held.run(valid, _subjob_key, lambda todo: run(held, todo, worker, tally), back)
     finally:
         held.release()
     return held, tally

@@ -5,7 +5,7 @@ the task names and message shapes without Celery (:mod:`.messages`), the lazy do
 the rest of the package reaches Celery (:mod:`.lazy`), kombu's hardened Redis transport
 (:mod:`.transport`) and the worker's log filter (:mod:`.logs`); the lease protocol: the Redis
 side (:mod:`.ledger`, :mod:`.leases`, :mod:`.holders`, :mod:`.orphans`, :mod:`.nodes`), the
-worker's policy (:mod:`.lease_keeper`), a chunk's claim (:mod:`.claims`) and recovery
+worker's policy (:mod:`.lease_keeper`), a chunk's claim and frame (:mod:`.claims`) and recovery
 (:mod:`.recovery`); the broker's queue (:mod:`.queue`), the dead letters (:mod:`.dead_letters`)
 and the workers seen by broadcast (:mod:`.monitor`).
 

@@ -1,7 +1,8 @@
 """What one chunk of work holds of a ledger (a batch's jobs or a count's sub-jobs): its claim,
 the lease checks before each item, the re-claim after a lapse, the item running now and the
 release of what it did not finish (:class:`ChunkClaim`); and :func:`retrying`, how a task rides
-out a short Redis outage or a Redis that refuses writes for a while. The Redis side is
+out a short Redis outage or a Redis that refuses writes for a while; :func:`redis_client`, the
+worker process's one client. The Redis side is
 :mod:`knights_tour.worker.leases`; the process's lease and heartbeat are
 :mod:`knights_tour.worker.lease_keeper`.
 
@@ -18,21 +19,40 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import redis
 
 from knights_tour.errors import StorageFullError
 from knights_tour.settings import get_settings
-from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.memory import write_refusal
 from knights_tour.worker import leases
 from knights_tour.worker.lease_keeper import LeaseKeeper
 from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.messages import DEFAULT_REDIS_URL, ItemDict, Send, at_task_limit
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def redis_client() -> redis.Redis:
+    """This worker process's Redis client (the broker's server, ``KT_REDIS_URL``): one per
+    process and URL, created on first use and kept for every later chunk.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis cannot be reached.
+    """
+    return _client_for(get_settings().redis_url or DEFAULT_REDIS_URL)
+
+
+@functools.cache
+def _client_for(url: str) -> redis.Redis:
+    """The client of :func:`redis_client` for ``url`` (kept: connections are pooled)."""
+    return connect(url)
 
 
 def retrying(call: Callable[[], T]) -> T:
@@ -104,6 +124,30 @@ class ChunkClaim:
         self.claimed_all = True
         return deque(i for _, i in mine)
 
+    def run(
+        self,
+        items: Sequence[T],
+        key: Callable[[T], str],
+        run: Callable[[deque[T]], None],
+        hand_back: Callable[[], None] | None,
+    ) -> None:
+        """The frame of a chunk: claim ``items`` (:meth:`claim`) and ``run`` the ones now
+        ours; when the task's soft time limit stops it
+        (:func:`~knights_tour.worker.messages.at_task_limit`), ``hand_back`` what was not
+        decided, or re-raise without one. The caller releases the claim.
+
+        Raises
+        ------
+        Exception
+            Whatever ``run`` raises, but the time limit when there is ``hand_back``.
+        """
+        try:
+            run(self.claim(items, key))
+        except Exception as exc:
+            if hand_back is None or not at_task_limit(exc):
+                raise
+            hand_back()
+
     def ready(self, todo: deque[T], key: Callable[[T], str], flush: Callable[[], None]) -> deque[T]:
         """``todo`` if the lease is alive; else (the process was stalled past its lease) what
         is left of it once claimed again under a new token."""
@@ -137,6 +181,26 @@ class ChunkClaim:
         if self.current == item_key:
             self.current = None
 
+    def blame_cut(self) -> tuple[str, int] | None:
+        """At the task's soft time limit: blame the item the limit cut (:attr:`current`) one
+        attempt (its ``attempts`` entry + 1, so its next claim is careful) and return None; or,
+        if this cut makes ``KT_MAX_ATTEMPTS``, return it with its tries (this cut included)
+        for the caller to record as given up. None too when no item was cut.
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis stays unreachable.
+        """
+        cut = self.current
+        if cut is None:
+            return None
+        tries = self.deaths.get(cut, 0) + 1
+        if tries >= get_settings().max_attempts:
+            return cut, tries
+        retrying(lambda: self.r.hincrby(self.led.attempts, cut, 1))
+        return None
+
     def release(self, item_keys: Sequence[str] | None = None) -> None:
         """Give up the claims on ``item_keys`` (default: every unfinished one), so another task
         may run them at once. If Redis does not take the release (away, or refusing writes),
@@ -151,9 +215,7 @@ class ChunkClaim:
             except redis.RedisError as exc:
                 self.keeper.abandon(token, f"could not give back {len(names)} claim(s): {exc}")
 
-    def send_back(
-        self, item_keys: list[str], item_dicts: list[dict[str, Any]], send: Callable[..., None]
-    ) -> None:
+    def send_back(self, item_keys: list[str], item_dicts: list[ItemDict], send: Send) -> None:
         """Hand ``item_keys`` back at the task's time limit: release their claims, ``send``
         their dicts again as one task, and mark them re-sent (so recovery does not re-send
         them a second time).
@@ -168,4 +230,4 @@ class ChunkClaim:
         retrying(lambda: leases.mark_requeued(self.r, self.led, item_keys))
 
 
-__all__ = ["ChunkClaim", "retrying"]
+__all__ = ["ChunkClaim", "retrying", "redis_client"]

@@ -10,8 +10,10 @@ tests/test_architecture.py). The queue's own name is a Redis key:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -76,6 +78,40 @@ DP_KIND = "dp"
 def is_dp(raw: object) -> bool:
     """True if ``raw`` (a count sub-job's dict, untrusted) is a frontier-DP sub-job."""
     return isinstance(raw, dict) and raw.get("kind") == DP_KIND
+
+
+# -- a chunk task's items: untrusted, handed back at the task's time limit ----------------------
+
+ItemDict = dict[str, Any]
+"""One item of a chunk task's message as JSON decodes it (a job or a count sub-job; untrusted
+until its own type validates it)."""
+
+Send = Callable[[list[ItemDict]], None]
+"""Puts one task for a list of item dicts (jobs of the running batch, sub-jobs of the running
+count) on the queue, served first: the hand-back at a task's time limit."""
+
+TIME_LIMIT_EXCEPTIONS = frozenset({"SoftTimeLimitExceeded"})
+"""Names of the exceptions a worker's signal handler raises inside a running job when its time
+is up (Celery/billiard's soft time limit); matched by name so the core need not import Celery."""
+
+
+class TaskLimitReached(Exception):
+    """The task's soft time limit interrupted the item being run (its result is not kept)."""
+
+
+def at_task_limit(exc: BaseException) -> bool:
+    """True if ``exc`` is the task's soft time limit (matched by name: no Celery here)."""
+    return isinstance(exc, TaskLimitReached) or type(exc).__name__ in TIME_LIMIT_EXCEPTIONS
+
+
+def invalid_key(item: object) -> str:
+    """A stable key for an item dict that failed validation (so a re-delivery adds no second
+    record or entry): ``invalid:`` and 16 hex digits of the SHA-1 of its sorted JSON."""
+    try:
+        text = json.dumps(item, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        text = repr(item)
+    return "invalid:" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 # -- message priorities ---------------------------------------------------------------------
@@ -146,6 +182,12 @@ __all__ = [
     "OPS_PRIORITY",
     "DP_KIND",
     "is_dp",
+    "ItemDict",
+    "Send",
+    "TIME_LIMIT_EXCEPTIONS",
+    "TaskLimitReached",
+    "at_task_limit",
+    "invalid_key",
     "args_repr",
     "encode_body",
 ]
