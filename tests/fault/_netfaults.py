@@ -423,14 +423,16 @@ def client_result(proc: subprocess.Popen, out: Path, timeout_s: float) -> tuple[
     return proc.returncode, distinct, stderr
 
 
-def wait_connected(pid: int, port: int, deadline_s: float = 60) -> bool:
-    """True once process ``pid`` has an established TCP connection to ``port``."""
+def wait_connected(proc: subprocess.Popen, port: int, deadline_s: float = 60) -> bool:
+    """True once process ``proc`` has an established TCP connection to ``port``; False at the
+    deadline or as soon as ``proc`` has exited (a client that finished before it was seen
+    connected: an exited child not yet reaped shows no connections and raises nothing)."""
     import psutil
 
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
+    while time.monotonic() < end and proc.poll() is None:
         try:
-            conns = psutil.Process(pid).net_connections(kind="tcp")
+            conns = psutil.Process(proc.pid).net_connections(kind="tcp")
         except psutil.Error:
             return False
         if any(
@@ -469,7 +471,7 @@ def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subpr
     out = sc.tmp / f"records-{batch_id}.jsonl"
     url = link.url_for(sc.redis.url) if link is not None else sc.redis.url
     proc = sc.start_client(batch_id, url, out)
-    wait_connected(proc.pid, link.port if link is not None else sc.redis.port)
+    wait_connected(proc, link.port if link is not None else sc.redis.port)
 
     def waiting() -> bool:
         try:
