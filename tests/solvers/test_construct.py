@@ -15,6 +15,7 @@ import random
 
 import numpy as np
 import pytest
+from _exhaustive import has_tour
 
 from knights_tour.board import Board
 from knights_tour.solvers.block_search import find_block_tour
@@ -185,33 +186,13 @@ def test_connector_is_a_cycle_through_both_forced_edges():
     assert forced <= {frozenset(p) for p in steps}
 
 
-def _brute_force_has_tour(board: Board, start, closed: bool) -> bool:
-    """Independent check: plain DFS over all Hamiltonian paths from ``start``, no pruning."""
-    nb, n, s = board.neighbours, board.n_squares, board.index(start)
-    seen = [False] * n
-    seen[s] = True
-
-    def dfs(p: int, depth: int) -> bool:
-        if depth == n:
-            return not closed or s in nb[p]
-        for q in nb[p]:
-            if not seen[q]:
-                seen[q] = True
-                if dfs(q, depth + 1):
-                    return True
-                seen[q] = False
-        return False
-
-    return dfs(s, 1)
-
-
 @pytest.mark.parametrize("rows, cols", [(3, 4), (3, 5), (4, 4), (3, 7), (4, 5), (3, 8)])
 def test_small_tour_agrees_with_brute_force_on_open_tours(rows, cols):
     board = Board(rows, cols)
     squares = list(board.squares())
     for sq in squares:
         path = small_tour(squares, [], start=sq, node_limit=10**7)
-        assert (path is not None) == _brute_force_has_tour(board, sq, closed=False), sq
+        assert (path is not None) == has_tour(board, sq, closed=False), sq
         assert path is None or verify_tour(board, path, start=sq).ok
 
 
@@ -219,7 +200,7 @@ def test_small_tour_agrees_with_brute_force_on_open_tours(rows, cols):
 def test_small_tour_agrees_with_brute_force_on_closed_tours(rows, cols):
     board = Board(rows, cols)
     cycle = small_tour(list(board.squares()), [], node_limit=10**7)
-    assert (cycle is not None) == _brute_force_has_tour(board, (0, 0), closed=True)
+    assert (cycle is not None) == has_tour(board, (0, 0), closed=True)
     assert (cycle is not None) == closed_tour_exists(board)  # Schwenk 1991
     assert cycle is None or verify_tour(board, cycle, closed=True).ok
 
