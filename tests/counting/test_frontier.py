@@ -86,12 +86,12 @@ def test_no_paths_without_search():
 
 
 def test_parts_and_checkpoints_resume(tmp_path):
-    board = Board(5, 6)
+    board = Board(4, 7)  # its widest layers outgrow the table of 2**14 bytes below
     g = frontier.image_graph(board, (0, 0))
     plan = frontier.full_sweep(g, g.square.index((0, 0)))
     whole = run_sweep(plan)
     assert max(ls.parts for ls in whole.layers) == 1
-    small = run_sweep(plan, memory_bytes=2**14)  # 1024 slots: several parts
+    small = run_sweep(plan, memory_bytes=2**14)  # the smallest table: several parts
     assert max(ls.parts for ls in small.layers) > 1
     assert int(small.counts[0]) == int(whole.counts[0])
 
@@ -111,7 +111,7 @@ def test_parts_and_checkpoints_resume(tmp_path):
 
 
 def test_a_later_given_layer_is_preferred_to_an_earlier_checkpoint(tmp_path):
-    board = Board(5, 6)
+    board = Board(4, 7)
     g = frontier.image_graph(board, (0, 0))
     plan = frontier.full_sweep(g, g.square.index((0, 0)))
     whole = run_sweep(plan, keep={14})
