@@ -47,10 +47,6 @@ STRIP_BUDGETS = (2_000, 50_000, SMALL_NODE_LIMIT)
 """Node budgets of the passes over the strips of an open 3 × n tour."""
 
 
-def _is_move(a: Square, b: Square) -> bool:
-    return {abs(a[0] - b[0]), abs(a[1] - b[1])} == {1, 2}
-
-
 def small_tour(
     squares: list[Square],
     forced: list[tuple[Square, Square]],
@@ -86,13 +82,17 @@ def small_tour(
     partner = np.full(n, -1, np.int64)
     for x, y in forced:
         partner[index[x]], partner[index[y]] = index[y], index[x]
+    at = np.asarray(squares, dtype=np.int64).reshape(n, 2)
+    dr = np.abs(at[:, None, 0] - at[None, :, 0])
+    dc = np.abs(at[:, None, 1] - at[None, :, 1])
+    linked = ((dr == 1) & (dc == 2)) | ((dr == 2) & (dc == 1))
+    ends = np.flatnonzero(partner >= 0)
+    linked[ends, partner[ends]] = True
+    # each vertex's neighbours in the order of ``squares`` (the search's tie-break order)
+    n_adj = linked.sum(axis=1)
+    v, u = np.nonzero(linked)
     adj = np.full((n, 9), -1, np.int64)
-    n_adj = np.zeros(n, np.int64)
-    for v, sq in enumerate(squares):
-        for u, other in enumerate(squares):
-            if _is_move(sq, other) or partner[v] == u:
-                adj[v, n_adj[v]] = u
-                n_adj[v] += 1
+    adj[v, np.arange(len(v)) - np.repeat(np.cumsum(n_adj) - n_adj, n_adj)] = u
     first = start if start is not None else (forced[0][0] if forced else squares[0])
     path = np.empty(n, np.int64)
     status = CK.small_search(adj, n_adj, partner, index[first], start is None, node_limit, path)
