@@ -145,14 +145,35 @@ def _eight_moves(data, b, left):
 
 @njit(cache=True)
 def _board_arrays(write, nr, nc, texts, lengths):
-    """For the tours of an ``nr`` x ``nc`` board: the array their squares are marked seen in,
-    and the board's table of square texts (:func:`_board_table`; empty where the text is
-    not written or the board is too large for a table)."""
-    seen = np.zeros(max(nr * nc, 0), dtype=np.uint32)
+    """For the tours of an ``nr`` x ``nc`` board: an empty array to mark their squares seen in
+    (:func:`_seen_for` makes it), and the board's table of square texts (:func:`_board_table`;
+    empty where the text is not written or the board is too large for a table)."""
+    seen = np.zeros(0, dtype=np.uint32)
     if write and 0 < nr < 10000 and 0 < nc < 10000 and nr * nc <= _TABLE_SQUARES:
         words, size = _board_table(nr, nc, texts, lengths)
         return seen, words, size
     return seen, np.zeros((0, 2), dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+
+
+@njit(cache=True, inline="always")
+def _seen_for(seen, good, squares):
+    """``seen``, or a new one for a board of ``squares`` squares if it has none yet and a tour
+    may pass the check (``good``): a tour of fewer moves than its board has squares, such as
+    an undecided record's on a large board, needs none."""
+    if good and len(seen) == 0:
+        return np.zeros(squares, dtype=np.uint32)
+    return seen
+
+
+@njit(cache=True, inline="always")
+def _mark(seen, s, stamp, good):
+    """Mark square ``s`` seen by tour ``stamp`` while the tour may pass the check (``good``);
+    whether it still may (not if ``s`` was seen by it before)."""
+    if not good:
+        return False
+    again = seen[s] == stamp
+    seen[s] = stamp
+    return not again
 
 
 @njit(cache=True, inline="always")
@@ -203,6 +224,7 @@ def _render(
         wide = nr > 100 or nc > 100  # a text of more than 8 bytes
         stamp += np.uint32(1)
         good = check[i] and n + 1 == nr * nc and r == srow[i] and c == scol[i]
+        seen = _seen_for(seen, good, nr * nc)
         b = starts[i] + _HEAD_BYTES
         word = np.int64(0)
         out_at[i] = np.int64(p)
@@ -213,8 +235,7 @@ def _render(
         while True:
             if 0 <= r < nr and 0 <= c < nc:
                 s = r * nc + c
-                good &= seen[s] != stamp
-                seen[s] = stamp
+                good = _mark(seen, s, stamp, good)
                 if write and tabled:
                     _put_word(out, p, words[s, 0])
                     if wide:
