@@ -20,7 +20,7 @@ from _cli import run_cli
 
 from knights_tour.board import Board
 from knights_tour.cli import COMMANDS, cli, main
-from knights_tour.commands._shared import ExitCode
+from knights_tour.commands._errors import ExitCode
 from knights_tour.output.tourfile import parse_step_matrix
 from knights_tour.settings import get_settings
 from knights_tour.tours.verify import verify_tour

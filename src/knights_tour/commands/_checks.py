@@ -4,8 +4,7 @@ go (:func:`require_workers`), an ``--out`` that can be written (:func:`check_out
 question before a big batch or count (:func:`confirm_big`).
 
 click and the standard library only (no rich, no redis-py), so that a command refuses bad input
-before it loads what its work needs: ``ktour run`` takes them from here directly;
-:mod:`knights_tour.commands._shared` re-exports them for the other commands.
+before it loads what its work needs.
 """
 
 from __future__ import annotations

@@ -34,13 +34,14 @@ from knights_tour.batches.jobs import Job, JobOptions
 from knights_tour.batches.record_stream import RecordStream
 from knights_tour.batches.store import CANCELLED, batch_status
 from knights_tour.batches.verdict import Tally
+from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._records import (
     report_mismatches,
     summary_table,
     wait_with_progress,
     write_records,
 )
-from knights_tour.commands._shared import ExitCode, note, stdout_console
+from knights_tour.commands._shared import note, stdout_console
 from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.local.backend import (
     NO_WORKERS_WARNING,

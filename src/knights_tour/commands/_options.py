@@ -3,8 +3,7 @@
 ``--node-limit``) and ``--yes``.
 
 click only (no rich), so that a command with nothing to draw, ``ktour status``, can take its
-options from here without loading rich's consoles; the other commands get them through
-:mod:`knights_tour.commands._shared`, which re-exports them.
+options from here without loading rich's consoles.
 """
 
 from __future__ import annotations

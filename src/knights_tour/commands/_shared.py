@@ -1,8 +1,9 @@
-"""What the command modules share: exit codes, options, consoles, messages, progress bars.
+"""What the command modules share: consoles, ``ktour:`` messages, writing an output file,
+progress bars.
 
-Exit codes and the error line: :mod:`knights_tour.commands._errors`; the options several
-commands take: :mod:`knights_tour.commands._options`; the checks of a command's input:
-:mod:`knights_tour.commands._checks` (all three re-exported here).
+Exit codes and the error line are :mod:`knights_tour.commands._errors`'s; the options several
+commands take, :mod:`knights_tour.commands._options`'s; the checks of a command's input,
+:mod:`knights_tour.commands._checks`'s.
 """
 
 from __future__ import annotations
@@ -22,26 +23,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from knights_tour.batches.estimate import eta_s
-from knights_tour.commands._checks import (
-    Declined,
-    check_out_path,
-    confirm_big,
-    require_non_negative,
-    require_positive,
-    require_workers,
-    stdin_is_terminal,
-)
-from knights_tour.commands._errors import ExitCode, err
-from knights_tour.commands._options import (
-    node_limit_option,
-    redis_option,
-    solver_option,
-    time_limit_option,
-    timeout_option,
-    url_redis_option,
-    workers_option,
-    yes_option,
-)
 from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.output.durations import format_eta
 from knights_tour.settings import get_settings
@@ -216,27 +197,10 @@ def progress_hooks(
 
 
 __all__ = [
-    "ExitCode",
-    "err",
     "note",
     "format_utc",
     "stdout_console",
-    "solver_option",
-    "time_limit_option",
-    "node_limit_option",
-    "redis_option",
-    "url_redis_option",
-    "workers_option",
-    "require_positive",
-    "require_non_negative",
-    "require_workers",
-    "check_out_path",
     "write_output",
     "progress_hooks",
     "ProgressLines",
-    "yes_option",
-    "timeout_option",
-    "Declined",
-    "confirm_big",
-    "stdin_is_terminal",
 ]

@@ -23,19 +23,16 @@ from knights_tour.batches.store import (
     list_batches,
     repair_results,
 )
+from knights_tour.commands._checks import check_out_path
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_option, timeout_option
 from knights_tour.commands._records import (
     report_mismatches,
     summary_table,
     wait_with_progress,
     write_records,
 )
-from knights_tour.commands._shared import (
-    ExitCode,
-    check_out_path,
-    redis_option,
-    stdout_console,
-    timeout_option,
-)
+from knights_tour.commands._shared import stdout_console
 from knights_tour.local.backend import open_store
 from knights_tour.output.recordfile import FORMATS, format_for_path
 from knights_tour.worker.monitor import batch_states

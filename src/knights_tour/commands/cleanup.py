@@ -10,7 +10,8 @@ import click
 
 from knights_tour.batches import cleanup
 from knights_tour.batches.schedule import parse_interval
-from knights_tour.commands._shared import ExitCode, redis_option
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_option
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.backend import open_store
 from knights_tour.settings import get_settings

@@ -17,20 +17,16 @@ import click
 
 from knights_tour.batches.estimate import count_concerns, count_cpu_s, dp_count_s, format_hours
 from knights_tour.board import Board, Square, parse_board
-from knights_tour.commands._shared import (
-    ExitCode,
+from knights_tour.commands._checks import (
     check_out_path,
     confirm_big,
-    note,
-    progress_hooks,
-    redis_option,
     require_non_negative,
     require_positive,
     require_workers,
-    timeout_option,
-    workers_option,
-    yes_option,
 )
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_option, timeout_option, workers_option, yes_option
+from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.commands.count_dp import count_failed, count_stopped, run_dp_count
 from knights_tour.counting import store as count_store
 from knights_tour.counting.client import stop_count, submit_count, wait_for_count

@@ -20,7 +20,8 @@ import click
 
 from knights_tour.batches.estimate import DP_TRANSITIONS_PER_S, dp_count_transitions, format_hours
 from knights_tour.board import Board, Square
-from knights_tour.commands._shared import ExitCode, note, progress_hooks
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.counting import store as count_store
 from knights_tour.counting.client import stop_count
 from knights_tour.counting.dp_client import (

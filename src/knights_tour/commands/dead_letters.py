@@ -14,7 +14,9 @@ from typing import Any
 
 import click
 
-from knights_tour.commands._shared import ExitCode, format_utc, redis_option
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_option
+from knights_tour.commands._shared import format_utc
 from knights_tour.local.backend import open_store
 from knights_tour.store import keys
 from knights_tour.worker import dead_letters as store

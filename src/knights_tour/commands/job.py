@@ -9,7 +9,9 @@ import json
 import click
 
 from knights_tour.batches.job_view import JobView, job_views
-from knights_tour.commands._shared import ExitCode, format_utc, redis_option
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_option
+from knights_tour.commands._shared import format_utc
 from knights_tour.local.backend import open_store
 from knights_tour.tours.record import Record
 

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from knights_tour.batches import collector
 from knights_tour.batches.schedule import load_schedule, next_run_times, schedule_from_settings
-from knights_tour.commands._shared import ExitCode, format_utc, stdout_console
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._shared import format_utc, stdout_console
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import connect
 

@@ -18,7 +18,8 @@ import click
 from knights_tour.batches.client import collect as collect_records
 from knights_tour.batches.status import newest_batch
 from knights_tour.board import parse_board
-from knights_tour.commands._shared import ExitCode, write_output
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._shared import write_output
 from knights_tour.errors import KnightsTourError, NoTourError, TourFormatError
 from knights_tour.local.backend import open_store
 from knights_tour.output.render import print_board, tour_view

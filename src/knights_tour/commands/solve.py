@@ -12,15 +12,10 @@ import click
 
 from knights_tour.batches.jobs import Job
 from knights_tour.board import Board, parse_board
-from knights_tour.commands._shared import (
-    ExitCode,
-    check_out_path,
-    node_limit_option,
-    note,
-    solver_option,
-    time_limit_option,
-    write_output,
-)
+from knights_tour.commands._checks import check_out_path
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import node_limit_option, solver_option, time_limit_option
+from knights_tour.commands._shared import note, write_output
 from knights_tour.output.render import print_board
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import format_step_matrix

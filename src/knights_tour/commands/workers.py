@@ -20,8 +20,9 @@ from typing import Any
 
 import click
 
-from knights_tour.commands._options import interval_option
-from knights_tour.commands._shared import ExitCode, format_utc, url_redis_option
+from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import interval_option, url_redis_option
+from knights_tour.commands._shared import format_utc
 from knights_tour.commands.status import Redraw
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.launching import configured_redis_url
