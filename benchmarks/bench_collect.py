@@ -40,11 +40,12 @@ import msgspec
 from knights_tour.batches.collector import collect_finished
 from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.batches.records import PAGE, fetch, record_keys
-from knights_tour.batches.store import create_batch, iter_records, save_record
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import create_batch, iter_records
 from knights_tour.board import parse_board_list
 from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.output.atomicfile import atomic_write_lines
 from knights_tour.output.recordfile import jsonl_bytes
-from knights_tour.output.tourfile import atomic_write_lines
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.tours.stored import decode_many

@@ -23,7 +23,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from knights_tour.board import parse_board
-from knights_tour.counting.plan import SubJob, assemble, count_subjob, plan_count
+from knights_tour.counting.plan import SubJob, assemble, plan_count
+from knights_tour.counting.search import count_subjob
 
 OEIS_A165134 = {1: 1, 2: 0, 3: 0, 4: 0, 5: 1728, 6: 6637920, 7: 165575218320}
 

@@ -57,7 +57,7 @@ from knights_tour.store import keys  # noqa: E402
 from knights_tour.store.connection import REDIS_ERRORS, connect  # noqa: E402
 from knights_tour.tours.stored import decode_stored  # noqa: E402
 from knights_tour.worker import celery as worker  # noqa: E402
-from knights_tour.worker import dead_letters, leases, queue  # noqa: E402
+from knights_tour.worker import dead_letters, holders, ledger, queue  # noqa: E402
 
 DOWN_S = 3.0
 """How long Redis stays down in the Redis faults."""
@@ -242,11 +242,11 @@ def count_run(rig: Rig, n: int, kill: bool) -> dict[str, Any]:
                 raise RuntimeError("the light sub-jobs did not finish in 600 s")
             time.sleep(0.05)
         submit_count(rig.url, cid, heavy)
-        led = leases.Ledger.for_count(cid)
+        led = ledger.Ledger.for_count(cid)
 
         def held_by(pids: set[int]) -> set[str]:
             out = set()
-            for k in leases.running(rig.r, led):
+            for k in holders.running(rig.r, led):
                 parts = str(rig.r.get(led.lease(k)) or "").split(":")
                 if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) in pids:
                     out.add(k)
@@ -388,7 +388,7 @@ def cancel_mid_batch(rig: Rig, jobs) -> dict[str, Any]:
     at = time.monotonic()
     dropped = cancel_batch(rig.r, batch_id)
     n_at = rig.r.hlen(keys.batch_records(batch_id))
-    while leases.running(rig.r, batch_id):
+    while holders.running(rig.r, batch_id):
         time.sleep(0.05)
     settled = time.monotonic()
     n_settled = rig.r.hlen(keys.batch_records(batch_id))

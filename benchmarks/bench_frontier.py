@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from knights_tour.board import parse_board
-from knights_tour.counting.frontier_run import LayerStat, count_paths
+from knights_tour.counting.frontier_run import count_paths
+from knights_tour.counting.frontier_store import LayerStat
 from knights_tour.counting.method import dp_count, peak_rss_bytes
 
 OEIS_A165134 = {5: 1728, 6: 6_637_920, 7: 165_575_218_320}

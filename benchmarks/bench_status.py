@@ -74,8 +74,8 @@ def in_process(data_dir: Path, repeats: int) -> list[float]:
     process attached to the embedded Redis of ``data_dir``."""
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
+    from knights_tour.batches.progress import list_batches
     from knights_tour.batches.status import batch_view
-    from knights_tour.batches.store import list_batches
     from knights_tour.local.backend import open_store
 
     out = []
@@ -92,7 +92,7 @@ def in_process(data_dir: Path, repeats: int) -> list[float]:
 def synthetic(sizes: str, repeats: int, data_dir: Path) -> dict[str, object]:
     """``batch_view`` against ``batch_status`` on a batch of the boards ``sizes`` (see the
     module docstring), in this process."""
-    from knights_tour.batches import store
+    from knights_tour.batches import progress, store
     from knights_tour.batches.jobs import make_batch_jobs
     from knights_tour.batches.status import batch_view
     from knights_tour.board import parse_board_list
@@ -115,7 +115,7 @@ def synthetic(sizes: str, repeats: int, data_dir: Path) -> dict[str, object]:
             p = batch_view(r, batch_id)
             view.append(time.perf_counter() - began)
             began = time.perf_counter()
-            store.batch_status(r, batch_id, max_missing=0)
+            progress.batch_status(r, batch_id, max_missing=0)
             full.append(time.perf_counter() - began)
         r.close()
     finally:

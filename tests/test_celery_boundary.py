@@ -20,7 +20,8 @@ import pytest
 from _importtime import run_importtime
 
 from knights_tour.batches.jobs import make_batch_jobs, run_job
-from knights_tour.batches.store import create_batch, save_record
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import create_batch
 
 
 def _ktour(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:

@@ -463,7 +463,7 @@ def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_clien
     """A stored record that disagrees with CP-SAT must never pass quietly."""
     import msgspec
 
-    from knights_tour.batches import store
+    from knights_tour.batches import saving, store
     from knights_tour.batches.jobs import Job, run_job
     from knights_tour.tours.record import Checks, Status
 
@@ -482,8 +482,8 @@ def test_collect_reports_a_cpsat_mismatch_loudly_and_exits_1(capsys, redis_clien
         cpsat_note="disagreement: warnsdorff says found, CP-SAT says no_tour",
         checks=Checks(verifier=bad.checks.verifier, cpsat=False),
     )
-    store.save_record(redis_client, batch_id, good)
-    store.save_record(redis_client, batch_id, bad)
+    saving.save_record(redis_client, batch_id, good)
+    saving.save_record(redis_client, batch_id, bad)
 
     code, out, err = run_cli(capsys, "collect", batch_id, "--redis", redis_db_url)
     assert code == 1

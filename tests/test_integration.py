@@ -24,7 +24,8 @@ from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.tours.record import Checks, Proof, Status
 from knights_tour.tours.verify import verify_tour
-from knights_tour.worker.celery import TASK_RUN_JOBS, use_redis
+from knights_tour.worker.celery import use_redis
+from knights_tour.worker.messages import TASK_RUN_JOBS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

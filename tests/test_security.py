@@ -32,7 +32,8 @@ from knights_tour.local.workers import LocalWorkers
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.worker.celery import TASK_RUN_JOBS, celery_config
+from knights_tour.worker.celery import celery_config
+from knights_tour.worker.messages import TASK_RUN_JOBS
 
 pytestmark = [pytest.mark.timeout(180)]
 

@@ -27,10 +27,11 @@ from celery.worker.request import Request
 from knights_tour.batches import chunking, execution
 from knights_tour.errors import RedisRefusedError
 from knights_tour.settings import get_settings
-from knights_tour.store.connection import REDIS_ERRORS, connect, mask_url
+from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.memory import check_memory
+from knights_tour.store.urls import mask_url
 from knights_tour.worker import celery as worker
-from knights_tour.worker import lease_keeper, recovery
+from knights_tour.worker import lease_keeper, messages, recovery
 from knights_tour.worker.celery import app
 from knights_tour.worker.claims import redis_client
 from knights_tour.worker.messages import ItemDict, Send, is_dp
@@ -108,15 +109,15 @@ class CountRequest(_LimitedRequest):
 def _resend(unit_id: str, count: bool = False) -> Send:
     """Send more jobs of batch ``unit_id`` (with ``count``: sub-jobs of count ``unit_id``) at
     recovery priority: the hand-back at a task's time limit."""
-    name = worker.TASK_COUNT_SUBJOBS if count else worker.TASK_RUN_JOBS
+    name = messages.TASK_COUNT_SUBJOBS if count else messages.TASK_RUN_JOBS
 
     def send(item_dicts: list[ItemDict]) -> None:
-        worker.send(name, [unit_id, item_dicts], priority=worker.RECOVERY_PRIORITY)
+        worker.send(name, [unit_id, item_dicts], priority=messages.RECOVERY_PRIORITY)
 
     return send
 
 
-@app.task(name=worker.TASK_RUN_JOBS, bind=True, Request=ChunkRequest, **JOB_TASK_OPTIONS)
+@app.task(name=messages.TASK_RUN_JOBS, bind=True, Request=ChunkRequest, **JOB_TASK_OPTIONS)
 def run_jobs(self: Any, batch_id: str, job_dicts: list[ItemDict]) -> execution.ChunkSummary:
     """Run a chunk of jobs of batch ``batch_id`` and store one record per job
     (:func:`knights_tour.batches.execution.run_chunk`; at the soft time limit the jobs not
@@ -126,7 +127,7 @@ def run_jobs(self: Any, batch_id: str, job_dicts: list[ItemDict]) -> execution.C
     return execution.run_chunk(batch_id, job_dicts, node, _resend(batch_id))
 
 
-@app.task(name=worker.TASK_COUNT_SUBJOBS, bind=True, Request=CountRequest, **JOB_TASK_OPTIONS)
+@app.task(name=messages.TASK_COUNT_SUBJOBS, bind=True, Request=CountRequest, **JOB_TASK_OPTIONS)
 def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) -> dict[str, Any]:
     """Run count sub-jobs of ``count_id`` and store their partial counts
     (:func:`knights_tour.counting.execution.run_count_chunk`; at the soft time limit the
@@ -146,7 +147,7 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
     return count_execution.run_count_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
 
 
-@app.task(name=worker.TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
+@app.task(name=messages.TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
 def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
     """Submit the batch of a scheduled sweep (sent by celery beat; see
     :func:`knights_tour.batches.schedule.run_sweep`).
@@ -159,13 +160,13 @@ def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
     name = str(sweep.get("name", "sweep")) if isinstance(sweep, dict) else "sweep"
     task_id = str(getattr(self.request, "id", None) or "")[:8] or None
     batch_id = f"sweep-{name}-{task_id}" if task_id else None
-    url = get_settings().redis_url or worker.DEFAULT_REDIS_URL
+    url = get_settings().redis_url or messages.DEFAULT_REDIS_URL
     batch_id = schedule.run_sweep(url, sweep, batch_id=batch_id)
     log.info("scheduled sweep %s submitted as batch %s", name, batch_id)
     return {"batch_id": batch_id, "sweep": name}
 
 
-@app.task(name=worker.TASK_COLLECT)
+@app.task(name=messages.TASK_COLLECT)
 def collect_reports() -> dict[str, Any]:
     """Write a report for every finished, not yet collected batch (sent by celery beat):
     :func:`knights_tour.batches.collector.collect_finished` with ``KT_REPORTS_DIR`` and
@@ -197,12 +198,12 @@ def recovery_tick() -> dict[str, list[str]]:
     main process on the :class:`knights_tour.worker.celery.RecoveryTimer` timer. Returns what it
     re-sent."""
     if not _recovery_redis:  # its own client: the timer thread shares no connection
-        _recovery_redis.append(connect(get_settings().redis_url or worker.DEFAULT_REDIS_URL))
+        _recovery_redis.append(connect(get_settings().redis_url or messages.DEFAULT_REDIS_URL))
 
     resent = recovery.sweep(
         _recovery_redis[0],
-        recovery.sender(worker.TASK_RUN_JOBS),
-        recovery.sender(worker.TASK_COUNT_SUBJOBS),
+        recovery.sender(messages.TASK_RUN_JOBS),
+        recovery.sender(messages.TASK_COUNT_SUBJOBS),
     )
     for unit, job_keys in resent.items():
         log.warning("recovery: re-sent %d item(s) of %s lost with a worker", len(job_keys), unit)
@@ -224,7 +225,7 @@ def memory_watch() -> None:
     if now - _memory_watch_state["last"] < MEMORY_CHECK_S:
         return
     _memory_watch_state["last"] = now
-    url = get_settings().redis_url or worker.DEFAULT_REDIS_URL
+    url = get_settings().redis_url or messages.DEFAULT_REDIS_URL
     if _memory_watch_state["client"] is None:
         _memory_watch_state["client"] = connect(url, check_policy=False)
     try:

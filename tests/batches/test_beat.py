@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, saving, store
 from knights_tour.batches.collector import (
     INDEX_FILE,
     collect_finished,
@@ -39,7 +39,7 @@ from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.tours.pages import REJECTED
 from knights_tour.tours.record import record_from_json
-from knights_tour.worker.celery import TASK_COLLECT
+from knights_tour.worker.messages import TASK_COLLECT
 
 
 def _make_batch(r, sizes=("5",), finish=True, params=None):
@@ -49,7 +49,7 @@ def _make_batch(r, sizes=("5",), finish=True, params=None):
     batch_id = store.create_batch(r, jobs, params=params or {"sizes": ",".join(sizes)})
     todo = jobs if finish else jobs[:-1]
     for job in todo:
-        store.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="test@here"))
+        saving.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="test@here"))
     return batch_id, jobs
 
 
@@ -98,7 +98,7 @@ def test_a_report_checks_every_found_tour_again(redis_client, tmp_path):
     tour[[2, 7]] = tour[[7, 2]]  # tampered: no longer a knight's tour
     records[victim] = msgspec.structs.replace(records[victim], tour=tour)
     for rec in records:
-        store.save_record(r, batch_id, rec)
+        saving.save_record(r, batch_id, rec)
     out = tmp_path / "reports"
     assert collect_finished(r, out)["written"] == [batch_id]
     jsonl, summary_path = report_paths(out, batch_id)
@@ -132,7 +132,7 @@ def test_an_unfinished_batch_waits_until_it_is_complete(redis_client, tmp_path):
     result = collect_finished(r, out)
     assert result["written"] == [] and result["unfinished"] == [batch_id]
     assert not out.exists()
-    store.save_record(r, batch_id, run_job(jobs[-1], batch_id=batch_id, worker="test@here"))
+    saving.save_record(r, batch_id, run_job(jobs[-1], batch_id=batch_id, worker="test@here"))
     assert collect_finished(r, out)["written"] == [batch_id]
 
 
@@ -328,7 +328,7 @@ def test_beat_submits_a_sweep_and_its_report_is_written_exactly_once(redis_db_ur
     markers = {k: json.loads(v) for k, v in r.hgetall(keys.collected()).items()}
     assert sorted(k for k, v in markers.items() if v["state"] == "written") == sorted(ids)
     first = ids[0]
-    meta = store.get_batch_meta(r, first)
+    meta = progress.get_batch_meta(r, first)
     assert meta["params"]["schedule"] == "tiny" and meta["params"]["sizes"] == "5x5"
     records = [
         record_from_json(ln) for ln in report_paths(reports, first)[0].read_text().splitlines()

@@ -8,7 +8,8 @@ import pytest
 from knights_tour.batches.client import send_order
 from knights_tour.batches.jobs import error_record, make_batch_jobs, run_job
 from knights_tour.batches.record_stream import RecordStream
-from knights_tour.batches.store import collect, create_batch, save_record
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import collect, create_batch
 from knights_tour.output.recordfile import records_to_jsonl
 
 

@@ -14,16 +14,11 @@ import pytest
 
 from knights_tour.batches.job_view import job_views
 from knights_tour.batches.jobs import Job, JobOptions, make_batch_jobs, run_job
+from knights_tour.batches.progress import batch_progress, batch_status
 from knights_tour.batches.records import earlier_records
 from knights_tour.batches.retrying import parse_statuses, retry_jobs
-from knights_tour.batches.store import (
-    batch_jobs,
-    batch_progress,
-    batch_status,
-    collect,
-    create_batch,
-    save_record,
-)
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import batch_jobs, collect, create_batch
 from knights_tour.errors import CorruptKeyError, InvalidJobError, KnightsTourError
 from knights_tour.store import keys
 from knights_tour.store.cleanup import forget_batch

@@ -5,8 +5,9 @@ the batch announced once."""
 from __future__ import annotations
 
 from knights_tour.batches.jobs import make_batch_jobs
+from knights_tour.batches.progress import batch_progress, batch_status
 from knights_tour.batches.saving import save_records
-from knights_tour.batches.store import batch_progress, batch_status, create_batch
+from knights_tour.batches.store import create_batch
 from knights_tour.store import keys
 from knights_tour.store.events import Wakeup
 

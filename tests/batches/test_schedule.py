@@ -29,7 +29,7 @@ from knights_tour.batches.schedule_file import (
     schedule_from_settings,
 )
 from knights_tour.settings import get_settings
-from knights_tour.worker.celery import TASK_COLLECT, TASK_SUBMIT_SWEEP
+from knights_tour.worker.messages import TASK_COLLECT, TASK_SUBMIT_SWEEP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "schedule.example.toml"
@@ -64,7 +64,7 @@ def _check_example(config):
     assert sched[COLLECT_ENTRY]["task"] == TASK_COLLECT
     assert sched[COLLECT_ENTRY]["schedule"].run_every == timedelta(minutes=5)
     assert sched[COLLECT_ENTRY]["options"]["expires"] == 300  # a late collection is dropped
-    from knights_tour.worker.celery import BATCH_PRIORITY
+    from knights_tour.worker.messages import BATCH_PRIORITY
 
     # Redis transport: lower number = served first; beat's tasks overtake queued batch chunks
     assert all(e["options"]["priority"] < BATCH_PRIORITY for e in sched.values())

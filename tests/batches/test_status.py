@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from knights_tour.batches import store
+from knights_tour.batches import saving, store
 from knights_tour.batches.cancelling import cancel_batch
 from knights_tour.batches.client import make_jobs
 from knights_tour.batches.estimate import planned_s_per_job
@@ -126,7 +126,7 @@ def test_status_counts_running_queued_and_orphaned_from_the_leases(redis_client)
     led = Ledger.for_batch(batch_id)
     names = [j.key for j in jobs]
     for job in jobs[:4]:
-        store.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="t@here"))
+        saving.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="t@here"))
     for token, chunk in (("vm:201:a", names[4:10]), ("vm:202:b", names[10:13])):
         assert leases.open_lease(r, token, 60_000)
         assert leases.claim(r, led, token, chunk).claimed() == chunk
@@ -145,7 +145,7 @@ def test_status_counts_running_queued_and_orphaned_from_the_leases(redis_client)
     assert all(w["since"] is not None and w["for_s"] >= 0 for w in p["workers"])
 
     # a record lands: that job leaves its holder
-    store.save_record(r, batch_id, run_job(jobs[4], batch_id=batch_id, worker="t@here"))
+    saving.save_record(r, batch_id, run_job(jobs[4], batch_id=batch_id, worker="t@here"))
     p = batch_view(r, batch_id)
     assert (p["done"], p["running"], p["orphaned"], p["queued"]) == (5, 8, 2, 10)
 
@@ -217,7 +217,7 @@ def test_status_of_a_complete_batch(redis_client):
     jobs = make_batch_jobs(["3x4"])
     batch_id = store.create_batch(r, jobs, {})
     for job in jobs:
-        store.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="t@here"))
+        saving.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="t@here"))
     p = batch_view(r, batch_id, lease_s=0.01)  # never stalled once complete
     assert p["complete"] and p["state"] == "complete" and p["reason"] is None
     assert (p["done"], p["running"], p["queued"], p["orphaned"], p["eta_s"]) == (12, 0, 0, 0, 0)
@@ -278,7 +278,7 @@ def test_batches_lists_a_batch_nobody_serves_as_stalled(
     waiting = store.create_batch(r, jobs, {"sizes": "3x4", "sizes_asked": "3-4x4"})
     done = store.create_batch(r, jobs, {})
     for job in jobs:
-        store.save_record(r, done, run_job(job, batch_id=done, worker="t@here"))
+        saving.save_record(r, done, run_job(job, batch_id=done, worker="t@here"))
     monkeypatch.setenv("KT_LEASE_S", "1")  # (the least a lease may be)
     get_settings.cache_clear()
     try:

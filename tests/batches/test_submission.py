@@ -14,13 +14,8 @@ import pytest
 from knights_tour.batches.chunking import plan_chunks
 from knights_tour.batches.client import make_jobs, send_order, submit_batch
 from knights_tour.batches.jobs import JobOptions, error_record
-from knights_tour.batches.store import (
-    batch_jobs,
-    create_batch,
-    note_submission,
-    save_record,
-    submission,
-)
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import batch_jobs, create_batch, note_submission, submission
 from knights_tour.commands._records import wait_with_progress
 from knights_tour.store import keys
 from knights_tour.worker.celery import queue_lists, sending

@@ -24,7 +24,7 @@ import pytest
 import redis
 from _cli import run_cli
 
-from knights_tour.batches import store
+from knights_tour.batches import saving
 from knights_tour.batches.client import make_jobs, submit_batch
 from knights_tour.batches.jobs import JobOptions, run_job
 from knights_tour.settings import get_settings
@@ -411,7 +411,7 @@ def test_every_command_that_writes_to_stdout_ends_quietly_on_a_closed_pipe(
     batch_id = submit_batch(redis_db_url, jobs, params)  # no worker: the records stored here
     client = redis.Redis.from_url(redis_db_url, decode_responses=True)
     for job in jobs:
-        store.save_record(client, batch_id, run_job(job, batch_id=batch_id))
+        saving.save_record(client, batch_id, run_job(job, batch_id=batch_id))
     record = tmp_path / "one.jsonl"
     solved = in_process(capfd, "solve", "5", "a1", "--json")
     assert solved.returncode == 0, solved.stderr

@@ -21,17 +21,18 @@ from pathlib import Path
 import pytest
 from _cli import run_cli
 
-from knights_tour.batches import collector, store
+from knights_tour.batches import collector, saving
 from knights_tour.batches.client import make_jobs, submit_batch
 from knights_tour.batches.estimate import estimate_batch, tour_chars
 from knights_tour.batches.jobs import Job, JobOptions, run_job
+from knights_tour.batches.progress import CANCELLED, batch_state, batch_status, get_batch_meta
 from knights_tour.board import Board
-from knights_tour.local.workers import rotate_logs
+from knights_tour.local.worker_pool import rotate_logs
 from knights_tour.output.recordfile import jsonl_line
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
 from knights_tour.worker import celery as worker
-from knights_tour.worker import leases
+from knights_tour.worker import leases, messages
 from knights_tour.worker.ledger import Ledger
 
 
@@ -54,7 +55,7 @@ def _all_keys(r) -> list[str]:
 def _batch_messages(r, batch_id: str) -> int:
     from knights_tour.batches.cancelling import message_of
 
-    match = message_of(batch_id, worker.TASK_RUN_JOBS)
+    match = message_of(batch_id, messages.TASK_RUN_JOBS)
     return sum(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
 
 
@@ -113,7 +114,7 @@ def test_yes_and_a_yes_answer_submit(capsys, monkeypatch, redis_client, redis_db
     code, out, err = run_cli(capsys, "submit", "--sizes", "6", "--redis", redis_db_url)
     assert code == 0, err
     second = out.splitlines()[-1]
-    assert [store.get_batch_meta(redis_client, b)["total"] for b in (first, second)] == [25, 36]
+    assert [get_batch_meta(redis_client, b)["total"] for b in (first, second)] == [25, 36]
 
 
 def test_count_beyond_an_hour_of_this_machine_asks(capsys, redis_client, redis_db_url):
@@ -141,7 +142,7 @@ def _batch_with_records(url: str, r, size: str, recorded: int) -> tuple[str, lis
     _, jobs, params = make_jobs([size], JobOptions())
     batch_id = submit_batch(url, jobs, params, chunk_size=4)  # no worker: tasks stay queued
     for job in jobs[:recorded]:
-        store.save_record(r, batch_id, run_job(job, batch_id=batch_id))
+        saving.save_record(r, batch_id, run_job(job, batch_id=batch_id))
     return batch_id, jobs
 
 
@@ -199,7 +200,7 @@ def test_forget_refuses_while_a_job_runs_and_cancels_meanwhile(capsys, redis_cli
     assert leases.claim(r, ledger, token, [jobs[3].key]).claimed() == [jobs[3].key]
     code, _, err = run_cli(capsys, "forget", batch_id, "--redis", redis_db_url)
     assert code == 1 and "1 job(s) running now" in err
-    assert store.batch_state(r, batch_id) == store.CANCELLED
+    assert batch_state(r, batch_id) == CANCELLED
     assert _batch_messages(r, batch_id) == 0 and r.exists(keys.batch(batch_id))
 
 
@@ -222,7 +223,7 @@ def test_prune_forgets_what_is_older_and_keeps_the_rest(
     assert code == 0, err
     assert out.startswith("forgot 1 batch(es): 25 records, ") and "1 file(s)" in out
     assert not [k for k in _all_keys(r) if old in k]
-    assert store.batch_status(r, new)["done"] == 2
+    assert batch_status(r, new)["done"] == 2
     assert not stale.exists() and fresh.exists()
     code, _, err = run_cli(capsys, "prune", "--older-than", "soon", "--redis", redis_db_url)
     assert code == 2 and "--older-than" in err and "soon" in err
@@ -238,7 +239,7 @@ def test_prune_reads_a_plain_number_as_seconds(capsys, redis_client, redis_db_ur
     assert code == 0, err
     assert out.startswith("forgot 1 batch(es)")
     assert not [k for k in _all_keys(r) if old in k]
-    assert store.batch_status(r, new)["done"] == 1
+    assert batch_status(r, new)["done"] == 1
     for bad in ("0", "-60", "nan"):
         code, _, err = run_cli(capsys, "prune", "--older-than", bad, "--redis", redis_db_url)
         assert code == 2 and "--older-than" in err, (bad, err)

@@ -26,7 +26,7 @@ import pytest
 import redis
 from _cli import run_cli
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, saving, store
 from knights_tour.batches.cancelling import message_of
 from knights_tour.batches.client import make_jobs, submit_batch
 from knights_tour.batches.jobs import JobOptions, run_job
@@ -36,8 +36,9 @@ from knights_tour.commands._following import resume_hint
 from knights_tour.counting.plan import plan_count
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
-from knights_tour.store.connection import mask_url
+from knights_tour.store.urls import mask_url
 from knights_tour.worker import celery as worker
+from knights_tour.worker import messages
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -60,7 +61,7 @@ def _records(path: Path) -> list[dict]:
 
 def _messages(r: redis.Redis, batch_id: str) -> tuple[int, int]:
     """(queued, held by a worker without acknowledgement) run-jobs messages of ``batch_id``."""
-    match = message_of(batch_id, worker.TASK_RUN_JOBS)
+    match = message_of(batch_id, messages.TASK_RUN_JOBS)
     queued = sum(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     held = sum(match(json.dumps(json.loads(v)[0])) for v in r.hvals(worker.UNACKED_KEY))
     return queued, held
@@ -98,7 +99,7 @@ def _submitted_and_cancelled(capsys, r, url: str) -> tuple[str, dict[str, float]
     early = {}
     for job in store.batch_jobs(r, batch_id)[:7]:
         rec = run_job(job, batch_id=batch_id, worker="earlier@test")
-        assert store.save_record(r, batch_id, rec)
+        assert saving.save_record(r, batch_id, rec)
         early[job.key] = rec.finished_at
     code, out, err = run_cli(capsys, "cancel", batch_id, "--redis", url)
     assert code == 0 and "7/36 jobs done, 9 queued task(s) dropped" in out, (out, err)
@@ -148,7 +149,7 @@ def test_submit_cancel_resume_gives_every_record_exactly_once(
     assert out.splitlines()[-1] == batch_id
     _exactly_once(out_file, batch_id, early)
     assert redis_client.hlen(keys.batch_records(batch_id)) == 36
-    assert store.batch_state(redis_client, batch_id) is None  # no longer cancelled
+    assert progress.batch_state(redis_client, batch_id) is None  # no longer cancelled
     # stderr is not a terminal here: progress came as lines, not as a bar
     assert re.search(
         rf"ktour: batch {batch_id}: \d+/36 jobs done, (rate -|[\d.,]+/s), ETA ", err
@@ -199,7 +200,7 @@ def test_run_with_a_sweeps_arguments_resumes_the_sweeps_batch(
     capsys, redis_client, redis_db_url, tmp_path
 ):
     sweep_batch = run_sweep(redis_db_url, {"name": "nightly-5", "sizes": "5", "every": "1d"})
-    assert store.get_batch_meta(redis_client, sweep_batch)["params"]["schedule"] == "nightly-5"
+    assert progress.get_batch_meta(redis_client, sweep_batch)["params"]["schedule"] == "nightly-5"
     out_file = tmp_path / "run.jsonl"
     code, out, err = run_cli(
         capsys,
@@ -278,7 +279,7 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
         assert r.zrange(keys.batches(), 0, -1)[0] == batch_id
         assert _messages(r, batch_id) == (0, 0)
         assert r.hlen(worker.UNACKED_KEY) == 0
-        assert store.batch_state(r, batch_id) == store.CANCELLED
+        assert progress.batch_state(r, batch_id) == progress.CANCELLED
         assert r.hlen(keys.batch_records(batch_id)) < 256  # (none, on a loaded machine)
         kept = r.hlen(keys.batch_records(batch_id))
 
@@ -374,7 +375,10 @@ def test_ctrl_c_cancels_only_its_own_batch(redis_client, redis_db_url, tmp_path)
     assert _messages(r, mine) == (0, 0)  # its own: dropped, held ones included
     assert _messages(r, other) == (5, 0)  # the other batch's: all still queued
     assert r.hlen(keys.batch_records(other)) == 0
-    assert store.batch_state(r, mine) == store.CANCELLED and store.batch_state(r, other) is None
+    assert (
+        progress.batch_state(r, mine) == progress.CANCELLED
+        and progress.batch_state(r, other) is None
+    )
 
 
 def test_a_cancel_from_another_shell_ends_the_run_with_exit_1(
@@ -455,7 +459,7 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
     # lease lapsed on a loaded machine carries several, so the two need not add up to the total)
     assert done == r.hlen(keys.count_partials(count_id)) and 3 <= done < total, done
     assert dropped >= 1
-    match = message_of(count_id, worker.TASK_COUNT_SUBJOBS)
+    match = message_of(count_id, messages.TASK_COUNT_SUBJOBS)
     assert not any(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     assert not r.sismember(keys.active_counts(), count_id)
 

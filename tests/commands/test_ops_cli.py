@@ -18,7 +18,7 @@ import pytest
 import yaml
 from _cli import run_cli
 
-from knights_tour.batches import store
+from knights_tour.batches import saving, store
 from knights_tour.batches.collector import collect_finished
 from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.settings import get_settings
@@ -42,7 +42,7 @@ def _batch(r, sizes=("5",), finish=True):
     jobs = make_batch_jobs(list(sizes))
     batch_id = store.create_batch(r, jobs, params={"sizes": ",".join(sizes)})
     for job in jobs if finish else jobs[: len(jobs) // 2]:
-        store.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="t@here"))
+        saving.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="t@here"))
     return batch_id, jobs
 
 
@@ -144,7 +144,7 @@ def test_status_counts_queued_and_done_and_batches_show_the_state(
     rec = msgspec.structs.replace(
         run_job(jobs[-1], batch_id=half, worker="t@here"), status=Status.ERROR, reason="injected"
     )
-    store.save_record(redis_client, half, rec)
+    saving.save_record(redis_client, half, rec)
     p = json.loads(run_cli(capsys, "status", half, "--json", "--redis", url)[1])
     assert (p["done"], p["failed"], p["queued"]) == (7, 1, 5)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from _importtime import run_importtime
 
-from knights_tour.batches import store
+from knights_tour.batches import saving, store
 from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.store.connection import connect
@@ -69,7 +69,7 @@ def batch_in_progress(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
             jobs = make_batch_jobs([5])
             batch_id = store.create_batch(r, jobs, params={"sizes": "5", "sizes_asked": "5"})
             for job in jobs[:DONE]:
-                store.save_record(r, batch_id, run_job(job, batch_id=batch_id))
+                saving.save_record(r, batch_id, run_job(job, batch_id=batch_id))
             token = f"worker-host:{os.getpid()}:{secrets.token_hex(4)}"
             assert leases.open_lease(r, token, 600_000)
             held = [j.key for j in jobs[DONE : DONE + HELD]]

@@ -21,8 +21,9 @@ from knights_tour.counting.client import submit_count, wait_for_count
 from knights_tour.counting.plan import plan_count
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.worker.celery import TASK_COUNT_SUBJOBS, use_redis
+from knights_tour.worker.celery import use_redis
 from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.messages import TASK_COUNT_SUBJOBS
 
 
 def _grid_from_output(text: str, n: int) -> list[list[int]]:

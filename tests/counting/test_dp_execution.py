@@ -7,8 +7,9 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.counting.dp_client import dp_item
-from knights_tour.counting.dp_execution import DpSubJob, is_dp
+from knights_tour.counting.dp_execution import DpSubJob
 from knights_tour.errors import InvalidJobError
+from knights_tour.worker.messages import is_dp
 
 
 def test_dp_item_round_trip():

@@ -23,7 +23,7 @@ import psutil
 import pytest
 from _composekit import ROOT, LocalService, read_env_file
 
-from knights_tour.local.embedded_redis import redis_server_binary
+from knights_tour.local.launching import redis_server_binary
 
 STARTUP_DEADLINE_S = 120.0
 """Generous: CI is a busy 2-core machine."""

@@ -17,7 +17,7 @@ import pytest
 from _composekit import load_compose, localize
 from _stack import SCHEDULE, Stack, interpolation_env, run_health_check, wait_for
 
-from knights_tour.local.embedded_redis import free_port
+from knights_tour.local.prelaunch import free_port
 
 
 @pytest.fixture(scope="module")

@@ -51,8 +51,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from knights_tour.batches.collector import last_collection, read_index, report_paths
-from knights_tour.batches.schedule import load_schedule
-from knights_tour.local.embedded_redis import redis_server_binary
+from knights_tour.batches.schedule_file import load_schedule
+from knights_tour.local.launching import redis_server_binary
 from knights_tour.store import keys
 
 # -- Compose interpolation (no processes) -------------------------------------------------------

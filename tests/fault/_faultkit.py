@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knights_tour.batches.client import recover_lost_jobs
-from knights_tour.batches.store import batch_status, collect
+from knights_tour.batches.progress import batch_status
+from knights_tour.batches.store import collect
 from knights_tour.local.workers import LocalWorkers
 from knights_tour.store import keys
 from knights_tour.store.connection import REDIS_ERRORS
 from knights_tour.tours.verify import verify_tour
 from knights_tour.worker import celery as worker
-from knights_tour.worker import leases
+from knights_tour.worker import holders
 from knights_tour.worker.ledger import Ledger
 from knights_tour.worker.messages import TASK_RUN_JOBS
 
@@ -83,7 +84,7 @@ def leased_by(r, batch_id: str, pids: set[int]) -> set[str]:
 def held_by(r, led: Ledger, pids: set[int]) -> set[str]:
     """Item keys of ``led`` held by one of the processes ``pids``."""
     out = set()
-    for k, token in leases.holders(r, led).items():
+    for k, token in holders.holders(r, led).items():
         parts = token.split(":")
         if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) in pids:
             out.add(k)
@@ -103,7 +104,7 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
         assert rec.status in ("found", "no_tour"), rec
         if rec.status == "found":
             assert verify_tour((rec.rows, rec.cols), rec.tour, start=rec.start).ok
-    assert leases.running(r, Ledger.for_batch(batch_id)) == []
+    assert holders.running(r, Ledger.for_batch(batch_id)) == []
     left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
     assert not left, f"bookkeeping left: {left}"
     return records

@@ -11,11 +11,12 @@ import time
 import pytest
 
 from knights_tour.batches.jobs import make_batch_jobs, run_job
-from knights_tour.batches.store import collect, create_batch, save_record
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import collect, create_batch
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.worker import leases
+from knights_tour.worker import holders, leases, orphans
 from knights_tour.worker.lease_keeper import LeaseKeeper
 from knights_tour.worker.ledger import Ledger
 from knights_tour.worker.recovery import resend
@@ -43,7 +44,7 @@ def test_a_chunk_is_claimed_once_and_a_recorded_job_is_skipped(redis_client):
     assert got.claimed() == names and not got.careful and set(got.deaths.values()) == {0}
     _, other = b.claim(redis_client, led, names)
     assert other.claimed() == [] and set(other.outcomes.values()) == {leases.HELD}
-    assert leases.running(redis_client, led) == sorted(names)
+    assert holders.running(redis_client, led) == sorted(names)
     assert 0 < redis_client.pttl(keys.lease(token_a)) <= 5000  # one lease for the process
     assert not any(redis_client.exists(keys.lease(n)) for n in names)
     assert leases.release(redis_client, led, b.token, names) == 0  # not b's: no effect
@@ -57,7 +58,7 @@ def test_a_chunk_is_claimed_once_and_a_recorded_job_is_skipped(redis_client):
         names[1]: leases.CLAIMED,
         names[2]: leases.CLAIMED,
     }
-    assert leases.running(redis_client, led) == sorted(names[1:])
+    assert holders.running(redis_client, led) == sorted(names[1:])
 
 
 def test_a_dead_process_jobs_are_orphans_resent_once_per_grace_period(redis_client):
@@ -67,10 +68,10 @@ def test_a_dead_process_jobs_are_orphans_resent_once_per_grace_period(redis_clie
     dead = LeaseKeeper(lease_s=5)
     dead.claim(redis_client, led, [j.key for j in jobs])
     save_record(redis_client, batch_id, run_job(jobs[2], batch_id=batch_id))
-    assert leases.find_orphans(redis_client, led) == []  # its lease is live
+    assert orphans.find_orphans(redis_client, led) == []  # its lease is live
     _die(redis_client, dead)
     want = sorted(j.key for j in jobs[:2])
-    assert leases.find_orphans(redis_client, led) == want  # the recorded one is not
+    assert orphans.find_orphans(redis_client, led) == want  # the recorded one is not
     sent = []
     assert resend(redis_client, led, want, lambda b, d: sent.append((b, d))) == want
     assert len(sent) == 1 and sent[0][0] == batch_id
@@ -78,13 +79,13 @@ def test_a_dead_process_jobs_are_orphans_resent_once_per_grace_period(redis_clie
         json.dumps(j.to_dict(), sort_keys=True) for j in jobs[:2]
     )
     # Not sent again while the re-sent message may still be waiting in the queue...
-    assert leases.find_orphans(redis_client, led) == []
+    assert orphans.find_orphans(redis_client, led) == []
     assert resend(redis_client, led, want, lambda b, d: sent.append(d)) == []
     # ...but once a task claims it and dies again, it is an orphan at once.
     other = LeaseKeeper(lease_s=5)
     other.claim(redis_client, led, [jobs[0].key])
     _die(redis_client, other)
-    assert leases.find_orphans(redis_client, led, requeue_grace_s=60) == [jobs[0].key]
+    assert orphans.find_orphans(redis_client, led, requeue_grace_s=60) == [jobs[0].key]
 
 
 def test_a_death_is_blamed_on_a_plain_chunk_then_only_on_the_job_that_ran(redis_client):
@@ -113,7 +114,7 @@ def test_a_death_is_blamed_on_a_plain_chunk_then_only_on_the_job_that_ran(redis_
 
 def resend_now(r, led: Ledger, names: list[str]) -> list[str]:
     """Re-send ``names`` ignoring the grace period (as once the visibility timeout is over)."""
-    return [k for k, _ in leases.take_for_resend(r, led, names, requeue_grace_s=-1)]
+    return [k for k, _ in orphans.take_for_resend(r, led, names, requeue_grace_s=-1)]
 
 
 def test_a_job_that_keeps_killing_its_worker_gets_an_error_record(task_env):
@@ -169,9 +170,9 @@ def test_unclaimed_jobs_are_those_no_task_took(redis_client):
     led = Ledger.for_batch(batch_id)
     LeaseKeeper(lease_s=5).claim(redis_client, led, [jobs[0].key])
     save_record(redis_client, batch_id, run_job(jobs[1], batch_id=batch_id))
-    leases.mark_requeued(redis_client, led, [jobs[2].key])
-    assert leases.find_unclaimed(redis_client, led, requeue_grace_s=60) == [jobs[3].key]
-    assert leases.find_unclaimed(redis_client, led, requeue_grace_s=0, now=10**10) == sorted(
+    orphans.mark_requeued(redis_client, led, [jobs[2].key])
+    assert orphans.find_unclaimed(redis_client, led, requeue_grace_s=60) == [jobs[3].key]
+    assert orphans.find_unclaimed(redis_client, led, requeue_grace_s=0, now=10**10) == sorted(
         [jobs[2].key, jobs[3].key]
     )
     sent = []

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, saving, store
 from knights_tour.batches.cancelling import cancel_batch
 from knights_tour.batches.client import (
     batch_digest,
@@ -53,7 +53,7 @@ def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_
     r.hset(keys.batch_started(abandoned), jobs8[0].key, f"{time.time() - 60:.3f}")
     assert cancel_batch(r, abandoned) == 16
     assert _queued(r) == 5, "another batch's tasks were dropped"
-    assert store.batch_state(r, abandoned) == store.CANCELLED
+    assert progress.batch_state(r, abandoned) == progress.CANCELLED
     assert not r.sismember(keys.active_batches(), abandoned)
     # Nothing re-sends a cancelled batch: not a waiting client, not the workers' timer.
     assert recover_lost_jobs(r, url, abandoned) == []
@@ -65,7 +65,7 @@ def test_cancel_drops_only_its_tasks_and_nothing_resends_it(fault_redis, worker_
     assert got.cancelled and got.claimed() == []
     # A waiting client stops at once instead of waiting for ever.
     st = wait_for_batch(r, abandoned, timeout_s=30, recover_url=url)
-    assert st["state"] == store.CANCELLED and not st["complete"]
+    assert st["state"] == progress.CANCELLED and not st["complete"]
     # status / batches say cancelled, with no ETA and nothing queued.
     assert main(["status", abandoned, "--redis", url, "--json"]) == 1
     shown = json.loads(capsys.readouterr().out)
@@ -90,7 +90,7 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
     assert _queued(r) == 0
     # As if 7 jobs had been recorded before the interruption.
     for job in jobs[:7]:
-        store.save_record(
+        saving.save_record(
             r,
             first,
             Record(
@@ -105,7 +105,7 @@ def test_resume_sends_only_unrecorded_jobs_and_fresh_starts_over(fault_redis, wo
         )
     again, reused, sent = start_or_resume(url, jobs, params, chunk_size=5)
     assert (again, reused, sent) == (first, 7, 18)
-    assert store.batch_state(r, again) is None  # no longer cancelled
+    assert progress.batch_state(r, again) is None  # no longer cancelled
     assert _queued(r) == 4  # 18 unrecorded jobs in chunks of 5
     worker_pool.start("life-b")
     st = wait_for_batch(r, again, timeout_s=120, recover_url=url)

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 from _faultkit import audit, drive
 
-from knights_tour.batches import store
+from knights_tour.batches import saving
 from knights_tour.batches.cancelling import cancel_batch, queued_items
 from knights_tour.batches.client import make_jobs, resume_batch, start_or_resume, submit_batch
 from knights_tour.batches.jobs import JobOptions, run_job
@@ -25,6 +25,7 @@ from knights_tour.store.connection import connect
 from knights_tour.worker import celery as worker
 from knights_tour.worker import leases
 from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.orphans import find_orphans, take_for_resend
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,7 +70,7 @@ def _interrupted(r, url: str):
     led = Ledger.for_batch(batch_id)
     order = [j.key for j in jobs]
     for job in jobs[:5]:
-        assert store.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="run1"))
+        assert saving.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="run1"))
     orphans, held = order[5:13], order[13:17]
     _claimed(r, led, "host:1:killed", orphans, live=False)
     r.hset(led.attempts, orphans[0], 1)  # recovery had blamed a death on it
@@ -91,14 +92,14 @@ def test_resume_after_an_interrupt_sends_each_unrecorded_job_once(fault_redis, w
     assert r.hmget(led.started, orphans) == [None] * 8
     assert r.hmget(led.attempts, orphans) == [None] * 8
     # A recovery pass now finds nothing to send: the resume marked what it sent.
-    assert leases.take_for_resend(r, led, sorted(unrecorded - set(held))) == []
-    assert leases.find_orphans(r, led) == []
+    assert take_for_resend(r, led, sorted(unrecorded - set(held))) == []
+    assert find_orphans(r, led) == []
     # Resuming again at once sends nothing more (everything is queued or held).
     assert resume_batch(url, batch_id, chunk_size=4) == (5, 0)
     assert _sent(r, batch_id) == Counter(unrecorded - set(held))
     # The live worker finishes what it holds.
     for job in jobs[13:17]:
-        assert store.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="run1"))
+        assert saving.save_record(r, batch_id, run_job(job, batch_id=batch_id, worker="run1"))
     worker_pool.start("resumed")
     d = drive(r, url, batch_id, timeout_s=180)
     assert d.status["complete"], d.status
@@ -122,7 +123,7 @@ def test_recovery_first_then_resume_sends_an_orphan_once(fault_redis):
     assert _sent(r, batch_id) == Counter()
     orphans = [j.key for j in jobs[:6]]
     _claimed(r, led, "host:3:killed", orphans, live=False)
-    taken = [k for k, _ in leases.take_for_resend(r, led, leases.find_orphans(r, led))]
+    taken = [k for k, _ in take_for_resend(r, led, find_orphans(r, led))]
     assert taken == sorted(orphans)  # recovery re-sends them (not done here: its message lost)
     reused, sent = resume_batch(url, batch_id, chunk_size=4)
     # The orphans recovery just took are left to it; every other job is sent once.

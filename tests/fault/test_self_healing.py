@@ -30,7 +30,7 @@ from knights_tour.counting.plan import plan_count
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.worker import celery as worker
-from knights_tour.worker import leases, queue
+from knights_tour.worker import ledger, queue
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 
@@ -103,7 +103,7 @@ def _swept(r, batch_id: str, timeout_s: float = 30.0) -> bool:
 
 
 def _count_leased_by(r, count_id: str, pids: set[int]) -> set[str]:
-    return held_by(r, leases.Ledger.for_count(count_id), pids)
+    return held_by(r, ledger.Ledger.for_count(count_id), pids)
 
 
 def test_count_heals_with_queue_empty_and_nobody_waiting(fault_redis, worker_pool):

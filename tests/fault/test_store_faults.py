@@ -22,7 +22,7 @@ import sys
 import pytest
 import redis
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, saving, store
 from knights_tour.batches.client import make_jobs
 from knights_tour.batches.jobs import JobOptions, run_job
 from knights_tour.cli import main
@@ -38,7 +38,7 @@ def _complete_batch(r: redis.Redis, size: str = "5") -> tuple[str, int]:
     them); its id and number of jobs."""
     _, jobs, params = make_jobs([size], JobOptions())
     batch_id = store.create_batch(r, jobs, params)
-    store.save_records(
+    saving.save_records(
         r,
         batch_id,
         [
@@ -175,7 +175,7 @@ def test_the_store_raises_one_typed_error_naming_the_key(redis_db_url):
     r.delete(keys.batch_tally(bad))
     r.set(keys.batch_tally(bad), "a string")
     with pytest.raises(CorruptKeyError) as caught:
-        store.batch_progress(r, bad)
+        progress.batch_progress(r, bad)
     assert caught.value.key == keys.batch_tally(bad)
     assert isinstance(caught.value, redis.ResponseError)  # callers of redis-py still catch it
     with pytest.raises(CorruptKeyError) as caught:
@@ -227,7 +227,7 @@ def test_lost_records_are_never_complete_and_resume_sends_them_again(
     code, out, err = _cli(capsys, "status", batch_id, "--redis", module_redis_url)
     assert code == 1 and f"{n - len(lost)}/{n} jobs done" in out, out + err
     assert f"lost: {len(lost)} job(s) counted done have no record" in out
-    assert not store.batch_status(r, batch_id)["complete"]
+    assert not progress.batch_status(r, batch_id)["complete"]
     code, out, err = _cli(capsys, "batches", "--json", "--redis", module_redis_url)
     listed = {b["batch_id"]: b for b in json.loads(out)}
     assert listed[batch_id]["state"] != "complete"
@@ -237,7 +237,7 @@ def test_lost_records_are_never_complete_and_resume_sends_them_again(
     )
     assert code == 0, err
     assert f"{len(lost)} sent" in err, err
-    st = store.batch_status(r, batch_id)
+    st = progress.batch_status(r, batch_id)
     assert st["complete"] and st["done"] == n
     assert len(store.collect(r, batch_id)) == n
 
@@ -284,7 +284,7 @@ def test_run_out_past_the_file_size_limit_names_the_path_and_the_batch(
     _one_line(proc.returncode, proc.stderr, f"cannot write {out}", "ktour collect ")
     line = proc.stderr.splitlines()[-1]
     batch_id = line.split("ktour collect ")[1].split()[0]
-    assert store.batch_status(connect(module_redis_url), batch_id)["complete"]
+    assert progress.batch_status(connect(module_redis_url), batch_id)["complete"]
     assert not out.exists() and list(tmp_path.glob(".r.jsonl.*")) == []
 
 

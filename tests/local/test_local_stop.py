@@ -24,7 +24,8 @@ import pytest
 
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.backend import open_backend
-from knights_tour.local.embedded_redis import STATE_FILE, EmbeddedRedis
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.launching import STATE_FILE
 from knights_tour.settings import get_settings
 from knights_tour.worker.celery import UNACKED_KEY
 
@@ -207,7 +208,8 @@ def test_the_watchdog_counts_its_starter_until_a_live_user_registers(tmp_path: P
     import redis
 
     from knights_tour.local.embedded_redis_watchdog import watch
-    from knights_tour.local.launching import free_port, redis_server_binary
+    from knights_tour.local.launching import redis_server_binary
+    from knights_tour.local.prelaunch import free_port
     from knights_tour.store import keys
 
     port = free_port()

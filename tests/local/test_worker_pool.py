@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from knights_tour.local.launching import free_port
+from knights_tour.local.prelaunch import free_port
 from knights_tour.local.workers import LocalWorkers
 
 DEADLINE_S = 120.0  # a busy 2-core machine

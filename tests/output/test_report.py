@@ -449,7 +449,7 @@ def test_cli_report_from_jsonl_offline(batch, tmp_path, capsys):
 
 
 def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path, capsys):
-    from knights_tour.batches import store
+    from knights_tour.batches import saving, store
     from knights_tour.batches.jobs import Job
     from knights_tour.cli import main
     from knights_tour.tours.record import Record
@@ -471,7 +471,7 @@ def test_cli_report_batch_from_redis(batch, redis_client, redis_db_url, tmp_path
     assert "no batches yet" in capsys.readouterr().err
     batch_id = store.create_batch(redis_client, jobs, params={"sizes": "5,6"})
     for job, rec in zip(jobs, batch, strict=True):
-        store.save_record(redis_client, batch_id, Record.from_dict({**rec, "job_key": job.key}))
+        saving.save_record(redis_client, batch_id, Record.from_dict({**rec, "job_key": job.key}))
     html = tmp_path / "b.html"
     assert main(["report", batch_id, "--redis", redis_db_url, "--html", str(html)]) == 0
     text = html.read_text()

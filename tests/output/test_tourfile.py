@@ -18,13 +18,12 @@ from hypothesis import strategies as st
 from knights_tour.board import Board
 from knights_tour.errors import TourFormatError
 from knights_tour.output.atomicfile import AtomicFile, atomic_write_text
+from knights_tour.output.recordfile import records_to_csv, records_to_jsonl
 from knights_tour.output.tourfile import (
     format_step_matrix,
     parse_step_matrix,
     read_jsonl,
     read_tour_file,
-    records_to_csv,
-    records_to_jsonl,
 )
 from knights_tour.tours.record import Proof, Record, Status
 from knights_tour.tours.verify import verify_tour
@@ -251,7 +250,7 @@ def test_streamed_record_lines_match_the_whole_text_formats(tmp_path):
 
     from knights_tour.batches.jobs import Job, error_record, make_batch_jobs, run_job
     from knights_tour.output.atomicfile import atomic_write_lines
-    from knights_tour.output.tourfile import record_lines, records_to_csv
+    from knights_tour.output.recordfile import record_lines, records_to_csv
 
     odd = error_record(Job(5, 5, (0, 0)), 'é\n"quoted"', "b1")  # not ASCII, not one line
     recs = [run_job(j) for j in make_batch_jobs([5])[:4]] + [odd]

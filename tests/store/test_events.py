@@ -9,7 +9,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from knights_tour.batches.jobs import make_batch_jobs, run_job
-from knights_tour.batches.store import CANCELLED, create_batch, save_record, set_batch_state
+from knights_tour.batches.progress import CANCELLED
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import create_batch, set_batch_state
 from knights_tour.store import keys
 from knights_tour.store.events import Wakeup
 

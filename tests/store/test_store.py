@@ -19,22 +19,19 @@ import pytest
 
 from knights_tour.batches.client import wait_for_batch
 from knights_tour.batches.jobs import make_batch_jobs, run_job
-from knights_tour.batches.store import (
-    batch_jobs,
-    batch_progress,
-    batch_status,
-    collect,
-    create_batch,
-    list_batches,
-    save_record,
-)
+from knights_tour.batches.progress import batch_progress, batch_status, list_batches
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import batch_jobs, collect, create_batch
 from knights_tour.board import Board
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.local import embedded_redis
-from knights_tour.local.embedded_redis import STATE_FILE, EmbeddedRedis, free_port
+from knights_tour.local.embedded_redis import EmbeddedRedis
+from knights_tour.local.launching import STATE_FILE
+from knights_tour.local.prelaunch import free_port
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
-from knights_tour.store.connection import connect, mask_url
+from knights_tour.store.connection import connect
+from knights_tour.store.urls import mask_url
 from knights_tour.store.waiting import WaitHooks
 from knights_tour.tours.record import Status
 from knights_tour.tours.verify import verify_tour

@@ -10,7 +10,9 @@ import redis
 
 from knights_tour.batches.client import wait_for_batch
 from knights_tour.batches.jobs import make_batch_jobs, run_job
-from knights_tour.batches.store import batch_status, create_batch, save_record
+from knights_tour.batches.progress import batch_status
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import create_batch
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.store.connection import redis_options
 from knights_tour.store.waiting import WaitHooks, poll_until_complete

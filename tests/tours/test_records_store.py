@@ -10,7 +10,8 @@ import pytest
 
 from knights_tour.batches.jobs import Job, make_batch_jobs, record_sort_key, run_job
 from knights_tour.batches.records import in_record_order, record_keys
-from knights_tour.batches.store import collect, create_batch, iter_records, save_record
+from knights_tour.batches.saving import save_record
+from knights_tour.batches.store import collect, create_batch, iter_records
 from knights_tour.board import Board
 from knights_tour.output.recordfile import jsonl_line
 from knights_tour.store import keys

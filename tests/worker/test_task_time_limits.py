@@ -22,12 +22,14 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 import knights_tour.solvers.warnsdorff as engine
 from knights_tour.batches.chunking import chunk_time_limits, job_budget_s
-from knights_tour.batches.jobs import MAX_TIME_LIMIT_S, Job
-from knights_tour.batches.store import batch_status, collect, create_batch
+from knights_tour.batches.jobs import Job
+from knights_tour.batches.progress import batch_status
+from knights_tour.batches.store import collect, create_batch
 from knights_tour.board import Board
 from knights_tour.counting import store as count_store
 from knights_tour.counting.plan import SubJob, plan_count
 from knights_tour.settings import Settings, get_settings
+from knights_tour.solvers import MAX_TIME_LIMIT_S
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.worker import claims as chunk_claims

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import redis
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, store
 from knights_tour.worker import messages, queue
 from knights_tour.worker.lazy import celery_worker, unacked_keys
 from knights_tour.worker.ledger import Ledger, deactivate
@@ -87,7 +87,7 @@ def cancel_batch(r: redis.Redis, batch_id: str) -> int:
     KnightsTourError
         For an unknown batch.
     """
-    store.set_batch_state(r, batch_id, store.CANCELLED)
+    store.set_batch_state(r, batch_id, progress.CANCELLED)
     deactivate(r, Ledger.for_batch(batch_id))
     return drop_queued(r, batch_id) + drop_held(r, batch_id)
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import redis
 
-from knights_tour.batches import collector, store
+from knights_tour.batches import collector, progress
 from knights_tour.batches.cancelling import cancel_batch, drop_queued
 from knights_tour.batches.estimate import format_bytes
 from knights_tour.errors import KnightsTourError
 from knights_tour.store import cleanup
 from knights_tour.store.cleanup import Freed
-from knights_tour.worker import leases, messages
+from knights_tour.worker import holders, messages
 from knights_tour.worker.ledger import Ledger
 
 
@@ -104,9 +104,9 @@ def _forget_one_batch(r: redis.Redis, batch_id: str, out: Cleanup) -> bool:
     """Cancel ``batch_id`` if unfinished, then forget it unless a job of it is running; False
     if it was left alone for that reason."""
     with contextlib.suppress(KnightsTourError):  # a batch with keys but no meta: no state
-        if not store.batch_status(r, batch_id, max_missing=0)["complete"]:
+        if not progress.batch_status(r, batch_id, max_missing=0)["complete"]:
             cancel_batch(r, batch_id)  # nothing new of it starts; its queued tasks go
-    if leases.running(r, leases.Ledger.for_batch(batch_id)):
+    if holders.running(r, Ledger.for_batch(batch_id)):
         out.busy.append(batch_id)
         return False
     drop_queued(r, batch_id)
@@ -126,7 +126,7 @@ def forget(r: redis.Redis, batch_id: str, reports_dir: Path) -> Cleanup:
     """
     out = Cleanup()
     if not _forget_one_batch(r, batch_id, out):
-        held = leases.running(r, leases.Ledger.for_batch(batch_id))
+        held = holders.running(r, Ledger.for_batch(batch_id))
         raise KnightsTourError(
             f"batch {batch_id} has {len(held)} job(s) running now; it "
             "is cancelled (nothing new of it starts): forget it again once they end"
@@ -159,7 +159,7 @@ def prune(
         _forget_one_batch(r, bid, out)
     for cid in cleanup.counts_created_before(r, cut):
         ledger = Ledger.for_count(cid)
-        if leases.running(r, ledger):
+        if holders.running(r, ledger):
             out.busy.append(cid)
             continue
         drop_queued(r, cid, messages.TASK_COUNT_SUBJOBS)

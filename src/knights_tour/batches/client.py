@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, store
 from knights_tour.batches.cancelling import queued_items
 from knights_tour.batches.chunking import plan_chunks
 from knights_tour.batches.jobs import Job, JobOptions, make_batch_jobs, wire_form
@@ -167,7 +167,7 @@ def submit_batch(
     activate(r, Ledger.for_batch(batch_id))
     to_send = list(jobs)
     if only_missing:
-        status = store.batch_status(r, batch_id, max_missing=10**9)
+        status = progress.batch_status(r, batch_id, max_missing=10**9)
         missing = set(status["missing_keys"])
         to_send = [j for j in to_send if j.key in missing]
     _send_jobs(redis_url, batch_id, to_send, chunk_size, largest_first)
@@ -263,7 +263,7 @@ def wait_for_batch(
     Returns
     -------
     dict
-        The last :func:`knights_tour.batches.store.batch_status`, plus ``state``
+        The last :func:`knights_tour.batches.progress.batch_status`, plus ``state``
         (``"cancelled"`` or None; a cancelled batch ends the wait), ``writes_refused``.
 
     Raises
@@ -281,11 +281,11 @@ def wait_for_batch(
     def status_fn() -> dict[str, Any]:
         # Polls read the batch's tally, not every job; every job is looked at only when the
         # tally says the batch is complete (or when it cannot tell).
-        status = store.batch_progress(r, batch_id)
+        status = progress.batch_progress(r, batch_id)
         if status is None or status["complete"]:
-            status = store.batch_status(r, batch_id)
+            status = progress.batch_status(r, batch_id)
         refused = None if status["complete"] else memory.writes_refused(r)
-        return {**status, "state": store.batch_state(r, batch_id), "writes_refused": refused}
+        return {**status, "state": progress.batch_state(r, batch_id), "writes_refused": refused}
 
     # Subscribed before the first poll, so the announcement of the end cannot fall between.
     with Wakeup(r, keys.batch_events(batch_id)) as wakeup:
@@ -303,7 +303,7 @@ def wait_for_batch(
 
 def _ended(status: Mapping[str, Any]) -> bool:
     """Every job has a record, or the batch was cancelled (nothing more will come)."""
-    return bool(status["complete"]) or status.get("state") == store.CANCELLED
+    return bool(status["complete"]) or status.get("state") == progress.CANCELLED
 
 
 # -- lifecycle: resume and cancel -----------------------------------------------------------
@@ -362,7 +362,7 @@ def start_or_resume(
     r = connect(redis_url)
     try:
         old = None if fresh else store.resumable_batch(r, digest)
-        if old is not None and not store.batch_status(r, old, max_missing=0)["complete"]:
+        if old is not None and not progress.batch_status(r, old, max_missing=0)["complete"]:
             if on_id is not None:
                 on_id(old)
             reused, sent = resume_batch(redis_url, old, chunk_size, began=began)
@@ -418,7 +418,7 @@ def resume_batch(
     r = connect(redis_url)
     try:
         store.repair_results(r, batch_id)  # unknown batch -> error; lost records -> missing
-        st = store.batch_status(r, batch_id, max_missing=10**9)
+        st = progress.batch_status(r, batch_id, max_missing=10**9)
         if st["lost_jobs"]:
             raise KnightsTourError(
                 f"batch {batch_id} lost {st['lost_jobs']} of its jobs from Redis key "
@@ -428,7 +428,7 @@ def resume_batch(
         if st["complete"]:
             return int(st["done"]), 0
         led = Ledger.for_batch(batch_id)
-        was_cancelled = store.batch_state(r, batch_id) == store.CANCELLED
+        was_cancelled = progress.batch_state(r, batch_id) == progress.CANCELLED
         queued = _job_keys(queued_items(r, batch_id))
         candidates = [k for k in st["missing_keys"] if k not in queued]
         # While cancelled, no recovery pass touches the batch, and every message of it was

@@ -46,7 +46,7 @@ from typing import Any, cast
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
-from knights_tour.batches import store
+from knights_tour.batches import progress, store
 from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.output.recordfile import records_to_jsonl
 from knights_tour.store import keys
@@ -78,7 +78,8 @@ def summarize(
     ----------
     batch_id : str
     meta : mapping
-        The batch meta (:func:`knights_tour.batches.store.get_batch_meta`): created, params, total.
+        The batch meta (:func:`knights_tour.batches.progress.get_batch_meta`): created, params,
+        total.
     records : sequence of Record
         The batch's records (:func:`knights_tour.batches.store.collect`).
     collected_at : float, optional
@@ -331,7 +332,7 @@ def _collect_batch(
     None (the batch expired or was deleted meanwhile). A claim whose write fails is
     released before the error propagates, so the next collection retries the batch."""
     try:
-        st = store.batch_status(r, batch_id, max_missing=0)
+        st = progress.batch_status(r, batch_id, max_missing=0)
     except CorruptKeyError:
         return "unreadable"
     except KnightsTourError:
@@ -362,7 +363,7 @@ def _note_collection(r: redis.Redis, result: Mapping[str, Any], now: float) -> N
 def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> bool:
     """Write one claimed batch's report files, mark it written, update the latest summary.
     False if its summary file already existed (nothing overwritten)."""
-    meta = store.get_batch_meta(r, batch_id)
+    meta = progress.get_batch_meta(r, batch_id)
     records = [reverified(rec) for rec in store.collect(r, batch_id)]
     summary = summarize(batch_id, meta, records, collected_at=now)
     jsonl_path, summary_path = report_paths(reports, batch_id)

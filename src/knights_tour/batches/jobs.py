@@ -24,13 +24,7 @@ import msgspec
 from knights_tour.board import MAX_SIDE, Board, parse_board
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.settings import get_settings
-from knights_tour.solvers import (
-    DEFAULT_SOLVER,
-    MAX_TIME_LIMIT_S,
-    check_limits,
-    check_solver_name,
-    solver_names,
-)
+from knights_tour.solvers import DEFAULT_SOLVER, check_limits, check_solver_name
 from knights_tour.solvers.api import solve
 from knights_tour.solvers.crosscheck import cross_check_cpsat
 from knights_tour.tours.record import Record, Status
@@ -509,8 +503,5 @@ __all__ = [
     "error_record",
     "record_sort_key",
     "order_key",
-    "solver_names",
     "unwrap_interruption",
-    "MAX_TIME_LIMIT_S",
-    "check_limits",
 ]

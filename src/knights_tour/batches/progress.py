@@ -5,8 +5,8 @@ status hashes, its per-status tally, its lifecycle ``state`` field and the index
 Nothing here decodes a job or a record, so reading a batch's progress loads neither the job
 type (:mod:`knights_tour.batches.jobs`) nor the record type (:mod:`knights_tour.tours.record`) with
 numpy behind it: ``ktour status`` and ``ktour batches`` start quickly. Registering a batch,
-storing and reading its records is :mod:`knights_tour.batches.store` (which re-exports these
-names). Key names come from :mod:`knights_tour.store.keys`.
+storing and reading its records is :mod:`knights_tour.batches.store`; storing a chunk's records,
+:mod:`knights_tour.batches.saving`. Key names come from :mod:`knights_tour.store.keys`.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 import redis
 
+from knights_tour.batches.progress import get_batch_meta
 from knights_tour.batches.records import (
     DECODE_ERRORS,
     PAGE,
@@ -36,7 +37,6 @@ from knights_tour.batches.records import (
     in_record_order,
     record_keys,
 )
-from knights_tour.batches.store import get_batch_meta
 from knights_tour.batches.verdict import Tally
 from knights_tour.output.atomicfile import AtomicFile
 from knights_tour.store import keys

@@ -2,15 +2,15 @@
 reports.
 
 What the schedule says, and its TOML file (``KT_SCHEDULE_FILE``), is
-:mod:`knights_tour.batches.schedule_file`; its names are re-exported here.
+:mod:`knights_tour.batches.schedule_file`.
 
 Beat wiring: the Celery app's ``beat_scheduler`` is :class:`ScheduleFileScheduler`, a
 :class:`celery.beat.PersistentScheduler` that loads the schedule when beat starts (workers
 never read the file, so a broken schedule cannot stop a worker; it stops beat with a clear
-error). Each sweep entry sends the task :data:`knights_tour.worker.celery.TASK_SUBMIT_SWEEP` with
+error). Each sweep entry sends the task :data:`knights_tour.worker.messages.TASK_SUBMIT_SWEEP` with
 the sweep as a JSON dict, which submits it with :func:`run_sweep` (through
 :func:`knights_tour.batches.client.submit_batch`, the one submit path); the collect entry
-sends :data:`knights_tour.worker.celery.TASK_COLLECT` (see :mod:`knights_tour.batches.collector`).
+sends :data:`knights_tour.worker.messages.TASK_COLLECT` (see :mod:`knights_tour.batches.collector`).
 Times are UTC (the app has ``enable_utc``).
 """
 
@@ -26,14 +26,10 @@ from celery.schedules import crontab, schedule
 from knights_tour.batches.client import DEFAULT_CHUNK_SIZE, make_jobs, submit_batch
 from knights_tour.batches.schedule_file import (
     COLLECT_ENTRY,
-    InvalidScheduleError,
     ScheduleConfig,
     Sweep,
     Timing,
-    load_schedule,
     parse_cron,
-    parse_interval,
-    parse_schedule,
     schedule_from_settings,
 )
 from knights_tour.store import keys
@@ -156,15 +152,4 @@ __all__ = [
     "ScheduleFileScheduler",
     "next_run_times",
     "run_sweep",
-    # the schedule file, re-exported for the commands and beat
-    "InvalidScheduleError",
-    "Timing",
-    "Sweep",
-    "ScheduleConfig",
-    "parse_interval",
-    "parse_cron",
-    "parse_schedule",
-    "load_schedule",
-    "schedule_from_settings",
-    "COLLECT_ENTRY",
 ]

@@ -8,14 +8,14 @@ Typical use (what ``ktour submit/status/collect`` do)::
 
     r = connect("redis://127.0.0.1:6379/0")   # knights_tour.store.connection
     batch_id = create_batch(r, jobs, params={"sizes": "5-12"})
-    ...                                   # workers call save_record(r, batch_id, record)
-    batch_status(r, batch_id)             # {"total": 620, "done": 12, ...}
+    ...                                   # workers call saving.save_record(r, batch_id, record)
+    progress.batch_status(r, batch_id)    # {"total": 620, "done": 12, ...}
     for record in iter_records(r, batch_id):   # sorted, streamed in pipelined chunks
         ...
 
 How far a batch got (its meta, progress, state field and the list of batches) is read by
-:mod:`knights_tour.batches.progress`, without the job and record types; its names are
-re-exported here.
+:mod:`knights_tour.batches.progress`, without the job and record types; a chunk's records are
+stored by :mod:`knights_tour.batches.saving`.
 
 Records are stored in the compact form of :func:`knights_tour.tours.stored.encode_record` (the
 tour as its move sequence, the whole zlib-compressed); records stored as plain JSON by older
@@ -35,15 +35,7 @@ import redis
 
 from knights_tour.batches import records
 from knights_tour.batches.jobs import Job, order_key, wire_form
-from knights_tour.batches.progress import (
-    CANCELLED,
-    batch_progress,
-    batch_state,
-    batch_status,
-    get_batch_meta,
-    list_batches,
-)
-from knights_tour.batches.saving import save_record, save_records
+from knights_tour.batches.progress import get_batch_meta
 from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, registry
@@ -328,24 +320,16 @@ def remember_batch(r: redis.Redis, digest: str, batch_id: str | None) -> None:
 
 
 __all__ = [
-    "CANCELLED",
     "set_batch_state",
-    "batch_state",
     "resumable_batch",
     "remember_batch",
     "new_batch_id",
     "create_batch",
     "note_submission",
     "submission",
-    "save_record",
-    "save_records",
-    "get_batch_meta",
     "batch_jobs",
-    "batch_progress",
-    "batch_status",
     "iter_records",
     "collect",
-    "list_batches",
     "repair_results",
     "parse_job",
 ]

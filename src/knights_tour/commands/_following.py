@@ -31,8 +31,8 @@ from knights_tour.batches.client import (
     submit_batch,
 )
 from knights_tour.batches.jobs import Job, JobOptions
+from knights_tour.batches.progress import CANCELLED, batch_status
 from knights_tour.batches.record_stream import RecordStream
-from knights_tour.batches.store import CANCELLED, batch_status
 from knights_tour.batches.verdict import Tally
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._records import (
@@ -52,7 +52,8 @@ from knights_tour.local.backend import (
 )
 from knights_tour.local.launching import Launched
 from knights_tour.output.recordfile import format_for_path
-from knights_tour.store.connection import REDIS_ERRORS, mask_url
+from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.urls import mask_url
 
 
 def resume_hint(batch_id: str, redis_url: str | None) -> str:

@@ -21,13 +21,14 @@ from rich.table import Table
 
 from knights_tour.batches.client import stream_records, wait_for_batch
 from knights_tour.batches.estimate import planned_s_per_job
+from knights_tour.batches.progress import batch_progress
 from knights_tour.batches.record_stream import stored_pages, write_jsonl
-from knights_tour.batches.store import batch_progress, submission
+from knights_tour.batches.store import submission
 from knights_tour.batches.verdict import Tally, summary_total
 from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.output import parquet
-from knights_tour.output.atomicfile import AtomicFile
-from knights_tour.output.tourfile import atomic_write_lines, record_lines
+from knights_tour.output.atomicfile import AtomicFile, atomic_write_lines
+from knights_tour.output.recordfile import record_lines
 from knights_tour.store.waiting import WaitHooks
 from knights_tour.tours.pages import reverified
 

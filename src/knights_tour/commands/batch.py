@@ -15,14 +15,9 @@ import json
 import click
 from rich.table import Table
 
+from knights_tour.batches.progress import CANCELLED, batch_state, batch_status, list_batches
 from knights_tour.batches.status import shown_params, stalled_batches
-from knights_tour.batches.store import (
-    CANCELLED,
-    batch_state,
-    batch_status,
-    list_batches,
-    repair_results,
-)
+from knights_tour.batches.store import repair_results
 from knights_tour.commands._checks import check_out_path
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import redis_option, timeout_option

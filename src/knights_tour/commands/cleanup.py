@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from knights_tour.batches import cleanup
-from knights_tour.batches.schedule import parse_interval
+from knights_tour.batches.schedule_file import parse_interval
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import redis_option
 from knights_tour.errors import KnightsTourError

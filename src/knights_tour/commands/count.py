@@ -33,7 +33,7 @@ from knights_tour.counting.client import stop_count, submit_count, wait_for_coun
 from knights_tour.counting.method import METHODS, MethodChoice, choose_method
 from knights_tour.counting.plan import CountPlan, CountReport, plan_count
 from knights_tour.local.backend import Backend, open_backend
-from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.settings import get_settings
 from knights_tour.store.waiting import WaitHooks
 
@@ -287,7 +287,7 @@ def _confirm_enumeration(
     yes: bool,
 ) -> None:
     """Ask before an enumeration estimated above the confirmation limits (see
-    :func:`knights_tour.commands._shared.confirm_big`)."""
+    :func:`knights_tour.commands._checks.confirm_big`)."""
     local = workers or get_settings().workers  # a count with --workers 0 runs elsewhere
     full = (
         plan

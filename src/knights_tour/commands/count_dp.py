@@ -35,7 +35,7 @@ from knights_tour.counting.dp_jobs import dp_plan, dp_sweep_dirs
 from knights_tour.counting.method import MethodChoice
 from knights_tour.counting.plan import CountReport
 from knights_tour.local.backend import Backend, open_backend
-from knights_tour.output.tourfile import atomic_write_text
+from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.settings import get_settings
 from knights_tour.store.waiting import WaitHooks
 

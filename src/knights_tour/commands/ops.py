@@ -17,7 +17,8 @@ import click
 from rich.table import Table
 
 from knights_tour.batches import collector
-from knights_tour.batches.schedule import load_schedule, next_run_times, schedule_from_settings
+from knights_tour.batches.schedule import next_run_times
+from knights_tour.batches.schedule_file import load_schedule, schedule_from_settings
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._shared import format_utc, stdout_console
 from knights_tour.settings import get_settings

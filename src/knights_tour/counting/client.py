@@ -27,7 +27,7 @@ from knights_tour.store import keys
 from knights_tour.store.connection import connect
 from knights_tour.store.events import Wakeup
 from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
-from knights_tour.worker import leases, messages, recovery
+from knights_tour.worker import ledger, messages, recovery
 from knights_tour.worker.lazy import celery_worker
 
 
@@ -55,7 +55,7 @@ def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[dict[str,
     """Send one count task per sub-job dict of ``count_id`` (enumeration or DP), the count put
     on the workers' recovery watch first; returns how many were sent."""
     r = connect(redis_url)
-    leases.activate(r, leases.Ledger.for_count(count_id))
+    ledger.activate(r, ledger.Ledger.for_count(count_id))
     r.close()
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:
@@ -77,7 +77,7 @@ def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[
     """
     return recovery.recover(
         r,
-        leases.Ledger.for_count(count_id),
+        ledger.Ledger.for_count(count_id),
         recovery.sender(messages.TASK_COUNT_SUBJOBS, url=redis_url),
     )
 
@@ -145,7 +145,7 @@ def stop_count(r: redis.Redis, count_id: str) -> int:
     redis.RedisError
         If Redis cannot be reached.
     """
-    leases.deactivate(r, leases.Ledger.for_count(count_id))
+    ledger.deactivate(r, ledger.Ledger.for_count(count_id))
     return drop_queued(r, count_id, messages.TASK_COUNT_SUBJOBS) + drop_held(
         r, count_id, messages.TASK_COUNT_SUBJOBS
     )

@@ -35,7 +35,7 @@ from knights_tour.errors import InvalidJobError
 from knights_tour.settings import get_settings
 from knights_tour.worker import ledger
 from knights_tour.worker.claims import ChunkClaim, retrying
-from knights_tour.worker.messages import DP_KIND, Send, is_dp
+from knights_tour.worker.messages import Send
 
 log = logging.getLogger(__name__)
 
@@ -260,12 +260,4 @@ def run_dp_chunk(
     }
 
 
-__all__ = [
-    "DP_KIND",
-    "LAYER_GROWTH",
-    "DpSubJob",
-    "is_dp",
-    "budget_s",
-    "run_dp_subjob",
-    "run_dp_chunk",
-]
+__all__ = ["LAYER_GROWTH", "DpSubJob", "budget_s", "run_dp_subjob", "run_dp_chunk"]

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 from knights_tour.counting import store as count_store
 from knights_tour.counting.plan import SubJob
 from knights_tour.settings import get_settings
-from knights_tour.worker import leases
+from knights_tour.worker import orphans
 from knights_tour.worker.claims import ChunkClaim, redis_client, retrying
 from knights_tour.worker.lease_keeper import keeper
 from knights_tour.worker.ledger import Ledger
@@ -120,7 +120,7 @@ def hand_back_subjobs(
     if cut is not None and _stored(held, cut):
         # the limit came after its entry was stored, before it was marked done
         stored_key = cut
-        retrying(lambda: leases.finish(r, led, [stored_key]))
+        retrying(lambda: orphans.finish(r, led, [stored_key]))
         held.done(stored_key)
         cut = None
     given_up = held.blame_cut()
@@ -130,7 +130,7 @@ def hand_back_subjobs(
         retrying(
             lambda: count_store.save_partial(r, led.id, key, None, 0, worker=worker, error=error)
         )
-        retrying(lambda: leases.finish(r, led, [key]))
+        retrying(lambda: orphans.finish(r, led, [key]))
         held.done(key)
         tally["errors"] += 1
     stored: set[str] = set()

@@ -31,7 +31,7 @@ from knights_tour.board import Board, Square
 from knights_tour.counting import frontier
 from knights_tour.counting import frontier_join as fj
 from knights_tour.counting import frontier_kernel as fk
-from knights_tour.counting.frontier_store import Checkpoints, LayerStat, plan_digest
+from knights_tour.counting.frontier_store import Checkpoints, LayerStat
 from knights_tour.errors import InvalidJobError
 
 DEFAULT_MEMORY_BYTES = 8 * 2**30
@@ -402,11 +402,9 @@ def _trivial(board: Board, g: frontier.Graph, s: int | None) -> int | None:
 
 __all__ = [
     "DEFAULT_MEMORY_BYTES",
-    "LayerStat",
     "SweepResult",
     "DPCount",
     "run_sweep",
     "join_halves",
     "count_paths",
-    "plan_digest",
 ]

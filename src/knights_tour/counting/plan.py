@@ -407,8 +407,5 @@ __all__ = [
     "FEW_SPLIT_SQUARES",
     "FEW_SUBJOBS_PER_SQUARE",
     "MAX_COUNT_SQUARES",
-    # the search side, re-exported for the count's callers
-    "count_subjob",
-    "split",
     "DEFAULT_TARGET_SUBJOBS",
 ]

@@ -36,7 +36,8 @@ from knights_tour.local.launching import (
 )
 from knights_tour.local.workers import LocalWorkers
 from knights_tour.store import keys
-from knights_tour.store.connection import connect, mask_url
+from knights_tour.store.connection import connect
+from knights_tour.store.urls import mask_url
 from knights_tour.worker import leases
 from knights_tour.worker.lazy import celery_worker, messages_held
 
@@ -410,12 +411,4 @@ def no_worker_answers(url: str) -> bool:
     return not replies
 
 
-__all__ = [
-    "Backend",
-    "open_store",
-    "open_backend",
-    "configured_redis_url",
-    "embedded_dir",
-    "no_worker_answers",
-    "NO_WORKERS_WARNING",
-]
+__all__ = ["Backend", "open_store", "open_backend", "no_worker_answers", "NO_WORKERS_WARNING"]

@@ -27,7 +27,6 @@ import redis
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.local.embedded_redis_sharing import (
-    STATE_FILE,
     forget_state,
     leave,
     live_recorded_server,
@@ -36,13 +35,13 @@ from knights_tour.local.embedded_redis_sharing import (
     write_state,
 )
 from knights_tour.local.launching import (
+    STATE_FILE,
     Launched,
-    free_port,
     launch_lock,
     launch_server,
     launch_watchdog,
-    redis_server_binary,
 )
+from knights_tour.local.prelaunch import free_port
 from knights_tour.local.redis_process import (
     direct_client,
     ping,
@@ -50,7 +49,7 @@ from knights_tour.local.redis_process import (
     shut_down,
     wait_gone,
 )
-from knights_tour.store.connection import mask_url
+from knights_tour.store.urls import mask_url
 
 PORT_TRIES = 5
 """Ports :meth:`EmbeddedRedis.start` tries when the one it picked is taken before the server
@@ -382,11 +381,4 @@ class EmbeddedRedis:
         self.stop()
 
 
-__all__ = [
-    "EmbeddedRedis",
-    "redis_server_binary",
-    "free_port",
-    "shut_down",
-    "wait_gone",
-    "STATE_FILE",
-]
+__all__ = ["EmbeddedRedis"]

@@ -21,7 +21,6 @@ from typing import Any
 import redis
 
 from knights_tour.errors import BackendUnavailableError
-from knights_tour.local.launching import STATE_FILE
 from knights_tour.local.redis_process import pid_alive, ping, runs_redis_server
 from knights_tour.store import keys
 
@@ -142,7 +141,6 @@ def live_users(client: redis.Redis) -> tuple[int, int]:
 
 
 __all__ = [
-    "STATE_FILE",
     "read_state",
     "write_state",
     "live_recorded_server",

@@ -28,8 +28,8 @@ from typing import Any
 
 from knights_tour.errors import BackendUnavailableError
 from knights_tour.local import prelaunch
-from knights_tour.local.prelaunch import free_port, pdeathsig
-from knights_tour.local.worker_pool import ForkedWorker, WorkerPool, WorkerSpec, rotate_logs
+from knights_tour.local.prelaunch import free_port
+from knights_tour.local.worker_pool import WorkerPool, WorkerSpec
 from knights_tour.settings import (
     PRIVATE_DIR_MODE,
     PRIVATE_FILE_MODE,
@@ -365,21 +365,15 @@ __all__ = [
     "STATE_FILE",
     "WATCHDOG_MODULE",
     "WORKER_START_CPU_S",
-    "ForkedWorker",
     "Launched",
-    "WorkerPool",
-    "WorkerSpec",
     "configured_redis_url",
     "embedded_dir",
-    "free_port",
     "kill_now",
     "launch_ahead",
     "launch_lock",
     "launch_server",
     "launch_watchdog",
     "local_worker_count",
-    "pdeathsig",
     "redis_server_binary",
-    "rotate_logs",
     "worker_log_dir",
 ]

@@ -303,4 +303,4 @@ class ForkedWorker:
         self.send_signal(signal.SIGKILL)
 
 
-__all__ = ["ForkedWorker", "WorkerPool", "WorkerSpec", "pdeathsig", "rotate_logs"]
+__all__ = ["ForkedWorker", "WorkerPool", "WorkerSpec", "rotate_logs"]

@@ -20,8 +20,8 @@ import psutil
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.local.launching import Launched
-from knights_tour.local.worker_pool import ForkedWorker, WorkerPool, WorkerSpec, rotate_logs
-from knights_tour.store.connection import mask_url
+from knights_tour.local.worker_pool import ForkedWorker, WorkerPool, WorkerSpec
+from knights_tour.store.urls import mask_url
 from knights_tour.worker.lazy import celery_worker
 
 _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -331,4 +331,4 @@ class LocalWorkers:
         self.stop()
 
 
-__all__ = ["LocalWorkers", "rotate_logs"]  # rotate_logs: worker_pool's, kept importable here
+__all__ = ["LocalWorkers"]

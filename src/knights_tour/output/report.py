@@ -307,13 +307,4 @@ def html_report(
     )
 
 
-__all__ = [
-    "html_report",
-    "markdown_report",
-    "group_records",
-    "start_map",
-    "encode_tour",
-    "decode_tour",
-    "BoardGroup",
-    "Cell",
-]
+__all__ = ["html_report", "markdown_report", "start_map", "encode_tour", "decode_tour"]

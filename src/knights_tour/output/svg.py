@@ -320,4 +320,4 @@ def write_svg(
     return out
 
 
-__all__ = ["tour_svg", "write_svg", "default_size_px", "number_font_px", "TourView"]
+__all__ = ["tour_svg", "write_svg", "default_size_px", "number_font_px"]

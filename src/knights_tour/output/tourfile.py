@@ -22,8 +22,7 @@ A **JSON record** is one object as written by :meth:`knights_tour.tours.record.T
 JSON Lines file holds one record per line.
 
 Writing is elsewhere: files are written atomically by :mod:`knights_tour.output.atomicfile`
-and records as lines by :mod:`knights_tour.output.recordfile`; the names the commands use from
-both are re-exported here, so a command that reads and writes tour files imports one module.
+and records as lines by :mod:`knights_tour.output.recordfile`.
 
 This module imports neither Celery nor Redis.
 """
@@ -39,19 +38,6 @@ from typing import Any
 
 from knights_tour.board import Board, Square
 from knights_tour.errors import InvalidBoardError, NoTourError, StepNumbersError, TourFormatError
-from knights_tour.output.atomicfile import (
-    atomic_write_lines,
-    atomic_write_text,
-    current_umask,
-    new_file_mode,
-)
-from knights_tour.output.recordfile import (
-    CSV_FIELDS,
-    jsonl_line,
-    record_lines,
-    records_to_csv,
-    records_to_jsonl,
-)
 
 MAX_TOUR_FILE_BYTES = 64 * 1024 * 1024
 """Largest tour file :func:`read_tour_file` reads (64 MiB: a 2000×2000 step matrix fits)."""
@@ -425,14 +411,5 @@ __all__ = [
     "format_step_matrix",
     "read_tour_file",
     "record_to_tour",
-    "atomic_write_text",
-    "atomic_write_lines",
-    "jsonl_line",
-    "record_lines",
-    "new_file_mode",
-    "current_umask",
-    "records_to_jsonl",
     "read_jsonl",
-    "records_to_csv",
-    "CSV_FIELDS",
 ]

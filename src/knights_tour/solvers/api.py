@@ -99,4 +99,4 @@ def check_result(result: TourResult) -> TourResult:
     return result
 
 
-__all__ = ["solve", "verify_tour", "check_result"]
+__all__ = ["solve", "check_result"]

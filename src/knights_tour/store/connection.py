@@ -1,6 +1,6 @@
 """The Redis connection: :func:`connect`, :func:`redis_options` and :data:`REDIS_ERRORS`,
-defined once; :func:`check_redis_url` and :func:`mask_url` are
-:mod:`knights_tour.store.urls`'s (the standard library only), re-exported here.
+defined once; a URL is checked and masked by :mod:`knights_tour.store.urls` (the standard
+library only).
 
 redis-py only. Every other module that talks to Redis gets its client from :func:`connect` and
 retries on :data:`REDIS_ERRORS` where it rides out an outage. The broker's connections (kombu)
@@ -32,7 +32,7 @@ from knights_tour.errors import (
 )
 from knights_tour.settings import Settings, get_settings
 from knights_tour.store.memory import check_memory
-from knights_tour.store.urls import REDIS_SCHEMES, check_redis_url, mask_url, url_database
+from knights_tour.store.urls import check_redis_url, mask_url, url_database
 
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
 """Errors that mean "Redis is (temporarily) unreachable"; callers may retry on them."""
@@ -268,9 +268,6 @@ __all__ = [
     "Pipeline",
     "typed_error",
     "REDIS_ERRORS",
-    "REDIS_SCHEMES",
-    "mask_url",
-    "check_redis_url",
     "connect",
     "redis_options",
     "tcp_keepalive_options",

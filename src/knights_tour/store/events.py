@@ -3,7 +3,7 @@ between polls, so it sees the end as soon as the last result is stored instead o
 poll.
 
 Workers publish from the script that stores a result
-(:func:`knights_tour.batches.store.save_record`, :func:`knights_tour.counting.store.save_partial`)
+(:func:`knights_tour.batches.saving.save_record`, :func:`knights_tour.counting.store.save_partial`)
 once there are as many results as jobs; a cancel publishes too. A message is only a hint to
 poll now: the poll decides, and a message missed (sent before the subscription, or during a
 Redis outage) costs at most one poll interval. redis-py only.

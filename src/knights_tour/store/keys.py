@@ -250,8 +250,9 @@ def batch_resume(digest: str) -> str:
 
 
 def embedded_users() -> str:
-    """Set of ``"pid:token"`` entries, one per :class:`~knights_tour.local.backend.EmbeddedRedis`
-    (owner or attached) using the embedded server."""
+    """Set of ``"pid:token"`` entries, one per
+    :class:`~knights_tour.local.embedded_redis.EmbeddedRedis` (owner or attached) using the
+    embedded server."""
     return f"{PREFIX}embedded:users"
 
 

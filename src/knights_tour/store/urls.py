@@ -3,7 +3,7 @@ read the same way?) and :func:`mask_url` (the URL with its password hidden, for 
 
 The standard library only, so that a command refuses a malformed ``--redis`` URL before it
 loads redis-py or anything behind it; :mod:`knights_tour.store.connection` checks every URL it
-connects to with the same function and re-exports both.
+connects to with the same function.
 """
 
 from __future__ import annotations

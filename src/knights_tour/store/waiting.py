@@ -83,7 +83,7 @@ def poll_until_complete(
     Parameters
     ----------
     status_fn : callable
-        Returns the current status dict (e.g. :func:`knights_tour.batches.store.batch_status`);
+        Returns the current status dict (e.g. :func:`knights_tour.batches.progress.batch_status`);
         may raise one of :data:`knights_tour.store.connection.REDIS_ERRORS` while Redis is away.
     timeout_s : float, optional
         Give up after this many seconds and return the last status (None: wait for ever).

@@ -23,11 +23,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from knights_tour.tours.record import DECIDED, Record, Status, Tour, as_tour
+from knights_tour.tours.record import Record, Status, Tour, as_tour
 
 __all__ = [
-    "Record",
-    "DECIDED",
     "KNIGHT_MOVES",
     "STORED_PREFIX",
     "encode_moves",

@@ -77,21 +77,7 @@ from knights_tour.tours.record import Status
 from knights_tour.worker import logs as worker_logs
 from knights_tour.worker import nodes
 from knights_tour.worker import transport as broker_transport
-from knights_tour.worker.messages import (
-    BATCH_PRIORITY,
-    DEFAULT_REDIS_URL,
-    OPS_PRIORITY,
-    RECOVERY_PRIORITY,
-    TASK_COLLECT,
-    TASK_COUNT_SUBJOBS,
-    TASK_RUN_JOBS,
-    TASK_SUBMIT_SWEEP,
-    args_repr,
-    encode_body,
-)
-
-# Names, priorities and the default broker live in knights_tour.worker.messages (no Celery
-# there), so the modules that only name a task need not load Celery; they are re-exported here.
+from knights_tour.worker.messages import DEFAULT_REDIS_URL, TASK_RUN_JOBS, args_repr, encode_body
 
 UNACKED_KEY: str = Channel.unacked_key
 """The Redis hash where kombu's Redis transport keeps every message delivered to a worker and
@@ -486,14 +472,6 @@ __all__ = [
     "sending",
     "SEND_BATCH",
     "queue_lists",
-    "DEFAULT_REDIS_URL",
-    "TASK_RUN_JOBS",
-    "TASK_COUNT_SUBJOBS",
-    "TASK_SUBMIT_SWEEP",
-    "TASK_COLLECT",
-    "BATCH_PRIORITY",
-    "RECOVERY_PRIORITY",
-    "OPS_PRIORITY",
     "UNACKED_KEY",
     "RecoveryTimer",
     "on_recovery_tick",

@@ -27,7 +27,7 @@ from knights_tour.errors import StorageFullError
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import REDIS_ERRORS, connect
 from knights_tour.store.memory import write_refusal
-from knights_tour.worker import leases
+from knights_tour.worker import leases, orphans
 from knights_tour.worker.lease_keeper import LeaseKeeper
 from knights_tour.worker.ledger import Ledger
 from knights_tour.worker.messages import DEFAULT_REDIS_URL, ItemDict, Send, at_task_limit
@@ -111,8 +111,8 @@ class ChunkClaim:
         names = list(first)
         outcomes: dict[str, str] = {}
         self.careful = False
-        for i in range(0, len(names), leases.SCRIPT_BATCH):
-            part = names[i : i + leases.SCRIPT_BATCH]
+        for i in range(0, len(names), orphans.SCRIPT_BATCH):
+            part = names[i : i + orphans.SCRIPT_BATCH]
             self.token, got = retrying(functools.partial(self.keeper.claim, self.r, self.led, part))
             self.careful = self.careful or got.careful
             self.claim_id = got.claim
@@ -227,7 +227,7 @@ class ChunkClaim:
         """
         self.release(item_keys)
         send(item_dicts)
-        retrying(lambda: leases.mark_requeued(self.r, self.led, item_keys))
+        retrying(lambda: orphans.mark_requeued(self.r, self.led, item_keys))
 
 
 __all__ = ["ChunkClaim", "retrying", "redis_client"]

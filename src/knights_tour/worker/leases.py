@@ -24,8 +24,8 @@ flush (:func:`knights_tour.batches.saving.save_records`).
 
 This module is the worker's side: opening, renewing, claiming, releasing. Who holds what now
 (and the registry read back) is :mod:`knights_tour.worker.holders`; the jobs lost with a dead
-process (orphans) and their re-sending, :mod:`knights_tour.worker.orphans`. Both are re-exported
-here, where callers have always found them.
+process (orphans) and their re-sending, :mod:`knights_tour.worker.orphans`; the ledger's keys
+and its active/cancelled sets, :mod:`knights_tour.worker.ledger`.
 
 A lease that lapsed is never written again (:func:`renew` only extends a live key): a process
 that was stalled past its lease finds out when it renews, takes a new token, and claims what is
@@ -54,25 +54,8 @@ from dataclasses import dataclass, field
 import redis
 
 from knights_tour.store import keys
-from knights_tour.worker.holders import holders, running
-from knights_tour.worker.ledger import (
-    Ledger,
-    activate,
-    active,
-    cancelled,
-    deactivate,
-    finished,
-    missing,
-    text,
-)
-from knights_tour.worker.orphans import (
-    SCRIPT_BATCH,
-    find_orphans,
-    find_unclaimed,
-    finish,
-    mark_requeued,
-    take_for_resend,
-)
+from knights_tour.worker.ledger import Ledger, text
+from knights_tour.worker.orphans import SCRIPT_BATCH
 
 CLAIMED, DONE, HELD, CANCELLED = "claimed", "done", "held", "cancelled"
 """Outcomes of a claim, per job: ours now / its record is already stored / another live token
@@ -350,9 +333,7 @@ __all__ = [
     "DONE",
     "HELD",
     "CANCELLED",
-    "SCRIPT_BATCH",
     "Claim",
-    "Ledger",
     "open_lease",
     "renew",
     "REGISTRY_KEEP_S",
@@ -360,17 +341,4 @@ __all__ = [
     "begin",
     "release",
     "end_leases_of",
-    "finish",
-    "holders",
-    "running",
-    "find_orphans",
-    "take_for_resend",
-    "find_unclaimed",
-    "mark_requeued",
-    "activate",
-    "deactivate",
-    "active",
-    "cancelled",
-    "finished",
-    "missing",
 ]

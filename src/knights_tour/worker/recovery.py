@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from knights_tour.settings import get_settings
-from knights_tour.worker import leases, messages, queue
+from knights_tour.worker import holders, ledger, messages, orphans, queue
 from knights_tour.worker.lazy import celery_worker
 from knights_tour.worker.ledger import Ledger
 
@@ -53,7 +53,7 @@ def sender(task_name: str, url: str | None = None) -> Send:
 
 def resend(r: redis.Redis, led: Ledger, candidates: Sequence[str], send: Send) -> list[str]:
     """Re-send those of ``candidates`` that are still lost when checked atomically
-    (:func:`knights_tour.worker.leases.take_for_resend`), :data:`RESEND_CHUNK` per task;
+    (:func:`knights_tour.worker.orphans.take_for_resend`), :data:`RESEND_CHUNK` per task;
     returns their keys.
 
     Raises
@@ -63,7 +63,7 @@ def resend(r: redis.Redis, led: Ledger, candidates: Sequence[str], send: Send) -
     """
     if not candidates:
         return []
-    taken = leases.take_for_resend(r, led, candidates)
+    taken = orphans.take_for_resend(r, led, candidates)
     dicts = [json.loads(raw) for _, raw in taken]
     for i in range(0, len(dicts), RESEND_CHUNK):
         send(led.id, dicts[i : i + RESEND_CHUNK])
@@ -77,11 +77,11 @@ def recover(
     keys. The one recovery pass, whoever runs it.
 
     * an item claimed by a process whose lease is gone, without a result: its worker died
-      (:func:`knights_tour.worker.leases.find_orphans`);
+      (:func:`knights_tour.worker.orphans.find_orphans`);
     * unclaimed items without a result once the queue has been empty and no item of the unit
       held for ``KT_LEASE_S`` in a row, as seen by this process (their message was taken off
       the queue but never started; Celery would restore it only after the visibility
-      timeout): :func:`knights_tour.worker.leases.find_unclaimed`, which reads every item key,
+      timeout): :func:`knights_tour.worker.orphans.find_unclaimed`, which reads every item key,
       is only called then.
 
     Nothing of a cancelled unit is re-sent. A pass within ``min_interval_s`` of the last one
@@ -100,15 +100,15 @@ def recover(
     if now - _last_pass.get(unit, float("-inf")) < interval:
         return []
     _last_pass[unit] = now
-    if leases.cancelled(r, led):
+    if ledger.cancelled(r, led):
         return []
-    resent = resend(r, led, leases.find_orphans(r, led), send)
+    resent = resend(r, led, orphans.find_orphans(r, led), send)
     # The cheap checks first: reading every item key costs as much as the unit is large, and
     # is needed only once nothing has run and the queue has been empty for a lease.
-    if queue.lists_empty(r, celery_worker().queue_lists()) and not leases.running(r, led):
+    if queue.lists_empty(r, celery_worker().queue_lists()) and not holders.running(r, led):
         since = _quiet_since.setdefault(unit, now)
         if now - since >= timing.quiet_s:
-            resent += resend(r, led, leases.find_unclaimed(r, led), send)
+            resent += resend(r, led, orphans.find_unclaimed(r, led), send)
             _quiet_since.pop(unit, None)
     else:
         _quiet_since.pop(unit, None)
@@ -135,9 +135,9 @@ def sweep(r: redis.Redis, send_batch: Send, send_count: Send) -> dict[str, list[
         If Redis is unreachable.
     """
     out: dict[str, list[str]] = {}
-    for led in leases.active(r):
-        if leases.cancelled(r, led) or leases.finished(r, led):
-            leases.deactivate(r, led)
+    for led in ledger.active(r):
+        if ledger.cancelled(r, led) or ledger.finished(r, led):
+            ledger.deactivate(r, led)
             continue
         resent = recover(r, led, send_count if led.kind == "count" else send_batch)
         if resent:
