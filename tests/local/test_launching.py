@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -183,6 +184,48 @@ def test_a_run_takes_over_the_workers_parent_started_ahead_with_its_redis(data_d
     finally:
         launched.kill()
     assert ahead.proc.poll() is not None
+
+
+@pytest.mark.process
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("parent_ahead", [False, True])
+def test_a_server_launched_ahead_on_a_port_taken_before_it_binds_moves_with_its_workers(
+    data_dir, monkeypatch, parent_ahead
+):
+    """The port picked for the server launched ahead (by :func:`launch_ahead`, or by
+    :func:`prelaunch.prelaunch` for the workers' parent started before it) was free a moment
+    ago; another process may bind it first. The server then listens on another port, and
+    the workers are given that one: the parent started ahead, whose Redis URL names the taken
+    port, is replaced."""
+    real_free_port = prelaunch.free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(
+            prelaunch if parent_ahead else launching,
+            "free_port",
+            lambda: next(picks, None) or real_free_port(),
+        )
+        if parent_ahead:
+            prelaunch.prelaunch(["run", "--sizes", "5"])
+        ahead = prelaunch._ahead
+        assert (ahead is not None and ahead.port == taken.getsockname()[1]) == parent_ahead
+        launched = launch_ahead(None, 1, 0.1)
+        assert launched is not None
+        server = EmbeddedRedis(data_dir / "redis", launched=launched)
+        try:
+            assert launched.port != taken.getsockname()[1]
+            assert launched.workers.redis_url == (
+                f"redis://:{launched.password}@127.0.0.1:{launched.port}/0"
+            )
+            if ahead is not None:
+                assert ahead.proc.poll() is not None and launched.pool.proc is not ahead.proc
+            server.start()
+            assert server.is_running() and server.port == launched.port
+        finally:
+            launched.kill()
+            server.stop()
 
 
 @pytest.mark.process

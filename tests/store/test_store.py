@@ -24,7 +24,7 @@ from knights_tour.batches.saving import save_record
 from knights_tour.batches.store import batch_jobs, collect, create_batch
 from knights_tour.board import Board
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.local import embedded_redis
+from knights_tour.local import launching
 from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.local.launching import STATE_FILE
 from knights_tour.local.prelaunch import free_port
@@ -256,21 +256,39 @@ def test_a_stale_state_file_is_replaced(tmp_path):
         assert json.loads((tmp_path / STATE_FILE).read_text())["pid"] == server.pid
 
 
-def test_a_server_whose_port_is_taken_before_it_binds_starts_on_another(tmp_path, monkeypatch):
+@pytest.mark.parametrize("with_clients", [False, True])
+def test_a_server_whose_port_is_taken_before_it_binds_starts_on_another(
+    tmp_path, monkeypatch, with_clients
+):
     """``free_port`` releases the port it found before redis-server binds it, and another
     process (a parallel test worker, another ``ktour``) may bind it first: the server then
-    starts on another port instead of failing."""
+    starts on another port instead of failing, and clients started at its launch
+    (``on_launch``) are given that port only."""
+    urls: list[str] = []
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         picks = iter([taken.getsockname()[1]])
-        monkeypatch.setattr(embedded_redis, "free_port", lambda: next(picks, None) or free_port())
-        server = EmbeddedRedis(tmp_path, reuse=False)
+        monkeypatch.setattr(launching, "free_port", lambda: next(picks, None) or free_port())
+        server = EmbeddedRedis(
+            tmp_path, reuse=False, on_launch=urls.append if with_clients else None
+        )
         try:
             server.start()
             assert server.port != taken.getsockname()[1] and server.is_running()
+            assert urls == ([server.url] if with_clients else [])
         finally:
             server.stop()
+
+
+def test_a_server_on_a_given_port_that_is_taken_does_not_move(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = EmbeddedRedis(tmp_path, port=taken.getsockname()[1])
+        with pytest.raises(BackendUnavailableError, match="Address already in use"):
+            server.start()
+        assert server.port == taken.getsockname()[1] and not server.is_running()
 
 
 def test_stop_kills_a_server_that_ignores_shutdown(tmp_path):

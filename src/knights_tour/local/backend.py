@@ -271,7 +271,7 @@ def open_store(
 
     The embedded server gets a fresh random password on its loopback port; it lives only in
     the 0600 state file. ``on_launch(url)``, if given, is called as soon as a new embedded
-    server's process is started, before it answers (not when attaching to a running one or
+    server's process has bound its port, before it answers (not when attaching to a running one or
     connecting to a given URL). ``launched``: the embedded server launched ahead
     (:func:`~knights_tour.local.launching.launch_ahead`), used instead of starting one.
 

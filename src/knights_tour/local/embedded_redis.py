@@ -37,11 +37,10 @@ from knights_tour.local.embedded_redis_sharing import (
 from knights_tour.local.launching import (
     STATE_FILE,
     Launched,
+    launch_bound_server,
     launch_lock,
-    launch_server,
     launch_watchdog,
 )
-from knights_tour.local.prelaunch import free_port
 from knights_tour.local.redis_process import (
     direct_client,
     ping,
@@ -50,13 +49,6 @@ from knights_tour.local.redis_process import (
     wait_gone,
 )
 from knights_tour.store.urls import mask_url
-
-PORT_TRIES = 5
-"""Ports :meth:`EmbeddedRedis.start` tries when the one it picked is taken before the server
-binds it."""
-
-_PORT_TAKEN = "Address already in use"
-"""How ``redis-server`` says (in its log) that its port is taken."""
 
 
 class EmbeddedRedis:
@@ -67,12 +59,14 @@ class EmbeddedRedis:
     data_dir : str or Path
         Server working dir (``appendonly.aof``, log, state file). Created if needed.
     port : int, optional
-        TCP port; default a free port. :meth:`start` after :meth:`stop` reuses the same port.
+        TCP port; default a free port (another one if that is taken before the server binds
+        it, :func:`~knights_tour.local.launching.launch_bound_server`). :meth:`start` after
+        :meth:`stop` reuses the same port.
     password : str, optional
         ``requirepass``; the URL then carries it (print it only via :func:`mask_url`).
     on_launch : callable, optional
-        Called with :attr:`url` right after a new server process is started, before it
-        answers (e.g. to start its clients meanwhile: they retry the connection); not called
+        Called with :attr:`url` right after a new server process has bound its port, before
+        it answers (e.g. to start its clients meanwhile: they retry the connection); not called
         when attaching to a running server.
     reuse : bool
         If a server started earlier for the same ``data_dir`` is still running (its state file
@@ -180,27 +174,9 @@ class EmbeddedRedis:
             live = live_recorded_server(self.state_path)
             if live is not None:
                 return self._attach(live)
-            if self.port is None and self.on_launch is None:
-                self._start_on_a_free_port()
-                return self
-            if self.port is None:
-                self.port = free_port()
-            self._wait_until_ready(self._launch(self.port), self.port)
+            proc, port = self._launch()
+            self._wait_until_ready(proc, port)
         return self
-
-    def _start_on_a_free_port(self) -> None:
-        """Launch on a port that was free a moment ago (:func:`free_port` releases it before
-        the server binds it): if another process took it meanwhile, launch again on another,
-        up to :data:`PORT_TRIES` times. Not with ``on_launch``, whose clients have the first
-        port's URL."""
-        for attempt in range(1, PORT_TRIES + 1):
-            self.port = free_port()
-            try:
-                self._wait_until_ready(self._launch(self.port), self.port)
-                return
-            except BackendUnavailableError as exc:
-                if attempt == PORT_TRIES or _PORT_TAKEN not in str(exc):
-                    raise
 
     def _adopt(self, ahead: Launched) -> EmbeddedRedis:
         """Make the server and watchdog launched ahead ours, and wait for the server as if we
@@ -224,13 +200,19 @@ class EmbeddedRedis:
         self._register()
         return self
 
-    def _launch(self, port: int) -> subprocess.Popen[bytes]:
-        """Start a new server process (ours) on ``port`` and its watchdog
-        (:func:`~knights_tour.local.launching.launch_server`, ``launch_watchdog``), then call
-        ``on_launch``; return the server process."""
-        self._proc = launch_server(self.data_dir, port, self.password)
-        self.pid = self._proc.pid
-        self.owned = True
+    def _launch(self) -> tuple[subprocess.Popen[bytes], int]:
+        """Start a new server process (ours) on :attr:`port`, or on a free port if it has none
+        yet (another one if that is taken before the server binds it), and its watchdog
+        (:func:`~knights_tour.local.launching.launch_bound_server`, ``launch_watchdog``),
+        then call ``on_launch``; return the server process and its port."""
+        self._proc, port = launch_bound_server(
+            self.data_dir,
+            self.password,
+            self.port,
+            fixed=self.port is not None,
+            timeout_s=self.start_timeout_s,
+        )
+        self.port, self.pid, self.owned = port, self._proc.pid, True
         self._watchdog = launch_watchdog(self.data_dir, port, self.pid, self.password)
         if self.on_launch is not None:
             try:
@@ -238,7 +220,7 @@ class EmbeddedRedis:
             except BaseException:
                 self._kill()
                 raise
-        return self._proc
+        return self._proc, port
 
     def _wait_until_ready(self, proc: subprocess.Popen[bytes], port: int) -> None:
         """Poll the server just launched until it answers PING, then record it in the state

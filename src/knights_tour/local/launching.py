@@ -21,6 +21,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,13 @@ _WATCHDOG_LAUNCH = (
 )
 """``python -c`` program that runs the watchdog module as ``python -m`` would, at a lower CPU
 priority from its first import on: it starts while the workers start, and must not slow them."""
+
+PORT_TRIES = 5
+"""Launches :func:`launch_bound_server` tries when the port it picked is taken before the
+server binds it."""
+
+_PORT_TAKEN = "Address already in use"
+"""How ``redis-server`` says (in its log) that its port is taken."""
 
 WORKER_START_CPU_S = 1.0
 """CPU-seconds a local worker costs before its first job (interpreter, Celery, the numba
@@ -169,6 +177,96 @@ def launch_server(data_dir: Path, port: int, password: str | None) -> subprocess
             cwd=str(data_dir),
             umask=PRIVATE_UMASK,
         )
+
+
+def launch_bound_server(
+    data_dir: Path,
+    password: str | None,
+    port: int | None = None,
+    *,
+    fixed: bool = False,
+    timeout_s: float = 15.0,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Launch ``redis-server`` (:func:`launch_server`) on ``port``, or on a free port if None,
+    and wait until it listens there or exits (at most ``timeout_s`` seconds; not until it
+    answers: it may still be loading its data).
+
+    A port found free earlier (:func:`~knights_tour.local.prelaunch.free_port` releases it
+    before the server binds it) may be bound by another process meanwhile: if the server
+    exits saying so, it is launched again on another free port, up to :data:`PORT_TRIES`
+    launches in all. Not with ``fixed`` (``port`` was given, not picked: launched once).
+    The caller gives the server's URL to its clients only once this returns.
+
+    Returns
+    -------
+    (subprocess.Popen, int)
+        The server process and its port: running and listening on 127.0.0.1:port, or
+        exited or silent (the caller's wait for its answer reports why, from its log).
+
+    Raises
+    ------
+    BackendUnavailableError
+        If the binary is missing; OSError if ``data_dir`` cannot be written.
+    """
+    retries = 0 if fixed else PORT_TRIES - 1
+    log = data_dir / "redis.log"
+    at = free_port() if port is None else port
+    while True:
+        log_from = log.stat().st_size if log.exists() else 0
+        server = launch_server(data_dir, at, password)
+        _wait_bound(server, at, timeout_s)
+        if server.poll() is None or retries == 0 or not _said_since(log, log_from, _PORT_TAKEN):
+            return server, at
+        retries -= 1
+        at = free_port()
+
+
+def _wait_bound(server: subprocess.Popen[bytes], port: int, timeout_s: float) -> None:
+    """Return once ``server`` listens on TCP ``port``, has exited, or ``timeout_s`` seconds
+    have passed."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.001
+    while server.poll() is None and not _listens(server.pid, port):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(pause)
+        pause = min(0.02, pause * 2)
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP socket listening on ``port`` (a socket of its
+    open files in the LISTEN state of ``/proc/PID/net/tcp``): another process's socket on the
+    port does not count."""
+    sockets = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):  # closed meanwhile
+                sockets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    try:
+        with open(f"/proc/{pid}/net/tcp") as table:
+            next(table)  # the header
+            for line in table:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if (
+                    state == "0A"  # LISTEN
+                    and local.endswith(f":{port:04X}")
+                    and f"socket:[{inode}]" in sockets
+                ):
+                    return True
+    except OSError:  # the process is gone
+        return False
+    return False
+
+
+def _said_since(log: Path, offset: int, words: str) -> bool:
+    """Whether the server's ``log`` says ``words`` after its first ``offset`` bytes."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            return words in f.read().decode(errors="replace")
+    except OSError:
+        return False
 
 
 def _make_private(data_dir: Path) -> None:
@@ -313,8 +411,8 @@ def launch_ahead(redis_url: str | None, workers: int | None, work_cpu_s: float) 
         if ahead is not None:
             ahead.kill()
         raise
-    if launched is None and ahead is not None:
-        ahead.kill()
+    if ahead is not None and (launched is None or launched.pool.proc is not ahead.proc):
+        ahead.kill()  # not needed, or its Redis URL names a port another process took
     return launched
 
 
@@ -339,15 +437,14 @@ def _launch(
         if (data_dir / STATE_FILE).exists():
             lock.close()
             return None
-        if ahead is not None:
-            port, password = ahead.port, ahead.password
-        else:
-            port, password = free_port(), secrets.token_urlsafe(18)
-        started.append(launch_server(data_dir, port, password))
-        started.append(launch_watchdog(data_dir, port, started[0].pid, password))
+        password = ahead.password if ahead is not None else secrets.token_urlsafe(18)
+        picked = ahead.port if ahead is not None else None
+        server, port = launch_bound_server(data_dir, password, picked)
+        started.append(server)
+        started.append(launch_watchdog(data_dir, port, server.pid, password))
         url = f"redis://:{password}@127.0.0.1:{port}/0"  # as EmbeddedRedis.url gives it
         spec = WorkerSpec(url, log_dir=worker_log_dir(), death_signal=prelaunch.DEATH_SIGNAL)
-        if ahead is not None:
+        if ahead is not None and ahead.port == port:
             spec.node_prefix = ahead.node_prefix
             pool = spec.adopt(ahead, count)
         else:
@@ -362,6 +459,7 @@ def _launch(
 
 
 __all__ = [
+    "PORT_TRIES",
     "STATE_FILE",
     "WATCHDOG_MODULE",
     "WORKER_START_CPU_S",
@@ -370,6 +468,7 @@ __all__ = [
     "embedded_dir",
     "kill_now",
     "launch_ahead",
+    "launch_bound_server",
     "launch_lock",
     "launch_server",
     "launch_watchdog",

@@ -11,7 +11,8 @@ Redis it will use is chosen here (a free port, a new password, given to the pare
 ``KT_REDIS_URL``); :func:`~knights_tour.local.launching.launch_ahead` launches the server on
 them and hands the parent its nodes' count, names and log
 (:meth:`~knights_tour.local.worker_pool.WorkerSpec.adopt`), or, when the run needs no local
-workers after all (a server already running on the data dir, ``--workers 0``), kills it. A
+workers after all (a server already running on the data dir, ``--workers 0``) or the server
+had to move to another port (another process bound this one first), kills it. A
 parent never configured is killed when the command ends (:func:`dismiss`), and gets a death
 signal from Linux if the command dies.
 
