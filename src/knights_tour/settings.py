@@ -47,6 +47,9 @@ variable                       meaning                                          
 ``KT_LOG_KEEP``                worker log files kept in ``{KT_DATA_DIR}/logs`` (the      40
                                oldest are deleted when local workers start)
 ``KT_LOG_MAX_MB``              and at most this many MB of them                          50
+``KT_EXTRA_BACKENDS``          solver backends beyond the built-in ones: their           unset
+                               descriptors as ``module:attribute``, comma-separated
+                               (:func:`extra_backends`)
 =============================  ========================================================  =========
 
 Redis connections (every one the project opens: the broker's, the store's, the client's; why
@@ -259,6 +262,19 @@ def default_of(name: str) -> object:
     if name not in Settings.__struct_fields__:
         raise KeyError(name)
     return getattr(Settings(), name)
+
+
+def extra_backends(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """``KT_EXTRA_BACKENDS`` of ``environ`` (default :data:`os.environ`): the
+    ``"module:attribute"`` paths of the descriptors of solver backends beyond the built-in ones
+    (:class:`knights_tour.solvers.Backend`), comma-separated, blanks ignored; ``()`` when unset.
+
+    Read alone, not as a field of :class:`Settings`: the registry reads it whenever it is
+    asked, ``--help`` included, which a bad value of another variable must not stop.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("KT_EXTRA_BACKENDS", "")
+    return tuple(p for p in (part.strip() for part in raw.split(",")) if p)
 
 
 class SettingsError(KnightsTourError, ValueError):

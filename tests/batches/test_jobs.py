@@ -398,7 +398,7 @@ def test_without_a_job_budget_the_cross_check_has_the_cpsat_default(monkeypatch)
     is given: a cross-check called on its own."""
     import knights_tour.solvers.cpsat as cpsat
     from knights_tour.settings import get_settings
-    from knights_tour.solvers.crosscheck import cross_check_cpsat
+    from knights_tour.solvers.crosscheck import cross_check
 
     monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", "7")
     get_settings.cache_clear()
@@ -408,7 +408,7 @@ def test_without_a_job_budget_the_cross_check_has_the_cpsat_default(monkeypatch)
     monkeypatch.setattr(cpsat, "check_tour", check)
     try:
         rec = run_job(Job(5, 5, (0, 0)))
-        cross_check_cpsat(rec)
+        cross_check(rec, "cpsat")
     finally:
         get_settings.cache_clear()
     assert calls[0] == ("solve", 7.0) and 0 < calls[1][1] <= 7.0

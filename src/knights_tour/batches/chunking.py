@@ -7,8 +7,9 @@ Each chunk holds about :data:`TARGET_CHUNK_S` seconds of estimated work (less fo
 batch, so that it still spreads over :data:`MIN_CHUNKS` tasks, but never less than
 :data:`MIN_CHUNK_S`, what a task costs around its jobs: a batch whose whole work is a few
 milliseconds travels in one or two tasks), and at most :data:`MAX_CHUNK` jobs. The estimate
-only sizes chunks; it is rough on purpose (linear in the squares of the board per backend),
-and a wrong estimate costs balance, never correctness.
+only sizes chunks; it is rough on purpose (linear in the squares of the board, each backend's
+:class:`~knights_tour.solvers.CostModel` in its descriptor), and a wrong estimate costs
+balance, never correctness.
 Measured costs are in ``benchmarks/README.md`` (``bench_redis_cost.py``, ``bench_scale.py``).
 
 A chunk's Celery time limits are derived from it, not fixed (:func:`chunk_time_limits`): its
@@ -27,7 +28,7 @@ from typing import Any
 from knights_tour.batches.jobs import Job
 from knights_tour.errors import InvalidJobError
 from knights_tour.settings import Settings, get_settings
-from knights_tour.solvers import check_limits
+from knights_tour.solvers import check_limits, get_backend
 
 TARGET_CHUNK_S = 0.25
 """Estimated seconds of work per chunk."""
@@ -44,25 +45,15 @@ it, spreading a batch over more tasks costs more than the work it spreads."""
 MAX_CHUNK = 256
 """Jobs per chunk at most (a chunk's message and its stored records stay small)."""
 
-_FIXED_S = {"warnsdorff": 2e-4, "cpsat": 2e-3}
-_PER_SQUARE_S = {"warnsdorff": 5e-7, "cpsat": 5e-5}
-
-
-def _backend_cost_s(name: str, squares: int) -> float:
-    """A rough run time in seconds of backend ``name`` on a board of ``squares`` squares;
-    a backend not priced here is priced as CP-SAT (slow)."""
-    fixed = _FIXED_S.get(name, _FIXED_S["cpsat"])
-    return fixed + squares * _PER_SQUARE_S.get(name, _PER_SQUARE_S["cpsat"])
-
 
 def estimated_cost_s(job: Job) -> float:
-    """A rough estimate of ``job``'s run time in seconds, for sizing chunks only: a fixed
-    cost plus a cost per square of the board for its backend, plus its cross-check's backend
-    (``verify``) priced the same way. Unknown backends are priced as CP-SAT (slow)."""
+    """A rough estimate of ``job``'s run time in seconds, for sizing chunks only: its
+    backend's :meth:`~knights_tour.solvers.CostModel.chunk_cost_s` on the board, plus its
+    cross-check's backend (``verify``) priced the same way."""
     squares = job.rows * job.cols
-    cost = _backend_cost_s(job.solver, squares)
+    cost = get_backend(job.solver).cost.chunk_cost_s(squares)
     if job.verify is not None:
-        cost += _backend_cost_s(job.verify, squares)
+        cost += get_backend(job.verify).cost.chunk_cost_s(squares)
     return cost
 
 

@@ -6,8 +6,10 @@ estimate is above the thresholds ``KT_CONFIRM_JOBS``, ``KT_CONFIRM_OUTPUT_MB`` a
 coarse on purpose - a factor of a few either way - and cost no more than reading the board
 list: a million-job batch is judged without making its jobs.
 
-The speed figures below come from the benchmarks (``benchmarks/README.md``):
-``bench_engine.py`` (engine time per square), ``bench_cpsat.py`` (CP-SAT time per job),
+The speed figures below, and those of each backend's descriptor
+(:attr:`knights_tour.solvers.CostModel.estimate_per_square_s`), come from the benchmarks
+(``benchmarks/README.md``): ``bench_engine.py`` (engine time per square), ``bench_cpsat.py``
+(CP-SAT time per job),
 ``bench_pipeline.py`` (the cost of a job through Celery and Redis) and ``bench_count.py``
 (count nodes per CPU-second). Counting nodes of 5x5 are what ``ktour count 5`` reports
 (deterministic); the growth per square is fitted between 5x5 and 6x6. The frontier DP is
@@ -28,16 +30,10 @@ from typing import Any
 from knights_tour.board import Board, parse_board_list
 from knights_tour.errors import KnightsTourError
 from knights_tour.settings import Settings, get_settings
+from knights_tour.solvers import DEFAULT_SOLVER, get_backend
 
 JOB_OVERHEAD_S = 0.003
 """Seconds a job costs beyond its solver: message, claim, record, through Redis."""
-
-ENGINE_S_PER_SQUARE = 3e-7
-"""Engine (``warnsdorff``) seconds per board square of one job."""
-
-CPSAT_S_PER_SQUARE = 1e-3
-"""CP-SAT seconds per board square of one job (it grows faster than linearly on large
-boards; the job's time limit caps it)."""
 
 RECORD_FIELDS_BYTES = 800
 """JSON Lines characters of a record beyond its tour (every other field, CP-SAT ones
@@ -154,7 +150,7 @@ def parse_sizes(sizes: Sequence[str]) -> list[Board]:
 
 def estimate_batch(
     boards: Sequence[Board],
-    solver: str = "warnsdorff",
+    solver: str = DEFAULT_SOLVER,
     verify: str | None = None,
     time_limit_s: float | None = None,
     settings: Settings | None = None,
@@ -165,28 +161,31 @@ def estimate_batch(
     ----------
     boards : sequence of Board
     solver : str
-        ``"cpsat"`` is costed as CP-SAT, anything else as the engine.
+        A registered backend, costed by its descriptor
+        (:meth:`~knights_tour.solvers.CostModel.estimate_s`).
     verify : str, optional
-        ``"cpsat"`` adds a CP-SAT run per job.
+        A backend that cross-checks: adds its run per job, costed the same way.
     time_limit_s : float, optional
-        Per-job limit (default ``KT_JOB_TIME_LIMIT_S``; CP-SAT ``KT_CPSAT_TIME_LIMIT_S``).
+        Per-job limit (default each backend's own: ``KT_JOB_TIME_LIMIT_S``, CP-SAT's
+        ``KT_CPSAT_TIME_LIMIT_S``; :meth:`~knights_tour.solvers.Backend.time_limit_s`).
+
+    Raises
+    ------
+    UnknownSolverError
+        If ``solver`` or ``verify`` is no registered backend.
     """
     settings = settings or get_settings()
-    job_limit = time_limit_s or settings.job_time_limit_s
-    cpsat_limit = time_limit_s or settings.cpsat_time_limit_s
+    runs = [get_backend(solver)] + ([get_backend(verify)] if verify else [])
+    priced = [(b.cost, time_limit_s or b.time_limit_s(settings)) for b in runs]
     jobs = out = 0
     cpu = 0.0
     for b in boards:
         n = b.n_squares
         jobs += n
         out += n * (RECORD_FIELDS_BYTES + tour_chars(b))
-        per_job = JOB_OVERHEAD_S + (
-            min(cpsat_limit, CPSAT_S_PER_SQUARE * n)
-            if solver == "cpsat"
-            else min(job_limit, ENGINE_S_PER_SQUARE * n)
-        )
-        if verify == "cpsat":
-            per_job += min(cpsat_limit, CPSAT_S_PER_SQUARE * n)
+        per_job = JOB_OVERHEAD_S
+        for cost, limit_s in priced:
+            per_job += cost.estimate_s(n, limit_s)
         cpu += n * per_job
     return BatchEstimate(boards=len(boards), jobs=jobs, output_bytes=out, cpu_s=cpu)
 
@@ -195,20 +194,20 @@ def planned_s_per_job(params: Mapping[str, Any], workers: int) -> float | None:
     """Estimated wall seconds per job of a batch on ``workers`` worker processes, from the
     ``params`` of its meta (``sizes``, ``solver``, ``verify``, ``time_limit_s``, as
     :func:`knights_tour.batches.client.make_jobs` stores them): :func:`estimate_batch` spread
-    over its jobs. None when the params name no readable board list or ``workers`` < 1."""
+    over its jobs. None when the params name no readable board list, a backend not registered
+    in this process, or ``workers`` < 1."""
     if workers < 1 or not isinstance(params.get("sizes"), str):
         return None
+    limit = params.get("time_limit_s")
     try:
-        boards = parse_sizes([params["sizes"]])
+        est = estimate_batch(
+            parse_sizes([params["sizes"]]),
+            solver=str(params.get("solver") or DEFAULT_SOLVER),
+            verify=params.get("verify") or None,
+            time_limit_s=float(limit) if isinstance(limit, int | float) else None,
+        )
     except KnightsTourError:
         return None
-    limit = params.get("time_limit_s")
-    est = estimate_batch(
-        boards,
-        solver=str(params.get("solver") or "warnsdorff"),
-        verify=params.get("verify") or None,
-        time_limit_s=float(limit) if isinstance(limit, int | float) else None,
-    )
     return est.hours_on(workers) * 3600.0 / est.jobs if est.jobs else None
 
 

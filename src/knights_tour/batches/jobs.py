@@ -24,25 +24,11 @@ import msgspec
 from knights_tour.board import MAX_SIDE, Board, parse_board
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.settings import get_settings
-from knights_tour.solvers import DEFAULT_SOLVER, check_limits, check_solver_name
+from knights_tour.solvers import DEFAULT_SOLVER, check_limits, cross_check_names, get_backend
 from knights_tour.solvers.api import solve
-from knights_tour.solvers.crosscheck import cross_check_cpsat
+from knights_tour.solvers.crosscheck import cross_check
 from knights_tour.tours.record import Record, Status
 from knights_tour.worker.messages import TIME_LIMIT_EXCEPTIONS, invalid_key
-
-VERIFY_NAMES: tuple[str, ...] = ("cpsat",)
-"""Accepted values of ``Job.verify`` besides ``None``."""
-
-MAX_SQUARES: dict[str, int] = {"warnsdorff": 25_000_000, "cpsat": 2_500}
-"""Largest board (rows*cols) a job may ask of each backend.
-
-The engine is linear in rows*cols (5000×5000 is its stated target); the CP-SAT model has one
-Boolean per directed knight move (about 8 per square) and is only practical on small boards.
-A solver missing here gets :data:`DEFAULT_MAX_SQUARES`.
-"""
-
-DEFAULT_MAX_SQUARES = 10_000
-
 
 _FIELDS = (
     "rows",
@@ -62,21 +48,17 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _max_squares(solver: str) -> int:
-    return MAX_SQUARES.get(solver, DEFAULT_MAX_SQUARES)
-
-
 class JobOptions(msgspec.Struct, frozen=True, kw_only=True):
     """How every job of a batch is to be run: the options a user gives once for all its start
     squares (``ktour run``'s job options), the same fields as on :class:`Job`."""
 
     solver: str = DEFAULT_SOLVER
-    """Registered backend name (:data:`knights_tour.solvers.SOLVERS`)."""
+    """Registered backend name (:func:`knights_tour.solvers.backends`)."""
     closed: bool = False
     """Ask for a closed (re-entrant) tour."""
     verify: str | None = None
-    """``"cpsat"``: also decide each job with the CP-SAT model and cross-check; None: no
-    cross-check."""
+    """A backend that can cross-check (``"cpsat"``: also decide each job with the CP-SAT model
+    and compare); None: no cross-check."""
     time_limit_s: float | None = None
     """Solver wall-clock limit per job, in seconds (None: ``KT_JOB_TIME_LIMIT_S``)."""
     exhaustive: bool = False
@@ -244,26 +226,29 @@ def _validate(job: Job) -> None:
     if not isinstance(job.solver, str):
         raise InvalidJobError(f"job solver must be a string, got {job.solver!r}")
     try:
-        check_solver_name(job.solver)
+        backend = get_backend(job.solver)
     except KnightsTourError as exc:
         raise InvalidJobError(str(exc)) from None
     for name in ("closed", "exhaustive"):
         value = getattr(job, name)
         if not isinstance(value, bool):
             raise InvalidJobError(f"job {name} must be true or false, got {value!r}")
-    if job.verify is not None and job.verify not in VERIFY_NAMES:
+    checkers = cross_check_names()
+    if job.verify is not None and job.verify not in checkers:
         raise InvalidJobError(
-            f"job verify must be null or one of {', '.join(VERIFY_NAMES)}, got {job.verify!r}"
+            f"job verify must be null or one of {', '.join(checkers)}, got {job.verify!r}"
         )
     check_limits(job.time_limit_s, job.node_limit, "job ")
     squares = job.rows * job.cols
-    for who in [job.solver] + ([job.verify] if job.verify else []):
-        limit = _max_squares(who)
-        if squares > limit:
-            role = "solver" if who == job.solver else "cross-check"
+    roles = [(backend, "solver")]
+    if job.verify is not None:
+        roles.append((get_backend(job.verify), "cross-check"))
+    for who, role in roles:
+        limit = who.max_squares
+        if limit is not None and squares > limit:
             raise InvalidJobError(
                 f"board {job.rows}x{job.cols} ({squares} squares) is too large for the "
-                f"{who} {role} (at most {limit} squares)"
+                f"{who.name} {role} (at most {limit} squares)"
             )
 
 
@@ -411,11 +396,11 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
     """Run one job in this process and return its record. Raises no ordinary exception.
 
     Solves with :func:`knights_tour.solvers.api.solve` (which runs the verifier: a tour failing
-    it is reported as ``error``). If ``job.verify == "cpsat"`` the job is also decided by the CP-SAT
-    backend (its tour, if any, checked by the verifier too), the solver's tour is checked
-    against the CP-SAT model (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
+    it is reported as ``error``). If ``job.verify`` names a backend (``"cpsat"``) the job is
+    also decided by it (its tour, if any, checked by the verifier too), the solver's tour is
+    checked by its tour check (:func:`knights_tour.solvers.cpsat.check_tour`), and the two
     answers must agree on whether a tour exists; see
-    :func:`knights_tour.solvers.crosscheck.cross_check_cpsat` for the fields.
+    :func:`knights_tour.solvers.crosscheck.cross_check` for the fields.
     A disagreement is recorded as ``mismatch`` True (never hidden).
 
     ``job.time_limit_s`` (default ``KT_JOB_TIME_LIMIT_S``) is the wall-clock budget of the
@@ -456,8 +441,9 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
             node_limit=job.node_limit,
         )
         record.batch_id = batch_id
-        if job.verify == "cpsat":  # the cross-check has what the solver left of the budget
-            cross_check_cpsat(record, time_limit_s=time_limit_s - (time.perf_counter() - began))
+        if job.verify is not None:  # the cross-check has what the solver left of the budget
+            left_s = time_limit_s - (time.perf_counter() - began)
+            cross_check(record, job.verify, time_limit_s=left_s)
         record.job_key = job.key
         record.verify = job.verify
     except Exception as exc:  # noqa: BLE001 - a job must never crash its worker
@@ -496,8 +482,6 @@ __all__ = [
     "parse_jobs",
     "Job",
     "JobOptions",
-    "VERIFY_NAMES",
-    "MAX_SQUARES",
     "make_batch_jobs",
     "run_job",
     "error_record",

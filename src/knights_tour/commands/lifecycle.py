@@ -57,7 +57,7 @@ from knights_tour.commands._options import (
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.launching import configured_redis_url, launch_ahead
 from knights_tour.settings import get_settings
-from knights_tour.solvers import check_solver_name
+from knights_tour.solvers import check_solver_name, cross_check_names
 from knights_tour.store.urls import check_redis_url
 
 
@@ -76,7 +76,7 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--verify",
             "verify",
-            type=click.Choice(["none", "cpsat"]),
+            type=click.Choice(["none", *cross_check_names()]),
             default="none",
             show_default=True,
             help="Cross-check every job with the CP-SAT model.",

@@ -19,6 +19,7 @@ from typing import Any
 from knights_tour.board import Board
 from knights_tour.errors import KnightsTourError, TourFormatError
 from knights_tour.output.durations import fmt_seconds
+from knights_tour.solvers import cross_check_label
 from knights_tour.tours.record import Proof, Record, Status
 from knights_tour.tours.stored import from_legacy
 
@@ -83,7 +84,8 @@ class Cell:
         return None
 
     def describe(self) -> str:
-        """Hover text: the square, then one line per record."""
+        """Hover text: the square, then one line per record (its cross-check named by the
+        descriptor's label, :func:`knights_tour.solvers.cross_check_label`)."""
         lines = [self.name]
         for r in self.records:
             st = r.status.value.replace("_", " ")
@@ -96,9 +98,10 @@ class Cell:
             elif r.reason:
                 extra = f" ({r.reason})"
             cp = r.checks.cpsat
-            cps = "" if cp is None else (", CP-SAT agrees" if cp else ", CP-SAT DISAGREES")
+            label = cross_check_label(r.verify)
+            cps = "" if cp is None else (f", {label} agrees" if cp else f", {label} DISAGREES")
             if r.cpsat_elapsed_s is not None:
-                cps += f" (CP-SAT {fmt_seconds(r.cpsat_elapsed_s)})"
+                cps += f" ({label} {fmt_seconds(r.cpsat_elapsed_s)})"
             lines.append(
                 f"{r.solver or '?'}: {st}{extra}, {fmt_seconds(r.elapsed_s)}, {r.nodes} nodes{cps}"
             )

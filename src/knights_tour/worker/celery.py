@@ -382,14 +382,15 @@ _NETWORK_LOG_FILTER = worker_logs.install()
 
 
 def warm_up_engine_in_this_process() -> None:
-    """Load/compile the engine's numba kernels in this process, once (a worker main process
-    calls it before its pool forks; pool processes then start warm). A failure is logged,
-    not raised: a missing engine must not keep the worker from serving other solvers."""
+    """Load every solver backend (``KT_EXTRA_BACKENDS`` included) and compile the engine's
+    numba kernels in this process, once (a worker main process calls it before its pool
+    forks; pool processes then start warm). A failure is logged, not raised: a missing engine
+    must not keep the worker from serving other solvers."""
     global _engine_warm
     if _engine_warm:
         return
     try:
-        solvers.warm_up_engine()
+        solvers.warm_up_backends()
         _engine_warm = True
     except Exception as exc:  # noqa: BLE001 - a missing engine must not kill the pool
         log.warning("engine warm-up failed at worker start: %s", exc)
