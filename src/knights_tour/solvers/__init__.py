@@ -8,16 +8,11 @@ with :func:`register` (in this process) or named in ``KT_EXTRA_BACKENDS``
 (:func:`knights_tour.settings.extra_backends`: every process, workers included, loads it on
 its first look at the registry).
 
-A backend's module has a function of this shape (imported lazily by :func:`_load`, the one place
+A backend's module has a function of the shape :class:`SolverFn` (``solve(board, start,
+**limits)``, the keywords of :class:`Limits`), imported lazily by :func:`_load`, the one place
 this layer imports its heavy dependencies, so that e.g. OR-Tools is loaded only by jobs that use
-it)::
-
-    def solve(board: Board, start: Square, *, closed: bool = False,
-              time_limit_s: float | None = None, exhaustive: bool = False,
-              node_limit: int | None = None) -> TourResult
-
-A backend returns its *claim*; :func:`knights_tour.solvers.api.solve` runs the verifier on any tour
-before it is reported as found. Backends import neither Celery nor Redis.
+it. A backend returns its *claim*; :func:`knights_tour.solvers.api.solve` runs the verifier on
+any tour before it is reported as found. Backends import neither Celery nor Redis.
 
 The limits every backend takes are checked here, once, for every edge they come in by (a task
 message's job, the command line): :func:`check_limits`. What a job gets when it names no time
@@ -30,7 +25,7 @@ import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from knights_tour.board import Board, Square
 from knights_tour.errors import InvalidJobError, UnknownSolverError
@@ -168,19 +163,34 @@ MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
 """Upper bound on a job's ``time_limit_s`` (one week), to catch unit mistakes."""
 
 
-class SolverFn(Protocol):
-    """The shape of a backend's ``solve`` (see the module docstring)."""
+class Limits(TypedDict, total=False):
+    """What a job asks of a backend beyond its board and start square, the keywords every
+    backend's ``solve`` takes (:class:`SolverFn`).
 
-    def __call__(
-        self,
-        board: Board,
-        start: Square,
-        *,
-        closed: bool = False,
-        time_limit_s: float | None = None,
-        exhaustive: bool = False,
-        node_limit: int | None = None,
-    ) -> TourResult: ...
+    Attributes
+    ----------
+    closed : bool
+        Ask for a closed (re-entrant) tour; default False.
+    time_limit_s : float or None
+        Wall-clock limit in seconds; on expiry ``unknown`` (reason ``time_limit``). Default:
+        none for the engine, ``KT_CPSAT_TIME_LIMIT_S`` for CP-SAT.
+    exhaustive : bool
+        Search without a node budget, so a finished search proves ``no_tour`` (engine only).
+    node_limit : int or None
+        The engine's node budget (default by board size; engine only).
+    """
+
+    closed: bool
+    time_limit_s: float | None
+    exhaustive: bool
+    node_limit: int | None
+
+
+class SolverFn(Protocol):
+    """The shape of a backend's ``solve``: a board, a start square ``(row, col)`` (row 0 at
+    the top) and the job's :class:`Limits` as keywords, to its claim, a ``TourResult``."""
+
+    def __call__(self, board: Board, start: Square, **limits: Unpack[Limits]) -> TourResult: ...
 
 
 def register(backend: Backend) -> Backend:

@@ -52,11 +52,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Unpack
 
 import numpy as np
 
 from knights_tour.board import Board, Square
-from knights_tour.solvers import construct
+from knights_tour.solvers import Limits, construct
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
 from knights_tour.solvers.warnsdorff_attempts import (
@@ -173,45 +174,23 @@ def solve(
     fallback = None
     if construct.constructible(board, closed):
         fallback = partial(_construction, board, start, closed)
-    return _search(
-        board,
-        start,
-        closed=closed,
-        time_limit_s=time_limit_s,
-        exhaustive=exhaustive,
-        node_limit=node_limit,
-        began=began,
-        fallback=fallback,
-    )
+    return _search(board, start, began, fallback, closed, time_limit_s, exhaustive, node_limit)
 
 
-def search(
-    board: Board,
-    start: Square,
-    *,
-    closed: bool = False,
-    time_limit_s: float | None = None,
-    exhaustive: bool = False,
-    node_limit: int | None = None,
-) -> TourResult:
+def search(board: Board, start: Square, **limits: Unpack[Limits]) -> TourResult:
     """The search alone, without the theorem shortcuts and the constructions of :func:`solve`
-    (same parameters and result). Used by tests and the benchmark to show the search itself
-    proves e.g. "no open tour on 4x4" (proof ``exhaustive``).
+    (same parameters, :class:`~knights_tour.solvers.Limits`, and result). Used by tests and the
+    benchmark to show the search itself proves e.g. "no open tour on 4x4" (proof
+    ``exhaustive``).
 
     Raises
     ------
     InvalidSquareError
         If ``start`` is off the board.
+    TypeError
+        For a keyword that is no limit.
     """
-    return _search(
-        board,
-        board.check_square(start),
-        closed=closed,
-        time_limit_s=time_limit_s,
-        exhaustive=exhaustive,
-        node_limit=node_limit,
-        began=time.perf_counter(),
-    )
+    return _search(board, board.check_square(start), time.perf_counter(), None, **limits)
 
 
 def _too_large(board: Board) -> str | None:
@@ -237,13 +216,12 @@ def _too_large(board: Board) -> str | None:
 def _search(
     board: Board,
     start: Square,
-    *,
-    closed: bool,
-    time_limit_s: float | None,
-    exhaustive: bool,
-    node_limit: int | None,
     began: float,
-    fallback: Callable[[], tuple[np.ndarray, str] | None] | None = None,
+    fallback: Callable[[], tuple[np.ndarray, str] | None] | None,
+    closed: bool = False,
+    time_limit_s: float | None = None,
+    exhaustive: bool = False,
+    node_limit: int | None = None,
 ) -> TourResult:
     """The attempts of one job (module docstring); ``fallback`` is the construction, called
     once after :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes if the budget allows."""

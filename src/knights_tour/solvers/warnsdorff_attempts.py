@@ -178,43 +178,27 @@ class KernelSearch:
     def start(self, start: Square, closed: bool, tie: int, order: int, seed: int) -> None:
         """Reset the board and begin an attempt on ``start`` (row, col) with tie-break ``tie``
         (a ``K.TIE_*``), move order ``ORDERS[order]`` and random seed ``seed``."""
-        offs, mdr, mdc = self.moves(order)
-        K.init_board(self.rows, self.cols, offs, self.visited, self.deg)
+        K.init_board(self.rows, self.cols, self.moves(order)[0], self.visited, self.deg)
         self.st[K.ST_RNG] = (seed * 0x9E3779B97F4A7C15 + 1) & 0x7FFFFFFFFFFFFFFF or 1
         s = K.padded_index(start[0], start[1], self.W)
-        K.start_attempt(
-            s,
-            closed,
-            self.W,
-            self.rows,
-            self.cols,
-            tie,
-            offs,
-            mdr,
-            mdc,
-            self.visited,
-            self.deg,
-            self.pos,
-            self.cand,
-            self.nxt,
-            self.st,
-        )
+        K.start_attempt(s, *self._kernel_args(closed, tie, order))
 
     def run(self, budget: int, closed: bool, tie: int, order: int) -> int:
         """Continue the started attempt for up to ``budget`` more nodes; returns the kernel's
         status (``K.FOUND``, ``K.EXHAUSTED`` or ``K.RUNNING``); the attempt's node count is in
         ``st[K.ST_NODES]``."""
-        offs, mdr, mdc = self.moves(order)
-        return K.run_attempt(
-            budget,
+        return K.run_attempt(budget, *self._kernel_args(closed, tie, order))
+
+    def _kernel_args(self, closed: bool, tie: int, order: int) -> tuple[object, ...]:
+        """The arguments :func:`K.start_attempt` and :func:`K.run_attempt` take after their
+        first: the attempt's kind, the board, tie-break, moves and the state arrays."""
+        return (
             closed,
             self.W,
             self.rows,
             self.cols,
             tie,
-            offs,
-            mdr,
-            mdc,
+            *self.moves(order),
             self.visited,
             self.deg,
             self.pos,
