@@ -29,7 +29,7 @@ def solve(
     start : (row, col) or algebraic name
         Start square, row 0 at the top (``(0, 0)`` is ``a8`` on 8×8).
     solver : str
-        A registered backend name (:data:`knights_tour.solvers.SOLVERS`).
+        A registered backend name (:func:`knights_tour.solvers.backends`).
     closed : bool
         Ask for a closed (re-entrant) tour.
     time_limit_s : float, optional

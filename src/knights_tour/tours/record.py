@@ -108,7 +108,7 @@ class Record(msgspec.Struct, kw_only=True):
     """Algebraic name of the start square (file ``a`` on the left, rank 1 at the bottom), e.g.
     ``"a8"``; None only for a job message that could not be validated."""
     solver: str
-    """Registered backend name that ran the job (:data:`knights_tour.solvers.SOLVERS`)."""
+    """Registered backend name that ran the job (:func:`knights_tour.solvers.backends`)."""
     closed: bool = False
     """Whether a closed (re-entrant) tour was asked for."""
     status: Status = Status.UNKNOWN
