@@ -1,5 +1,5 @@
 """A solver backend is one module and one descriptor (:class:`knights_tour.solvers.Backend`):
-a toy backend (``tests/_toy_backend.py``: plain backtracking, at most 25 squares) registered
+a toy backend (``tests/_toy_backend.py``: plain backtracking, at most 16 squares) registered
 through the public API is validated, priced, cross-checked and summarized by what its
 descriptor says, and runs a batch on real workers, which load it from ``KT_EXTRA_BACKENDS``.
 
@@ -45,8 +45,8 @@ def toy() -> Iterator[solvers.Backend]:
 def test_a_registered_backend_is_named_validated_and_run(toy) -> None:
     assert toy.name in solvers.solver_names()
     assert toy.name not in solvers.cross_check_names()  # it has no tour check
-    with pytest.raises(InvalidJobError, match=r"too large for the toy solver \(at most 25"):
-        Job(6, 5, (0, 0), solver=toy.name)
+    with pytest.raises(InvalidJobError, match=rf"the toy solver \(at most {toy.max_squares} "):
+        Job(toy.max_squares + 1, 1, (0, 0), solver=toy.name)
     with pytest.raises(InvalidJobError, match="job verify must be null or one of cpsat"):
         Job(3, 4, (0, 0), verify=toy.name)
     rec = run_job(Job(3, 4, (0, 0), solver=toy.name, verify="cpsat"))
@@ -55,18 +55,18 @@ def test_a_registered_backend_is_named_validated_and_run(toy) -> None:
 
 
 def test_chunking_and_the_estimate_price_a_backend_by_its_descriptor(toy) -> None:
-    board = Board(4, 5)
-    job = Job(4, 5, (0, 0), solver=toy.name, verify="cpsat")
+    board = Board(3, 5)
+    job = Job(3, 5, (0, 0), solver=toy.name, verify="cpsat")
     cpsat = solvers.get_backend("cpsat")
-    assert estimated_cost_s(job) == toy.cost.chunk_cost_s(20) + cpsat.cost.chunk_cost_s(20)
+    assert estimated_cost_s(job) == toy.cost.chunk_cost_s(15) + cpsat.cost.chunk_cost_s(15)
     settings = get_settings()
     est = estimate_batch([board], toy.name, "cpsat", settings=settings)
     per_job = (
         JOB_OVERHEAD_S
-        + toy.cost.estimate_s(20, toy.time_limit_s(settings))
-        + cpsat.cost.estimate_s(20, cpsat.time_limit_s(settings))
+        + toy.cost.estimate_s(15, toy.time_limit_s(settings))
+        + cpsat.cost.estimate_s(15, cpsat.time_limit_s(settings))
     )
-    assert est.jobs == 20 and est.cpu_s == pytest.approx(20 * per_job)
+    assert est.jobs == 15 and est.cpu_s == pytest.approx(15 * per_job)
     assert est.cpu_s != estimate_batch([board], "warnsdorff", "cpsat", settings=settings).cpu_s
 
 
