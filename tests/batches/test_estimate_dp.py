@@ -83,7 +83,7 @@ def test_boards_too_short_for_halves_are_estimated_as_full_sweeps():
     board = Board(3, 4)  # no cut the halves meet at: swept whole
     assert not dp_uses_halves(board) and not dp_uses_halves(Board(5, 8))  # 40 squares
     assert dp_count_transitions(board) == dp_transitions(board)
-    assert dp_count(board).extra["trunks"] and not dp_count(board).extra["lower_halves"]
+    assert dp_count(board).extra.trunks and not dp_count(board).extra.lower_halves
 
 
 def test_the_table_holds_the_published_7x7_transitions():

@@ -10,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
+
 from knights_tour.commands import count_dp
 from knights_tour.commands.count_dp import _WorkerProgress
+from knights_tour.counting.records import DpProgress
 
 
 def _ktour(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -69,17 +72,22 @@ def test_progress_lines_from_the_workers_records(monkeypatch):
     lines: list[str] = []
     monkeypatch.setattr(count_dp, "note", lines.append)
     progress = _WorkerProgress(estimate=1_000)
-    rec = {
-        "sweep": "trunk-a",
-        "step": 4,
-        "n_steps": 10,
-        "states": 1234,
-        "transitions": 500,
-        "seconds": 0.5,
-        "parts": 1,
-        "done_transitions": 600,
-        "at": 1.0,
-    }
+    rec = DpProgress(
+        sweep="trunk-a",
+        role="trunk",
+        step=4,
+        n_steps=10,
+        states=1234,
+        transitions=500,
+        seconds=0.5,
+        parts=1,
+        done_transitions=600,
+        done_s=0.5,
+        tasks=1,
+        peak_rss_bytes=0,
+        worker=None,
+        at=1.0,
+    )
     progress({})  # the first poll: what an earlier run left is not shown
     progress({"k": rec})
     assert lines and lines[-1].startswith(
@@ -87,5 +95,7 @@ def test_progress_lines_from_the_workers_records(monkeypatch):
     )
     progress({"k": rec})  # nothing moved: no line
     assert len(lines) == 1
-    progress({"k": rec | {"step": 9, "at": 2.0}})  # a sweep's last layer is always shown
+    progress(
+        {"k": msgspec.structs.replace(rec, step=9, at=2.0)}
+    )  # a sweep's last layer is always shown
     assert len(lines) == 2 and "layer 10/10" in lines[-1]

@@ -59,7 +59,7 @@ def test_dp_5x5_on_workers_equals_a165134_through_continuations(
     r = connect(module_redis_url)
     progress = count_store.load_dp_progress(r, "5x5-open-dp-all")
     # the trunk's 24 layers ran in several tasks, each resuming from the last checkpoint
-    assert progress["5x5:dp:trunk0"]["tasks"] > 1
+    assert progress["5x5:dp:trunk0"].tasks > 1
     assert list(
         (dp_workers.data / "frontier").glob("*/kept-*.npy")
     )  # the layers classes start from
@@ -112,7 +112,7 @@ def test_dp_fresh_removes_the_counts_checkpoints(dp_workers, module_redis_url, c
         assert f"--fresh: 5 checkpoint folder(s) of this count removed under {frontier}" in err
         assert fresh["total"] == 1728 and fresh["reused_subjobs"] == 0
         progress = count_store.load_dp_progress(r, "5x5-open-dp-all")
-        assert progress["5x5:dp:trunk0"]["step"] > 0  # the trunk swept its layers again
+        assert progress["5x5:dp:trunk0"].step > 0  # the trunk swept its layers again
     finally:
         get_settings.cache_clear()
 
@@ -156,17 +156,15 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     items = dp_items(plan, None, 2**28)
     register_dp_count(r, cid, plan, items)
     first = ready_items(r, cid, items, set())
-    assert [it["role"] for it in first] == ["trunk", "trunk"]
+    assert [it.role for it in first] == ["trunk", "trunk"]
     send_subjobs(module_redis_url, cid, first)
     deadline = time.monotonic() + 120
-    while (
-        int((count_store.load_dp_progress(r, cid).get("6x6:dp:trunk0") or {}).get("step", -1)) < 20
-    ):
+    while getattr(count_store.load_dp_progress(r, cid).get("6x6:dp:trunk0"), "step", -1) < 20:
         assert time.monotonic() < deadline, "the trunk made no progress"
         time.sleep(0.05)
     assert "6x6:dp:trunk0" not in count_store.load_partials(r, cid), "trunk done: proves nothing"
     dp_workers.workers.kill_one(0)
-    sent = {it["key"] for it in first}
+    sent = {it.key for it in first}
     status = wait_for_dp_count(r, module_redis_url, cid, items, sent=sent, timeout_s=240)
     assert status["complete"], status
     report = assemble_dp_count(r, cid, plan, items, 0.0, sent)

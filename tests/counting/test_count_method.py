@@ -42,7 +42,7 @@ def test_dp_count_grid_equals_enumeration(halves, tmp_path):
     report = dp_count(board, checkpoint_dir=tmp_path, halves=halves)
     assert report.grid == count_tours(board).grid
     assert report.total == 1728  # OEIS A165134(5)
-    assert report.extra["peak_rss_bytes"] > 0
+    assert report.extra.peak_rss_bytes > 0
     again = dp_count(board, checkpoint_dir=tmp_path, halves=halves)  # from the checkpoints
     assert again.grid == report.grid
 
@@ -79,7 +79,7 @@ def test_trunk_shared_by_the_starts_of_a_colour(tmp_path):
     board = Board(4, 7)
     report = dp_count(board, checkpoint_dir=tmp_path, halves=False)
     assert report.grid == count_tours(board).grid
-    assert len(report.extra["trunks"]) == 2  # one per colour (7 is odd)
+    assert len(report.extra.trunks) == 2  # one per colour (7 is odd)
     assert list(tmp_path.glob("trunk*/kept-*.npy"))  # branch points kept on disk
     again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
     assert again.grid == report.grid
@@ -90,12 +90,12 @@ def test_classes_counted_on_disk_need_no_trunk(tmp_path):
     ref = count_tours(board).grid
     assert dp_count(board, checkpoint_dir=tmp_path, halves=False).grid == ref
     again = dp_count(board, checkpoint_dir=tmp_path, halves=False)
-    assert again.grid == ref and again.extra["trunks"] == []
-    swept = [f for f in again.extra["dp_classes"] if f["method"].startswith("full sweep")]
-    assert swept and all("resumed from its checkpoint" in f["method"] for f in swept)
+    assert again.grid == ref and again.extra.trunks == []
+    swept = [f for f in again.extra.dp_classes if f.method.startswith("full sweep")]
+    assert swept and all("resumed from its checkpoint" in f.method for f in swept)
     one = dp_count(board, (0, 0), checkpoint_dir=tmp_path, halves=False)
     # a trunk for this class alone would differ from the shared one: none is run
-    assert one.grid[0][0] == ref[0][0] and one.extra["trunks"] == []
+    assert one.grid[0][0] == ref[0][0] and one.extra.trunks == []
 
 
 def test_a_trunk_resumed_past_a_start_still_counts_it(tmp_path):
@@ -112,7 +112,7 @@ def test_a_trunk_resumed_past_a_start_still_counts_it(tmp_path):
 def test_boards_above_6x6_share_trunks_not_halves():
     board = Board(3, 13)  # 39 squares, a narrow frontier
     report = dp_count(board)
-    assert report.extra["trunks"] and not report.extra["lower_halves"]
+    assert report.extra.trunks and not report.extra.lower_halves
     assert report.grid == count_tours(board).grid
 
 
@@ -145,4 +145,4 @@ def test_trunks_then_each_class_alone_in_another_process(tmp_path):
     ]
     assert firsts and max(firsts) > 0
     # the trunks' work is not done again: the whole count now runs no trunk
-    assert dp_count(board, checkpoint_dir=tmp_path, halves=False).extra["trunks"] == []
+    assert dp_count(board, checkpoint_dir=tmp_path, halves=False).extra.trunks == []

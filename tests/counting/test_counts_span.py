@@ -50,7 +50,7 @@ def test_a_resumed_count_spans_only_the_sub_jobs_this_run_counted(redis_client, 
     counted = [sj.key for sj in second]
     report = count_store.assemble_count(r, cid, plan, 5.0, counted=counted)
     assert report.total == 1728
-    assert report.extra["counting_s"] == pytest.approx(0.1 * len(second))
+    assert report.extra.counting_s == pytest.approx(0.1 * len(second))
     again = count_store.assemble_count(r, cid, plan, 0.5, counted=[])
-    assert again.extra["counting_s"] is None
+    assert again.extra.counting_s is None
     assert again.total == 1728

@@ -6,10 +6,14 @@ from __future__ import annotations
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.counting.dp_client import dp_item
-from knights_tour.counting.dp_execution import DpSubJob
+from knights_tour.counting.records import DpSubJob
 from knights_tour.errors import InvalidJobError
 from knights_tour.worker.messages import is_dp
+
+
+def dp_item(board, start, role, **fields):
+    """The JSON object of a DP sub-job, as a worker receives it."""
+    return DpSubJob.of(board, start, role, **fields).to_dict()
 
 
 def test_dp_item_round_trip():
@@ -79,7 +83,7 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     r = connect(task_env)
     register_dp_count(r, "t-dp", plan, items)
     activate(r, Ledger.for_count("t-dp"))  # sent: what the client does before sending
-    sent: list[list[dict]] = [[items[0], items[1]]]  # the trunk and the centre in one chunk
+    sent = [[items[0].to_dict(), items[1].to_dict()]]  # the trunk and the centre in one chunk
     tasks = 0
     while sent:
         chunk = sent.pop(0)
@@ -89,12 +93,12 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
         assert tasks < 500
     assert tasks > 24  # the trunk's 24 layers went one task each
     for it in items[2:]:  # the other classes, now that the trunk's layers are kept
-        assert run_dp_chunk("t-dp", [it], "w1")["ran"] == 1  # without send: to the end
+        assert run_dp_chunk("t-dp", [it.to_dict()], "w1")["ran"] == 1  # without send: to the end
     entries = count_store.load_partials(r, "t-dp")
-    counts = {tuple(it["square"]): entries[it["key"]]["count"] for it in items[1:]}
+    counts = {it.square: entries[it.key]["count"] for it in items[1:]}
     assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
     assert sum(counts.get(rep, 0) * len(m) for rep, m in plan.classes.items()) == 1728
-    assert entries[items[0]["key"]]["figures"]["layers"]  # the trunk's layers, all tasks'
+    assert entries[items[0].key]["figures"]["layers"]  # the trunk's layers, all tasks'
 
 
 def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):
@@ -113,7 +117,7 @@ def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):
     r = connect(task_env)
     register_dp_count(r, "t-dp-stopped", plan, items)  # never activated: as after a stop
     sent: list[list[dict]] = []
-    summary = run_dp_chunk("t-dp-stopped", [items[0]], "w1", sent.append)
+    summary = run_dp_chunk("t-dp-stopped", [items[0].to_dict()], "w1", sent.append)
     assert summary["stopped"] == 1 and sent == []
-    assert count_store.load_dp_progress(r, "t-dp-stopped")[items[0]["key"]]["step"] >= 0
+    assert count_store.load_dp_progress(r, "t-dp-stopped")[items[0].key].step >= 0
     assert not count_store.load_partials(r, "t-dp-stopped")  # left at its checkpoint

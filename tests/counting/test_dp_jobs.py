@@ -39,7 +39,7 @@ def test_5x5_jobs_one_by_one_equal_a165134(tmp_path):
         counts[tail.representative], fig = dp_run_tail(
             board, None, tail.representative, checkpoint_dir=tmp_path
         )
-        assert "trunk's layer" in fig["method"]  # started from the kept layer
+        assert "trunk's layer" in fig.method  # started from the kept layer
     assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
     assert sum(counts[rep] * len(m) for rep, m in plan.classes.items()) == 1728
     # the folders the jobs wrote are exactly those the count names (what --fresh removes)
@@ -69,7 +69,7 @@ def test_a_progress_exception_stops_a_trunk_and_the_next_call_resumes(tmp_path):
 
 def test_a_tail_without_its_trunks_layer_sweeps_from_the_start(tmp_path):
     count, fig = dp_run_tail(Board(5, 5), None, (2, 2), checkpoint_dir=tmp_path)
-    assert count == 64 and fig["method"] == "full sweep"
+    assert count == 64 and fig.method == "full sweep"
 
 
 def test_not_a_searched_class_is_refused(tmp_path):
@@ -104,6 +104,6 @@ def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, mo
     assert trunk is not None and trunk.resumed_from < k and k in trunk.kept
     tail = next(t for t in plan.tails if t.after == k)
     count, fig = dp_run_tail(board, None, tail.representative, checkpoint_dir=tmp_path)
-    assert f"from the trunk's layer {k + 1}" in fig["method"]
+    assert f"from the trunk's layer {k + 1}" in fig.method
     r, c = tail.representative
     assert count == OEIS_5X5[r][c] > 0

@@ -51,7 +51,7 @@ def test_6x6_grid_equals_enumeration(dp_6x6_checkpoints):
     its checkpoints (``dp_6x6_checkpoints``): the halves one of them swept are read back."""
     board = Board(6, 6)
     report = dp_count(board, checkpoint_dir=dp_6x6_checkpoints)
-    assert len(report.extra["lower_halves"]) == 1
+    assert len(report.extra.lower_halves) == 1
     assert report.grid == count_tours(board).grid
     assert report.total == A165134[6]
 

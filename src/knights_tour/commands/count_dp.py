@@ -34,6 +34,7 @@ from knights_tour.counting.dp_client import (
 from knights_tour.counting.dp_jobs import dp_plan, dp_sweep_dirs
 from knights_tour.counting.method import MethodChoice
 from knights_tour.counting.plan import CountReport
+from knights_tour.counting.records import DpProgress, DpSubJob
 from knights_tour.local.backend import Backend, open_backend
 from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.settings import get_settings
@@ -58,13 +59,12 @@ def _grid_lines(report: CountReport) -> list[str]:
     return lines
 
 
-def _progress_line(key: str, rec: dict[str, Any]) -> str:
-    parts = f", {rec['parts']} parts" if int(rec.get("parts") or 1) > 1 else ""
-    secs = float(rec.get("seconds") or 0.0)
-    rate = int(rec.get("transitions") or 0) / secs if secs > 0 else 0.0
+def _progress_line(rec: DpProgress) -> str:
+    parts = f", {rec.parts} parts" if rec.parts > 1 else ""
+    rate = rec.transitions / rec.seconds if rec.seconds > 0 else 0.0
     return (
-        f"dp {rec.get('sweep', key)}: layer {int(rec['step']) + 1}/{rec['n_steps']}, "
-        f"{int(rec['states']):,} states, {rate:,.0f} transitions/s{parts}"
+        f"dp {rec.sweep}: layer {rec.step + 1}/{rec.n_steps}, "
+        f"{rec.states:,} states, {rate:,.0f} transitions/s{parts}"
     )
 
 
@@ -80,25 +80,24 @@ class _WorkerProgress:
         self.began = time.monotonic()
         self.base: int | None = None
         self.last_line = 0.0
-        self.seen: dict[str, Any] = {}
+        self.seen: dict[str, float] = {}
 
-    def __call__(self, records: dict[str, dict[str, Any]]) -> None:
-        done = sum(int(r.get("done_transitions") or 0) for r in records.values())
+    def __call__(self, records: dict[str, DpProgress]) -> None:
+        done = sum(r.done_transitions for r in records.values())
         first = self.base is None
         if first:
             self.base = done
-        moved = [(k, r) for k, r in records.items() if r.get("at") != self.seen.get(k)]
-        for k, r in moved:
-            self.seen[k] = r.get("at")
+        moved = [r for k, r in records.items() if r.at != self.seen.get(k)]
+        self.seen.update((k, r.at) for k, r in records.items())
         if not moved or first:  # the first records are an earlier run's: not news
             return
         now = time.monotonic()
-        key, rec = max(moved, key=lambda kr: float(kr[1].get("at") or 0.0))
-        finished = any(int(r["step"]) + 1 >= int(r["n_steps"]) for _, r in moved)
+        rec = max(moved, key=lambda r: r.at)
+        finished = any(r.step + 1 >= r.n_steps for r in moved)
         if now - self.last_line < PROGRESS_EVERY_S and not finished:
             return
         self.last_line = now
-        note(f"{_progress_line(key, rec)}; {self.eta(done, now)}")
+        note(f"{_progress_line(rec)}; {self.eta(done, now)}")
 
     def eta(self, done: int, now: float) -> str:
         """``"~ 38% of the estimated 1.5e+09 transitions, ETA ~ 27 min"`` (or past it)."""
@@ -173,7 +172,7 @@ def _run(
     count_id: str,
     board: Board,
     start_sq: Square | None,
-    items: list[dict[str, Any]],
+    items: list[DpSubJob],
     sent: set[str],
     per_task_gb: float,
     timeout: float | None,
@@ -181,7 +180,7 @@ def _run(
     """Send the sub-jobs without a result as their layers are ready and wait."""
     client = backend.client
     entries = count_store.load_partials(client, count_id)
-    missing = [it for it in items if (entries.get(it["key"]) or {}).get("count") is None]
+    missing = [it for it in items if (entries.get(it.key) or {}).get("count") is None]
     if not missing:
         note(f"count {count_id}: all {len(items)} sub-jobs already counted")
         return count_store.count_status(client, count_id)

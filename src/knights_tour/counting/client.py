@@ -51,9 +51,10 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
     return send_subjobs(redis_url, count_id, [sj.to_dict() for sj in subjobs])
 
 
-def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[dict[str, Any]]) -> int:
-    """Send one count task per sub-job dict of ``count_id`` (enumeration or DP), the count put
-    on the workers' recovery watch first; returns how many were sent."""
+def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[object]) -> int:
+    """Send one count task per sub-job of ``count_id`` (an enumeration's dict, a DP count's
+    :class:`~knights_tour.counting.records.DpSubJob`), the count put on the workers' recovery
+    watch first; returns how many were sent."""
     r = connect(redis_url)
     ledger.activate(r, ledger.Ledger.for_count(count_id))
     r.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import redis
 
 from knights_tour.board import Board, Square
@@ -33,9 +34,10 @@ from knights_tour.counting.client import send_subjobs, wait_for_count
 from knights_tour.counting.dp_jobs import DpPlan
 from knights_tour.counting.method import dp_report
 from knights_tour.counting.plan import CountReport
+from knights_tour.counting.records import ClassFigures, CountExtra, DpProgress, DpSubJob, LayerRow
 from knights_tour.counting.symmetry import representative
+from knights_tour.errors import KnightsTourError
 from knights_tour.store.waiting import WaitHooks
-from knights_tour.worker.messages import DP_KIND
 
 
 def dp_count_id(board: Board, start: Square | None) -> str:
@@ -47,45 +49,16 @@ def dp_count_id(board: Board, start: Square | None) -> str:
     return f"{board.label}-open-dp-sq{rep[0]}.{rep[1]}"
 
 
-def dp_item(
-    board: Board,
-    start: Square | None,
-    role: str,
-    *,
-    group: int = -1,
-    square: Square | None = None,
-    after: int = -1,
-    memory_bytes: int,
-) -> dict[str, Any]:
-    """The JSON dict of one DP sub-job of the count of ``board`` (``start``'s class only when
-    given): ``role`` ``"trunk"`` (trunk ``group``) or ``"tail"`` (the class of ``square``,
-    which waits for its trunk's layer ``after``); ``memory_bytes`` bounds one layer's table.
-    Its ``key`` names it within the count."""
-    name = f"trunk{group}" if role == "trunk" else f"sq{square[0]}.{square[1]}"  # type: ignore[index]
-    return {
-        "kind": DP_KIND,
-        "key": f"{board.label}:dp:{name}",
-        "rows": board.rows,
-        "cols": board.cols,
-        "start": None if start is None else list(start),
-        "role": role,
-        "group": group,
-        "square": None if square is None else list(square),
-        "after": after,
-        "memory_bytes": int(memory_bytes),
-    }
-
-
-def dp_items(plan: DpPlan, start: Square | None, memory_bytes: int) -> list[dict[str, Any]]:
-    """The sub-job dicts of ``plan``: its trunks that run (a group whose starts are all taken
+def dp_items(plan: DpPlan, start: Square | None, memory_bytes: int) -> list[DpSubJob]:
+    """The sub-jobs of ``plan``: its trunks that run (a group whose starts are all taken
     first has none), then one per searched class, each bounded by ``memory_bytes`` a table."""
     items = [
-        dp_item(plan.board, start, "trunk", group=i, memory_bytes=memory_bytes)
+        DpSubJob.of(plan.board, start, "trunk", group=i, memory_bytes=memory_bytes)
         for i, keep in enumerate(plan.trunks)
         if keep
     ]
     items += [
-        dp_item(
+        DpSubJob.of(
             plan.board,
             start,
             "tail",
@@ -103,7 +76,7 @@ def register_dp_count(
     r: redis.Redis,
     count_id: str,
     plan: DpPlan,
-    items: list[dict[str, Any]],
+    items: list[DpSubJob],
     params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Register the count and its sub-jobs (idempotent; stored results stay). Returns the
@@ -118,16 +91,16 @@ def register_dp_count(
         "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
         "params": dict(params or {}),
     }
-    return count_store.register_items(r, count_id, fields, {it["key"]: it for it in items})
+    return count_store.register_items(r, count_id, fields, {it.key: it for it in items})
 
 
 def ready_items(
     r: redis.Redis,
     count_id: str,
-    items: list[dict[str, Any]],
+    items: list[DpSubJob],
     sent: set[str],
-    progress: dict[str, dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+    progress: dict[str, DpProgress] | None = None,
+) -> list[DpSubJob]:
     """The sub-jobs to send now: without an entry, not in ``sent``, and (a class) its trunk's
     layer is kept: the trunk has an entry, or its progress (``progress``, the sweeps' records
     as :func:`~knights_tour.counting.store.load_dp_progress` gives them: read if not given) has
@@ -135,17 +108,16 @@ def ready_items(
     entries = count_store.load_partials(r, count_id)
     if progress is None:
         progress = count_store.load_dp_progress(r, count_id)
-    trunks = {int(it["group"]): str(it["key"]) for it in items if it["role"] == "trunk"}
+    trunks = {it.group: it.key for it in items if it.role == "trunk"}
     out = []
     for it in items:
-        key = it["key"]
-        if key in sent or (entries.get(key) or {}).get("count") is not None:
+        if it.key in sent or (entries.get(it.key) or {}).get("count") is not None:
             continue
-        trunk = trunks.get(int(it["group"])) if it["role"] == "tail" else None
-        if trunk is not None and it["after"] >= 0:
+        trunk = trunks.get(it.group) if it.role == "tail" else None
+        if trunk is not None and it.after >= 0:
             done = (entries.get(trunk) or {}).get("count") is not None
-            step = int((progress.get(trunk) or {}).get("step", -1))
-            if not done and step < int(it["after"]):
+            got = progress.get(trunk)
+            if not done and (got is None or got.step < it.after):
                 continue
         out.append(it)
     return out
@@ -155,12 +127,12 @@ def wait_for_dp_count(
     r: redis.Redis,
     redis_url: str,
     count_id: str,
-    items: list[dict[str, Any]],
+    items: list[DpSubJob],
     *,
     sent: set[str] | None = None,
     timeout_s: float | None = None,
     hooks: WaitHooks | None = None,
-    on_layers: Callable[[dict[str, dict[str, Any]]], None] | None = None,
+    on_layers: Callable[[dict[str, DpProgress]], None] | None = None,
     on_sent: Callable[[list[str]], None] | None = None,
 ) -> dict[str, Any]:
     """Send the count's ready sub-jobs (:func:`ready_items`) now and after every poll, until
@@ -186,9 +158,9 @@ def wait_for_dp_count(
         todo = ready_items(r, count_id, items, sent, progress)
         if todo:
             send_subjobs(redis_url, count_id, todo)
-            sent.update(it["key"] for it in todo)
+            sent.update(it.key for it in todo)
             if on_sent is not None:
-                on_sent([it["key"] for it in todo])
+                on_sent([it.key for it in todo])
         if on_layers is not None:
             on_layers(progress)
 
@@ -207,29 +179,34 @@ def wait_for_dp_count(
 
 
 def _results(
-    plan: DpPlan, items: list[dict[str, Any]], entries: dict[str, dict[str, Any]]
-) -> tuple[dict[Square, int], list[dict[str, Any]], list[Any]]:
-    """``(class counts, per-class figures, trunks' layers)`` from the stored entries."""
+    plan: DpPlan, items: list[DpSubJob], entries: dict[str, dict[str, Any]]
+) -> tuple[dict[Square, int], list[ClassFigures], list[list[LayerRow]]]:
+    """``(class counts, per-class figures, trunks' layers)`` from the stored entries.
+
+    Raises
+    ------
+    KnightsTourError
+        If a stored entry's figures are not a class's or a trunk's (bad data in Redis).
+    """
     counts: dict[Square, int] = dict(plan.trivial)
     figures = list(plan.trivial_figures)
-    trunks: list[Any] = []
+    trunks: list[list[LayerRow]] = []
     for it in items:
-        e = entries[it["key"]]
+        e = entries[it.key]
         fig = dict(e.get("figures") or {})
-        if it["role"] == "trunk":
-            trunks.append(fig.get("layers", []))
-            continue
-        rep = (int(it["square"][0]), int(it["square"][1]))
-        counts[rep] = int(e["count"])
-        fig.update(
-            {
-                "representative": list(rep),
-                "count": counts[rep],
-                "seconds": e.get("elapsed_s"),
-                "worker": e.get("worker"),
-            }
-        )
-        figures.append(fig)
+        try:
+            if it.role == "trunk":
+                trunks.append(msgspec.convert(fig.get("layers", []), list[LayerRow]))
+                continue
+            assert it.square is not None  # a tail names its square
+            counts[it.square] = int(e["count"])
+            fig |= {"representative": it.square, "count": counts[it.square]}
+            found = msgspec.convert(fig, ClassFigures)
+        except msgspec.ValidationError as exc:
+            raise KnightsTourError(f"sub-job {it.key}: bad figures stored: {exc}") from None
+        found.seconds = e.get("elapsed_s")
+        found.worker = e.get("worker")
+        figures.append(found)
     return counts, figures, trunks
 
 
@@ -237,7 +214,7 @@ def assemble_dp_count(
     r: redis.Redis,
     count_id: str,
     plan: DpPlan,
-    items: list[dict[str, Any]],
+    items: list[DpSubJob],
     elapsed_s: float,
     sent: set[str] | None = None,
 ) -> CountReport:
@@ -256,32 +233,31 @@ def assemble_dp_count(
     entries = count_store.load_partials(r, count_id)
     progress = count_store.load_dp_progress(r, count_id)
     counts, figures, trunks = _results(plan, items, entries)
-    transitions = sum(int(entries[it["key"]].get("nodes") or 0) for it in items)
+    transitions = sum(int(entries[it.key].get("nodes") or 0) for it in items)
+    peaks = [(str(p.worker), p.peak_rss_bytes) for p in progress.values()]
+    peaks += [(str(e.get("worker")), int(e.get("peak_rss_bytes") or 0)) for e in entries.values()]
     by_worker: dict[str, int] = {}
-    for e in [*progress.values(), *entries.values()]:
-        name = str(e.get("worker"))
-        by_worker[name] = max(by_worker.get(name, 0), int(e.get("peak_rss_bytes") or 0))
-    peak = max(by_worker.values(), default=0)
+    for name, peak_bytes in peaks:
+        by_worker[name] = max(by_worker.get(name, 0), peak_bytes)
     ran = [entries[k] for k in (sent or ()) if k in entries]
-    extra = {
-        "method": "frontier DP",
-        "dp_classes": figures,
-        "wall_s": round(elapsed_s, 3),
-        "peak_rss_bytes": peak,
-        "peak_rss_bytes_per_worker": by_worker,
-        "trunks": trunks,
-        "count_id": count_id,
-        "subjob_s": round(sum(float(e.get("elapsed_s") or 0.0) for e in entries.values()), 3),
-        "counting_s": count_store.counting_span_s(ran),
-        "reused_subjobs": len(items) - len(ran),
-    }
+    extra = CountExtra(
+        method="frontier DP",
+        dp_classes=figures,
+        wall_s=round(elapsed_s, 3),
+        peak_rss_bytes=max(by_worker.values(), default=0),
+        peak_rss_bytes_per_worker=by_worker,
+        trunks=trunks,
+        count_id=count_id,
+        subjob_s=round(sum(float(e.get("elapsed_s") or 0.0) for e in entries.values()), 3),
+        counting_s=count_store.counting_span_s(ran),
+        reused_subjobs=len(items) - len(ran),
+    )
     report = dp_report(plan.board, plan.classes, counts, len(items), transitions, elapsed_s, extra)
     count_store.save_report(r, count_id, report.to_dict())
     return report
 
 
 __all__ = [
-    "dp_item",
     "dp_count_id",
     "dp_items",
     "register_dp_count",

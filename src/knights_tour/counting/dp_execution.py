@@ -22,15 +22,16 @@ import functools
 import logging
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
 from typing import Any
 
-from knights_tour.board import Board, Square
+import msgspec
+
 from knights_tour.counting import store as count_store
 from knights_tour.counting.dp_jobs import dp_run_tail, dp_run_trunk
 from knights_tour.counting.execution import run_claimed_subjobs, started_subjobs, store_error
 from knights_tour.counting.frontier_store import LayerStat
 from knights_tour.counting.method import peak_rss_bytes
+from knights_tour.counting.records import ClassFigures, DpProgress, DpResult, DpSubJob, TrunkFigures
 from knights_tour.errors import InvalidJobError
 from knights_tour.settings import get_settings
 from knights_tour.worker import ledger
@@ -42,51 +43,6 @@ log = logging.getLogger(__name__)
 LAYER_GROWTH = 3.0
 """A task stops before a layer unless the time used plus this many times the last layer's
 would stay within its budget (a layer takes up to ~2-3 times its predecessor's time)."""
-
-
-@dataclass(frozen=True)
-class DpSubJob:
-    """A validated DP sub-job (:func:`knights_tour.counting.dp_client.dp_item`'s dict)."""
-
-    raw: dict[str, Any]
-    board: Board
-    start: Square | None
-    role: str
-    group: int
-    square: Square | None
-    memory_bytes: int
-
-    @property
-    def key(self) -> str:
-        return str(self.raw["key"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.raw
-
-    @classmethod
-    def from_dict(cls, raw: Any) -> DpSubJob:
-        """Validate ``raw``.
-
-        Raises
-        ------
-        InvalidJobError
-            If a field is missing or out of range.
-        """
-        try:
-            board = Board(int(raw["rows"]), int(raw["cols"]))
-            start = None if raw.get("start") is None else board.check_square(tuple(raw["start"]))
-            role = raw["role"]
-            square = None if raw.get("square") is None else board.check_square(tuple(raw["square"]))
-            group = int(raw.get("group", -1))
-            memory = int(raw["memory_bytes"])
-            key = raw["key"]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidJobError(f"malformed DP sub-job: {exc!r}") from None
-        if role not in ("trunk", "tail") or memory < 1 or not isinstance(key, str):
-            raise InvalidJobError("malformed DP sub-job: role, memory_bytes or key")
-        if (role == "tail") != (square is not None):
-            raise InvalidJobError("malformed DP sub-job: a tail names its square, a trunk not")
-        return cls(dict(raw), board, start, role, group, square, memory)
 
 
 class _OutOfBudget(Exception):  # noqa: N818 - a signal, not an error
@@ -103,30 +59,30 @@ class _Reporter:
     ) -> None:
         self.r, self.count_id, self.sj, self.deadline = r, count_id, sj, deadline
         self.worker = worker
-        before = count_store.load_dp_progress(r, count_id).get(sj.key) or {}
-        self.done = int(before.get("done_transitions") or 0)
-        self.seconds = float(before.get("done_s") or 0.0)
-        self.tasks = int(before.get("tasks") or 0) + 1  # tasks this sweep has run in
+        before = count_store.load_dp_progress(r, count_id).get(sj.key)
+        self.done = 0 if before is None else before.done_transitions
+        self.seconds = 0.0 if before is None else before.done_s
+        self.tasks = (0 if before is None else before.tasks) + 1  # tasks this sweep has run in
 
     def __call__(self, name: str, stat: LayerStat, n_steps: int) -> None:
         self.done += stat.transitions
         self.seconds += stat.seconds
-        record = {
-            "sweep": name,
-            "role": self.sj.role,
-            "step": stat.step,
-            "n_steps": n_steps,
-            "states": stat.states,
-            "transitions": stat.transitions,
-            "seconds": round(stat.seconds, 3),
-            "parts": stat.parts,
-            "done_transitions": self.done,
-            "done_s": round(self.seconds, 3),
-            "tasks": self.tasks,
-            "peak_rss_bytes": peak_rss_bytes(),
-            "worker": self.worker,
-            "at": round(time.time(), 3),
-        }
+        record = DpProgress(
+            sweep=name,
+            role=self.sj.role,
+            step=stat.step,
+            n_steps=n_steps,
+            states=stat.states,
+            transitions=stat.transitions,
+            seconds=round(stat.seconds, 3),
+            parts=stat.parts,
+            done_transitions=self.done,
+            done_s=round(self.seconds, 3),
+            tasks=self.tasks,
+            peak_rss_bytes=peak_rss_bytes(),
+            worker=self.worker,
+            at=round(time.time(), 3),
+        )
         retrying(lambda: count_store.save_dp_progress(self.r, self.count_id, self.sj.key, record))
         if self.deadline is None or stat.step + 1 >= n_steps:
             return
@@ -146,9 +102,9 @@ def budget_s() -> float:
 
 def run_dp_subjob(
     r: Any, count_id: str, sj: DpSubJob, deadline: float | None, worker: str | None = None
-) -> tuple[int, int, float, dict[str, Any]]:
-    """Run one DP sub-job to its end: ``(count, transitions, seconds, extra)`` (a trunk's
-    count is 0; ``extra``: role, figures, peak RSS of this process). With ``deadline``
+) -> tuple[int, int, float, DpResult]:
+    """Run one DP sub-job to its end: ``(count, transitions, seconds, result)`` (a trunk's
+    count is 0; ``result``: role, figures, peak RSS of this process). With ``deadline``
     (:func:`time.monotonic` seconds), it stops after the first layer past which the next one
     would not end in time.
 
@@ -160,30 +116,45 @@ def run_dp_subjob(
         From the sweep.
     """
     reporter = _Reporter(r, count_id, sj, deadline, worker)
-    opts: dict[str, Any] = {
-        "checkpoint_dir": get_settings().frontier_path,
-        "memory_bytes": sj.memory_bytes,
-        "progress": reporter,
-    }
+    root = get_settings().frontier_path
+    figures: ClassFigures | TrunkFigures
     if sj.role == "trunk":
-        res = dp_run_trunk(sj.board, sj.start, sj.group, **opts)
+        res = dp_run_trunk(
+            sj.board,
+            sj.start,
+            sj.group,
+            checkpoint_dir=root,
+            memory_bytes=sj.memory_bytes,
+            progress=reporter,
+        )
         layers = [] if res is None else [ls.to_dict() for ls in res.layers]
         trans = 0 if res is None else res.transitions
         secs = 0.0 if res is None else res.seconds
-        figures: dict[str, Any] = {
-            "layers": layers,
-            "peak_states": max((ls["states"] for ls in layers), default=0),
-        }
+        figures = TrunkFigures(
+            layers=layers, peak_states=max((int(ls["states"]) for ls in layers), default=0)
+        )
         if res is None:
-            figures["method"] = "not run: every class it serves is counted on disk"
+            figures.method = "not run: every class it serves is counted on disk"
         count = 0
     else:
         assert sj.square is not None
-        count, figures = dp_run_tail(sj.board, sj.start, sj.square, **opts)
-        trans = int(figures.get("transitions", 0))
-        secs = sum(float(ls["seconds"]) for ls in figures.get("layers", []))
-    extra = {"role": sj.role, "figures": figures, "peak_rss_bytes": peak_rss_bytes()}
-    return count, trans, secs, extra
+        count, figures = dp_run_tail(
+            sj.board,
+            sj.start,
+            sj.square,
+            checkpoint_dir=root,
+            memory_bytes=sj.memory_bytes,
+            progress=reporter,
+        )
+        trans = figures.transitions if figures.transitions is not msgspec.UNSET else 0
+        layers = figures.layers if figures.layers is not msgspec.UNSET else []
+        secs = sum(float(ls["seconds"]) for ls in layers)
+    return (
+        count,
+        trans,
+        secs,
+        DpResult(role=sj.role, figures=figures, peak_rss_bytes=peak_rss_bytes()),
+    )
 
 
 def _run_claimed(
@@ -199,7 +170,7 @@ def _run_claimed(
         try:
             if n and deadline is not None and time.monotonic() >= deadline:
                 raise _OutOfBudget  # the task's budget went to the sub-jobs before it
-            count, trans, secs, extra = run_dp_subjob(r, led.id, sj, deadline, worker)
+            count, trans, secs, result = run_dp_subjob(r, led.id, sj, deadline, worker)
         except _OutOfBudget:
             assert send is not None
             if not retrying(lambda: ledger.is_active(r, led)):  # the count was stopped
@@ -217,7 +188,7 @@ def _run_claimed(
             store_error(held, sj.key, worker, f"{type(exc).__name__}: {exc}", tally)
             continue
         count_store.save_partial(
-            r, led.id, sj.key, count, trans, secs, worker, ledger=led, extra=extra
+            r, led.id, sj.key, count, trans, secs, worker, ledger=led, extra=result
         )
         tally["ran"] += 1
         held.done(sj.key)
@@ -225,8 +196,8 @@ def _run_claimed(
 
 def run_dp_chunk(
     count_id: str, subjob_dicts: list[Any], worker: str | None, send: Send | None = None
-) -> dict[str, Any]:
-    """Run DP sub-jobs (:func:`knights_tour.counting.dp_client.dp_item` dicts) of ``count_id``,
+) -> dict[str, object]:
+    """Run DP sub-jobs (:class:`~knights_tour.counting.dp_jobs.DpSubJob` dicts) of ``count_id``,
     storing each result as a partial count under its key (claimed as enumeration sub-jobs
     are: one with an entry is skipped, one a live worker holds is left to it; a malformed one
     gets an error entry).
@@ -260,4 +231,4 @@ def run_dp_chunk(
     }
 
 
-__all__ = ["LAYER_GROWTH", "DpSubJob", "budget_s", "run_dp_subjob", "run_dp_chunk"]
+__all__ = ["LAYER_GROWTH", "budget_s", "run_dp_subjob", "run_dp_chunk"]

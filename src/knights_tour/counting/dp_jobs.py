@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from knights_tour.board import Board, Square
 from knights_tour.counting import frontier
-from knights_tour.counting.frontier_run import DEFAULT_MEMORY_BYTES, Progress, SweepResult
+from knights_tour.counting.frontier_run import (
+    DEFAULT_MEMORY_BYTES,
+    Progress,
+    SweepOptions,
+    SweepResult,
+)
 from knights_tour.counting.frontier_store import sweep_dir
 from knights_tour.counting.method import (
     classes_to_count,
@@ -23,6 +27,7 @@ from knights_tour.counting.method import (
     searched_classes,
     trivial_class_counts,
 )
+from knights_tour.counting.records import ClassFigures
 from knights_tour.counting.trunks import (
     TrunkMember,
     class_from_trunk,
@@ -57,7 +62,7 @@ class DpPlan:
     trivial: dict[Square, int]
     trunks: list[tuple[int, ...]]
     tails: list[DpTail]
-    trivial_figures: list[dict[str, Any]]
+    trivial_figures: list[ClassFigures]
 
 
 def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
@@ -111,7 +116,7 @@ def dp_run_trunk(
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
     colour, members = _group(board, start, group)
-    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     return run_trunk(members, colour, opts)
 
 
@@ -123,7 +128,7 @@ def dp_run_tail(
     checkpoint_dir: str | Path,
     memory_bytes: int = DEFAULT_MEMORY_BYTES,
     progress: Progress | None = None,
-) -> tuple[int, dict[str, Any]]:
+) -> tuple[int, ClassFigures]:
     """Count the class of ``square`` (a representative of :func:`dp_plan` ``(board, start)``):
     its own sweep from the layer its trunk kept on disk, else from its own checkpoints or the
     first layer (right, only slower). ``(count, figures)`` as
@@ -137,7 +142,7 @@ def dp_run_tail(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
-    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     swept = class_from_trunk(board, searched_classes(board, start), (square[0], square[1]), opts)
     if swept is None:
         raise InvalidJobError(f"{square} is not a searched start class of this DP count")

@@ -30,7 +30,7 @@ class CountSubJobLike(Protocol):
     @property
     def key(self) -> str: ...
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> dict[str, object]: ...
 
 
 SubJobT = TypeVar("SubJobT", bound=CountSubJobLike)
@@ -152,8 +152,8 @@ def hand_back_subjobs(
 
 
 def run_count_chunk(
-    count_id: str, subjob_dicts: list[dict[str, Any]], worker: str | None, send: Send | None = None
-) -> dict[str, Any]:
+    count_id: str, subjob_dicts: Sequence[object], worker: str | None, send: Send | None = None
+) -> dict[str, object]:
     """Run count sub-jobs (:class:`knights_tour.counting.plan.SubJob` dicts) of ``count_id`` and
     store each partial count under its sub-job key. The sub-jobs are claimed as batch jobs
     are: one that already has a partial count is skipped (resubmission, re-delivery), one

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -67,6 +67,14 @@ class SweepResult:
 
 Progress = Callable[[str, LayerStat, int], None]
 """``progress(sweep_name, layer_stat, n_steps)`` after every step."""
+
+
+class SweepOptions(TypedDict):
+    """How every sweep of a count runs (:func:`run_sweep`'s keywords of the same names)."""
+
+    memory_bytes: int
+    checkpoint_dir: str | Path | None
+    progress: Progress | None
 
 
 def _expand_part(
@@ -298,7 +306,9 @@ class DPCount:
     def transitions(self) -> int:
         return sum(s.transitions for s in self.sweeps)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
+        """The count as a JSON-ready dict: start, paths, method, pairs, elapsed_s, peak_states,
+        transitions and each sweep's layers."""
         return {
             "start": None if self.start is None else list(self.start),
             "paths": self.paths,
@@ -403,6 +413,7 @@ def _trivial(board: Board, g: frontier.Graph, s: int | None) -> int | None:
 __all__ = [
     "DEFAULT_MEMORY_BYTES",
     "SweepResult",
+    "SweepOptions",
     "DPCount",
     "run_sweep",
     "join_halves",

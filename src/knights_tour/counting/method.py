@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from msgspec import UNSET
 
 from knights_tour.board import Board, Square
 from knights_tour.counting import frontier
@@ -31,6 +32,7 @@ from knights_tour.counting.frontier_kernel import MAX_SLOTS
 from knights_tour.counting.frontier_run import (
     DEFAULT_MEMORY_BYTES,
     Progress,
+    SweepOptions,
     SweepResult,
     count_paths,
     join_halves,
@@ -38,6 +40,7 @@ from knights_tour.counting.frontier_run import (
 )
 from knights_tour.counting.frontier_store import plan_digest
 from knights_tour.counting.plan import CountReport
+from knights_tour.counting.records import ClassFigures, CountExtra
 from knights_tour.counting.symmetry import representative, symmetry_classes
 from knights_tour.counting.trunks import class_from_trunk, class_sweep, run_trunk, trunk_groups
 from knights_tour.errors import InvalidJobError
@@ -165,7 +168,7 @@ def dp_count(
     classes = classes_to_count(board, start)
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
-    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
     class_counts, figures = trivial_class_counts(board, [r for r in classes if r not in searched])
     lowers: dict[str, SweepResult] = {}
@@ -176,16 +179,16 @@ def dp_count(
     elif searched:
         trunks = _trunk_classes(board, searched, class_counts, figures, class_done, opts)
     transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
-    transitions += sum(int(f.get("transitions", 0)) for f in figures)
+    transitions += sum(f.transitions for f in figures if f.transitions is not UNSET)
     wall = time.perf_counter() - began
-    extra = {
-        "method": "frontier DP",
-        "dp_classes": figures,
-        "wall_s": round(wall, 3),
-        "peak_rss_bytes": peak_rss_bytes(),
-        "lower_halves": [[ls.to_dict() for ls in low.layers] for low in lowers.values()],
-        "trunks": [[ls.to_dict() for ls in tr.layers] for tr in trunks],
-    }
+    extra = CountExtra(
+        method="frontier DP",
+        dp_classes=figures,
+        wall_s=round(wall, 3),
+        peak_rss_bytes=peak_rss_bytes(),
+        lower_halves=[[ls.to_dict() for ls in low.layers] for low in lowers.values()],
+        trunks=[[ls.to_dict() for ls in tr.layers] for tr in trunks],
+    )
     return dp_report(board, classes, class_counts, len(classes), transitions, wall, extra)
 
 
@@ -196,7 +199,7 @@ def dp_report(
     subjobs: int,
     transitions: int,
     elapsed_s: float,
-    extra: dict[str, Any],
+    extra: CountExtra,
 ) -> CountReport:
     """The report of an open count by the frontier DP, in one process or on the workers:
     each class's count (``class_counts``, by representative) copied to the squares of its
@@ -233,18 +236,18 @@ def classes_to_count(board: Board, start: Square | None) -> dict[Square, list[Sq
 
 def trivial_class_counts(
     board: Board, reps: list[Square]
-) -> tuple[dict[Square, int], list[dict[str, Any]]]:
+) -> tuple[dict[Square, int], list[ClassFigures]]:
     """The counts (all 0, or 1 on one square) and figures of classes needing no search."""
     counts: dict[Square, int] = {}
-    figures: list[dict[str, Any]] = []
+    figures: list[ClassFigures] = []
     for rep in reps:
         counts[rep] = count_paths(board, rep).paths
         figures.append(
-            {
-                "representative": list(rep),
-                "count": counts[rep],
-                "method": "no search (colour or isolated square)",
-            }
+            ClassFigures(
+                representative=rep,
+                count=counts[rep],
+                method="no search (colour or isolated square)",
+            )
         )
     return counts, figures
 
@@ -265,9 +268,9 @@ def _halves_classes(
     reps: list[Square],
     cut: int,
     counts: dict[Square, int],
-    figures: list[dict[str, Any]],
+    figures: list[ClassFigures],
     class_done: ClassDone | None,
-    opts: dict[str, Any],
+    opts: SweepOptions,
 ) -> dict[str, SweepResult]:
     """Classes by two halves met below ``cut``, one lower half per distinct plan (one for all
     when the cut is common). Fills ``counts`` and ``figures``; returns the lower halves."""
@@ -275,15 +278,16 @@ def _halves_classes(
     for rep in reps:
         t0 = time.perf_counter()
         counts[rep], fig = _halves_class(board, rep, cut, lowers, opts)
-        figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
+        fig.seconds = round(time.perf_counter() - t0, 3)
+        figures.append(fig)
         if class_done is not None:
             class_done(rep, counts[rep], time.perf_counter() - t0)
     return lowers
 
 
 def _halves_class(
-    board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult], opts: dict[str, Any]
-) -> tuple[int, dict[str, Any]]:
+    board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult], opts: SweepOptions
+) -> tuple[int, ClassFigures]:
     """One class by two halves; the lower half is run once per distinct plan (``lowers``)."""
     g = frontier.image_graph(board, rep)
     up_plan, low_plan = frontier.half_sweeps(g, g.square.index(rep), cut)
@@ -292,23 +296,23 @@ def _halves_class(
         lowers[digest] = run_sweep(low_plan, **opts)
     up = run_sweep(up_plan, **opts)
     count, pairs = join_halves(g, up_plan, low_plan, up, lowers[digest])
-    return count, {
-        "representative": list(rep),
-        "count": count,
-        "method": f"two halves met below row {cut} of the image",
-        "upper_peak_states": up.peak_states,
-        "pairs": pairs,
-        "transitions": up.transitions,
-    }
+    return count, ClassFigures(
+        representative=rep,
+        count=count,
+        method=f"two halves met below row {cut} of the image",
+        upper_peak_states=up.peak_states,
+        pairs=pairs,
+        transitions=up.transitions,
+    )
 
 
 def _trunk_classes(
     board: Board,
     reps: list[Square],
     counts: dict[Square, int],
-    figures: list[dict[str, Any]],
+    figures: list[ClassFigures],
     class_done: ClassDone | None,
-    opts: dict[str, Any],
+    opts: SweepOptions,
 ) -> list[SweepResult]:
     """Classes by full sweeps that share their first layers: one trunk per group
     (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
@@ -322,7 +326,8 @@ def _trunk_classes(
             t0 = time.perf_counter()
             initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
             counts[rep], fig = class_sweep(rep, g, s, initial, opts)
-            figures.append(fig | {"seconds": round(time.perf_counter() - t0, 3)})
+            fig.seconds = round(time.perf_counter() - t0, 3)
+            figures.append(fig)
             if class_done is not None:
                 class_done(rep, counts[rep], time.perf_counter() - t0)
     return trunks
@@ -352,7 +357,7 @@ def dp_trunks(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
-    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     out = []
     for colour, members in trunk_groups(board, searched_classes(board)):
         tr = run_trunk(members, colour, opts)
@@ -385,7 +390,7 @@ def dp_class_tail(
     rep = representative(board, board.check_square(square))
     if count_paths_trivial(board, rep):
         return count_paths(board, rep).paths
-    opts = {"memory_bytes": memory_bytes, "checkpoint_dir": checkpoint_dir, "progress": progress}
+    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     swept = class_from_trunk(board, searched_classes(board), rep, opts)
     if swept is None:  # pragma: no cover
         raise AssertionError(f"{rep} is a searched class of {board.label}")

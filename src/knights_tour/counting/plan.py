@@ -29,7 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from knights_tour.board import Board, Square
+from knights_tour.counting.records import CountExtra
 from knights_tour.counting.search import check_prefix, count_subjob, fold, split
 from knights_tour.counting.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
@@ -97,7 +100,7 @@ class SubJob:
         """``(count, nodes)`` of this sub-job (see :func:`count_subjob`)."""
         return count_subjob(self.board, self.prefix, self.closed)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready record: rows, cols, closed, prefix (list of [row, col]), weight, key."""
         return {
             "rows": self.rows,
@@ -290,7 +293,7 @@ class CountReport:
     nodes: int
     elapsed_s: float = 0.0
     symmetry_note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: CountExtra = field(default_factory=CountExtra)
 
     @property
     def total(self) -> int | None:
@@ -321,7 +324,7 @@ class CountReport:
             "elapsed_s": round(self.elapsed_s, 6),
             "symmetry": self.symmetry_note,
         }
-        for key, value in self.extra.items():
+        for key, value in msgspec.to_builtins(self.extra).items():
             record.setdefault(key, value)
         return record
 

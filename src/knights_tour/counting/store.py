@@ -26,10 +26,12 @@ import time
 from collections.abc import Iterable
 from typing import Any, cast
 
+import msgspec
 import redis
 
 from knights_tour.board import Square
 from knights_tour.counting.plan import CountPlan, CountReport, SubJob, assemble
+from knights_tour.counting.records import DpProgress
 from knights_tour.errors import KnightsTourError
 from knights_tour.store import keys, registry
 from knights_tour.worker.ledger import Ledger
@@ -75,12 +77,12 @@ def register_count(
 
 
 def register_items(
-    r: redis.Redis, count_id: str, fields: dict[str, Any], items: dict[str, dict[str, Any]]
+    r: redis.Redis, count_id: str, fields: dict[str, Any], items: dict[str, object]
 ) -> dict[str, Any]:
     """Store a count's meta (``fields`` plus the id, creation time and ``total``) and its
-    sub-jobs (``items``: key -> JSON-ready dict), as :func:`register_count` does for an
-    enumeration; a DP count's sub-jobs are its trunks and classes. Idempotent: stored partial
-    counts stay; the sub-jobs' dicts are rewritten. Returns the meta dict.
+    sub-jobs (``items``: key -> its JSON-ready dict or record), as :func:`register_count`
+    does for an enumeration; a DP count's sub-jobs are its trunks and classes. Idempotent:
+    stored partial counts stay; the sub-jobs' dicts are rewritten. Returns the meta dict.
 
     Raises
     ------
@@ -89,7 +91,7 @@ def register_items(
     """
     meta = registry.open_meta(r, keys.count(count_id), "count_id", count_id, fields)
     meta["total"] = len(items)
-    mapping = {k: registry.dumps(v) for k, v in items.items()}
+    mapping = {k: registry.dumps(msgspec.to_builtins(v)) for k, v in items.items()}
     pipe = r.pipeline(transaction=True)
     if mapping:
         pipe.hset(keys.count_subjobs(count_id), mapping=cast("dict[Any, Any]", mapping))
@@ -108,7 +110,7 @@ def save_partial(
     worker: str | None = None,
     error: str | None = None,
     ledger: Ledger | None = None,
-    extra: dict[str, Any] | None = None,
+    extra: msgspec.Struct | None = None,
 ) -> None:
     """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
 
@@ -117,7 +119,8 @@ def save_partial(
     ``ledger`` (the count's), its lease bookkeeping for the sub-job (started, attempts,
     requeued) is cleared in the same script, as
     :func:`knights_tour.worker.orphans.finish` does: one round trip instead of two. ``extra``
-    (JSON-ready) is stored in the entry too (a DP sub-job's figures).
+    (a DP sub-job's :class:`~knights_tour.counting.records.DpResult`) is stored in the entry
+    too, its fields after the entry's own.
 
     Raises
     ------
@@ -131,8 +134,9 @@ def save_partial(
         "finished_at": round(time.time(), 6),
         "worker": worker,
     }
-    if extra:
-        entry.update({k: v for k, v in extra.items() if k not in entry})
+    if extra is not None:
+        more = msgspec.to_builtins(extra)
+        entry.update({k: v for k, v in more.items() if k not in entry})
     if error is not None:
         entry["error"] = error
     tidy = [ledger.started, ledger.attempts, ledger.requeued] if ledger is not None else []
@@ -163,16 +167,30 @@ return 1
 # sub-job)
 
 
-def save_dp_progress(r: redis.Redis, count_id: str, sweep_key: str, record: dict[str, Any]) -> None:
-    """Store how far the sweep of DP sub-job ``sweep_key`` got (``record``: JSON-ready; the
-    last layer checkpointed, its figures), overwriting the last one."""
-    r.hset(keys.count_dp_progress(count_id), sweep_key, registry.dumps(record))
+def save_dp_progress(r: redis.Redis, count_id: str, sweep_key: str, record: DpProgress) -> None:
+    """Store how far the sweep of DP sub-job ``sweep_key`` got (its last layer checkpointed),
+    overwriting the last one."""
+    r.hset(keys.count_dp_progress(count_id), sweep_key, registry.dumps(msgspec.to_builtins(record)))
 
 
-def load_dp_progress(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
-    """Every DP sweep's last progress record of a count: sweep key -> record."""
+def load_dp_progress(r: redis.Redis, count_id: str) -> dict[str, DpProgress]:
+    """Every DP sweep's last progress record of a count: sweep key -> record.
+
+    Raises
+    ------
+    KnightsTourError
+        If a stored record is not one (bad data in Redis).
+    """
     raw = cast("dict[str, str]", r.hgetall(keys.count_dp_progress(count_id)))
-    return {k: json.loads(v) for k, v in raw.items()}
+    try:
+        return {k: _PROGRESS.decode(v) for k, v in raw.items()}
+    except msgspec.DecodeError as exc:
+        raise KnightsTourError(
+            f"count {count_id!r}: a stored DP progress record is bad: {exc}"
+        ) from None
+
+
+_PROGRESS = msgspec.json.Decoder(DpProgress)
 
 
 def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
@@ -268,10 +286,10 @@ def assemble_count(
     }
     subjob_s = sum(float(e.get("elapsed_s") or 0.0) for e in entries.values())
     report = assemble(plan, partials, elapsed_s=elapsed_s)
-    report.extra["count_id"] = count_id
-    report.extra["subjob_s"] = round(subjob_s, 6)
+    report.extra.count_id = count_id
+    report.extra.subjob_s = round(subjob_s, 6)
     ran = entries if counted is None else {k: entries[k] for k in counted if k in entries}
-    report.extra["counting_s"] = counting_span_s(ran.values())
+    report.extra.counting_s = counting_span_s(ran.values())
     save_report(r, count_id, report.to_dict())
     return report
 

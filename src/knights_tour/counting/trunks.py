@@ -16,10 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from knights_tour.board import Board, Square
 from knights_tour.counting import frontier
-from knights_tour.counting.frontier_run import SweepResult, run_sweep
+from knights_tour.counting.frontier_run import SweepOptions, SweepResult, run_sweep
 from knights_tour.counting.frontier_store import Checkpoints, sweep_done
+from knights_tour.counting.records import ClassFigures
 
 TrunkMember = tuple[Square, frontier.Graph, int]
 """A start class in a trunk's group: representative, its late image graph, its step there."""
@@ -43,7 +46,7 @@ def trunk_plan(members: list[TrunkMember], colour: int) -> frontier.SweepPlan:
     return frontier.trunk_sweep(members[0][1], colour, last, cands)
 
 
-def run_trunk(members: list[TrunkMember], colour: int, opts: dict[str, Any]) -> SweepResult | None:
+def run_trunk(members: list[TrunkMember], colour: int, opts: SweepOptions) -> SweepResult | None:
     """Run a group's trunk, keeping the layer before each start (on disk with checkpoints);
     None when none is needed (every class of the group counted on disk, or all taken
     first)."""
@@ -58,8 +61,8 @@ def run_trunk(members: list[TrunkMember], colour: int, opts: dict[str, Any]) -> 
 
 
 def class_sweep(
-    rep: Square, g: frontier.Graph, s: int, initial: Any, opts: dict[str, Any]
-) -> tuple[int, dict[str, Any]]:
+    rep: Square, g: frontier.Graph, s: int, initial: np.ndarray | None, opts: SweepOptions
+) -> tuple[int, ClassFigures]:
     """A class's own sweep from the trunk's layer ``initial`` (before step ``s``); without it
     (a trunk resumed past this start without keeping its layer) the class's own checkpoints
     resume it, or it is swept from the first layer. ``(count, figures)``."""
@@ -69,19 +72,19 @@ def class_sweep(
     how = f"full sweep from the trunk's layer {s}" if first else "full sweep"
     if res.resumed_from >= 0:
         how += f", resumed from its checkpoint after step {res.resumed_from}"
-    return count, {
-        "representative": list(rep),
-        "count": count,
-        "method": how,
-        "peak_states": res.peak_states,
-        "transitions": res.transitions,
-        "layers": [ls.to_dict() for ls in res.layers],
-    }
+    return count, ClassFigures(
+        representative=rep,
+        count=count,
+        method=how,
+        peak_states=res.peak_states,
+        transitions=res.transitions,
+        layers=[ls.to_dict() for ls in res.layers],
+    )
 
 
 def class_from_trunk(
-    board: Board, searched: list[Square], rep: Square, opts: dict[str, Any]
-) -> tuple[int, dict[str, Any]] | None:
+    board: Board, searched: list[Square], rep: Square, opts: SweepOptions
+) -> tuple[int, ClassFigures] | None:
     """The class of ``rep`` (one of the representatives ``searched``, grouped by trunk as
     :func:`trunk_groups` does) swept by :func:`class_sweep` from the layer its trunk kept on
     disk under ``opts["checkpoint_dir"]`` (without it, from its own checkpoints or the first
@@ -91,7 +94,9 @@ def class_from_trunk(
             if r == rep:
                 initial = None
                 if s > 0:
-                    trunk = Checkpoints(Path(opts["checkpoint_dir"]), trunk_plan(members, colour))
+                    root = opts["checkpoint_dir"]
+                    assert root is not None  # a trunk's layer is kept on disk only
+                    trunk = Checkpoints(Path(root), trunk_plan(members, colour))
                     initial = trunk.load_kept(s - 1)
                 return class_sweep(r, g, s, initial, opts)
     return None
