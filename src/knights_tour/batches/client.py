@@ -25,6 +25,7 @@ from knights_tour.batches import progress, store
 from knights_tour.batches.cancelling import queued_items
 from knights_tour.batches.chunking import plan_chunks
 from knights_tour.batches.jobs import Job, JobOptions, make_batch_jobs, wire_form
+from knights_tour.batches.progress import BatchProgress, Params
 from knights_tour.board import Board, parse_board_list
 from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.solvers import check_solver_name
@@ -36,7 +37,18 @@ from knights_tour.tours.record import Record
 from knights_tour.worker import messages, recovery
 from knights_tour.worker.lazy import celery_worker
 from knights_tour.worker.ledger import Ledger, activate
+from knights_tour.worker.messages import ItemDict
 from knights_tour.worker.orphans import take_for_resume
+
+
+class WaitedBatch(BatchProgress):
+    """A batch's progress as :func:`wait_for_batch` polls it: with its lifecycle ``state``
+    (``"cancelled"`` or None) and ``writes_refused`` (Redis's reason while it refuses writes
+    and the batch is not complete, else None)."""
+
+    state: str | None
+    writes_refused: str | None
+
 
 DEFAULT_CHUNK_SIZE: int | None = None
 """Jobs per task by default: None, i.e. chunks sized by the jobs' estimated cost
@@ -45,9 +57,7 @@ so small jobs travel in large chunks (figures in ``benchmarks/README.md``); each
 its own record key."""
 
 
-def make_jobs(
-    sizes: Sequence[str], options: JobOptions
-) -> tuple[list[Board], list[Job], dict[str, Any]]:
+def make_jobs(sizes: Sequence[str], options: JobOptions) -> tuple[list[Board], list[Job], Params]:
     """The jobs of a batch: one per start square of every board named in ``sizes``.
 
     Parameters
@@ -79,7 +89,7 @@ def make_jobs(
     if options.time_limit_s is not None and options.time_limit_s <= 0:
         raise InvalidJobError(f"the time limit must be positive, got {options.time_limit_s}")
     jobs = make_batch_jobs(boards, options)
-    params = {
+    params: Params = {
         "sizes": ",".join(b.label for b in boards),
         "sizes_asked": ",".join(sizes),  # as the user wrote them, for status and listings
         **options.to_dict(),
@@ -202,7 +212,7 @@ def _send_jobs(
             )
 
 
-def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[dict[str, Any]]) -> None:
+def resend_jobs(redis_url: str, batch_id: str, job_dicts: list[ItemDict]) -> None:
     """Put one run-jobs task for ``job_dicts`` of ``batch_id`` on the queue (JSON), at
     :data:`knights_tour.worker.messages.RECOVERY_PRIORITY`, so it runs before the batch's
     still-queued jobs."""
@@ -225,7 +235,7 @@ def recover_lost_jobs(r: redis.Redis, redis_url: str, batch_id: str) -> list[str
         If Redis is unreachable.
     """
 
-    def send(bid: str, dicts: list[dict[str, Any]]) -> None:
+    def send(bid: str, dicts: list[ItemDict]) -> None:
         resend_jobs(redis_url, bid, dicts)
 
     return recovery.recover(r, Ledger.for_batch(batch_id), send)
@@ -240,7 +250,7 @@ def wait_for_batch(
     hooks: WaitHooks | None = None,
     poll_s: float = 0.5,
     outage_s: float = REDIS_OUTAGE_S,
-) -> dict[str, Any]:
+) -> WaitedBatch:
     """Wait until every job of ``batch_id`` has a record (:func:`poll_until_complete`).
 
     Parameters
@@ -262,7 +272,7 @@ def wait_for_batch(
 
     Returns
     -------
-    dict
+    WaitedBatch
         The last :func:`knights_tour.batches.progress.batch_status`, plus ``state``
         (``"cancelled"`` or None; a cancelled batch ends the wait), ``writes_refused``.
 
@@ -278,7 +288,7 @@ def wait_for_batch(
         url = recover_url
         recover_fn = lambda: recover_lost_jobs(r, url, batch_id)  # noqa: E731
 
-    def status_fn() -> dict[str, Any]:
+    def status_fn() -> WaitedBatch:
         # Polls read the batch's tally, not every job; every job is looked at only when the
         # tally says the batch is complete (or when it cannot tell).
         status = progress.batch_progress(r, batch_id)
@@ -301,7 +311,7 @@ def wait_for_batch(
         )
 
 
-def _ended(status: Mapping[str, Any]) -> bool:
+def _ended(status: WaitedBatch) -> bool:
     """Every job has a record, or the batch was cancelled (nothing more will come)."""
     return bool(status["complete"]) or status.get("state") == progress.CANCELLED
 

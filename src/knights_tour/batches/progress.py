@@ -12,28 +12,76 @@ storing and reading its records is :mod:`knights_tour.batches.store`; storing a 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, cast
+from typing import NotRequired, TypedDict, cast
 
 import redis
 
 from knights_tour.errors import CorruptKeyError
 from knights_tour.store import keys, registry
 
+Params = dict[str, object]
+"""A batch's parameters as submitted (``sizes``, ``solver``, options, ``schedule`` ...): the
+JSON object its meta keeps, open to what each release adds."""
 
-def get_batch_meta(r: redis.Redis, batch_id: str) -> dict[str, Any]:
-    """The batch's meta dict (batch_id, created, created_iso, params, total).
+
+class BatchMeta(TypedDict):
+    """A batch's meta as registered (:func:`knights_tour.batches.store.create_batch`)."""
+
+    batch_id: str
+    created: float
+    """Unix seconds of its first submission."""
+    created_iso: str
+    params: Params
+    total: int
+    """Jobs registered."""
+    updated: NotRequired[float]
+    """Unix seconds of its latest submission (a resume), when there was one."""
+
+
+class BatchProgress(TypedDict):
+    """How far a batch got (:func:`batch_status`, :func:`batch_progress`)."""
+
+    batch_id: str
+    total: int
+    done: int
+    counts: dict[str, int]
+    mismatches: int
+    missing: int
+    missing_keys: list[str]
+    unrecorded: int
+    lost_jobs: int
+    complete: bool
+    created: float | None
+    params: Params
+
+
+class BatchListing(TypedDict):
+    """One batch of :func:`list_batches`."""
+
+    batch_id: str
+    done: int
+    created: float | None
+    created_iso: str | None
+    total: int
+    params: Params
+    unreadable: str | None
+
+
+def get_batch_meta(r: redis.Redis, batch_id: str) -> BatchMeta:
+    """The batch's meta (batch_id, created, created_iso, params, total).
 
     Raises
     ------
     KnightsTourError
         ``unknown batch 'id'`` if there is no such batch (or it expired).
     """
-    return registry.read_meta(
+    meta = registry.read_meta(
         r, keys.batch(batch_id), f"unknown batch {batch_id!r} (see `ktour batches`)"
     )
+    return cast(BatchMeta, meta)
 
 
-def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[str, Any]:
+def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> BatchProgress:
     """Progress of a batch.
 
     A job is done when it has both its status entry and its record: a record lost from Redis
@@ -43,7 +91,7 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> dict[s
 
     Returns
     -------
-    dict
+    BatchProgress
         ``batch_id``, ``total`` (jobs), ``done`` (jobs with a stored status and record),
         ``counts`` (status -> number, of the statuses stored), ``mismatches`` (records with
         mismatch true), ``missing`` (jobs without a record), ``missing_keys`` (up to
@@ -101,7 +149,7 @@ def _record_names(r: redis.Redis, batch_id: str) -> set[str]:
     return set(cast("list[str]", r.hkeys(keys.batch_records(batch_id))))  # decoded by the client
 
 
-def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
+def batch_progress(r: redis.Redis, batch_id: str) -> BatchProgress | None:
     """Progress of a batch without reading every job: the shape of :func:`batch_status`, from
     the batch's tally (:func:`knights_tour.store.keys.batch_tally`) and the sizes of its hashes;
     ``missing_keys`` is empty. For polling a batch of any size.
@@ -111,7 +159,7 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
 
     Returns
     -------
-    dict or None
+    BatchProgress or None
         None when the tally does not account for every stored result (records stored by
         older code, a tally that is not numbers), or the batch's hashes disagree (records or
         jobs lost): use :func:`batch_status`.
@@ -159,7 +207,7 @@ def batch_progress(r: redis.Redis, batch_id: str) -> dict[str, Any] | None:
     }
 
 
-def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any]]:
+def list_batches(r: redis.Redis, limit: int | None = None) -> list[BatchListing]:
     """Known batches, oldest first: dicts with ``batch_id``, ``created``, ``created_iso``,
     ``total``, ``done`` (jobs with a status entry and a record, at most), ``params``, and
     ``unreadable`` (None, or the one-line reason a key of the batch cannot be read: the batch
@@ -168,7 +216,7 @@ def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any
     ids = cast("list[str]", r.zrange(keys.batches(), 0, -1))  # decoded by the client
     if limit is not None:
         ids = ids[-limit:] if limit > 0 else []
-    out: list[dict[str, Any]] = []
+    out: list[BatchListing] = []
     for bid in ids:
         pipe = r.pipeline(transaction=False)
         pipe.hget(keys.batch(bid), "meta")
@@ -179,41 +227,40 @@ def list_batches(r: redis.Redis, limit: int | None = None) -> list[dict[str, Any
         try:
             raw, declared, statuses, records, jobs = pipe.execute()
         except CorruptKeyError as exc:  # a key of another type
-            out.append(_unreadable(bid, {}, 0, exc))
+            out.append(_unreadable(bid, 0, 0, exc))
             continue
         if not raw:
             r.zrem(keys.batches(), bid)
             continue
-        item = {"batch_id": bid, "done": min(statuses, records)}
+        done = min(statuses, records)
         try:
             meta = registry.parse_meta(keys.batch(bid), raw)
             total = registry.read_int(keys.batch(bid), "total", declared or meta.get("total"))
         except CorruptKeyError as exc:
-            out.append(_unreadable(bid, item, jobs, exc))
+            out.append(_unreadable(bid, done, jobs, exc))
             continue
         out.append(
-            item
-            | {
-                "created": meta.get("created"),
-                "created_iso": meta.get("created_iso"),
+            {
+                "batch_id": bid,
+                "done": done,
+                "created": cast("float | None", meta.get("created")),
+                "created_iso": cast("str | None", meta.get("created_iso")),
                 "total": total,
-                "params": meta.get("params", {}),
+                "params": cast(Params, meta.get("params", {})),
                 "unreadable": None,
             }
         )
     return out
 
 
-def _unreadable(
-    batch_id: str, item: dict[str, Any], jobs: int, exc: CorruptKeyError
-) -> dict[str, Any]:
+def _unreadable(batch_id: str, done: int, jobs: int, exc: CorruptKeyError) -> BatchListing:
     """The listing of a batch with a key that cannot be read: what is known, and why."""
     return {
         "batch_id": batch_id,
         "created": None,
         "created_iso": None,
         "total": jobs,
-        "done": item.get("done", 0),
+        "done": done,
         "params": {},
         "unreadable": str(exc),
     }
@@ -230,6 +277,10 @@ def batch_state(r: redis.Redis, batch_id: str) -> str | None:
 
 
 __all__ = [
+    "Params",
+    "BatchMeta",
+    "BatchProgress",
+    "BatchListing",
     "CANCELLED",
     "batch_state",
     "get_batch_meta",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 import redis
 
@@ -36,11 +36,64 @@ from knights_tour.settings import LeaseTiming, get_settings
 from knights_tour.store import keys
 from knights_tour.store.memory import writes_refused
 from knights_tour.worker import dead_letters
+from knights_tour.worker.dead_letters import DeadLetterSummary
 from knights_tour.worker.holders import Holding, LeaseView, lease_view, server_leases
 from knights_tour.worker.ledger import Ledger
 
 
-def shown_params(params: Mapping[str, Any]) -> dict[str, Any]:
+class Holder(TypedDict):
+    """A worker process holding jobs of a batch (:func:`batch_view`'s ``workers``)."""
+
+    worker: str
+    """Its node name and PID, ``node:pid``."""
+    token: str
+    jobs: int
+    first: str | None
+    last: str | None
+    """The first and last of the job keys it holds."""
+    running_job: str | None
+    since: float | None
+    """Unix seconds of its claim."""
+    for_s: float | None
+    live: bool
+    """Its lease is live."""
+
+
+class DeadLettersNote(DeadLetterSummary):
+    """The dead letters a status shows, with the list's key."""
+
+    key: str
+
+
+class ServerNotes(TypedDict):
+    """What a status adds about the server (:func:`server_notes`)."""
+
+    writes_refused: str | None
+    dead_letters: DeadLettersNote
+
+
+class BatchView(progress.BatchProgress):
+    """The status of one batch (:func:`batch_view`)."""
+
+    running: int
+    queued: int
+    orphaned: int
+    failed: int
+    workers: list[Holder]
+    workers_busy: list[str]
+    live_workers: int
+    reason: str | None
+    stalled_since: float | None
+    now: float
+    rate_jobs_per_s: float | None
+    planned_s_per_job: float | None
+    state: str
+    eta_s: float | None
+    writes_refused: str | None
+    dead_letters: DeadLettersNote
+
+
+def shown_params(params: Mapping[str, object]) -> dict[str, object]:
     """The params worth printing, as the user wrote them: ``sizes`` is the ``--sizes`` text
     (``"5-34"``) where the batch kept it (``sizes_asked``), else the stored board list; options
     that are unset or false are left out.
@@ -54,7 +107,7 @@ def shown_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _worker_info(h: Holding, now: float) -> dict[str, Any]:
+def _holder(h: Holding, now: float) -> Holder:
     return {
         "worker": h.worker,
         "token": h.token,
@@ -64,6 +117,7 @@ def _worker_info(h: Holding, now: float) -> dict[str, Any]:
         "running_job": h.started,
         "since": h.since,
         "for_s": None if h.since is None else round(max(0.0, now - h.since), 1),
+        "live": h.live,
     }
 
 
@@ -117,7 +171,7 @@ def newest_batch(r: redis.Redis) -> str:
     return str(items[-1]["batch_id"])
 
 
-def _counts(r: redis.Redis, batch_id: str) -> dict[str, Any]:
+def _counts(r: redis.Redis, batch_id: str) -> progress.BatchProgress:
     """Records stored, from the tally (cheap); every job is read only to confirm a batch the
     tally calls complete, or where the tally does not cover older records."""
     st = progress.batch_progress(r, batch_id)
@@ -131,7 +185,7 @@ def batch_view(
     batch_id: str,
     rate_jobs_per_s: float | None = None,
     lease_s: float | None = None,
-) -> dict[str, Any]:
+) -> BatchView:
     """The status of one batch, from Redis alone (see the module docstring).
 
     Parameters
@@ -147,7 +201,7 @@ def batch_view(
 
     Returns
     -------
-    dict
+    BatchView
         :func:`knights_tour.batches.progress.batch_status` fields (``missing_keys`` empty) plus
         ``running``, ``queued``, ``orphaned`` (jobs), ``failed`` (error records),
         ``workers`` (one dict per process holding its jobs: ``worker`` node:pid, ``token``,
@@ -176,39 +230,59 @@ def batch_view(
     remaining = st["total"] - st["done"]
     running = min(lv.held(live=True), remaining)
     orphaned = min(lv.held(live=False), remaining - running)
-    out = dict(st) | {
+    submitted = _submitted(meta_raw, st["created"])
+    rate = _rate(st, lv.now) if rate_jobs_per_s is None else rate_jobs_per_s
+    planned = planned_s_per_job(st["params"] or {}, len(lv.live_tokens))
+    eta = eta_s(remaining, st["done"], st["done"] / rate if rate else 0.0, planned)
+    notes = server_notes(r, st["complete"])
+    out: BatchView = {
+        **st,
         "running": running,
         "queued": remaining - running - orphaned,
         "orphaned": orphaned,
         "failed": int(st["counts"].get("error", 0)),
-        "workers": [_worker_info(h, lv.now) | {"live": h.live} for h in lv.holdings],
+        "workers": [_holder(h, lv.now) for h in lv.holdings],
         "workers_busy": [h.worker for h in lv.holdings if h.live],
         "live_workers": len(lv.live_tokens),
         "reason": None,
         "stalled_since": None,
         "now": lv.now,
+        "rate_jobs_per_s": None if rate is None else round(rate, 3),
+        "planned_s_per_job": planned,
+        "state": "",
+        "eta_s": None,
+        "writes_refused": notes["writes_refused"],
+        "dead_letters": notes["dead_letters"],
     }
-    submitted = _submitted(meta_raw, st.get("created"))
-    rate = _rate(st, lv.now) if rate_jobs_per_s is None else rate_jobs_per_s
-    out["rate_jobs_per_s"] = None if rate is None else round(rate, 3)
-    out["planned_s_per_job"] = planned_s_per_job(st.get("params") or {}, len(lv.live_tokens))
-    eta = eta_s(remaining, st["done"], st["done"] / rate if rate else 0.0, out["planned_s_per_job"])
-    if st["complete"]:
+    _settle(out, marker, state_field, lv, submitted, lease_s)
+    ended = out["state"] in ("stalled", progress.CANCELLED)
+    out["eta_s"] = None if eta is None or ended else round(eta, 1)
+    return out
+
+
+def _settle(
+    out: BatchView,
+    marker: str | None,
+    state_field: str | None,
+    lv: LeaseView,
+    submitted: float | None,
+    lease_s: float,
+) -> None:
+    """Set the ``state`` of a batch's view (and ``reason``, ``stalled_since`` if stalled;
+    ``queued`` 0 if cancelled) from its collection ``marker`` and its ``state`` field."""
+    if out["complete"]:
         out["state"] = "collected" if marker and '"written"' in str(marker) else "complete"
     elif state_field == progress.CANCELLED:
-        out |= {"state": progress.CANCELLED, "queued": 0}
+        out["state"], out["queued"] = progress.CANCELLED, 0
     else:
-        out["reason"], out["stalled_since"] = assess(lv, submitted, orphaned, lease_s)
+        out["reason"], out["stalled_since"] = assess(lv, submitted, out["orphaned"], lease_s)
         if out["reason"]:
             out["state"] = "stalled"
         else:
-            out["state"] = "running" if (st["done"] > 0 or running > 0) else "queued"
-    ended = out["state"] in ("stalled", progress.CANCELLED)
-    out["eta_s"] = None if eta is None or ended else round(eta, 1)
-    return out | server_notes(r, st["complete"])
+            out["state"] = "running" if (out["done"] > 0 or out["running"] > 0) else "queued"
 
 
-def server_notes(r: redis.Redis, complete: bool) -> dict[str, Any]:
+def server_notes(r: redis.Redis, complete: bool) -> ServerNotes:
     """What a status adds about the server: ``writes_refused`` (Redis's reason while it refuses
     writes and the batch is not ``complete``, else None:
     :func:`knights_tour.store.memory.writes_refused`) and ``dead_letters`` (the malformed queue
@@ -220,15 +294,20 @@ def server_notes(r: redis.Redis, complete: bool) -> dict[str, Any]:
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
+    dead = dead_letters.summary(r)
     return {
         "writes_refused": None if complete else writes_refused(r),
-        "dead_letters": dead_letters.summary(r) | {"key": keys.dead_letters()},
+        "dead_letters": {
+            "count": dead["count"],
+            "latest": dead["latest"],
+            "key": keys.dead_letters(),
+        },
     }
 
 
-def _rate(st: Mapping[str, Any], now: float) -> float | None:
+def _rate(st: progress.BatchProgress, now: float) -> float | None:
     """Jobs per second since the batch was created (a resume does not restart the clock)."""
-    created = st.get("created")
+    created = st["created"]
     if created is None or st["done"] <= 0 or now <= float(created):
         return None
     return float(st["done"]) / (now - float(created))
@@ -264,7 +343,7 @@ def stalled_batches(
     return out
 
 
-def _submitted(meta_raw: Any, created: float | None) -> float | None:
+def _submitted(meta_raw: str | None, created: float | None) -> float | None:
     """When the batch was last submitted: its meta's ``updated`` (a resume) or ``created``
     (the meta's, else ``created``)."""
     try:
@@ -278,6 +357,9 @@ def _submitted(meta_raw: Any, created: float | None) -> float | None:
 
 
 __all__ = [
+    "BatchView",
+    "Holder",
+    "ServerNotes",
     "newest_batch",
     "shown_params",
     "assess",

@@ -12,9 +12,36 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from knights_tour.tours.record import Record, Status
+
+
+class _Counts(TypedDict):
+    board: str
+    """``"RxC"``, or ``"total"``."""
+    starts: int
+    found: int
+    unknown: int
+    error: int
+    mismatch: int
+    cpsat_agree: int
+    cpsat_checked: int
+    seconds: float
+    """Summed job wall time."""
+
+
+class BoardRow(_Counts):
+    """One board of a batch's summary (:func:`summary_rows`)."""
+
+    no_tour: Counter[str]
+    """``no_tour`` records by proof."""
+
+
+class TotalRow(_Counts):
+    """The summary's rows added up (:func:`summary_total`)."""
+
+    no_tour: int
 
 
 def cpsat_failed(rec: Record) -> bool:
@@ -58,12 +85,12 @@ class Tally:
 
     def __init__(self) -> None:
         self.records = 0
-        self.statuses: Counter[Any] = Counter()
+        self.statuses: Counter[str] = Counter()
         self.mismatch = 0
         self.bad_cpsat = 0
         self.failed: list[Record] = []
         self.failed_count = 0
-        self._rows: dict[tuple[Any, Any], dict[str, Any]] = {}
+        self._rows: dict[tuple[int, int], BoardRow] = {}
 
     def add(self, rec: Record) -> None:
         """Count one record."""
@@ -81,7 +108,7 @@ class Tally:
             row = self._rows[key] = _new_row(key)
         _count_row(row, rec)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[BoardRow]:
         """The per-board summary rows so far, smallest board first (see :func:`summary_rows`),
         whatever order the records came in."""
         return [self._rows[key] for key in sorted(self._rows)]
@@ -123,7 +150,7 @@ def problems(records: list[Record], total: int) -> list[str]:
     return tally(records).problems(total)
 
 
-def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
+def _new_row(key: tuple[int, int]) -> BoardRow:
     return {
         "board": f"{key[0]}x{key[1]}",
         "starts": 0,
@@ -138,7 +165,7 @@ def _new_row(key: tuple[Any, Any]) -> dict[str, Any]:
     }
 
 
-def _count_row(row: dict[str, Any], rec: Record) -> None:
+def _count_row(row: BoardRow, rec: Record) -> None:
     row["starts"] += 1
     status = rec.status
     if status == Status.FOUND:
@@ -157,12 +184,12 @@ def _count_row(row: dict[str, Any], rec: Record) -> None:
     row["seconds"] += rec.seconds
 
 
-def summary_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
+def summary_rows(records: Iterable[Record]) -> list[BoardRow]:
     """Per-board summary of records, boards by rows then columns (``5x5`` before ``12x12``).
 
     Returns
     -------
-    list of dict
+    list of BoardRow
         ``board`` (``"RxC"``), ``starts``, ``found``, ``no_tour`` (a Counter by proof),
         ``unknown``, ``error``, ``mismatch``, ``cpsat_agree``, ``cpsat_checked`` and
         ``seconds`` (summed job wall time).
@@ -170,31 +197,26 @@ def summary_rows(records: Iterable[Record]) -> list[dict[str, Any]]:
     return tally(records).rows()
 
 
-def summary_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summary_total(rows: list[BoardRow]) -> TotalRow:
     """The rows of :func:`summary_rows` added up (``no_tour`` summed over proofs), board
     ``"total"``."""
-    total: dict[str, Any] = {
+    return {
         "board": "total",
-        "starts": 0,
-        "found": 0,
-        "no_tour": 0,
-        "unknown": 0,
-        "error": 0,
-        "mismatch": 0,
-        "cpsat_agree": 0,
-        "cpsat_checked": 0,
-        "seconds": 0.0,
+        "starts": sum(r["starts"] for r in rows),
+        "found": sum(r["found"] for r in rows),
+        "no_tour": sum(sum(r["no_tour"].values()) for r in rows),
+        "unknown": sum(r["unknown"] for r in rows),
+        "error": sum(r["error"] for r in rows),
+        "mismatch": sum(r["mismatch"] for r in rows),
+        "cpsat_agree": sum(r["cpsat_agree"] for r in rows),
+        "cpsat_checked": sum(r["cpsat_checked"] for r in rows),
+        "seconds": sum((r["seconds"] for r in rows), 0.0),
     }
-    for r in rows:
-        for key in total:
-            if key == "no_tour":
-                total[key] += sum(r["no_tour"].values())
-            elif key != "board":
-                total[key] += r[key]
-    return total
 
 
 __all__ = [
+    "BoardRow",
+    "TotalRow",
     "cpsat_failed",
     "is_clean",
     "mismatches",

@@ -24,6 +24,7 @@ import redis
 from knights_tour.batches.cancelling import cancel_batch
 from knights_tour.batches.client import (
     DEFAULT_CHUNK_SIZE,
+    WaitedBatch,
     make_jobs,
     resume_batch,
     send_order,
@@ -94,7 +95,8 @@ class Outcome:
 
     code: ExitCode
     batch_id: str
-    status: dict[str, Any]
+    status: WaitedBatch | None
+    """The batch's last status (None if stopped by Ctrl-C)."""
     tally: Tally | None
     out_path: str
 
@@ -144,7 +146,7 @@ def follow(
         stream = RecordStream(backend.client, batch_id, job_keys, out_path)
     check = backend.check_workers(f"batch {batch_id}", "jobs")
 
-    def check_and_write(status: dict[str, Any]) -> None:
+    def check_and_write(status: WaitedBatch) -> None:
         check(status)
         if stream is not None:
             with contextlib.suppress(*REDIS_ERRORS):  # an outage: the wait rides it out
@@ -166,7 +168,7 @@ def follow(
         if stream is not None:
             stream.discard()
         stopped(backend, batch_id, "by Ctrl-C", hint)
-        return Outcome(ExitCode.INTERRUPTED, batch_id, {}, None, out_path)
+        return Outcome(ExitCode.INTERRUPTED, batch_id, None, None, out_path)
     except BaseException:
         if stream is not None:
             stream.discard()
@@ -239,7 +241,7 @@ def submit_and_follow(
         if not known:
             raise
         stopped(backend, known[0], "by Ctrl-C", resume_hint(known[0], redis_url))
-        return Outcome(ExitCode.INTERRUPTED, known[0], {}, None, "")
+        return Outcome(ExitCode.INTERRUPTED, known[0], None, None, "")
     took = f"in {time.time() - began:.1f} s"
     if reused or any(resumed):
         note(
@@ -330,7 +332,7 @@ def resume_and_follow(
             )
         except KeyboardInterrupt:
             stopped(backend, batch_id, "by Ctrl-C", hint)
-            return Outcome(ExitCode.INTERRUPTED, batch_id, {}, None, "")
+            return Outcome(ExitCode.INTERRUPTED, batch_id, None, None, "")
         note(
             f"resuming batch {batch_id}: {reused} of {st['total']} jobs already "
             f"recorded, not recomputed; {sent} sent to {backend.where} "
@@ -375,7 +377,7 @@ def finish(outcome: Outcome) -> ExitCode:
     unfinished its code; else the summary table, mismatches, problems and the batch id on the
     last line, and the verdict (0 only if every job was decided, cleanly)."""
     tally, batch_id, out_path = outcome.tally, outcome.batch_id, outcome.out_path
-    if tally is None:
+    if tally is None or outcome.status is None:
         return outcome.code
     console = stdout_console()
     if out_path != "-":

@@ -13,18 +13,17 @@ import gc
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import redis
 from rich.console import Console
 from rich.table import Table
 
-from knights_tour.batches.client import stream_records, wait_for_batch
+from knights_tour.batches.client import WaitedBatch, stream_records, wait_for_batch
 from knights_tour.batches.estimate import planned_s_per_job
 from knights_tour.batches.progress import batch_progress
 from knights_tour.batches.record_stream import stored_pages, write_jsonl
 from knights_tour.batches.store import submission
-from knights_tour.batches.verdict import Tally, summary_total
+from knights_tour.batches.verdict import BoardRow, Tally, TotalRow, summary_total
 from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.output import parquet
 from knights_tour.output.atomicfile import AtomicFile, atomic_write_lines
@@ -33,7 +32,7 @@ from knights_tour.store.waiting import WaitHooks
 from knights_tour.tours.pages import reverified
 
 
-def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+def summary_table(rows: list[BoardRow], title: str) -> Table:
     """The per-board summary rows (:meth:`~knights_tour.batches.verdict.Tally.rows`) as a
     table, with a total row when there are several boards."""
     verify = any(r["cpsat_checked"] for r in rows)
@@ -44,7 +43,7 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_column("cpsat agrees", justify="right")
     table.add_column("job s", justify="right")
 
-    def cells(r: dict[str, Any], no_tour: str) -> list[str]:
+    def cells(r: BoardRow | TotalRow, no_tour: str) -> list[str]:
         out = [
             r["board"],
             str(r["starts"]),
@@ -143,8 +142,8 @@ def _write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str
     return tally
 
 
-def batch_info(status: dict[str, Any]) -> str:
-    info = " ".join(f"{k} {v}" for k, v in status.get("counts", {}).items())
+def batch_info(status: WaitedBatch) -> str:
+    info = " ".join(f"{k} {v}" for k, v in status["counts"].items())
     if status.get("mismatches"):
         info += f" [red]mismatch {status['mismatches']}[/]"
     return info
@@ -156,10 +155,10 @@ def wait_with_progress(
     total: int,
     timeout: float | None,
     recover_url: str,
-    check: Callable[[dict[str, Any]], None] | None = None,
+    check: Callable[[WaitedBatch], None] | None = None,
     workers: int = 0,
     began: float | None = None,
-) -> dict[str, Any]:
+) -> WaitedBatch:
     """Wait for the batch with a progress bar (a line every ``KT_PROGRESS_S`` when stderr is
     not a terminal); once it is complete, one line saying how long it took from the start of
     its submission: ``began`` (unix seconds), else the start of its latest submission noted in
@@ -173,8 +172,8 @@ def wait_with_progress(
         noted = None if already and already["complete"] else submission(client, batch_id)
         began = noted[0] if noted is not None else None
 
-    def plan(status: dict[str, Any]) -> float | None:
-        return planned_s_per_job(status.get("params") or {}, workers)
+    def plan(status: WaitedBatch) -> float | None:
+        return planned_s_per_job(status["params"] or {}, workers)
 
     with progress_hooks(
         "jobs", total, batch_info, check, what=f"batch {batch_id}", plan=plan

@@ -13,10 +13,10 @@ import errno
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -26,6 +26,9 @@ from knights_tour.batches.estimate import eta_s
 from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.output.durations import format_eta
 from knights_tour.settings import get_settings
+
+Status = TypeVar("Status", bound=Mapping[str, Any])
+"""What a wait reports progress with (a batch's or a count's status: ``done``, ``total``)."""
 
 
 def note(message: str) -> None:
@@ -143,10 +146,10 @@ class ProgressLines:
 def progress_hooks(
     label: str,
     total: int,
-    info: Callable[[dict[str, Any]], str],
-    check: Callable[[dict[str, Any]], None] | None = None,
+    info: Callable[[Status], str],
+    check: Callable[[Status], None] | None = None,
     what: str = "",
-    plan: Callable[[dict[str, Any]], float | None] | None = None,
+    plan: Callable[[Status], float | None] | None = None,
 ) -> Iterator[dict[str, Callable[..., None] | None]]:
     """The callbacks of a ``WaitHooks`` (:mod:`knights_tour.store.waiting`), as keyword
     arguments: a rich progress bar of ``label`` (``done``/``total`` of each status, plus
@@ -171,7 +174,7 @@ def progress_hooks(
     ) as progress:
         task = progress.add_task(label, total=total, info="", eta=format_eta(None))
 
-        def on_progress(status: dict[str, Any]) -> None:
+        def on_progress(status: Status) -> None:
             if plan is not None and lines.planned_s is None:
                 lines.planned_s = plan(status)
             done, total = int(status["done"]), int(status["total"])

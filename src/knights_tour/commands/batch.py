@@ -15,7 +15,13 @@ import json
 import click
 from rich.table import Table
 
-from knights_tour.batches.progress import CANCELLED, batch_state, batch_status, list_batches
+from knights_tour.batches.progress import (
+    CANCELLED,
+    BatchListing,
+    batch_state,
+    batch_status,
+    list_batches,
+)
 from knights_tour.batches.status import shown_params, stalled_batches
 from knights_tour.batches.store import repair_results
 from knights_tour.commands._checks import check_out_path
@@ -119,34 +125,36 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
     with open_store(redis_url) as backend:
         items = list_batches(backend.client)
         states = batch_states(backend.client, items)  # queued / running / complete / collected
+        shown: dict[str, str | None] = {}
+        reasons: dict[str, str] = {}
         for b in items:
-            b["state"] = states.get(b["batch_id"])
+            bid = b["batch_id"]
+            shown[bid] = states.get(bid)
             if b["unreadable"]:
-                b["state"], b["reason"] = UNREADABLE, b.pop("unreadable")
+                shown[bid], reasons[bid] = UNREADABLE, b["unreadable"]
                 continue
-            del b["unreadable"]
-            if b["state"] not in ("complete", "collected") and (
-                batch_state(backend.client, b["batch_id"]) == CANCELLED
+            if shown[bid] not in ("complete", "collected") and (
+                batch_state(backend.client, bid) == CANCELLED
             ):
-                b["state"] = CANCELLED
-        waiting = [b["batch_id"] for b in items if b["state"] in ("queued", "running")]
+                shown[bid] = CANCELLED
+        waiting = [bid for bid, state in shown.items() if state in ("queued", "running")]
         stalled = stalled_batches(backend.client, waiting)  # nobody serves them
-        for b in items:
-            if b["batch_id"] in stalled:
-                b["state"], b["reason"] = "stalled", stalled[b["batch_id"]]
-    bad = any(b["state"] == UNREADABLE for b in items)
+        for bid, reason in stalled.items():
+            shown[bid], reasons[bid] = "stalled", reason
+    bad = UNREADABLE in shown.values()
     if as_json:
-        click.echo(json.dumps(items, indent=2))
+        rows = [_listed(b, shown[b["batch_id"]], reasons.get(b["batch_id"])) for b in items]
+        click.echo(json.dumps(rows, indent=2))
         return ExitCode.NOT_OK if bad else ExitCode.OK
     table = Table(title="batches")
     for col in ("batch", "created (UTC)", "state", "done", "sizes", "solver", "verify", "closed"):
         table.add_column(col)
     for b in items:
-        p = b.get("params") or {}
+        p = b["params"] or {}
         table.add_row(
             b["batch_id"],
-            str(b.get("created_iso") or ""),
-            str(b.get("state")),
+            str(b["created_iso"] or ""),
+            str(shown[b["batch_id"]]),
             f"{b['done']}/{b['total']}",
             str(shown_params(p).get("sizes", "")),
             str(p.get("solver", "")),
@@ -157,9 +165,19 @@ def batches(redis_url: str | None, as_json: bool) -> ExitCode:
     if not items:
         click.echo("no batches")
     for b in items:
-        if b["state"] == UNREADABLE:
-            click.echo(f"batch {b['batch_id']}: {b['reason']}", err=True)
+        if shown[b["batch_id"]] == UNREADABLE:
+            click.echo(f"batch {b['batch_id']}: {reasons[b['batch_id']]}", err=True)
     return ExitCode.NOT_OK if bad else ExitCode.OK
+
+
+def _listed(b: BatchListing, state: str | None, reason: str | None) -> dict[str, object]:
+    """A batch of ``ktour batches --json``: its listing without ``unreadable``, its ``state``
+    and, for an unreadable or stalled one, the ``reason``."""
+    row: dict[str, object] = {k: v for k, v in b.items() if k != "unreadable"}
+    row["state"] = state
+    if reason is not None:
+        row["reason"] = reason
+    return row
 
 
 __all__ = ["collect", "batches"]

@@ -10,7 +10,6 @@ message on one line. An entry that is not what a worker writes is shown as corru
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
@@ -20,6 +19,7 @@ from knights_tour.commands._shared import format_utc
 from knights_tour.local.backend import open_store
 from knights_tour.store import keys
 from knights_tour.worker import dead_letters as store
+from knights_tour.worker.dead_letters import DeadLetter, DeadLetters
 
 EXCERPT_CHARS = 80
 """At most this many characters of a message are shown on its line (``--json``: all kept)."""
@@ -50,7 +50,7 @@ def _task(message: str) -> str:
     return " ".join(f"{k} {headers[k]}" for k in ("task", "id") if isinstance(headers.get(k), str))
 
 
-def entry_line(e: dict[str, Any]) -> str:
+def entry_line(e: DeadLetter) -> str:
     """One entry (:func:`knights_tour.worker.dead_letters.parse`) as a line: time, reason, task
     and id when known, the message's start."""
     if e.get("corrupt"):
@@ -60,7 +60,7 @@ def entry_line(e: dict[str, Any]) -> str:
     return f"{format_utc(e['at'])} UTC  {e['reason']}{task}; message: {_excerpt(e['message'])}"
 
 
-def listing_lines(view: dict[str, Any], key: str) -> list[str]:
+def listing_lines(view: DeadLetters, key: str) -> list[str]:
     """``ktour dead-letters`` as plain lines: how many, one line per entry shown, and how many
     more there are."""
     if not view["count"]:

@@ -19,14 +19,20 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 import click
 import redis
 
 from knights_tour.batches.estimate import eta_s
 from knights_tour.batches.progress import CANCELLED
-from knights_tour.batches.status import batch_view, newest_batch, shown_params
+from knights_tour.batches.status import (
+    BatchView,
+    DeadLettersNote,
+    Holder,
+    batch_view,
+    newest_batch,
+    shown_params,
+)
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import interval_option, redis_option, timeout_option
 from knights_tour.local.backend import open_store
@@ -41,7 +47,7 @@ def _ago(seconds: float | None) -> str:
     return "-" if seconds is None else format_eta(seconds)
 
 
-def _worker_line(w: dict[str, Any]) -> str:
+def _worker_line(w: Holder) -> str:
     """One process holding jobs of the batch: who, how many, which, since when."""
     span = w["first"] if w["jobs"] == 1 else f"{w['first']} .. {w['last']}"
     since = ""
@@ -53,7 +59,7 @@ def _worker_line(w: dict[str, Any]) -> str:
     return f"  {w['worker']}{dead}: {w['jobs']} job(s) {span}{since}{now}"
 
 
-def _status_lines(p: dict[str, Any]) -> list[str]:
+def _status_lines(p: BatchView) -> list[str]:
     counts = ", ".join(f"{k} {v}" for k, v in p["counts"].items()) or "none yet"
     orphaned = f", orphaned {p['orphaned']}" if p.get("orphaned") else ""
     lines = [
@@ -76,7 +82,8 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
         )
     if p.get("writes_refused"):
         lines.append(f"Redis refuses writes: {p['writes_refused']}")
-    lines += _dead_letter_lines(p.get("dead_letters") or {})
+    dead = p.get("dead_letters")
+    lines += _dead_letter_lines(dead) if dead else []
     if not p["complete"]:
         busy = len(p.get("workers_busy") or ())
         lines.append(f"workers: {p.get('live_workers', 0)} live, {busy} on this batch")
@@ -90,23 +97,23 @@ def _status_lines(p: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _dead_letter_lines(dead: dict[str, Any]) -> list[str]:
+def _dead_letter_lines(dead: DeadLettersNote) -> list[str]:
     """How many malformed queue messages the workers set aside, the latest one's reason, and
     the command that lists them."""
     if not dead.get("count"):
         return []
-    latest = dead.get("latest") or {}
-    when = ""
-    if isinstance(latest.get("at"), int | float):
-        when = time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(latest["at"]))
-    reason = "a corrupted entry" if latest.get("corrupt") else latest.get("reason")
+    latest, when, reason = dead.get("latest"), "", None
+    if latest is not None:
+        if latest["at"] is not None:
+            when = time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(latest["at"]))
+        reason = "a corrupted entry" if latest.get("corrupt") else latest["reason"]
     return [
         f"dead letters: {dead['count']} malformed queue message(s) set aside in Redis list "
         f"{dead.get('key')}; the latest{when}: {reason} (`ktour dead-letters` lists them)"
     ]
 
 
-def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[str, Any]]:
+def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], BatchView]:
     """A function returning :func:`~knights_tour.batches.status.batch_view` of the batch (from
     Redis alone: no worker is asked), with the ETA from the rate measured since its first call
     once the batch has moved (weighed against the batch's estimate:
@@ -114,7 +121,7 @@ def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[st
     :class:`~knights_tour.errors.KnightsTourError` for an unknown batch."""
     first: tuple[float, int] | None = None
 
-    def poll() -> dict[str, Any]:
+    def poll() -> BatchView:
         nonlocal first
         p = batch_view(client, batch_id)
         now, remaining = time.monotonic(), p["total"] - p["done"]
@@ -128,13 +135,13 @@ def _progress_poller(client: redis.Redis, batch_id: str) -> Callable[[], dict[st
         ):
             done, elapsed = p["done"] - first[1], now - first[0]  # the rate while watching
             eta = eta_s(remaining, done, elapsed, p.get("planned_s_per_job"))
-            p |= {"rate_jobs_per_s": round(done / elapsed, 3), "eta_s": round(eta or 0.0, 1)}
+            p["rate_jobs_per_s"], p["eta_s"] = round(done / elapsed, 3), round(eta or 0.0, 1)
         return p
 
     return poll
 
 
-def _watch_done(p: dict[str, Any]) -> bool:
+def _watch_done(p: BatchView) -> bool:
     return bool(p["complete"] or p["state"] == CANCELLED)
 
 
@@ -184,14 +191,14 @@ class Redraw:
 
 
 def _watch(
-    poll: Callable[[], dict[str, Any]], as_json: bool, interval: float, timeout: float | None
-) -> dict[str, Any]:
+    poll: Callable[[], BatchView], as_json: bool, interval: float, timeout: float | None
+) -> BatchView:
     """``status --watch``: the status redrawn in place on a terminal (:class:`Redraw`), else
     one line (or JSON object) per refresh, until the batch is complete or ``timeout`` seconds
     pass; returns the last progress."""
     if sys.stdout.isatty() and not as_json and os.environ.get("TERM", "") != "dumb":
         screen = Redraw()
-        hooks = WaitHooks(on_progress=lambda q: screen.show(_status_lines(q)))
+        hooks: WaitHooks[BatchView] = WaitHooks(on_progress=lambda q: screen.show(_status_lines(q)))
         return poll_until_complete(
             poll, timeout_s=timeout, hooks=hooks, poll_s=interval, is_done=_watch_done, steady=True
         )

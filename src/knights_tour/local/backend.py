@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,7 +166,7 @@ class Backend:
         except redis.RedisError:
             return False
 
-    def check_workers(self, what: str, unit: str) -> Callable[[dict[str, Any]], None]:
+    def check_workers(self, what: str, unit: str) -> Callable[[Mapping[str, Any]], None]:
         """A ``WaitHooks.check`` that raises if every local worker we started has exited
         (the wait would never end).
 
@@ -183,7 +183,7 @@ class Backend:
             From the returned callable, naming how far ``what`` got and where the logs are.
         """
 
-        def check(status: dict[str, Any]) -> None:
+        def check(status: Mapping[str, Any]) -> None:
             local = self.workers
             if local is not None and local.procs and all(p.poll() is not None for p in local.procs):
                 raise KnightsTourError(

@@ -36,8 +36,8 @@ def utc_iso(t: float | None) -> str | None:
 
 
 def open_meta(
-    r: redis.Redis, meta_key: str, id_field: str, item_id: str, fields: Mapping[str, Any]
-) -> dict[str, Any]:
+    r: redis.Redis, meta_key: str, id_field: str, item_id: str, fields: Mapping[str, object]
+) -> dict[str, object]:
     """The meta dict to (re-)register ``item_id`` under ``meta_key``.
 
     Parameters
@@ -80,7 +80,7 @@ def write_meta(
     pipe.zadd(index_key, {item_id: meta["created"]})
 
 
-def read_meta(r: redis.Redis, meta_key: str, unknown: str) -> dict[str, Any]:
+def read_meta(r: redis.Redis, meta_key: str, unknown: str) -> dict[str, object]:
     """The meta dict stored under ``meta_key``.
 
     Raises
@@ -96,7 +96,7 @@ def read_meta(r: redis.Redis, meta_key: str, unknown: str) -> dict[str, Any]:
     return parse_meta(meta_key, raw)
 
 
-def parse_meta(meta_key: str, raw: str | bytes) -> dict[str, Any]:
+def parse_meta(meta_key: str, raw: str | bytes) -> dict[str, object]:
     """The meta dict of the stored text ``raw`` (the ``meta`` field of ``meta_key``).
 
     Raises

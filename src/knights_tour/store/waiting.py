@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 
@@ -23,11 +23,13 @@ from knights_tour.store.memory import write_refusal
 REDIS_OUTAGE_S = 120.0
 """How long a waiting client keeps retrying while Redis is unreachable, in seconds."""
 
-Status = dict[str, Any]
+Status = TypeVar("Status", bound=Mapping[str, object])
+"""What a wait polls: a batch's or a count's status, with at least ``complete`` (and, where
+the poll reads it, ``writes_refused``: Redis's reason while it refuses writes, or None)."""
 
 
 @dataclass
-class WaitHooks:
+class WaitHooks(Generic[Status]):
     """Callbacks of :func:`poll_until_complete`; every one is optional."""
 
     on_progress: Callable[[Status], None] | None = None
@@ -69,7 +71,7 @@ def poll_until_complete(
     *,
     timeout_s: float | None = None,
     recover_fn: Callable[[], list[str]] | None = None,
-    hooks: WaitHooks | None = None,
+    hooks: WaitHooks[Status] | None = None,
     poll_s: float = 0.5,
     outage_s: float = REDIS_OUTAGE_S,
     is_done: Callable[[Status], bool] = _complete,
@@ -117,7 +119,7 @@ def poll_until_complete(
     Exception
         Whatever ``hooks.check`` raises.
     """
-    hooks = hooks or WaitHooks()
+    hooks = hooks or WaitHooks[Status]()
     began = time.monotonic()
     pauses = itertools.repeat(poll_s) if steady else _pauses(poll_s)
     outage = _Outage(hooks, outage_s)
@@ -150,7 +152,7 @@ class _Outage:
     """The current stretch without Redis, if any: reported through ``hooks.on_outage`` when it
     begins (True) and when it ends (False); the wait fails once it lasted ``outage_s`` seconds."""
 
-    def __init__(self, hooks: WaitHooks, outage_s: float) -> None:
+    def __init__(self, hooks: WaitHooks[Any], outage_s: float) -> None:
         self.hooks = hooks
         self.outage_s = outage_s
         self.began: float | None = None
@@ -178,7 +180,7 @@ class _Refused:
     """Whether Redis refuses writes, as last seen: ``hooks.on_refused`` hears of each change
     once (the reason when it begins, None when it ends)."""
 
-    def __init__(self, hooks: WaitHooks) -> None:
+    def __init__(self, hooks: WaitHooks[Any]) -> None:
         self.hooks = hooks
         self.reason: str | None = None
 
@@ -194,13 +196,14 @@ def _after_poll(
     status: Status,
     is_done: Callable[[Status], bool],
     recover_fn: Callable[[], list[str]] | None,
-    hooks: WaitHooks,
+    hooks: WaitHooks[Status],
     refused: _Refused,
 ) -> bool:
     """Report progress (and whether Redis refuses writes, if the status says); True if the
     wait is over, else run one recovery pass."""
     if "writes_refused" in status:
-        refused.seen(status["writes_refused"])
+        reason = status["writes_refused"]
+        refused.seen(reason if isinstance(reason, str) else None)
     if hooks.on_progress is not None:
         hooks.on_progress(status)
     if is_done(status):
@@ -210,7 +213,7 @@ def _after_poll(
     return False
 
 
-def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks, refused: _Refused) -> None:
+def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks[Any], refused: _Refused) -> None:
     """Run one recovery pass; report what it re-sent; Redis errors (away, or refusing
     writes) wait for the next poll."""
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import redis
 from redis.client import NEVER_DECODE
@@ -27,6 +27,32 @@ must not fill Redis)."""
 
 MESSAGE_CHARS = 16384
 """At most this many characters of a message are kept (its start)."""
+
+
+class DeadLetter(TypedDict):
+    """One entry read back (:func:`parse`)."""
+
+    at: float | None
+    """Unix seconds it was set aside; None for a corrupt entry."""
+    reason: str | None
+    message: str
+    """The message's text (its first :data:`MESSAGE_CHARS` characters)."""
+    corrupt: NotRequired[bool]
+    """True, only for an entry that is not the JSON :func:`entry` writes."""
+
+
+class DeadLetters(TypedDict):
+    """The list (:func:`listing`): its length and the newest entries asked for."""
+
+    count: int
+    entries: list[DeadLetter]
+
+
+class DeadLetterSummary(TypedDict):
+    """What a status shows of the list (:func:`summary`)."""
+
+    count: int
+    latest: DeadLetter | None
 
 
 def entry(reason: str, message: object, at: float | None = None) -> str:
@@ -59,7 +85,7 @@ def park(r: Any, reason: str, message: object) -> None:
     pipe.execute()
 
 
-def parse(raw: bytes | str) -> dict[str, Any]:
+def parse(raw: bytes | str) -> DeadLetter:
     """One stored entry as ``{"at": unix s, "reason": str, "message": str}``; an entry that is
     not the JSON object :func:`entry` writes is ``{"at": None, "reason": None, "message": its
     text (bytes that are not UTF-8 replaced), "corrupt": True}``."""
@@ -79,7 +105,7 @@ def parse(raw: bytes | str) -> dict[str, Any]:
     return {"at": None, "reason": None, "message": text, "corrupt": True}
 
 
-def listing(r: redis.Redis, limit: int | None = None) -> dict[str, Any]:
+def listing(r: redis.Redis, limit: int | None = None) -> DeadLetters:
     """``{"count": entries in the list, "entries": the newest ``limit`` of them (all for
     None), newest first, each :func:`parse`d}``.
 
@@ -99,7 +125,7 @@ def listing(r: redis.Redis, limit: int | None = None) -> dict[str, Any]:
     return {"count": int(count or 0), "entries": [parse(raw) for raw in raws or ()]}
 
 
-def summary(r: redis.Redis) -> dict[str, Any]:
+def summary(r: redis.Redis) -> DeadLetterSummary:
     """``{"count": entries in the list, "latest": the newest entry (:func:`parse`), or None}``.
 
     Raises
@@ -138,4 +164,16 @@ def clear(r: redis.Redis) -> int:
     return int(r.eval(_CLEAR, 1, keys.dead_letters()) or 0)
 
 
-__all__ = ["KEEP", "MESSAGE_CHARS", "entry", "park", "parse", "listing", "summary", "clear"]
+__all__ = [
+    "DeadLetter",
+    "DeadLetters",
+    "DeadLetterSummary",
+    "KEEP",
+    "MESSAGE_CHARS",
+    "entry",
+    "park",
+    "parse",
+    "listing",
+    "summary",
+    "clear",
+]

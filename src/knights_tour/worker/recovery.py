@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import redis
 
@@ -26,8 +25,9 @@ from knights_tour.settings import get_settings
 from knights_tour.worker import holders, ledger, messages, orphans, queue
 from knights_tour.worker.lazy import celery_worker
 from knights_tour.worker.ledger import Ledger
+from knights_tour.worker.messages import ItemDict
 
-Send = Callable[[str, list[dict[str, Any]]], None]
+Send = Callable[[str, list[ItemDict]], None]
 """``send(unit_id, item_dicts)``: put one task for these items of the batch/count on the queue."""
 
 RESEND_CHUNK = 16
@@ -43,7 +43,7 @@ def sender(task_name: str, url: str | None = None) -> Send:
     of the broker at ``url`` (default: this process's Celery app's) at
     :data:`knights_tour.worker.messages.RECOVERY_PRIORITY`."""
 
-    def send(unit_id: str, dicts: list[dict[str, Any]]) -> None:
+    def send(unit_id: str, dicts: list[ItemDict]) -> None:
         celery_worker().send(
             task_name, [unit_id, dicts], url=url, priority=messages.RECOVERY_PRIORITY
         )
