@@ -35,14 +35,24 @@ import time
 import psutil
 
 from knights_tour.board import parse_board
-from knights_tour.counting import store as count_store
-from knights_tour.counting.client import submit_count, wait_for_count
-from knights_tour.counting.plan import CountPlan, SubJob, plan_count
-from knights_tour.counting.search import split
-from knights_tour.counting.symmetry import symmetry_classes
-from knights_tour.local.embedded_redis import EmbeddedRedis
-from knights_tour.local.workers import LocalWorkers
 from knights_tour.store.connection import connect
+
+try:  # the packages by concept
+    from knights_tour.counting import store as count_store
+    from knights_tour.counting.client import submit_count, wait_for_count
+    from knights_tour.counting.plan import CountPlan, SubJob, plan_count
+    from knights_tour.counting.search import split
+    from knights_tour.counting.symmetry import symmetry_classes
+    from knights_tour.local.embedded_redis import EmbeddedRedis
+    from knights_tour.local.workers import LocalWorkers
+except ImportError:  # a tree from before them (PYTHONPATH=OLDER_TREE/src)
+    from knights_tour.core.count_search import split
+    from knights_tour.core.counting import CountPlan, SubJob, plan_count
+    from knights_tour.core.symmetry import symmetry_classes
+    from knights_tour.service.counts import submit_count, wait_for_count
+    from knights_tour.service.embedded_redis import EmbeddedRedis
+    from knights_tour.service.local_workers import LocalWorkers
+    from knights_tour.store import counts as count_store
 
 OEIS_A165134 = {5: 1728, 6: 6_637_920}
 

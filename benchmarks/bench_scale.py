@@ -158,7 +158,10 @@ def _stored_per_record(data_dir: Path, batch_id: str, env: dict[str, str]) -> di
     code = (
         "import json,sys\n"
         "from pathlib import Path\n"
-        "from knights_tour.local.embedded_redis import EmbeddedRedis\n"
+        "try:\n"
+        "    from knights_tour.local.embedded_redis import EmbeddedRedis\n"
+        "except ImportError:  # a tree from before the packages by concept (--src)\n"
+        "    from knights_tour.service.embedded_redis import EmbeddedRedis\n"
         "import redis\n"
         "with EmbeddedRedis(Path(sys.argv[1])) as s:\n"
         "    r = redis.Redis.from_url(s.url)\n"
@@ -209,8 +212,13 @@ def _check(data_dir: Path, batch_id: str, out: Path, env: dict[str, str]) -> dic
 
 _FLOOR = r"""
 import json, multiprocessing as mp, sys, time
-from knights_tour.batches.client import make_jobs
-from knights_tour.batches.jobs import run_job
+try:  # the packages by concept
+    from knights_tour.batches import jobs as job_types
+    from knights_tour.batches.client import make_jobs
+except ImportError:  # a tree from before them (--src of an older checkout)
+    from knights_tour.core import jobs as job_types
+    from knights_tour.service.batches import make_jobs
+run_job = job_types.run_job
 
 def warm():
     from knights_tour.solvers.warnsdorff import warm_up
@@ -223,11 +231,10 @@ def line(job):
 if __name__ == "__main__":
     args, k, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     verify = args.get("verify", "none")
-    try:
-        from knights_tour.batches.jobs import JobOptions
-        options = JobOptions(verify=None if verify == "none" else verify)
+    if hasattr(job_types, "JobOptions"):
+        options = job_types.JobOptions(verify=None if verify == "none" else verify)
         _, jobs, _ = make_jobs(args["sizes"], options)
-    except ImportError:  # a tree from before JobOptions
+    else:  # a tree from before JobOptions
         _, jobs, _ = make_jobs(args["sizes"], "warnsdorff", verify, False, False, None, None)
     jobs.sort(key=lambda j: j.rows * j.cols, reverse=True)
     with mp.get_context("fork").Pool(k, initializer=warm) as pool, open(out, "w") as fh:

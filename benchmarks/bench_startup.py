@@ -106,10 +106,26 @@ def split(workers: int | None, data_dir: Path) -> dict[str, float]:
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()
-    from knights_tour.batches.client import make_jobs, stream_records, submit_batch, wait_for_batch
-    from knights_tour.batches.jobs import JobOptions
-    from knights_tour.local.backend import open_backend
-    from knights_tour.local.embedded_redis import EmbeddedRedis
+    try:  # the packages by concept
+        from knights_tour.batches.client import (
+            make_jobs,
+            stream_records,
+            submit_batch,
+            wait_for_batch,
+        )
+        from knights_tour.batches.jobs import JobOptions
+        from knights_tour.local.backend import open_backend
+        from knights_tour.local.embedded_redis import EmbeddedRedis
+    except ImportError:  # a tree from before them (--compare of an older checkout)
+        from knights_tour.core.jobs import JobOptions
+        from knights_tour.service.batches import (
+            make_jobs,
+            stream_records,
+            submit_batch,
+            wait_for_batch,
+        )
+        from knights_tour.service.embedded_redis import EmbeddedRedis
+        from knights_tour.service.local import open_backend
     from knights_tour.output.recordfile import jsonl_bytes
 
     marks: dict[str, float] = {"import": time.perf_counter() - t0}
