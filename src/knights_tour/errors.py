@@ -90,6 +90,11 @@ class StorageFullError(KnightsTourError, RuntimeError):
         super().__init__(f"Redis refuses writes: {reason}")
         self.reason = reason
 
+    @property
+    def code(self) -> str:
+        """The reply's code: ``MISCONF``, ``OOM`` or ``READONLY``."""
+        return self.reason.split(" ", 1)[0]
+
 
 class CorruptKeyError(KnightsTourError, ValueError):
     """A value stored in Redis that cannot be read as what the project wrote there: a batch's

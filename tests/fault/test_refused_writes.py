@@ -21,13 +21,12 @@ verifier in ``audit``) or ``no_tour``.
 
 from __future__ import annotations
 
-import socket
 import time
 
 import psutil
 import pytest
-import redis
 from _faultkit import audit
+from _refusals import CODES, Refusal
 
 from knights_tour.batches.client import submit_batch, wait_for_batch
 from knights_tour.batches.jobs import make_batch_jobs
@@ -51,59 +50,7 @@ def _log_text(worker_pool) -> str:
     return "".join(p.read_text(errors="replace") for p in worker_pool.log_dir.glob("*.log"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Refusal:
-    """One way for a reachable Redis to refuse writes (``code``), brought on and lifted."""
-
-    def __init__(self, code: str, r, tmp) -> None:
-        self.code, self.r, self.tmp = code, r, tmp
-        self.dir = r.config_get("dir")["dir"]
-        self.save = r.config_get("save")["save"]
-
-    def begin(self) -> None:
-        if self.code == "OOM":  # far below what it uses: deleting a few entries cannot help
-            self.r.config_set("maxmemory", str(self.r.info("memory")["used_memory"] // 2))
-        elif self.code == "READONLY":  # a replica of a master that is not there
-            self.r.replicaof("127.0.0.1", _free_port())
-        else:  # MISCONF: with save points, a snapshot that fails (its directory is gone)
-            self.r.config_set("save", "3600 1")
-            gone = self.tmp / "gone"
-            gone.mkdir()
-            self.r.config_set("dir", str(gone))
-            gone.rmdir()
-            self._snapshot("err")
-
-    def end(self) -> None:
-        if self.code == "OOM":
-            self.r.config_set("maxmemory", "0")
-        elif self.code == "READONLY":
-            self.r.replicaof("NO", "ONE")
-        else:
-            self.r.config_set("dir", self.dir)
-            self._snapshot("ok")
-            self.r.config_set("save", self.save)
-
-    def _snapshot(self, want: str) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            persistence = self.r.info("persistence")
-            if not persistence["rdb_bgsave_in_progress"]:
-                if persistence["rdb_last_bgsave_status"] == want:
-                    return
-                try:
-                    self.r.bgsave()
-                except redis.ResponseError:  # one already running
-                    pass
-            time.sleep(0.1)
-        raise AssertionError(f"the snapshot never ended {want}")
-
-
-@pytest.mark.parametrize("code", ["OOM", "MISCONF", "READONLY"])
+@pytest.mark.parametrize("code", CODES)
 def test_a_batch_completes_by_itself_once_redis_accepts_writes_again(
     code, fault_redis, worker_pool, capsys, tmp_path
 ):

@@ -14,8 +14,9 @@ import sys
 import pytest
 import redis
 from _cli import run_cli
+from _refusals import CODES, Refusal
 
-from knights_tour.errors import BackendUnavailableError, RedisRefusedError
+from knights_tour.errors import BackendUnavailableError, RedisRefusedError, StorageFullError
 from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.settings import get_settings
 from knights_tour.store import keys, memory
@@ -245,6 +246,42 @@ def test_the_write_probe_says_why_a_full_redis_refuses_writes_and_when_it_accept
         r.config_set("maxmemory", "0")
     assert reason is not None and reason.startswith("OOM command not allowed")
     assert memory.writes_refused(r) is None
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_a_write_refused_inside_a_script_is_a_storage_full_error(server, tmp_path, code):
+    """Redis wraps a write refused inside a script in ``Error running script``: the store's
+    client raises it as it raises a refused command, with Redis's reason."""
+    r = connect(server.url)
+    refusal = Refusal(code, r, tmp_path)
+    refusal.begin()
+    try:
+        with pytest.raises(StorageFullError) as refused:
+            r.eval("return redis.call('SET', KEYS[1], '1')", 1, "kt:test:scripted")
+    finally:
+        refusal.end()
+    assert refused.value.code == code and refused.value.reason.startswith(f"{code} ")
+    assert str(refused.value) == f"Redis refuses writes: {refused.value.reason}"
+    assert "Error running script" not in refused.value.reason
+
+
+def test_clearing_dead_letters_on_a_read_only_replica_is_one_line(
+    server, tmp_path, kt_env_cleared, capfd
+):
+    """``ktour dead-letters --clear`` deletes in a script: a Redis that refuses the write ends
+    the command with its one line (exit 2), and the entries are still there."""
+    r = connect(server.url)
+    dead_letters.park(r, "a reason", {"body": 1})
+    refusal = Refusal("READONLY", r, tmp_path)
+    refusal.begin()
+    try:
+        code, out, err = run_cli(capfd, "dead-letters", "--clear", "--redis", server.url)
+    finally:
+        refusal.end()
+    lines = _lines(err)
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith("ktour: error: Redis refuses writes: READONLY "), err
+    assert dead_letters.summary(r)["count"] == 1
 
 
 def test_dead_letters_are_counted_newest_first_and_capped(server, monkeypatch):

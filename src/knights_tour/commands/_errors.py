@@ -114,10 +114,10 @@ def refused_write(exc: StorageFullError, redis_given: bool) -> str:
     the embedded Redis, and a ``MISCONF`` (it cannot persist) names its data directory, under
     ``KT_DATA_DIR``.
     """
-    if redis_given or get_settings().redis_url or not exc.reason.startswith("MISCONF"):
+    if redis_given or get_settings().redis_url or exc.code != "MISCONF":
         return str(exc)
     where = get_settings().data_dir / "redis"
-    reason = exc.reason[len("MISCONF") :].strip()
+    reason = exc.reason[len(exc.code) :].strip()
     return f"the embedded Redis cannot write its data under {where}: {reason}"
 
 

@@ -31,7 +31,7 @@ from knights_tour.errors import (
     StorageFullError,
 )
 from knights_tour.settings import Settings, get_settings
-from knights_tour.store.memory import check_memory
+from knights_tour.store.memory import check_memory, write_refusal
 from knights_tour.store.urls import check_redis_url, mask_url, url_database
 
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
@@ -76,19 +76,20 @@ _REFUSING = {"MISCONF": MisconfError, "OOM": OutOfMemoryError, "READONLY": ReadO
 
 def typed_error(exc: redis.ResponseError, command: tuple[Any, ...] | None) -> Exception:
     """The project's error for a Redis error reply to ``command`` (its arguments, the name
-    first): a refused write (``MISCONF``, ``OOM``, ``READONLY``) is a
+    first): a refused write (``MISCONF``, ``OOM``, ``READONLY``, read by
+    :func:`knights_tour.store.memory.write_refusal`: also one refused inside a script) is a
     :class:`~knights_tour.errors.StorageFullError`, a ``WRONGTYPE`` a
     :class:`~knights_tour.errors.CorruptKeyError` naming the command's key (every key of a
     script); anything else is ``exc`` itself. Each is still a ``redis.ResponseError``."""
     if isinstance(exc, (StorageFullError, CorruptKeyError)):
         return exc
+    reason = write_refusal(exc)
+    if reason is not None:
+        code = reason.split(" ", 1)[0]
+        return _REFUSING[code](reason, code)
     text = str(exc.args[0]) if exc.args else ""
     reply = text.split("caused error: ", 1)[-1]  # a pipeline's annotation left out
-    code = getattr(exc, "status_code", None) or reply.split(" ", 1)[0]
-    if code in _REFUSING:
-        reason = reply if reply.startswith(code) else f"{code} {reply}"
-        return _REFUSING[code](reason.strip(), code)
-    if code == "WRONGTYPE" or reply.startswith("WRONGTYPE"):
+    if getattr(exc, "status_code", None) == "WRONGTYPE" or reply.startswith("WRONGTYPE"):
         return WrongTypeError(_keys_of(command), reply)
     return exc
 

@@ -159,19 +159,24 @@ def forget_warnings() -> None:
 
 
 def write_refusal(exc: BaseException) -> str | None:
-    """Redis's reason, e.g. ``OOM command not allowed when used memory > 'maxmemory'.``, if
-    ``exc`` is a write refused by a reachable Redis (:data:`WRITE_REFUSALS`; also from inside a
-    script, where Redis wraps it in ``Error running script``); else None."""
+    """Redis's reason, its code first (e.g. ``OOM command not allowed when used memory >
+    'maxmemory'.``), if ``exc`` is a write refused by a reachable Redis (:data:`WRITE_REFUSALS`),
+    else None: the one reader of a refusal's reply. Also from inside a script (Redis wraps it
+    in ``Error running script``) or a pipeline (redis-py prefixes the command), and from a
+    client that is not the store's (kombu's); the store's client raises
+    :class:`~knights_tour.errors.StorageFullError` with this reason
+    (:func:`knights_tour.store.connection.typed_error`)."""
     if isinstance(exc, StorageFullError):  # the store's client types them already
         return exc.reason
     if not isinstance(exc, redis.ResponseError):
         return None
-    text = str(exc).strip()
+    text = str(exc.args[0]) if exc.args else ""
+    reply = text.split("caused error: ", 1)[-1].strip()  # a pipeline's annotation left out
     for cls, code in _CODE_OF.items():
         if isinstance(exc, cls):  # redis-py strips the code of the errors it maps to a class
-            return f"{code} {text}"
-    found = _REFUSAL.search(text)
-    return found.group(1) if found else None
+            return reply if reply.startswith(code) else f"{code} {reply}"
+    found = _REFUSAL.search(reply)
+    return found.group(1).strip() if found else None
 
 
 PROBE_TTL_MS = 1000
