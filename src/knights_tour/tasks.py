@@ -1,13 +1,14 @@
 """The Celery tasks: thin bodies, the worker-side entry (laid out like Celery's
 ``examples/next-steps/proj/tasks.py``).
 
-Each task takes JSON arguments and hands them to a service function; the names are spelled in
+Each task takes JSON arguments and hands them to a function of its concept's package
+(:mod:`knights_tour.batches`, :mod:`knights_tour.counting`); the names are spelled in
 :mod:`knights_tour.worker.messages` and the app loads this module through its ``include``. Nothing
 in the package imports this module.
 
-The service modules of the counts, the schedule and the collection are imported by the
-tasks that use them, on first use: a worker imports this module before its pool process
-forks, and ``ktour run``'s workers, which run batch chunks, need none of them to start.
+The modules of the counts, the schedule and the collection are imported by the tasks that
+use them, on first use: a worker imports this module before its pool process forks, and
+``ktour run``'s workers, which run batch chunks, need none of them to start.
 
 A chunk of batch jobs runs under time limits derived from its jobs' budgets, not the app's
 fixed ones (:class:`ChunkRequest`). The worker main process's timer runs the recovery sweep

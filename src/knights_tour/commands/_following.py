@@ -3,7 +3,7 @@ open the backend, make the batch's jobs, submit or resume it, follow it to its e
 (``--timeout``, Ctrl-C, a cancel from elsewhere), write its records and print the summary.
 
 Apart from :mod:`knights_tour.commands.lifecycle`, which declares the commands and checks their
-input, because of what it loads: the backend and the batch service (redis-py, psutil, Celery's
+input, because of what it loads: the backend and the batches package (redis-py, psutil, Celery's
 door), the job and record types (numpy) and rich's tables. ``ktour run`` imports it only once
 the embedded Redis and the local workers are launched
 (:func:`~knights_tour.local.launching.launch_ahead`), so these imports run while the workers

@@ -2,7 +2,7 @@
 batch with a progress display, writing its records to a file, and the per-board summary
 table and mismatch report (``run``, ``resume`` and ``collect``).
 
-Kept apart from ``_shared`` because it loads the batch service (Celery's door included),
+Kept apart from ``_shared`` because it loads the batches package (Celery's door included),
 which ``ktour solve`` never needs.
 """
 

@@ -104,7 +104,7 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _following() -> ModuleType:
     """:mod:`knights_tour.commands._following`, imported on first use: it loads the backend,
-    the batch service and the record types, which ``ktour run`` imports only once its server
+    the batches package and the record types, which ``ktour run`` imports only once its server
     and workers are launched."""
     from knights_tour.commands import _following
 

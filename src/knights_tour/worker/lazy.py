@@ -1,10 +1,10 @@
-"""The service layer's one door to Celery and kombu, imported on first use.
+"""The one door to Celery and kombu for the packages above the cluster, imported on first use.
 
 Importing Celery and kombu costs noticeable start-up time, and most commands that open a
-backend (``ktour collect``, ``status``, ``batches``, ``report``) send no message at all. So the
-service modules reach the Celery app module (:mod:`knights_tour.worker.celery`) and kombu's Redis
-transport only through these functions: the one place in the layer that imports them (an
-import-linter contract in pyproject.toml holds the rest of the package to it; task names and
+backend (``ktour collect``, ``status``, ``batches``, ``report``) send no message at all. So
+:mod:`knights_tour.batches`, :mod:`knights_tour.counting` and :mod:`knights_tour.local` reach the
+Celery app module (:mod:`knights_tour.worker.celery`) and kombu's Redis transport only through
+these functions (an import-linter contract in pyproject.toml holds them to it; task names and
 priorities are in :mod:`knights_tour.worker.messages`, which needs no Celery).
 """
 

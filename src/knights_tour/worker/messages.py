@@ -2,8 +2,9 @@
 priorities, the default broker, the body's JSON and its ``argsrepr``, without Celery.
 
 The Celery app (:mod:`knights_tour.worker.celery`) and the task bodies (:mod:`knights_tour.tasks`)
-use these names; so do the service modules that build, drop or count messages, which must
-not load Celery to do it (``ktour status`` or ``draw`` import no Celery or kombu module:
+use these names; so do the modules of :mod:`knights_tour.batches` and
+:mod:`knights_tour.counting` that build, drop or count messages, which must not load Celery to
+do it (``ktour status`` or ``draw`` import no Celery or kombu module:
 tests/test_architecture.py). The queue's own name is a Redis key:
 :data:`knights_tour.store.keys.QUEUE`.
 """
@@ -92,7 +93,8 @@ count) on the queue, served first: the hand-back at a task's time limit."""
 
 TIME_LIMIT_EXCEPTIONS = frozenset({"SoftTimeLimitExceeded"})
 """Names of the exceptions a worker's signal handler raises inside a running job when its time
-is up (Celery/billiard's soft time limit); matched by name so the core need not import Celery."""
+is up (Celery/billiard's soft time limit); matched by name, so that the code of a job need
+not import Celery."""
 
 
 class TaskLimitReached(Exception):

@@ -1,4 +1,4 @@
-"""Watching the service: the Celery workers and what they run, and the batches' states.
+"""Watching the cluster: the Celery workers and what they run, and the batches' states.
 
 * :func:`live_workers` asks the workers through Celery's remote-control API
   (``app.control.ping`` to learn which nodes are alive, then ``app.control.inspect().active()``
