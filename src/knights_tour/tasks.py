@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from celery.signals import worker_process_init
 from celery.worker.request import Request
@@ -37,9 +38,14 @@ from knights_tour.worker.celery import app
 from knights_tour.worker.claims import redis_client
 from knights_tour.worker.messages import ItemDict, Send, is_dp
 
+if TYPE_CHECKING:
+    import redis
+
+    from knights_tour.batches.collector import CollectResult
+
 log = logging.getLogger(__name__)
 
-JOB_TASK_OPTIONS: dict[str, Any] = {
+JOB_TASK_OPTIONS: Mapping[str, object] = {
     "acks_late": True,
     "autoretry_for": REDIS_ERRORS,
     "retry_backoff": True,
@@ -148,8 +154,15 @@ def count_subjobs(self: Any, count_id: str, subjob_dicts: list[dict[str, Any]]) 
     return count_execution.run_count_chunk(count_id, subjob_dicts, node, _resend(count_id, True))
 
 
+class SweepSubmitted(TypedDict):
+    """What :func:`submit_sweep` returns: the batch submitted and the sweep's name."""
+
+    batch_id: str
+    sweep: str
+
+
 @app.task(name=messages.TASK_SUBMIT_SWEEP, bind=True, acks_late=True)
-def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
+def submit_sweep(self: Any, sweep: Mapping[str, object]) -> SweepSubmitted:
     """Submit the batch of a scheduled sweep (sent by celery beat; see
     :func:`knights_tour.batches.schedule.run_sweep`).
 
@@ -168,7 +181,7 @@ def submit_sweep(self: Any, sweep: dict[str, Any]) -> dict[str, Any]:
 
 
 @app.task(name=messages.TASK_COLLECT)
-def collect_reports() -> dict[str, Any]:
+def collect_reports() -> CollectResult:
     """Write a report for every finished, not yet collected batch (sent by celery beat):
     :func:`knights_tour.batches.collector.collect_finished` with ``KT_REPORTS_DIR`` and
     ``KT_COLLECT_LOCK_TIMEOUT_S``; returns its result dict."""
@@ -214,7 +227,18 @@ def recovery_tick() -> dict[str, list[str]]:
 MEMORY_CHECK_S = 60.0
 """How often a worker re-reads Redis's memory use and policy (warnings once per process)."""
 
-_memory_watch_state: dict[str, Any] = {"client": None, "last": 0.0}
+
+@dataclass
+class _MemoryWatch:
+    """The memory watch's state in this process: its client, when it last looked (monotonic
+    seconds) and whether a refusal was logged."""
+
+    client: redis.Redis | None = None
+    last: float = 0.0
+    refused: bool = False
+
+
+_memory_watch = _MemoryWatch()
 
 
 @worker.on_recovery_tick
@@ -222,20 +246,19 @@ def memory_watch() -> None:
     """Every :data:`MEMORY_CHECK_S`, read Redis's memory use and policy again, so a Redis
     that fills up (or is switched to an evicting policy) while workers run is warned about
     once (:func:`knights_tour.store.memory.check_memory`). Errors wait for the next tick."""
+    state = _memory_watch
     now = time.monotonic()
-    if now - _memory_watch_state["last"] < MEMORY_CHECK_S:
+    if now - state.last < MEMORY_CHECK_S:
         return
-    _memory_watch_state["last"] = now
+    state.last = now
     url = get_settings().redis_url or messages.DEFAULT_REDIS_URL
-    if _memory_watch_state["client"] is None:
-        _memory_watch_state["client"] = connect(url, check_policy=False)
+    if state.client is None:
+        state.client = connect(url, check_policy=False)
     try:
-        check_memory(
-            _memory_watch_state["client"], mask_url(url), get_settings().allow_evicting_redis
-        )
+        check_memory(state.client, mask_url(url), get_settings().allow_evicting_redis)
     except RedisRefusedError as exc:  # switched to an evicting policy while we run
-        if not _memory_watch_state.get("refused"):
-            _memory_watch_state["refused"] = True
+        if not state.refused:
+            state.refused = True
             log.error("%s", exc)
 
 

@@ -41,12 +41,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Literal, NotRequired, TypedDict, cast
 
 import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
 from knights_tour.batches import progress, store
+from knights_tour.batches.progress import BatchMeta, Params
 from knights_tour.errors import CorruptKeyError, KnightsTourError
 from knights_tour.output.recordfile import records_to_jsonl
 from knights_tour.store import keys
@@ -60,6 +61,70 @@ INDEX_FILE = "index.jsonl"
 _STATUSES = ("found", "no_tour", "unknown", "error")
 
 
+class BoardCounts(TypedDict):
+    """One board of a summary: its label, size, jobs and records by status."""
+
+    board: str
+    rows: int
+    cols: int
+    jobs: int
+    found: int
+    no_tour: int
+    unknown: int
+    error: int
+
+
+class ReportFiles(TypedDict):
+    """The files of a report (names in the reports directory) and the host that wrote them."""
+
+    records: str
+    summary: str
+    host: str
+
+
+class BatchSummary(TypedDict):
+    """The summary of a finished batch (:func:`summarize`; ``B.summary.json``)."""
+
+    batch_id: str
+    schedule: str | None
+    params: Params
+    created: float | None
+    created_iso: str | None
+    collected_at: float
+    collected_iso: str | None
+    total: int
+    records: int
+    counts: dict[str, int]
+    mismatches: int
+    clean: bool
+    boards: list[BoardCounts]
+    workers: dict[str, int]
+    wall_s: float | None
+    solver_s: float
+    report: NotRequired[ReportFiles]
+
+
+Outcome = Literal["written", "skipped", "unfinished", "unreadable"]
+"""What a collection did with one pending batch (:func:`collect_finished`)."""
+
+
+class CollectResult(TypedDict):
+    """What one collection did (:func:`collect_finished`)."""
+
+    locked: bool
+    written: list[str]
+    skipped: list[str]
+    unfinished: list[str]
+    unreadable: list[str]
+    at: float
+    host: str
+
+
+JsonObject = dict[str, object]
+"""A JSON object read back as written, by this release or an older one (a collection marker,
+an index line, a summary): its fields are looked up, not trusted."""
+
+
 def report_paths(reports_dir: str | os.PathLike[str], batch_id: str) -> tuple[Path, Path]:
     """``(records JSONL path, summary JSON path)`` of batch ``batch_id``'s report."""
     d = Path(reports_dir)
@@ -67,11 +132,8 @@ def report_paths(reports_dir: str | os.PathLike[str], batch_id: str) -> tuple[Pa
 
 
 def summarize(
-    batch_id: str,
-    meta: Mapping[str, Any],
-    records: Sequence[Record],
-    collected_at: float | None = None,
-) -> dict[str, Any]:
+    batch_id: str, meta: BatchMeta, records: Sequence[Record], collected_at: float | None = None
+) -> BatchSummary:
     """The summary of a finished batch.
 
     Parameters
@@ -87,7 +149,7 @@ def summarize(
 
     Returns
     -------
-    dict
+    BatchSummary
         ``batch_id``, ``schedule`` (sweep name or None), ``params``, ``created``/
         ``created_iso``, ``collected_at``/``collected_iso``, ``total`` (jobs), ``records``,
         ``counts`` (status -> n, all four statuses present), ``mismatches``, ``clean`` (every
@@ -98,14 +160,15 @@ def summarize(
     collected_at = time.time() if collected_at is None else collected_at
     tally = _Tally.of(records)
     params = dict(meta.get("params") or {})
-    created = meta.get("created")
+    created: float | None = meta.get("created")
+    schedule = params.get("schedule")
     total = int(meta.get("total") or len(records))
     undecided = tally.counts["unknown"] + tally.counts["error"]
     last = tally.last_finished
     wall = (last - float(created)) if last is not None and created is not None else None
     return {
         "batch_id": batch_id,
-        "schedule": params.get("schedule"),
+        "schedule": schedule if isinstance(schedule, str) else None,
         "params": params,
         "created": created,
         "created_iso": utc_iso(created),
@@ -129,7 +192,7 @@ class _Tally:
     worker, mismatches, the last finish time (unix seconds) and the solvers' total seconds."""
 
     counts: Counter[str] = field(default_factory=lambda: Counter({s: 0 for s in _STATUSES}))
-    boards: dict[tuple[Any, Any], Counter[str]] = field(default_factory=dict)
+    boards: dict[tuple[int, int], Counter[str]] = field(default_factory=dict)
     workers: Counter[str] = field(default_factory=Counter)
     mismatches: int = 0
     last_finished: float | None = None
@@ -150,7 +213,7 @@ class _Tally:
             tally.solver_s += rec.elapsed_s
         return tally
 
-    def board_rows(self) -> list[dict[str, Any]]:
+    def board_rows(self) -> list[BoardCounts]:
         """One row per board, in order of size: board label, rows, cols, jobs, status counts."""
         return [
             {
@@ -158,7 +221,10 @@ class _Tally:
                 "rows": r,
                 "cols": c,
                 "jobs": sum(cnt.values()),
-                **{s: cnt.get(s, 0) for s in _STATUSES},
+                "found": cnt.get("found", 0),
+                "no_tour": cnt.get("no_tour", 0),
+                "unknown": cnt.get("unknown", 0),
+                "error": cnt.get("error", 0),
             }
             for (r, c), cnt in sorted(
                 self.boards.items(), key=lambda kv: (str(kv[0][0]).zfill(9), str(kv[0][1]).zfill(9))
@@ -185,7 +251,7 @@ def _write_new(path: Path, text: str) -> bool:
             tmp.unlink()
 
 
-def _append_index(reports_dir: Path, entry: Mapping[str, Any]) -> None:
+def _append_index(reports_dir: Path, entry: Mapping[str, object]) -> None:
     line = json.dumps(entry, separators=(",", ":")) + "\n"
     fd = os.open(reports_dir / INDEX_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -257,7 +323,7 @@ def collect_finished(
     reports_dir: str | os.PathLike[str],
     lock_timeout_s: float = 300.0,
     now: float | None = None,
-) -> dict[str, Any]:
+) -> CollectResult:
     """Write a report for every batch that finished and has not been collected yet.
 
     Parameters
@@ -274,7 +340,7 @@ def collect_finished(
 
     Returns
     -------
-    dict
+    CollectResult
         ``locked`` (True: another collection held the lock, nothing done), ``written`` (batch
         ids reported by this call, in order), ``skipped`` (finished batches another collector
         claimed or whose report file already existed), ``unfinished`` (batches still running),
@@ -293,7 +359,7 @@ def collect_finished(
     now = time.time() if now is None else now
     reports = Path(reports_dir)
     token = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-    result: dict[str, Any] = {
+    result: CollectResult = {
         "locked": False,
         "written": [],
         "skipped": [],
@@ -325,7 +391,7 @@ def collect_finished(
 
 def _collect_batch(
     r: redis.Redis, reports: Path, batch_id: str, token: str, now: float, stale_s: float
-) -> str | None:
+) -> Outcome | None:
     """Collect one pending batch under the lock: ``"unfinished"`` (still running),
     ``"skipped"`` (another collector claimed it, or its report file existed), ``"written"``,
     ``"unreadable"`` (a key of it cannot be read: nothing written, its claim released), or
@@ -352,10 +418,16 @@ def _collect_batch(
     return "written" if written else "skipped"
 
 
-def _note_collection(r: redis.Redis, result: Mapping[str, Any], now: float) -> None:
+def _note_collection(r: redis.Redis, result: CollectResult, now: float) -> None:
     """Keep what this collection did in Redis (:func:`last_collection`); best effort."""
-    note = {k: result[k] for k in ("at", "host", "written", "skipped", "unfinished")}
-    note["at_iso"] = utc_iso(now)
+    note = {
+        "at": result["at"],
+        "host": result["host"],
+        "written": result["written"],
+        "skipped": result["skipped"],
+        "unfinished": result["unfinished"],
+        "at_iso": utc_iso(now),
+    }
     with contextlib.suppress(redis.RedisError):
         r.set(keys.last_collection(), json.dumps(note, separators=(",", ":")))
 
@@ -415,7 +487,7 @@ def _write_report(r: redis.Redis, reports: Path, batch_id: str, now: float) -> b
     return fresh
 
 
-def read_index(reports_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_index(reports_dir: str | os.PathLike[str]) -> list[JsonObject]:
     """The reports listed in ``reports_dir/index.jsonl`` (oldest first; [] if none).
 
     Lines that are not JSON (e.g. a torn last line) are skipped.
@@ -434,7 +506,7 @@ def read_index(reports_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return out
 
 
-def collected_markers(r: redis.Redis) -> dict[str, dict[str, Any]]:
+def collected_markers(r: redis.Redis) -> dict[str, JsonObject]:
     """batch_id -> collection marker (``state`` claimed/written, host, files, counts)."""
     out = {}
     for bid, raw in cast("dict[str, str]", r.hgetall(keys.collected())).items():
@@ -443,19 +515,23 @@ def collected_markers(r: redis.Redis) -> dict[str, dict[str, Any]]:
     return out
 
 
-def latest_summary(r: redis.Redis) -> dict[str, Any] | None:
+def latest_summary(r: redis.Redis) -> JsonObject | None:
     """The summary of the most recent report written (from Redis), or None."""
     raw = r.get(keys.latest_summary())
     return json.loads(raw) if raw else None
 
 
-def last_collection(r: redis.Redis) -> dict[str, Any] | None:
+def last_collection(r: redis.Redis) -> JsonObject | None:
     """What the last collection did (at, host, written, skipped, unfinished), or None."""
     raw = r.get(keys.last_collection())
     return json.loads(raw) if raw else None
 
 
 __all__ = [
+    "BatchSummary",
+    "BoardCounts",
+    "CollectResult",
+    "JsonObject",
     "collect_finished",
     "summarize",
     "report_paths",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 from redis.client import NEVER_DECODE
@@ -61,7 +60,7 @@ class JobView:
             return "running" if self.lease_live else "lost"
         return "waiting"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready: the job, the state, the records without their tours (``tour_length``
         instead) and the claim."""
         return {
@@ -77,7 +76,7 @@ class JobView:
         }
 
 
-def _brief(record: Record | None) -> dict[str, Any] | None:
+def _brief(record: Record | None) -> dict[str, object] | None:
     if record is None:
         return None
     data = record.to_dict()

@@ -28,7 +28,7 @@ from knights_tour.solvers import DEFAULT_SOLVER, check_limits, cross_check_names
 from knights_tour.solvers.api import solve
 from knights_tour.solvers.crosscheck import cross_check
 from knights_tour.tours.record import Record, Status
-from knights_tour.worker.messages import TIME_LIMIT_EXCEPTIONS, invalid_key
+from knights_tour.worker.messages import TIME_LIMIT_EXCEPTIONS, ItemDict, invalid_key
 
 _FIELDS = (
     "rows",
@@ -66,7 +66,7 @@ class JobOptions(msgspec.Struct, frozen=True, kw_only=True):
     node_limit: int | None = None
     """Override of the engine's node budget per job."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The options as a JSON-ready dict (stored in a batch's params)."""
         return msgspec.structs.asdict(self)
 
@@ -143,7 +143,7 @@ class Job(msgspec.Struct, frozen=True):
         return f"{self.rows}x{self.cols}:{self.start[0]},{self.start[1]}:{self.solver}:{kind}"
 
     # -- JSON -------------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ItemDict:
         """The job's JSON object (:func:`wire_form`; messages, stored jobs) as a dict, read back
         by :meth:`from_dict`: ``rows``, ``cols``, ``start`` (``[row, col]``), ``solver``, etc."""
         return msgspec.json.decode(msgspec.json.encode(wire_form(self)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab, schedule
@@ -44,14 +44,24 @@ def celery_schedule(timing: Timing, app: Any = None) -> crontab | schedule:
     return schedule(timedelta(seconds=float(timing.every_s or 0)), app=app)
 
 
-def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, dict[str, Any]]:
+class BeatEntry(TypedDict):
+    """One entry of Celery beat's ``beat_schedule``: the task, when (a Celery schedule), its
+    arguments and the message's options (queue, priority, expiry)."""
+
+    task: str
+    schedule: object
+    args: tuple[object, ...]
+    options: dict[str, object]
+
+
+def beat_schedule(config: ScheduleConfig, app: Any = None) -> dict[str, BeatEntry]:
     """The ``beat_schedule`` dict for ``config``: entry name -> task, schedule, args, options.
 
     Task messages go to the project queue (:data:`knights_tour.store.keys.QUEUE`), JSON only.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, BeatEntry] = {}
     if config.collect is not None:
-        options: dict[str, Any] = {"queue": keys.QUEUE, "priority": OPS_PRIORITY}
+        options: dict[str, object] = {"queue": keys.QUEUE, "priority": OPS_PRIORITY}
         if config.collect.every_s is not None:
             # collections share the job queue; one that waited a whole interval behind long
             # jobs is dropped (the next one does the same work) instead of piling up

@@ -216,7 +216,7 @@ class Sweep:
     options: JobOptions = JobOptions()
     chunk_size: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The sweep as the JSON argument of the ``submit_sweep`` task (no timing)."""
         return {
             "name": self.name,

@@ -132,12 +132,12 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
             last = collector.last_collection(client)
         finally:
             client.close()
-        items = [
+        items: list[collector.JsonObject] = [
             {"batch_id": bid, **m}
-            for bid, m in sorted(markers.items(), key=lambda kv: kv[1].get("at", 0))
+            for bid, m in sorted(markers.items(), key=lambda kv: _at(kv[1]) or 0.0)
         ]
         for it in items:
-            it["collected_iso"] = format_utc(it.get("at"))
+            it["collected_iso"] = format_utc(_at(it))
         source = "Redis"
     else:
         where = reports_dir or get_settings().reports_path
@@ -163,8 +163,9 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
     ):
         table.add_column(col)
     for it in items:
-        counts = it.get("counts") or {}
-        state = it.get("state") or ("clean" if it.get("clean") else "not clean")
+        counts = it.get("counts")
+        counts = counts if isinstance(counts, dict) else {}
+        state = str(it.get("state") or ("clean" if it.get("clean") else "not clean"))
         if it.get("state") == "written":
             state = f"{'clean' if it.get('clean') else 'not clean'} @ {it.get('host')}"
         when = str(it.get("collected_iso") or "-").replace("T", " ").replace("+00:00", "")
@@ -181,10 +182,20 @@ def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> Ex
         click.echo("no reports yet")
     if last:
         click.echo(
-            f"last collection: {format_utc(last.get('at'))} UTC on {last.get('host')}, "
-            f"{len(last.get('written') or [])} report(s) written"
+            f"last collection: {format_utc(_at(last))} UTC on {last.get('host')}, "
+            f"{len(_listed(last.get('written')))} report(s) written"
         )
     return ExitCode.OK
+
+
+def _at(item: collector.JsonObject) -> float | None:
+    """The ``at`` (unix seconds) of a marker or note read back, None if it has none."""
+    at = item.get("at")
+    return float(at) if isinstance(at, int | float) else None
+
+
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 __all__ = ["schedule_group", "schedule_show", "reports"]

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 import click
 
@@ -26,7 +25,7 @@ from knights_tour.commands._shared import format_utc
 from knights_tour.commands.status import Redraw
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.launching import configured_redis_url
-from knights_tour.worker.monitor import queue_overview
+from knights_tour.worker.monitor import QueueOverview, queue_overview
 
 NO_WORKER = "no worker answered (start one: ktour worker --redis URL)"
 
@@ -42,7 +41,7 @@ def _age(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f}s"
 
 
-def overview_lines(view: dict[str, Any]) -> list[str]:
+def overview_lines(view: QueueOverview) -> list[str]:
     """``ktour workers`` as plain lines: the queue, one row per worker, and under it a line
     per task it runs or holds reserved."""
     nodes = view["workers"]
@@ -74,13 +73,6 @@ def overview_lines(view: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _json_ready(view: dict[str, Any]) -> dict[str, Any]:
-    for n in view["workers"]:
-        for t in (*n["active"], *n["reserved"]):
-            t.pop("job_dicts", None)
-    return view
-
-
 def _watch(url: str, timeout: float, interval: float, limit: float | None, as_json: bool) -> bool:
     """Refresh until Ctrl-C or ``limit`` seconds; in place on a terminal, else one block (or
     JSON line) per refresh. Returns whether a worker answered the last refresh."""
@@ -90,7 +82,7 @@ def _watch(url: str, timeout: float, interval: float, limit: float | None, as_js
         began = time.monotonic()
         view = queue_overview(url, timeout_s=timeout)
         if as_json:
-            click.echo(json.dumps(_json_ready(view), separators=(",", ":")))
+            click.echo(json.dumps(view, separators=(",", ":")))
         elif screen is not None:
             screen.show([f"{format_utc(time.time())} (every {interval:g}s)", *overview_lines(view)])
         else:
@@ -149,7 +141,7 @@ def workers(
         )
     view = queue_overview(url, timeout_s=timeout)
     if as_json:
-        click.echo(json.dumps(_json_ready(view)["workers"], indent=2))
+        click.echo(json.dumps(view["workers"], indent=2))
     else:
         click.echo("\n".join(overview_lines(view)))
     return ExitCode.OK if view["workers"] else ExitCode.NOT_OK

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 import redis
 
@@ -56,7 +56,17 @@ def _warn_once(key: str, message: str, *args: Any) -> bool:
     return True
 
 
-def memory_info(r: redis.Redis) -> dict[str, Any]:
+class MemoryInfo(TypedDict):
+    """What :func:`memory_info` reads of a server (None: could not be read)."""
+
+    maxmemory_policy: str | None
+    maxmemory: int | None
+    """Bytes; 0 for no limit."""
+    used_memory: int | None
+    """Bytes."""
+
+
+def memory_info(r: redis.Redis) -> MemoryInfo:
     """``maxmemory_policy``, ``maxmemory`` and ``used_memory`` (bytes) of the server.
 
     Reads ``INFO memory`` (allowed on managed services that disable ``CONFIG``); falls back to
@@ -68,26 +78,25 @@ def memory_info(r: redis.Redis) -> dict[str, Any]:
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    out: dict[str, Any] = {"maxmemory_policy": None, "maxmemory": None, "used_memory": None}
     try:
         info = r.info("memory")
     except redis.ResponseError:  # NOPERM for this user, or INFO renamed away
         info = {}
-    for k in out:
-        if k in info:
-            out[k] = info[k]
-    if out["maxmemory_policy"] is None:
+    policy = info.get("maxmemory_policy")
+    if policy is None:
         try:
             got = r.config_get("maxmemory-policy")
-            out["maxmemory_policy"] = got.get("maxmemory-policy") if got else None
+            policy = got.get("maxmemory-policy") if got else None
         except redis.ResponseError:
             pass
-    if isinstance(out["maxmemory_policy"], bytes):
-        out["maxmemory_policy"] = out["maxmemory_policy"].decode()
-    return out
+    return {
+        "maxmemory_policy": policy.decode() if isinstance(policy, bytes) else policy,
+        "maxmemory": info.get("maxmemory"),
+        "used_memory": info.get("used_memory"),
+    }
 
 
-def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> dict[str, Any]:
+def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> MemoryInfo:
     """Refuse a Redis that may evict keys; warn once per process when it is nearly full.
 
     Parameters
@@ -101,7 +110,7 @@ def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> di
 
     Returns
     -------
-    dict
+    MemoryInfo
         :func:`memory_info` of the server.
 
     Raises
@@ -210,6 +219,7 @@ def writes_refused(r: redis.Redis) -> str | None:
 
 
 __all__ = [
+    "MemoryInfo",
     "SAFE_POLICY",
     "FULL_FRACTION",
     "WRITE_REFUSALS",

@@ -217,14 +217,14 @@ def send(
         If an argument cannot be encoded to JSON.
     """
     sender = app if url is None else use_redis(url)
-    header: dict[str, Any] = {"argsrepr": args_repr(args), "kwargsrepr": "{}"}
+    header: dict[str, object] = {"argsrepr": args_repr(args), "kwargsrepr": "{}"}
     if parent := sender.current_worker_task:  # linked to it as send_task links a task's tasks
         request = parent.request
         header.update(root_id=request.root_id or request.id, parent_id=request.id)
     message = sender.amqp.create_task_message(
         uuid(), name, list(args), {}, reply_to=sender.thread_oid, ignore_result=True, **header
     )
-    options: dict[str, Any] = {"content_type": "application/json", "content_encoding": "utf-8"}
+    options: dict[str, object] = {"content_type": "application/json", "content_encoding": "utf-8"}
     if priority is not None:
         options["priority"] = priority
     try:

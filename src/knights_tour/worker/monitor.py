@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import redis
 
@@ -27,14 +27,53 @@ from knights_tour.store.connection import connect
 from knights_tour.worker import nodes
 from knights_tour.worker.lazy import celery_worker, messages_held
 
+Reply = Mapping[str, object]
+"""A worker's answer to an inspect request, as Celery decodes it (open: Celery's to fill)."""
 
-def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]:
+
+class TaskRow(TypedDict):
+    """A task a worker runs or holds reserved."""
+
+    id: str | None
+    task: str | None
+    batch_id: str | None
+    """The batch (or count) id, the task's first argument."""
+    jobs: int | None
+    """The items of its chunk (its second argument), None if it has none."""
+    started: float | None
+    """Unix seconds, None if not started."""
+
+
+class WorkerRow(TypedDict):
+    """One worker node of :func:`live_workers`."""
+
+    name: str
+    answered_inspect: bool
+    active: list[TaskRow]
+    reserved: list[TaskRow]
+    pool: int | None
+    processes: list[int]
+    tasks: int | None
+    processed: int
+    failed: int
+    heartbeat_age_s: float | None
+
+
+class QueueOverview(TypedDict):
+    """The queue and its workers (:func:`queue_overview`)."""
+
+    queued: int
+    held: int
+    workers: list[WorkerRow]
+
+
+def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[WorkerRow]:
     """The Celery workers answering on ``redis_url``, what they run and hold, their pools and
     counts.
 
     Returns
     -------
-    list of dict
+    list of WorkerRow
         Sorted by node name: ``name``; ``active`` and ``reserved`` (lists of ``{"id",
         "task", "batch_id", "jobs", "started"}``; ``jobs`` = jobs in the chunk for
         ``run_jobs`` tasks, ``started`` unix seconds or None); ``answered_inspect`` (False if
@@ -58,9 +97,9 @@ def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]
         with app.connection_for_write(redis_url) as conn:
             replies = app.control.ping(timeout=timeout_s, connection=conn) or []
             names = sorted({name for reply in replies for name in reply})
-            active: dict[str, list[dict[str, Any]]] = {}
-            reserved: dict[str, list[dict[str, Any]]] = {}
-            stats: dict[str, dict[str, Any]] = {}
+            active: dict[str, list[Reply]] = {}
+            reserved: dict[str, list[Reply]] = {}
+            stats: dict[str, Reply] = {}
             if names:
                 insp = app.control.inspect(
                     destination=names, timeout=timeout_s, limit=len(names), connection=conn
@@ -72,10 +111,11 @@ def live_workers(redis_url: str, timeout_s: float = 1.0) -> list[dict[str, Any]]
         now, ends = nodes.lease_ends(r) if names else (0.0, {})
     finally:
         r.close()
-    out = []
+    out: list[WorkerRow] = []
     for name in names:
         tasks, stat = active.get(name), stats.get(name) or {}
-        pool: dict[str, Any] = stat["pool"] if isinstance(stat.get("pool"), dict) else {}
+        pool = stat.get("pool")
+        pool = pool if isinstance(pool, dict) else {}
         pids = [int(p) for p in pool.get("processes") or [] if isinstance(p, int)]
         processed, failed = counts.get(name, (0, 0))
         total = stat.get("total")
@@ -120,12 +160,12 @@ def _heartbeat_age(
     return round(max(0.0, now - (latest - get_settings().lease_timing.lease_s)), 1)
 
 
-def queue_overview(redis_url: str, timeout_s: float = 1.0) -> dict[str, Any]:
+def queue_overview(redis_url: str, timeout_s: float = 1.0) -> QueueOverview:
     """The project queue and its workers, as ``ktour workers`` shows them.
 
     Returns
     -------
-    dict
+    QueueOverview
         ``queued`` (messages waiting in the project queue, every priority), ``held``
         (messages delivered to workers and not acknowledged: running or reserved) and
         ``workers`` (:func:`live_workers`).
@@ -148,7 +188,7 @@ def queue_overview(redis_url: str, timeout_s: float = 1.0) -> dict[str, Any]:
     return {"queued": queued, "held": held, "workers": workers}
 
 
-def _task_info(task: Mapping[str, Any]) -> dict[str, Any]:
+def _task_info(task: Reply) -> TaskRow:
     args = task.get("args")
     batch_id, jobs = None, None
     if isinstance(args, (list, tuple)) and args:
@@ -157,13 +197,20 @@ def _task_info(task: Mapping[str, Any]) -> dict[str, Any]:
         if len(args) > 1 and isinstance(args[1], list):
             jobs = args[1]
     return {
-        "id": task.get("id"),
-        "task": task.get("name") or task.get("type"),
+        "id": _text(task.get("id")),
+        "task": _text(task.get("name") or task.get("type")),
         "batch_id": batch_id,
         "jobs": len(jobs) if jobs is not None else None,
-        "job_dicts": jobs,
-        "started": task.get("time_start"),
+        "started": _number(task.get("time_start")),
     }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    return value if isinstance(value, int | float) else None
 
 
 def batch_states(r: redis.Redis, items: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -181,4 +228,11 @@ def batch_states(r: redis.Redis, items: Sequence[Mapping[str, Any]]) -> dict[str
     return out
 
 
-__all__ = ["live_workers", "queue_overview", "batch_states"]
+__all__ = [
+    "TaskRow",
+    "WorkerRow",
+    "QueueOverview",
+    "live_workers",
+    "queue_overview",
+    "batch_states",
+]
