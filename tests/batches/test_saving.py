@@ -48,19 +48,20 @@ def test_first_record_kept_and_each_job_counted_once(redis_client):
 def test_bookkeeping_is_cleared_and_the_end_announced_once(redis_client):
     jobs = make_batch_jobs([5])[:3]
     batch_id = create_batch(redis_client, jobs, {})
-    for name in (
+    recovery = (
         keys.batch_started(batch_id),
         keys.batch_attempts(batch_id),
         keys.batch_requeued(batch_id),
-    ):
+    )
+    for name in recovery:
         redis_client.hset(name, mapping={j.key: "x" for j in jobs})
     with Wakeup(redis_client, keys.batch_events(batch_id)) as wakeup:
         save_records(redis_client, batch_id, [_row(jobs[0]), _row(jobs[1])])
         assert not wakeup.wait(0.2)  # not complete yet: nothing announced
         save_records(redis_client, batch_id, [_row(jobs[2])])
         assert wakeup.wait(10)  # the last record announces the end
-    left = {k: redis_client.hgetall(k) for k in keys.batch_recovery_keys(batch_id)}
-    assert left == {k: {} for k in keys.batch_recovery_keys(batch_id)}
+    left = {k: redis_client.hgetall(k) for k in recovery}
+    assert left == {k: {} for k in recovery}
 
 
 def test_binary_payloads_round_trip(redis_client):

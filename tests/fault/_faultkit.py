@@ -104,8 +104,9 @@ def audit(r, batch_id: str, jobs) -> list[dict[str, Any]]:
         assert rec.status in ("found", "no_tour"), rec
         if rec.status == "found":
             assert verify_tour((rec.rows, rec.cols), rec.tour, start=rec.start).ok
-    assert holders.running(r, Ledger.for_batch(batch_id)) == []
-    left = {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
+    led = Ledger.for_batch(batch_id)
+    assert holders.running(r, led) == []
+    left = {k: r.hgetall(k) for k in (led.started, led.attempts, led.requeued) if r.exists(k)}
     assert not left, f"bookkeeping left: {left}"
     return records
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from _faultkit import audit, drive
 
-from knights_tour.batches.client import chunked, resend_jobs
+from knights_tour.batches.client import resend_jobs
 from knights_tour.batches.jobs import make_batch_jobs, record_sort_key
 from knights_tour.batches.store import collect, create_batch
 from knights_tour.cli import main
@@ -25,7 +25,8 @@ def test_duplicate_deliveries_run_each_job_once(
     jobs = make_batch_jobs([6], solver="cpsat")  # 36 jobs of a few tenths of a second
     batch_id = create_batch(r, jobs, {"test": "duplicates"})
     # Every chunk twice in a row: the two workers take the two copies at the same time.
-    for chunk in chunked([j.to_dict() for j in jobs], 4):
+    dicts = [j.to_dict() for j in jobs]
+    for chunk in (dicts[i : i + 4] for i in range(0, len(dicts), 4)):
         resend_jobs(url, batch_id, chunk)
         resend_jobs(url, batch_id, chunk)
     d = drive(r, url, batch_id, timeout_s=150)

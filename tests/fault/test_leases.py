@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.fault]
 
 
 def _bookkeeping(r, batch_id: str) -> dict:
-    return {k: r.hgetall(k) for k in keys.batch_recovery_keys(batch_id) if r.exists(k)}
+    """The batch's recovery hashes that exist, with their entries."""
+    led = Ledger.for_batch(batch_id)
+    return {k: r.hgetall(k) for k in (led.started, led.attempts, led.requeued) if r.exists(k)}
 
 
 def _die(r, keeper: LeaseKeeper) -> None:

@@ -14,22 +14,33 @@ import struct
 import subprocess
 import xml.etree.ElementTree as ET
 import zlib
+from collections.abc import Mapping
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _picture_tours import backtrack_tour, record
 
-from knights_tour.board import Board
+from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.output.grouping import group_records
-from knights_tour.output.report import (
-    decode_tour,
-    encode_tour,
-    html_report,
-    markdown_report,
-    start_map,
-)
+from knights_tour.output.report import encode_tour, html_report, markdown_report, start_map
 from knights_tour.tours.verify import verify_tour
+
+
+def decode_tour(cols: int, entry: Mapping[str, Any]) -> list[Square]:
+    """An entry of the report's data (:func:`~knights_tour.output.report.encode_tour`) read
+    back as its script reads it: the list of ``(row, col)``."""
+    if "t" in entry:
+        return [divmod(int(i), cols) for i in entry["t"]]
+    r, c = divmod(int(entry["s"]), cols)
+    out = [(r, c)]
+    for ch in entry["m"]:
+        dr, dc = KNIGHT_OFFSETS[int(ch)]
+        r, c = r + dr, c + dc
+        out.append((r, c))
+    return out
+
 
 SVG_NS = {"s": "http://www.w3.org/2000/svg"}
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "area", "base", "source", "wbr"}

@@ -13,7 +13,7 @@ import pytest
 from _picture_tours import backtrack_tour, lit_5x5, record
 
 from knights_tour.board import Board
-from knights_tour.output.svg import MIN_FONT_PX, tour_svg, write_svg
+from knights_tour.output.svg import MIN_FONT_PX, tour_svg
 from knights_tour.tours.record import Status, TourResult
 
 NS = {"s": "http://www.w3.org/2000/svg"}
@@ -158,9 +158,8 @@ def test_two_drawings_can_share_a_page():
     assert "#one .kt-n" in a and "#two .kt-n" in b
 
 
-def test_write_svg_and_bad_size(tmp_path):
-    out = write_svg(record(5, 5, (0, 0), lit_5x5()), tmp_path / "t.svg")
-    root = ET.parse(out).getroot()
+def test_the_drawing_parses_with_every_square_of_the_tour_and_refuses_a_bad_size():
+    root = ET.fromstring(tour_svg(record(5, 5, (0, 0), lit_5x5())))
     assert len(path_points(root)) == 25
     with pytest.raises(ValueError):
         tour_svg(record(5, 5, (0, 0), lit_5x5()), size_px=0)

@@ -29,12 +29,12 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def server(tmp_path):
-    """A password-protected Redis of this test's own (noeviction, as the project starts it)."""
+def server(tmp_path, monkeypatch):
+    """A password-protected Redis of this test's own (noeviction, as the project starts it);
+    the warnings given once per process are given again."""
+    monkeypatch.setattr(memory, "_warned", set())
     with EmbeddedRedis(tmp_path / "redis", password=PASSWORD, reuse=False) as s:
-        memory.forget_warnings()
         yield s
-    memory.forget_warnings()
 
 
 @pytest.fixture

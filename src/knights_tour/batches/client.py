@@ -97,19 +97,6 @@ def make_jobs(sizes: Sequence[str], options: JobOptions) -> tuple[list[Board], l
     return boards, jobs, params
 
 
-def chunked(items: Sequence[Any], size: int) -> list[list[Any]]:
-    """Split ``items`` into consecutive lists of at most ``size`` (``size`` >= 1).
-
-    Raises
-    ------
-    ValueError
-        If ``size`` < 1.
-    """
-    if size < 1:
-        raise ValueError("chunk size must be at least 1")
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
-
-
 def submit_batch(
     redis_url: str,
     jobs: Sequence[Job],
@@ -495,7 +482,6 @@ def stream_records(r: redis.Redis, batch_id: str) -> Iterator[Record]:
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "make_jobs",
-    "chunked",
     "submit_batch",
     "send_order",
     "resend_jobs",

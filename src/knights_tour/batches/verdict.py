@@ -49,16 +49,6 @@ def cpsat_failed(rec: Record) -> bool:
     return rec.cpsat_failed
 
 
-def is_clean(rec: Record) -> bool:
-    """True if the record is decided and no check (verifier, CP-SAT) failed."""
-    return (
-        rec.is_decided
-        and not rec.mismatch
-        and rec.checks.verifier is not False
-        and rec.checks.cpsat is not False
-    )
-
-
 def mismatches(records: Iterable[Record]) -> list[Record]:
     """The records that disagree with CP-SAT or failed its check, in order."""
     return [r for r in records if cpsat_failed(r)]
@@ -218,7 +208,6 @@ __all__ = [
     "BoardRow",
     "TotalRow",
     "cpsat_failed",
-    "is_clean",
     "mismatches",
     "problems",
     "summary_rows",

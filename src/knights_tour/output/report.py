@@ -209,19 +209,6 @@ def encode_tour(cols: int, tour: list[Square]) -> dict[str, Any]:
     return {"s": cols * tour[0][0] + tour[0][1], "m": "".join(moves)}
 
 
-def decode_tour(cols: int, entry: Mapping[str, Any]) -> list[Square]:
-    """Inverse of :func:`encode_tour`: the list of ``(row, col)``."""
-    if "t" in entry:
-        return [divmod(int(i), cols) for i in entry["t"]]
-    r, c = divmod(int(entry["s"]), cols)
-    out = [(r, c)]
-    for ch in entry["m"]:
-        dr, dc = KNIGHT_OFFSETS[int(ch)]
-        r, c = r + dr, c + dc
-        out.append((r, c))
-    return out
-
-
 def _script_json(data: Any) -> str:
     """JSON safe to place inside a ``<script>`` element (no ``<``, ``>`` or ``&``)."""
     text = json.dumps(data, separators=(",", ":"))
@@ -307,4 +294,4 @@ def html_report(
     )
 
 
-__all__ = ["html_report", "markdown_report", "start_map", "encode_tour", "decode_tour"]
+__all__ = ["html_report", "markdown_report", "start_map", "encode_tour"]

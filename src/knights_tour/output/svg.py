@@ -22,9 +22,7 @@ This module imports neither Celery nor Redis.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import svgwrite
 
@@ -301,23 +299,4 @@ def _draw_path(
         dwg.add(g)
 
 
-def write_svg(
-    record_or_result: TourLike,
-    path: str | os.PathLike[str],
-    numbers: bool | None = None,
-    size_px: int | None = None,
-) -> Path:
-    """Write :func:`tour_svg` to ``path`` (UTF-8, with an XML declaration); return the path.
-
-    Raises
-    ------
-    TourFormatError
-        If the record cannot be read. ``OSError`` if the file cannot be written.
-    """
-    out = Path(path)
-    text = tour_svg(record_or_result, numbers=numbers, size_px=size_px)
-    out.write_text('<?xml version="1.0" encoding="utf-8"?>\n' + text + "\n", encoding="utf-8")
-    return out
-
-
-__all__ = ["tour_svg", "write_svg", "default_size_px", "number_font_px"]
+__all__ = ["tour_svg", "default_size_px", "number_font_px"]

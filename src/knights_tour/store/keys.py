@@ -182,11 +182,6 @@ def batch_requeued(batch_id: str) -> str:
     return f"{PREFIX}batch:{batch_id}:requeued"
 
 
-def batch_recovery_keys(batch_id: str) -> list[str]:
-    """The recovery hashes of one batch (empty, hence absent, once every job has a record)."""
-    return [batch_started(batch_id), batch_attempts(batch_id), batch_requeued(batch_id)]
-
-
 def counts() -> str:
     """Sorted set of all count ids (``ktour count``), scored by creation time."""
     return f"{PREFIX}counts"
@@ -294,7 +289,6 @@ __all__ = [
     "batch_started",
     "batch_attempts",
     "batch_requeued",
-    "batch_recovery_keys",
     "embedded_users",
     "count_started",
     "count_attempts",

@@ -161,12 +161,6 @@ def check_memory(r: redis.Redis, where: str, allow_evicting: bool = False) -> Me
     return info
 
 
-def forget_warnings() -> None:
-    """Forget which warnings were given (tests)."""
-    with _warned_lock:
-        _warned.clear()
-
-
 def write_refusal(exc: BaseException) -> str | None:
     """Redis's reason, its code first (e.g. ``OOM command not allowed when used memory >
     'maxmemory'.``), if ``exc`` is a write refused by a reachable Redis (:data:`WRITE_REFUSALS`),
@@ -226,7 +220,6 @@ __all__ = [
     "PROBE_TTL_MS",
     "memory_info",
     "check_memory",
-    "forget_warnings",
     "write_refusal",
     "writes_refused",
 ]
