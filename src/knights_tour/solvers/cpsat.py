@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ortools.sat.python import cp_model
 
 from knights_tour.board import Board, Square
 from knights_tour.settings import get_settings
+from knights_tour.solvers import Limits
 from knights_tour.tours.record import Proof, Status, TourResult, as_tour
 
 SOLVER_NAME = "cpsat"
@@ -174,15 +175,7 @@ def _make_solver(time_limit_s: float, parameters: dict[str, bool | int]) -> cp_m
     return solver
 
 
-def solve(
-    board: Board,
-    start: Square,
-    *,
-    closed: bool = False,
-    time_limit_s: float | None = None,
-    exhaustive: bool = False,
-    node_limit: int | None = None,
-) -> TourResult:
+def solve(board: Board, start: Square, **limits: Unpack[Limits]) -> TourResult:
     """Find a knight's tour from ``start`` with CP-SAT, or prove there is none.
 
     Parameters
@@ -191,6 +184,8 @@ def solve(
         The ``rows × cols`` board.
     start : (row, col)
         Start square, row 0 at the top; must be on the board.
+    **limits
+        The keywords of :class:`~knights_tour.solvers.Limits`:
     closed : bool
         Ask for a closed (re-entrant) tour (a Hamiltonian cycle) instead of an open one.
     time_limit_s : float, optional
@@ -212,6 +207,8 @@ def solve(
         If ``start`` is off the board.
     """
     start = board.check_square(start)
+    closed = limits.get("closed", False)
+    time_limit_s = limits.get("time_limit_s")
     if time_limit_s is None:
         time_limit_s = get_settings().cpsat_time_limit_s
     began = time.perf_counter()

@@ -112,15 +112,7 @@ def _construction(board: Board, start: Square, closed: bool) -> tuple[np.ndarray
     return None if tour is None else (tour, note)
 
 
-def solve(
-    board: Board,
-    start: Square,
-    *,
-    closed: bool = False,
-    time_limit_s: float | None = None,
-    exhaustive: bool = False,
-    node_limit: int | None = None,
-) -> TourResult:
+def solve(board: Board, start: Square, **limits: Unpack[Limits]) -> TourResult:
     """Find a knight's tour of ``board`` from ``start`` or prove there is none.
 
     First :func:`knights_tour.solvers.theory.no_tour_proof` (colour parity; Schwenk 1991 for
@@ -133,6 +125,8 @@ def solve(
     board : Board
     start : (row, col)
         Start square, row 0 at the top.
+    **limits
+        The keywords of :class:`~knights_tour.solvers.Limits`:
     closed : bool
         Ask for a closed (re-entrant) tour: the last square a knight move from the first.
     time_limit_s : float, optional
@@ -160,9 +154,12 @@ def solve(
     ------
     InvalidSquareError
         If ``start`` is off the board.
+    TypeError
+        For a keyword that is no limit.
     """
     began = time.perf_counter()
     start = board.check_square(start)
+    closed = limits.get("closed", False)
     proof = no_tour_proof(board, start, closed)
     if proof is not None:
         result = TourResult(
@@ -174,7 +171,7 @@ def solve(
     fallback = None
     if construct.constructible(board, closed):
         fallback = partial(_construction, board, start, closed)
-    return _search(board, start, began, fallback, closed, time_limit_s, exhaustive, node_limit)
+    return _search(board, start, began, fallback, **limits)
 
 
 def search(board: Board, start: Square, **limits: Unpack[Limits]) -> TourResult:
