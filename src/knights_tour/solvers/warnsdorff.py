@@ -178,14 +178,7 @@ def search(board: Board, start: Square, **limits: Unpack[Limits]) -> TourResult:
     """The search alone, without the theorem shortcuts and the constructions of :func:`solve`
     (same parameters, :class:`~knights_tour.solvers.Limits`, and result). Used by tests and the
     benchmark to show the search itself proves e.g. "no open tour on 4x4" (proof
-    ``exhaustive``).
-
-    Raises
-    ------
-    InvalidSquareError
-        If ``start`` is off the board.
-    TypeError
-        For a keyword that is no limit.
+    ``exhaustive``). Raises as :func:`solve` does.
     """
     return _search(board, board.check_square(start), time.perf_counter(), None, **limits)
 
