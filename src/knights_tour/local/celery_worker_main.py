@@ -55,6 +55,7 @@ import celery.worker.components  # noqa: F401
 import celery.worker.consumer  # noqa: F401
 from celery.signals import worker_ready
 
+from knights_tour import solvers
 from knights_tour.local.prelaunch import AWAIT_CONFIG, pdeathsig
 from knights_tour.settings import PRIVATE_FILE_MODE
 from knights_tour.worker.lazy import celery_worker
@@ -118,10 +119,12 @@ def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
 
 
 def _import_engine() -> None:
-    """Import the engine's modules (not its kernels); a failure is left to the pool process's
-    warm-up, which logs it (a missing engine must not keep the worker from other solvers)."""
+    """Import the backends' modules that have a warm-up (the engine's, not its kernels:
+    :func:`knights_tour.solvers.import_warm_up_modules`); a failure is left to the pool
+    process's warm-up, which logs it (a missing engine must not keep the worker from other
+    solvers)."""
     try:
-        import knights_tour.solvers.warnsdorff  # noqa: F401
+        solvers.import_warm_up_modules()
     except ImportError:
         pass
 

@@ -271,6 +271,21 @@ def cross_check_names() -> list[str]:
     return sorted(name for name, b in backends().items() if b.cross_checks)
 
 
+def import_warm_up_modules() -> None:
+    """Import the module of every registered backend's warm-up without running it (the
+    engine's: numpy, numba and its kernels' modules), so that processes forked after it have
+    them; ``KT_EXTRA_BACKENDS`` included where it loads.
+
+    Raises
+    ------
+    ImportError
+        If such a module cannot be imported (the engine without numba).
+    """
+    for backend in list(_known()[0].values()):
+        if backend.warm_up is not None:
+            _load(backend.warm_up.partition(":")[0])
+
+
 def cross_check_label(name: str | None) -> str:
     """The name sentences give the cross-check ``name`` of a record (its ``verify``): the
     label of its descriptor (``"CP-SAT"``); ``name`` itself for a backend not registered in
