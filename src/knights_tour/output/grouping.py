@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, cast, get_args
 
 from knights_tour.board import Board
 from knights_tour.errors import KnightsTourError, TourFormatError
@@ -110,6 +110,24 @@ class Cell:
         if self.conflict:
             lines.append("CONFLICT: a tour was found and also claimed impossible")
         return "\n".join(lines)
+
+
+_Summed = Literal[
+    "starts",
+    "jobs",
+    "found",
+    "no_tour",
+    "unknown",
+    "error",
+    "conflicts",
+    "cpsat_checked",
+    "cpsat_agree",
+    "mismatches",
+    "verifier_fail",
+    "time_total_s",
+]
+_SUMMED: tuple[_Summed, ...] = get_args(_Summed)
+"""The summary numbers that add up over boards, in their order."""
 
 
 class Totals(TypedDict):
@@ -245,21 +263,9 @@ def totals(groups: list[BoardGroup]) -> Totals:
         for p, n in s["by_proof"].items():
             by_proof[p] = by_proof.get(p, 0) + n
     cp_times = [s["cpsat_time_s"] for s in sums if s["cpsat_time_s"] is not None]
-    return {
-        "starts": sum(s["starts"] for s in sums),
-        "jobs": sum(s["jobs"] for s in sums),
-        "found": sum(s["found"] for s in sums),
-        "no_tour": sum(s["no_tour"] for s in sums),
-        "unknown": sum(s["unknown"] for s in sums),
-        "error": sum(s["error"] for s in sums),
-        "conflicts": sum(s["conflicts"] for s in sums),
-        "cpsat_checked": sum(s["cpsat_checked"] for s in sums),
-        "cpsat_agree": sum(s["cpsat_agree"] for s in sums),
-        "mismatches": sum(s["mismatches"] for s in sums),
-        "verifier_fail": sum(s["verifier_fail"] for s in sums),
-        "time_total_s": sum(s["time_total_s"] for s in sums),
-        "by_proof": dict(sorted(by_proof.items())),
-        "cpsat_time_s": sum(cp_times) if cp_times else None,
-        "time_max_s": max((s["time_max_s"] or 0.0 for s in sums), default=None),
-        "solvers": sorted({x for s in sums for x in s["solvers"]}),
-    }
+    out: dict[str, object] = {key: sum(s[key] for s in sums) for key in _SUMMED}
+    out["by_proof"] = dict(sorted(by_proof.items()))
+    out["cpsat_time_s"] = sum(cp_times) if cp_times else None
+    out["time_max_s"] = max((s["time_max_s"] or 0.0 for s in sums), default=None)
+    out["solvers"] = sorted({x for s in sums for x in s["solvers"]})
+    return cast(Totals, out)
