@@ -141,7 +141,6 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     from knights_tour.counting.client import send_subjobs
     from knights_tour.counting.dp_client import (
         assemble_dp_count,
-        dp_items,
         ready_items,
         register_dp_count,
         wait_for_dp_count,
@@ -153,7 +152,7 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     cid = "6x6-open-dp-killed"
     count_store.delete_count(r, cid)
     plan = dp_plan(Board(6, 6))
-    items = dp_items(plan, None, 2**28)
+    items = plan.subjobs(2**28)
     register_dp_count(r, cid, plan, items)
     first = ready_items(r, cid, items, set())
     assert [it.role for it in first] == ["trunk", "trunk"]

@@ -67,7 +67,7 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     runs one layer and sends its sub-job on (a second sub-job in the same chunk is sent on
     without starting); feeding the sent ones back until every one is stored gives A165134."""
     from knights_tour.counting import store as count_store
-    from knights_tour.counting.dp_client import dp_items, register_dp_count
+    from knights_tour.counting.dp_client import register_dp_count
     from knights_tour.counting.dp_execution import run_dp_chunk
     from knights_tour.counting.dp_jobs import dp_plan
     from knights_tour.settings import get_settings
@@ -79,7 +79,7 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     get_settings.cache_clear()
     board = Board(5, 5)
     plan = dp_plan(board)
-    items = dp_items(plan, None, 2**26)
+    items = plan.subjobs(2**26)
     r = connect(task_env)
     register_dp_count(r, "t-dp", plan, items)
     activate(r, Ledger.for_count("t-dp"))  # sent: what the client does before sending
@@ -103,7 +103,7 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
 
 def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):
     from knights_tour.counting import store as count_store
-    from knights_tour.counting.dp_client import dp_items, register_dp_count
+    from knights_tour.counting.dp_client import register_dp_count
     from knights_tour.counting.dp_execution import run_dp_chunk
     from knights_tour.counting.dp_jobs import dp_plan
     from knights_tour.settings import get_settings
@@ -113,7 +113,7 @@ def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):
     monkeypatch.setenv("KT_DP_TASK_BUDGET_S", "0.001")
     get_settings.cache_clear()
     plan = dp_plan(Board(5, 5))
-    items = dp_items(plan, None, 2**26)
+    items = plan.subjobs(2**26)
     r = connect(task_env)
     register_dp_count(r, "t-dp-stopped", plan, items)  # never activated: as after a stop
     sent: list[list[dict]] = []

@@ -7,7 +7,7 @@ import pytest
 from _counts_facts import OEIS_5X5
 
 from knights_tour.board import Board
-from knights_tour.counting.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk, dp_sweep_dirs
+from knights_tour.counting.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk
 from knights_tour.errors import InvalidJobError
 
 
@@ -44,9 +44,11 @@ def test_5x5_jobs_one_by_one_equal_a165134(tmp_path):
     assert sum(counts[rep] * len(m) for rep, m in plan.classes.items()) == 1728
     # the folders the jobs wrote are exactly those the count names (what --fresh removes)
     written = {d for d in tmp_path.iterdir() if d.is_dir()}
-    assert written and set(dp_sweep_dirs(board, None, tmp_path)) == written
-    corner = set(dp_sweep_dirs(board, (4, 4), tmp_path))  # a corner alone: its own trunk
+    assert written and set(dp_plan(board).sweep_dirs(tmp_path)) == written
+    corner = set(dp_plan(board, (4, 4)).sweep_dirs(tmp_path))  # a corner alone: its own trunk
     assert len(corner) == 2 and len(corner & written) == 1  # the corner's full sweep is shared
+    assert dp_plan(board, (4, 4)).remove_sweeps(tmp_path) == 1  # --fresh of the corner alone
+    assert {d for d in tmp_path.iterdir() if d.is_dir()} == written - corner
 
 
 def test_a_progress_exception_stops_a_trunk_and_the_next_call_resumes(tmp_path):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import time
 from typing import Any
 
@@ -24,14 +23,8 @@ from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.counting import store as count_store
 from knights_tour.counting.client import stop_count
-from knights_tour.counting.dp_client import (
-    assemble_dp_count,
-    dp_count_id,
-    dp_items,
-    register_dp_count,
-    wait_for_dp_count,
-)
-from knights_tour.counting.dp_jobs import dp_plan, dp_sweep_dirs
+from knights_tour.counting.dp_client import assemble_dp_count, register_dp_count, wait_for_dp_count
+from knights_tour.counting.dp_jobs import dp_count_id, dp_plan
 from knights_tour.counting.method import MethodChoice
 from knights_tour.counting.plan import CountReport
 from knights_tour.counting.records import DpProgress, DpSubJob
@@ -132,17 +125,27 @@ def run_dp_count(
     when complete, 1 when stopped (timeout) or a sub-job failed, 130 on Ctrl-C (stored
     results and checkpoints kept: the same command resumes)."""
     plan = dp_plan(board, start_sq)
-    count_id = dp_count_id(board, start_sq)
+    count_id = dp_count_id(plan)
     began = time.monotonic()
     with open_backend(redis_url, workers, start_workers=False, notify=note) as backend:
         note(f"method: {choice.reason}")
         per_task_gb = memory_gb / max(1, backend.worker_count)
-        items = dp_items(plan, start_sq, int(per_task_gb * 2**30))
+        items = plan.subjobs(int(per_task_gb * 2**30))
         sent: set[str] = set()
         try:
             if fresh:
                 count_store.delete_count(backend.client, count_id)
-                _remove_checkpoints(board, start_sq, local=backend.worker_count > 0)
+                root = get_settings().frontier_path
+                removed = plan.remove_sweeps(root)
+                note(
+                    f"--fresh: {removed} checkpoint folder(s) of this count removed under "
+                    f"{root}"
+                    + (
+                        ""
+                        if backend.worker_count > 0
+                        else "; workers on other machines keep theirs under their KT_DATA_DIR"
+                    )
+                )
             register_dp_count(
                 backend.client,
                 count_id,
@@ -195,7 +198,6 @@ def _run(
         f"{get_settings().frontier_path}; the same command resumes); tables bounded "
         f"by {per_task_gb:g} GiB per task"
     )
-    progress = _WorkerProgress(dp_count_transitions(board, start_sq is not None, halves=False))
 
     def on_sent(keys: list[str]) -> None:
         note(f"dp: sent {', '.join(keys)}")
@@ -204,6 +206,8 @@ def _run(
     with progress_hooks(
         "sub-jobs", len(items), lambda st: "", check, what=f"count {count_id}"
     ) as callbacks:
+        transitions = dp_count_transitions(board, start_sq is not None, halves=False)
+        progress = _WorkerProgress(transitions)
         status = wait_for_dp_count(
             client,
             backend.url,
@@ -218,26 +222,6 @@ def _run(
     if status["complete"]:
         backend.finished()
     return status
-
-
-def _remove_checkpoints(board: Board, start_sq: Square | None, local: bool) -> None:
-    """``--fresh``: remove the folders where this count's sweeps keep their layers under this
-    machine's ``KT_DATA_DIR/frontier`` (where local workers write them), and say how many.
-    ``local``: this command starts the workers; else workers on other machines keep theirs.
-
-    Raises
-    ------
-    OSError
-        If a folder cannot be removed.
-    """
-    root = get_settings().frontier_path
-    found = [d for d in dp_sweep_dirs(board, start_sq, root) if d.is_dir()]
-    for folder in found:
-        shutil.rmtree(folder)
-    note(
-        f"--fresh: {len(found)} checkpoint folder(s) of this count removed under {root}"
-        + ("" if local else "; workers on other machines keep theirs under their KT_DATA_DIR")
-    )
 
 
 def count_stopped(

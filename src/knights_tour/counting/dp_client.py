@@ -13,8 +13,8 @@ side is :mod:`knights_tour.counting.dp_execution`.
 Typical use (what ``ktour count --method dp`` does)::
 
     plan = dp_plan(board)
-    cid = dp_count_id(board, None)
-    items = dp_items(plan, None, memory_bytes)
+    cid = dp_count_id(plan)
+    items = plan.subjobs(memory_bytes)
     register_dp_count(r, cid, plan, items)
     status = wait_for_dp_count(r, url, cid, items, timeout_s=None)
     report = assemble_dp_count(r, cid, plan, items, elapsed_s)
@@ -28,48 +28,15 @@ from typing import Any
 import msgspec
 import redis
 
-from knights_tour.board import Board, Square
+from knights_tour.board import Square
 from knights_tour.counting import store as count_store
 from knights_tour.counting.client import send_subjobs, wait_for_count
 from knights_tour.counting.dp_jobs import DpPlan
 from knights_tour.counting.method import dp_report
 from knights_tour.counting.plan import CountReport
 from knights_tour.counting.records import ClassFigures, CountExtra, DpProgress, DpSubJob, LayerRow
-from knights_tour.counting.symmetry import representative
 from knights_tour.errors import KnightsTourError
 from knights_tour.store.waiting import WaitHooks
-
-
-def dp_count_id(board: Board, start: Square | None) -> str:
-    """``7x7-open-dp-all`` or ``7x7-open-dp-sq0.0`` (``start``'s representative): the id of
-    a DP count (apart from the enumeration's ids, whose sub-jobs differ)."""
-    if start is None:
-        return f"{board.label}-open-dp-all"
-    rep = representative(board, board.check_square(start))
-    return f"{board.label}-open-dp-sq{rep[0]}.{rep[1]}"
-
-
-def dp_items(plan: DpPlan, start: Square | None, memory_bytes: int) -> list[DpSubJob]:
-    """The sub-jobs of ``plan``: its trunks that run (a group whose starts are all taken
-    first has none), then one per searched class, each bounded by ``memory_bytes`` a table."""
-    items = [
-        DpSubJob.of(plan.board, start, "trunk", group=i, memory_bytes=memory_bytes)
-        for i, keep in enumerate(plan.trunks)
-        if keep
-    ]
-    items += [
-        DpSubJob.of(
-            plan.board,
-            start,
-            "tail",
-            group=t.group,
-            square=t.representative,
-            after=t.after,
-            memory_bytes=memory_bytes,
-        )
-        for t in plan.tails
-    ]
-    return items
 
 
 def register_dp_count(
@@ -257,11 +224,4 @@ def assemble_dp_count(
     return report
 
 
-__all__ = [
-    "dp_count_id",
-    "dp_items",
-    "register_dp_count",
-    "ready_items",
-    "wait_for_dp_count",
-    "assemble_dp_count",
-]
+__all__ = ["register_dp_count", "ready_items", "wait_for_dp_count", "assemble_dp_count"]

@@ -9,11 +9,11 @@ Pure: no Celery, no Redis.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from knights_tour.board import Board, Square
-from knights_tour.counting import frontier
 from knights_tour.counting.frontier_run import (
     DEFAULT_MEMORY_BYTES,
     Progress,
@@ -21,19 +21,14 @@ from knights_tour.counting.frontier_run import (
     SweepResult,
 )
 from knights_tour.counting.frontier_store import sweep_dir
-from knights_tour.counting.method import (
-    classes_to_count,
-    count_paths_trivial,
-    searched_classes,
-    trivial_class_counts,
-)
-from knights_tour.counting.records import ClassFigures
+from knights_tour.counting.method import searched_classes, start_classes
+from knights_tour.counting.records import ClassFigures, DpSubJob
 from knights_tour.counting.trunks import (
     TrunkMember,
     class_from_trunk,
+    group_sweeps,
     run_trunk,
     trunk_groups,
-    trunk_plan,
 )
 from knights_tour.errors import InvalidJobError
 
@@ -51,18 +46,74 @@ class DpTail:
 
 @dataclass(frozen=True)
 class DpPlan:
-    """The jobs of a DP count by trunks (:func:`dp_plan`): ``trunks`` (per group, the steps it
-    keeps on disk; a group whose every start is taken first has none and no job),
-    ``tails`` (one per searched class) and ``trivial`` (the counts of the classes found
-    without search, ``trivial_figures`` their report entries), with the count's ``classes``
-    (representative -> its squares)."""
+    """The jobs of a DP count by trunks (:func:`dp_plan`) of ``board`` (``start``'s class
+    only when given): ``trunks`` (per group, the steps it keeps on disk; a group whose every
+    start is taken first has none and no job), ``tails`` (one per searched class) and
+    ``trivial`` (the counts of the classes found without search, ``trivial_figures`` their
+    report entries), with the count's ``classes`` (representative -> its squares) and its
+    trunk ``groups`` (:func:`~knights_tour.counting.trunks.trunk_groups`)."""
 
     board: Board
+    start: Square | None
     classes: dict[Square, list[Square]]
     trivial: dict[Square, int]
     trunks: list[tuple[int, ...]]
     tails: list[DpTail]
     trivial_figures: list[ClassFigures]
+    groups: list[tuple[int, list[TrunkMember]]]
+
+    def subjobs(self, memory_bytes: int) -> list[DpSubJob]:
+        """The sub-jobs: the trunks that run (a group whose starts are all taken first has
+        none), then one per searched class, each bounded by ``memory_bytes`` a table."""
+        board, start = self.board, self.start
+        items = [
+            DpSubJob.of(board, start, "trunk", group=i, memory_bytes=memory_bytes)
+            for i, keep in enumerate(self.trunks)
+            if keep
+        ]
+        items += [
+            DpSubJob.of(
+                board,
+                start,
+                "tail",
+                group=t.group,
+                square=t.representative,
+                after=t.after,
+                memory_bytes=memory_bytes,
+            )
+            for t in self.tails
+        ]
+        return items
+
+    def sweep_dirs(self, checkpoint_dir: str | Path) -> list[Path]:
+        """The folders under ``checkpoint_dir`` where the count's sweeps keep their layers:
+        each trunk's and each searched class's own full sweep (a class's full sweep is the
+        same plan in every count that searches it, so counts of the whole grid and of one
+        start share it). Whether they exist or not; nothing is created."""
+        return [sweep_dir(Path(checkpoint_dir), p) for p in group_sweeps(self.groups)]
+
+    def remove_sweeps(self, checkpoint_dir: str | Path) -> int:
+        """Remove the folders of :meth:`sweep_dirs` that exist (a count started afresh);
+        returns how many.
+
+        Raises
+        ------
+        OSError
+            If a folder cannot be removed.
+        """
+        found = [d for d in self.sweep_dirs(checkpoint_dir) if d.is_dir()]
+        for folder in found:
+            shutil.rmtree(folder)
+        return len(found)
+
+
+def dp_count_id(plan: DpPlan) -> str:
+    """``7x7-open-dp-all`` or ``7x7-open-dp-sq0.0`` (its start's representative): the id of
+    the count ``plan`` describes (apart from the enumeration's ids, whose sub-jobs differ)."""
+    if plan.start is None:
+        return f"{plan.board.label}-open-dp-all"
+    rep = next(iter(plan.classes))
+    return f"{plan.board.label}-open-dp-sq{rep[0]}.{rep[1]}"
 
 
 def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
@@ -76,17 +127,17 @@ def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
     InvalidSquareError
         If ``start`` is off the board.
     """
-    classes = classes_to_count(board, start)
-    searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
-    easy = [rep for rep in classes if rep not in searched]
-    trivial, trivial_figures = trivial_class_counts(board, easy)
+    found = start_classes(board, start)
+    groups = trunk_groups(board, found.searched)
     trunks: list[tuple[int, ...]] = []
     tails: list[DpTail] = []
-    for i, (_, members) in enumerate(trunk_groups(board, searched)):
+    for i, (_, members) in enumerate(groups):
         trunks.append(tuple(sorted({s - 1 for _, _, s in members if s > 0})))
         for rep, _, s in sorted(members, key=lambda m: m[2]):
             tails.append(DpTail(rep, i if s > 0 else -1, s - 1))
-    return DpPlan(board, classes, trivial, trunks, tails, trivial_figures)
+    return DpPlan(
+        board, start, found.classes, found.trivial, trunks, tails, found.trivial_figures, groups
+    )
 
 
 def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[TrunkMember]]:
@@ -149,19 +200,4 @@ def dp_run_tail(
     return swept
 
 
-def dp_sweep_dirs(board: Board, start: Square | None, checkpoint_dir: str | Path) -> list[Path]:
-    """The folders under ``checkpoint_dir`` where the sweeps of :func:`dp_plan` ``(board,
-    start)`` keep their layers: each trunk's and each searched class's own full sweep (a class's
-    full sweep is the same plan in every count that searches it, so counts of the whole grid
-    and of one start share it). Whether they exist or not; nothing is created."""
-    root = Path(checkpoint_dir)
-    searched = searched_classes(board, start)
-    dirs: list[Path] = []
-    for colour, members in trunk_groups(board, searched):
-        if max(s for _, _, s in members) > 0:
-            dirs.append(sweep_dir(root, trunk_plan(members, colour)))
-        dirs.extend(sweep_dir(root, frontier.full_sweep(g, s)) for _, g, s in members)
-    return dirs
-
-
-__all__ = ["DpPlan", "DpTail", "dp_plan", "dp_run_trunk", "dp_run_tail", "dp_sweep_dirs"]
+__all__ = ["DpPlan", "DpTail", "dp_count_id", "dp_plan", "dp_run_trunk", "dp_run_tail"]

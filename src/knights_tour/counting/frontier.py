@@ -124,11 +124,25 @@ class SweepPlan:
         return max((len(f) for f in self.frontier_after), default=0)
 
 
-def _need(g: Graph) -> tuple[int, int] | None:
+def end_colours(g: Graph) -> tuple[int, int] | None:
     """End-point colours of a Hamiltonian path: (black, white) ends, or None if there is none
     (colour classes differ by more than one)."""
     t = sum(1 - 2 * c for c in g.colour)
     return {1: (2, 0), 0: (1, 1), -1: (0, 2)}.get(t)
+
+
+def trivial_paths(g: Graph, s: int | None) -> int | None:
+    """The count of :func:`knights_tour.counting.frontier_run.count_paths` from vertex ``s``
+    (any end when None) when no sweep is needed: 1 on one square; 0 for a colour imbalance
+    above one, an isolated square, or a start of the colour no path ends on. None otherwise."""
+    if g.n == 1:
+        return 1
+    need = end_colours(g)
+    if need is None or any(len(nb) == 0 for nb in g.nbrs):
+        return 0
+    if s is not None and need[g.colour[s]] == 0:
+        return 0
+    return None
 
 
 def build_sweep(
@@ -158,7 +172,7 @@ def build_sweep(
         If a frontier exceeds :data:`frontier_kernel.MAX_SLOTS` slots or a step lists more
         untaken neighbours of the frontier than the kernel holds.
     """
-    need = _need(g)
+    need = end_colours(g)
     assert need is not None
     state = _SweepState(g)
     tables = _Tables.empty(len(steps))
@@ -442,6 +456,8 @@ __all__ = [
     "Graph",
     "SweepPlan",
     "image_graph",
+    "end_colours",
+    "trivial_paths",
     "build_sweep",
     "full_sweep",
     "trunk_sweep",

@@ -274,7 +274,7 @@ def join_halves(
     sig, lkeys, lcounts = sig[order], lkeys[order], low.counts[order]
     logcap = max(4, int(np.ceil(np.log2(2 * len(np.unique(sig)) + 1))))
     gkeys, gfirst, gend = fj.group_index(sig, logcap)
-    need = frontier._need(g)
+    need = frontier.end_colours(g)
     assert need is not None
     end_ok = np.array([need[g.colour[v]] > 0 for v in ufr], dtype=np.bool_)
     total, pairs, overflow = fj.join(
@@ -364,7 +364,7 @@ def count_paths(
         start = board.check_square(start)
     g = frontier.image_graph(board, start, late=not halves)
     s = None if start is None else g.square.index(start)
-    trivial = _trivial(board, g, s)
+    trivial = frontier.trivial_paths(g, s)
     if trivial is not None:
         return DPCount(board, start, trivial, "trivial", [], 0, time.perf_counter() - began)
     if halves and cut is None:
@@ -395,19 +395,6 @@ def count_paths(
         pairs,
         time.perf_counter() - began,
     )
-
-
-def _trivial(board: Board, g: frontier.Graph, s: int | None) -> int | None:
-    """The count when no DP is needed: one square, a colour imbalance above one, an isolated
-    square, or a start square of the wrong colour. None otherwise."""
-    if g.n == 1:
-        return 1
-    need = frontier._need(g)
-    if need is None or any(len(nb) == 0 for nb in g.nbrs):
-        return 0
-    if s is not None and need[g.colour[s]] == 0:
-        return 0
-    return None
 
 
 __all__ = [

@@ -34,7 +34,6 @@ from knights_tour.counting.frontier_run import (
     Progress,
     SweepOptions,
     SweepResult,
-    count_paths,
     join_halves,
     run_sweep,
 )
@@ -165,12 +164,12 @@ def dp_count(
         As in :func:`knights_tour.counting.frontier_run.count_paths`.
     """
     began = time.perf_counter()
-    classes = classes_to_count(board, start)
+    found = start_classes(board, start)
+    classes, searched = found.classes, found.searched
+    class_counts, figures = dict(found.trivial), list(found.trivial_figures)
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    searched = [rep for rep in classes if not count_paths_trivial(board, rep)]
-    class_counts, figures = trivial_class_counts(board, [r for r in classes if r not in searched])
     lowers: dict[str, SweepResult] = {}
     trunks: list[SweepResult] = []
     cut = halves_cut(board) if halves and searched else None
@@ -225,31 +224,48 @@ def dp_report(
     )
 
 
-def classes_to_count(board: Board, start: Square | None) -> dict[Square, list[Square]]:
-    """The symmetry classes to count: every class, or ``start``'s only."""
+@dataclass(frozen=True)
+class StartClasses:
+    """The start classes a count counts: ``classes`` (representative -> the squares of its
+    class), the representatives that need a search (``searched``) and the counts of the others
+    (``trivial``: all 0, or 1 on one square) with their report entries."""
+
+    classes: dict[Square, list[Square]]
+    searched: list[Square]
+    trivial: dict[Square, int]
+    trivial_figures: list[ClassFigures]
+
+
+def start_classes(board: Board, start: Square | None = None) -> StartClasses:
+    """The classes to count: every class of ``board``, or ``start``'s only, told apart by
+    whether they need a search (:func:`trivial_count`).
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    """
     all_classes = symmetry_classes(board)
     if start is None:
-        return dict(all_classes)
-    rep = representative(board, board.check_square(start))
-    return {rep: all_classes[rep]}
-
-
-def trivial_class_counts(
-    board: Board, reps: list[Square]
-) -> tuple[dict[Square, int], list[ClassFigures]]:
-    """The counts (all 0, or 1 on one square) and figures of classes needing no search."""
-    counts: dict[Square, int] = {}
+        classes = dict(all_classes)
+    else:
+        rep = representative(board, board.check_square(start))
+        classes = {rep: all_classes[rep]}
+    searched: list[Square] = []
+    trivial: dict[Square, int] = {}
     figures: list[ClassFigures] = []
-    for rep in reps:
-        counts[rep] = count_paths(board, rep).paths
+    for rep in classes:
+        count = trivial_count(board, rep)
+        if count is None:
+            searched.append(rep)
+            continue
+        trivial[rep] = count
         figures.append(
             ClassFigures(
-                representative=rep,
-                count=counts[rep],
-                method="no search (colour or isolated square)",
+                representative=rep, count=count, method="no search (colour or isolated square)"
             )
         )
-    return counts, figures
+    return StartClasses(classes, searched, trivial, figures)
 
 
 def _grid(
@@ -334,9 +350,9 @@ def _trunk_classes(
 
 
 def searched_classes(board: Board, start: Square | None = None) -> list[Square]:
-    """The representatives of the classes to count (:func:`classes_to_count`) that need a
+    """The representatives of the classes to count (:func:`start_classes`) that need a
     search."""
-    return [rep for rep in classes_to_count(board, start) if not count_paths_trivial(board, rep)]
+    return start_classes(board, start).searched
 
 
 def dp_trunks(
@@ -388,8 +404,9 @@ def dp_class_tail(
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
     rep = representative(board, board.check_square(square))
-    if count_paths_trivial(board, rep):
-        return count_paths(board, rep).paths
+    trivial = trivial_count(board, rep)
+    if trivial is not None:
+        return trivial
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     swept = class_from_trunk(board, searched_classes(board), rep, opts)
     if swept is None:  # pragma: no cover
@@ -410,7 +427,7 @@ def halves_cut(board: Board) -> int | None:
     them all or one (so a class alone runs the whole grid's lower half, shared through the
     checkpoints, and never costs more than the whole grid); None where the board is too short
     for halves (every class by full sweeps)."""
-    reps = [rep for rep in symmetry_classes(board) if not count_paths_trivial(board, rep)]
+    reps = start_classes(board).searched
     return _common_cut(board, reps) if reps else None
 
 
@@ -434,13 +451,17 @@ def _common_cut(board: Board, reps: list[Square]) -> int | None:
     return best if best <= min(g.rows for g in graphs) - 2 else None
 
 
-def count_paths_trivial(board: Board, square: Square) -> bool:
-    """True if ``square`` starts no open tour for a reason found without search (minority
-    colour, isolated square)."""
+def trivial_count(board: Board, square: Square) -> int | None:
+    """The open tours from ``square`` when they are found without search
+    (:func:`knights_tour.counting.frontier.trivial_paths`: minority colour, isolated square,
+    a board of one square); None where a search is needed."""
     g = frontier.image_graph(board, square)
-    need = frontier._need(g)
-    s = g.square.index(square)
-    return need is None or need[g.colour[s]] == 0 or any(len(nb) == 0 for nb in g.nbrs)
+    return frontier.trivial_paths(g, g.square.index(square))
+
+
+def count_paths_trivial(board: Board, square: Square) -> bool:
+    """True if the tours from ``square`` are counted without search (:func:`trivial_count`)."""
+    return trivial_count(board, square) is not None
 
 
 __all__ = [
@@ -457,7 +478,8 @@ __all__ = [
     "dp_class_tail",
     "peak_rss_bytes",
     "count_paths_trivial",
-    "classes_to_count",
+    "trivial_count",
+    "StartClasses",
+    "start_classes",
     "searched_classes",
-    "trivial_class_counts",
 ]

@@ -46,6 +46,17 @@ def trunk_plan(members: list[TrunkMember], colour: int) -> frontier.SweepPlan:
     return frontier.trunk_sweep(members[0][1], colour, last, cands)
 
 
+def group_sweeps(groups: list[tuple[int, list[TrunkMember]]]) -> list[frontier.SweepPlan]:
+    """The sweeps of the classes grouped by :func:`trunk_groups`: each group's trunk (where
+    one runs: a start is taken after the first step) and each class's own full sweep."""
+    plans = []
+    for colour, members in groups:
+        if max(s for _, _, s in members) > 0:
+            plans.append(trunk_plan(members, colour))
+        plans.extend(frontier.full_sweep(g, s) for _, g, s in members)
+    return plans
+
+
 def run_trunk(members: list[TrunkMember], colour: int, opts: SweepOptions) -> SweepResult | None:
     """Run a group's trunk, keeping the layer before each start (on disk with checkpoints);
     None when none is needed (every class of the group counted on disk, or all taken
@@ -106,6 +117,7 @@ __all__ = [
     "TrunkMember",
     "trunk_groups",
     "trunk_plan",
+    "group_sweeps",
     "run_trunk",
     "class_sweep",
     "class_from_trunk",
