@@ -31,8 +31,7 @@ from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import keys, memory
 from knights_tour.store.connection import connect
-from knights_tour.store.events import Wakeup
-from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
+from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, wait_announced
 from knights_tour.tours.record import Record
 from knights_tour.worker import messages, recovery
 from knights_tour.worker.lazy import celery_worker
@@ -238,7 +237,8 @@ def wait_for_batch(
     poll_s: float = 0.5,
     outage_s: float = REDIS_OUTAGE_S,
 ) -> WaitedBatch:
-    """Wait until every job of ``batch_id`` has a record (:func:`poll_until_complete`).
+    """Wait until every job of ``batch_id`` has a record
+    (:func:`~knights_tour.store.waiting.wait_announced`).
 
     Parameters
     ----------
@@ -270,10 +270,6 @@ def wait_for_batch(
     BackendUnavailableError
         If Redis stayed unreachable for ``outage_s`` seconds.
     """
-    recover_fn = None
-    if recover_url is not None:
-        url = recover_url
-        recover_fn = lambda: recover_lost_jobs(r, url, batch_id)  # noqa: E731
 
     def status_fn() -> WaitedBatch:
         # Polls read the batch's tally, not every job; every job is looked at only when the
@@ -284,18 +280,18 @@ def wait_for_batch(
         refused = None if status["complete"] else memory.writes_refused(r)
         return {**status, "state": progress.batch_state(r, batch_id), "writes_refused": refused}
 
-    # Subscribed before the first poll, so the announcement of the end cannot fall between.
-    with Wakeup(r, keys.batch_events(batch_id)) as wakeup:
-        return poll_until_complete(
-            status_fn,
-            timeout_s=timeout_s,
-            recover_fn=recover_fn,
-            hooks=hooks,
-            poll_s=poll_s,
-            outage_s=outage_s,
-            is_done=_ended,
-            pause=wakeup.wait,
-        )
+    return wait_announced(
+        r,
+        keys.batch_events(batch_id),
+        status_fn,
+        _ended,
+        lambda url: recover_lost_jobs(r, url, batch_id),
+        timeout_s=timeout_s,
+        recover_url=recover_url,
+        hooks=hooks,
+        poll_s=poll_s,
+        outage_s=outage_s,
+    )
 
 
 def _ended(status: WaitedBatch) -> bool:

@@ -9,7 +9,6 @@ and waiting :mod:`knights_tour.counting.client`, the backend
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -27,31 +26,20 @@ from knights_tour.commands._checks import (
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import redis_option, timeout_option, workers_option, yes_option
 from knights_tour.commands._shared import note, progress_hooks
-from knights_tour.commands.count_dp import count_failed, count_stopped, run_dp_count
+from knights_tour.commands.count_dp import (
+    count_failed,
+    count_stopped,
+    echo_grid,
+    run_dp_count,
+    write_record,
+)
 from knights_tour.counting import store as count_store
 from knights_tour.counting.client import stop_count, submit_count, wait_for_count
 from knights_tour.counting.method import METHODS, MethodChoice, choose_method
 from knights_tour.counting.plan import CountPlan, CountReport, plan_count
 from knights_tour.local.backend import Backend, open_backend
-from knights_tour.output.atomicfile import atomic_write_text
 from knights_tour.settings import get_settings
 from knights_tour.store.waiting import WaitHooks
-
-
-def _format_count_grid(report: CountReport) -> list[str]:
-    """The per-square grid as text lines: rank labels on the left (rank 1 at the bottom), file
-    letters below; ``-`` for a square that was not counted."""
-    board = Board(report.rows, report.cols)
-    cells = [["-" if v is None else str(v) for v in row] for row in report.grid]
-    width = max(len(c) for row in cells for c in row)
-    label_w = len(str(board.rows))
-    lines = []
-    for r, row in enumerate(cells):
-        lines.append(f"{board.rows - r:>{label_w}}  " + " ".join(c.rjust(width) for c in row))
-    lines.append(
-        " " * (label_w + 2) + " ".join(board.file_name(c).rjust(width) for c in range(board.cols))
-    )
-    return lines
 
 
 def _send_and_wait(
@@ -105,24 +93,9 @@ def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] |
 
 
 def _print_report(
-    report: CountReport,
-    record: dict[str, Any],
-    board: Board,
-    plan: CountPlan,
-    start_sq: Square | None,
-    closed: bool,
-    count_id: str,
+    report: CountReport, record: dict[str, Any], start_sq: Square | None, count_id: str
 ) -> None:
-    kind = "closed" if closed else "open"
-    click.echo(f"directed {kind} knight's tours per start square, {board.label}:")
-    for line in _format_count_grid(report):
-        click.echo(line)
-    if report.total is not None:
-        click.echo(f"total: {report.total:,}")
-    else:
-        sq = start_sq if start_sq is not None else next(iter(plan.classes))
-        click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
-    click.echo(report.symmetry_note)
+    echo_grid(report, start_sq)
     span = record.get("counting_s")
     counting = (
         f"counting {span:.2f} s (this run's first sub-job's start to its last one's end); "
@@ -268,12 +241,9 @@ def count(
     report, reused = got
     record = report.to_dict()
     record["reused_subjobs"] = reused
-    if out is not None:
-        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
-    if as_json:
-        click.echo(json.dumps(record, separators=(",", ":")))
+    if write_record(record, as_json, out):
         return ExitCode.OK
-    _print_report(report, record, board, plan, start_sq, closed, count_id)
+    _print_report(report, record, start_sq, count_id)
     return ExitCode.OK
 
 

@@ -38,6 +38,8 @@ PROGRESS_EVERY_S = 10.0
 
 
 def _grid_lines(report: CountReport) -> list[str]:
+    """The per-square grid as text lines: rank labels on the left (rank 1 at the bottom), file
+    letters below; ``-`` for a square that was not counted."""
     board = Board(report.rows, report.cols)
     cells = [["-" if v is None else str(v) for v in row] for row in report.grid]
     width = max(len(c) for row in cells for c in row)
@@ -50,6 +52,38 @@ def _grid_lines(report: CountReport) -> list[str]:
         " " * (label_w + 2) + " ".join(board.file_name(c).rjust(width) for c in range(board.cols))
     )
     return lines
+
+
+def write_record(record: dict[str, Any], as_json: bool, out: str | None) -> bool:
+    """Write a count's JSON ``record`` to the file ``out`` (indented) if given, and with
+    ``as_json`` print it on one line; True if printed (nothing more is to be printed).
+
+    Raises
+    ------
+    OSError
+        If ``out`` cannot be written.
+    """
+    if out is not None:
+        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
+    if as_json:
+        click.echo(json.dumps(record, separators=(",", ":")))
+    return as_json
+
+
+def echo_grid(report: CountReport, start_sq: Square | None) -> None:
+    """Print a count's grid (:func:`_grid_lines`) under its title, then its total (or the
+    count from ``start_sq``, else from the first class counted) and its symmetry note."""
+    board = Board(report.rows, report.cols)
+    kind = "closed" if report.closed else "open"
+    click.echo(f"directed {kind} knight's tours per start square, {board.label}:")
+    for line in _grid_lines(report):
+        click.echo(line)
+    if report.total is not None:
+        click.echo(f"total: {report.total:,}")
+    else:
+        sq = start_sq if start_sq is not None else next(iter(report.classes))
+        click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
+    click.echo(report.symmetry_note)
 
 
 def _progress_line(rec: DpProgress) -> str:
@@ -272,21 +306,9 @@ def _print(
 ) -> ExitCode:
     record = report.to_dict()
     record["method_reason"] = choice.reason
-    if out is not None:
-        atomic_write_text(out, json.dumps(record, indent=1) + "\n")
-    if as_json:
-        click.echo(json.dumps(record, separators=(",", ":")))
+    if write_record(record, as_json, out):
         return ExitCode.OK
-    board = Board(report.rows, report.cols)
-    click.echo(f"directed open knight's tours per start square, {board.label}:")
-    for line in _grid_lines(report):
-        click.echo(line)
-    if report.total is not None:
-        click.echo(f"total: {report.total:,}")
-    else:
-        sq = start_sq if start_sq is not None else next(iter(report.classes))
-        click.echo(f"tours from {board.algebraic(sq)}: {report.grid[sq[0]][sq[1]]:,}")
-    click.echo(report.symmetry_note)
+    echo_grid(report, start_sq)
     click.echo(f"method: {choice.reason}")
     click.echo(
         f"sub-jobs: {report.subjobs} ({record['reused_subjobs']} reused from an earlier run); "
@@ -299,4 +321,4 @@ def _print(
     return ExitCode.OK
 
 
-__all__ = ["count_stopped", "count_failed", "run_dp_count"]
+__all__ = ["count_stopped", "count_failed", "echo_grid", "run_dp_count", "write_record"]

@@ -25,8 +25,7 @@ from knights_tour.counting import store as count_store
 from knights_tour.counting.plan import SubJob
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.store.events import Wakeup
-from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, poll_until_complete
+from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, wait_announced
 from knights_tour.worker import ledger, messages, recovery
 from knights_tour.worker.lazy import celery_worker
 
@@ -116,22 +115,18 @@ def wait_for_count(
     BackendUnavailableError
         If Redis stayed unreachable for ``outage_s`` seconds.
     """
-    recover_fn = None
-    if recover_url is not None:
-        url = recover_url
-        recover_fn = lambda: recover_lost_subjobs(r, url, count_id)  # noqa: E731
-    # Subscribed before the first poll, so the announcement of the end cannot fall between.
-    with Wakeup(r, keys.count_events(count_id)) as wakeup:
-        return poll_until_complete(
-            lambda: count_store.count_status(r, count_id),
-            timeout_s=timeout_s,
-            hooks=hooks,
-            recover_fn=recover_fn,
-            poll_s=poll_s,
-            outage_s=outage_s,
-            is_done=_count_done,
-            pause=wakeup.wait,
-        )
+    return wait_announced(
+        r,
+        keys.count_events(count_id),
+        lambda: count_store.count_status(r, count_id),
+        _count_done,
+        lambda url: recover_lost_subjobs(r, url, count_id),
+        timeout_s=timeout_s,
+        recover_url=recover_url,
+        hooks=hooks,
+        poll_s=poll_s,
+        outage_s=outage_s,
+    )
 
 
 def stop_count(r: redis.Redis, count_id: str) -> int:

@@ -167,6 +167,7 @@ def dp_count(
     found = start_classes(board, start)
     classes, searched = found.classes, found.searched
     class_counts, figures = dict(found.trivial), list(found.trivial_figures)
+    done = _Counted(class_counts, figures, class_done)
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
@@ -174,9 +175,9 @@ def dp_count(
     trunks: list[SweepResult] = []
     cut = halves_cut(board) if halves and searched else None
     if cut is not None:
-        lowers = _halves_classes(board, searched, cut, class_counts, figures, class_done, opts)
+        lowers = _halves_classes(board, searched, cut, done, opts)
     elif searched:
-        trunks = _trunk_classes(board, searched, class_counts, figures, class_done, opts)
+        trunks = _trunk_classes(board, searched, done, opts)
     transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
     transitions += sum(f.transitions for f in figures if f.transitions is not UNSET)
     wall = time.perf_counter() - began
@@ -279,25 +280,33 @@ def _grid(
     return grid
 
 
+@dataclass
+class _Counted:
+    """The classes counted so far: their ``counts`` and report entries (``figures``), and
+    ``class_done`` told of each."""
+
+    counts: dict[Square, int]
+    figures: list[ClassFigures]
+    class_done: ClassDone | None
+
+    def add(self, rep: Square, count: int, fig: ClassFigures, began: float) -> None:
+        """Class ``rep`` counted, since ``began`` (:func:`time.perf_counter` seconds)."""
+        self.counts[rep] = count
+        fig.seconds = round(time.perf_counter() - began, 3)
+        self.figures.append(fig)
+        if self.class_done is not None:
+            self.class_done(rep, count, time.perf_counter() - began)
+
+
 def _halves_classes(
-    board: Board,
-    reps: list[Square],
-    cut: int,
-    counts: dict[Square, int],
-    figures: list[ClassFigures],
-    class_done: ClassDone | None,
-    opts: SweepOptions,
+    board: Board, reps: list[Square], cut: int, done: _Counted, opts: SweepOptions
 ) -> dict[str, SweepResult]:
     """Classes by two halves met below ``cut``, one lower half per distinct plan (one for all
-    when the cut is common). Fills ``counts`` and ``figures``; returns the lower halves."""
+    when the cut is common), added to ``done``; returns the lower halves."""
     lowers: dict[str, SweepResult] = {}
     for rep in reps:
         t0 = time.perf_counter()
-        counts[rep], fig = _halves_class(board, rep, cut, lowers, opts)
-        fig.seconds = round(time.perf_counter() - t0, 3)
-        figures.append(fig)
-        if class_done is not None:
-            class_done(rep, counts[rep], time.perf_counter() - t0)
+        done.add(rep, *_halves_class(board, rep, cut, lowers, opts), t0)
     return lowers
 
 
@@ -323,16 +332,11 @@ def _halves_class(
 
 
 def _trunk_classes(
-    board: Board,
-    reps: list[Square],
-    counts: dict[Square, int],
-    figures: list[ClassFigures],
-    class_done: ClassDone | None,
-    opts: SweepOptions,
+    board: Board, reps: list[Square], done: _Counted, opts: SweepOptions
 ) -> list[SweepResult]:
     """Classes by full sweeps that share their first layers: one trunk per group
     (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
-    the trunk's layer before its square. Fills ``counts`` and ``figures``; returns the trunks."""
+    the trunk's layer before its square, added to ``done``; returns the trunks."""
     trunks = []
     for colour, members in trunk_groups(board, reps):
         tr = run_trunk(members, colour, opts)
@@ -341,11 +345,7 @@ def _trunk_classes(
         for rep, g, s in sorted(members, key=lambda m: -m[2]):
             t0 = time.perf_counter()
             initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
-            counts[rep], fig = class_sweep(rep, g, s, initial, opts)
-            fig.seconds = round(time.perf_counter() - t0, 3)
-            figures.append(fig)
-            if class_done is not None:
-                class_done(rep, counts[rep], time.perf_counter() - t0)
+            done.add(rep, *class_sweep(rep, g, s, initial, opts), t0)
     return trunks
 
 

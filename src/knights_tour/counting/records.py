@@ -144,17 +144,10 @@ class DpSubJob(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidJobError("malformed DP sub-job: role, memory_bytes or key")
         if (role == "tail") != (square is not None):
             raise InvalidJobError("malformed DP sub-job: a tail names its square, a trunk not")
-        return cls(
-            key=key,
-            rows=board.rows,
-            cols=board.cols,
-            start=start,
-            role=role,
-            group=group,
-            square=square,
-            after=after,
-            memory_bytes=memory,
+        made = cls.of(
+            board, start, role, group=group, square=square, after=after, memory_bytes=memory
         )
+        return msgspec.structs.replace(made, key=key)  # the key it was sent under
 
 
 class TrunkFigures(msgspec.Struct, kw_only=True):

@@ -8,6 +8,7 @@ outage notes and re-sent jobs are reported through :class:`WaitHooks`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -18,6 +19,7 @@ import redis
 
 from knights_tour.errors import BackendUnavailableError
 from knights_tour.store.connection import REDIS_ERRORS
+from knights_tour.store.events import Wakeup
 from knights_tour.store.memory import write_refusal
 
 REDIS_OUTAGE_S = 120.0
@@ -230,4 +232,43 @@ def _recover(recover_fn: Callable[[], list[str]], hooks: WaitHooks[Any], refused
         hooks.on_resent(len(resent))
 
 
-__all__ = ["WaitHooks", "REDIS_OUTAGE_S", "FIRST_POLL_S", "poll_until_complete"]
+def wait_announced(
+    r: redis.Redis,
+    channel: str,
+    status_fn: Callable[[], Status],
+    is_done: Callable[[Status], bool],
+    recover: Callable[[str], list[str]],
+    *,
+    timeout_s: float | None,
+    recover_url: str | None,
+    hooks: WaitHooks[Status] | None,
+    poll_s: float,
+    outage_s: float,
+) -> Status:
+    """Wait as :func:`poll_until_complete` does, each pause cut short when the end is announced
+    on the pub/sub ``channel`` (:class:`~knights_tour.store.events.Wakeup`); with
+    ``recover_url`` (the broker), ``recover(recover_url)`` after every poll re-sends the work
+    lost with its worker. A batch's wait and a count's (``wait_for_batch``,
+    ``wait_for_count``) are this with their own status and end.
+
+    Raises
+    ------
+    BackendUnavailableError
+        If Redis stayed unreachable for ``outage_s`` seconds.
+    """
+    recover_fn = None if recover_url is None else functools.partial(recover, recover_url)
+    # Subscribed before the first poll, so the announcement of the end cannot fall between.
+    with Wakeup(r, channel) as wakeup:
+        return poll_until_complete(
+            status_fn,
+            timeout_s=timeout_s,
+            recover_fn=recover_fn,
+            hooks=hooks,
+            poll_s=poll_s,
+            outage_s=outage_s,
+            is_done=is_done,
+            pause=wakeup.wait,
+        )
+
+
+__all__ = ["WaitHooks", "REDIS_OUTAGE_S", "FIRST_POLL_S", "poll_until_complete", "wait_announced"]
