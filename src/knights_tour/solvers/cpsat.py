@@ -58,10 +58,10 @@ from ortools.sat.python import cp_model
 
 from knights_tour.board import Board, Square
 from knights_tour.settings import get_settings
-from knights_tour.solvers import Limits
+from knights_tour.solvers import CPSAT, Limits
 from knights_tour.tours.record import Proof, Status, TourResult, as_tour
 
-SOLVER_NAME = "cpsat"
+SOLVER_NAME = CPSAT.name
 
 SOLVER_PARAMETERS: dict[str, bool | int] = {
     "num_workers": 1,

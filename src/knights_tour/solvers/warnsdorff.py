@@ -57,7 +57,7 @@ from typing import Unpack
 import numpy as np
 
 from knights_tour.board import Board, Square
-from knights_tour.solvers import Limits, construct
+from knights_tour.solvers import ENGINE, Limits, construct
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
 from knights_tour.solvers.warnsdorff_attempts import (
@@ -68,7 +68,7 @@ from knights_tour.solvers.warnsdorff_attempts import (
 )
 from knights_tour.tours.record import Proof, Status, TourResult
 
-NAME = "warnsdorff"
+NAME = ENGINE.name
 
 HEURISTIC_NODES_PER_SQUARE = 2
 """Nodes per square the attempts may spend before a construction is tried (where one applies)."""
