@@ -186,16 +186,9 @@ def _hand_back(
         back = [j for j in jobs if j.key in held.unfinished]
     else:  # stopped inside a claim: what it got is unknown; a job not ours is skipped again
         back = [j for j in jobs if j.key not in records.added]
-    if not back:
-        return
-    held.send_back([j.key for j in back], [j.to_dict() for j in back], send)
-    counts["handed_back"] += len(back)
-    log.warning(
-        "batch %s: the task's time limit was reached; %d job(s) handed back%s",
-        led.id,
-        len(back),
-        f" ({cut} was cut)" if cut is not None else "",
-    )
+    if back:
+        note = f" ({cut} was cut)" if cut is not None else ""
+        counts["handed_back"] += held.hand_back(back, send, "job(s)", note)
 
 
 def run_chunk(batch_id: str, job_dicts: object, worker: str | None, send: Send) -> ChunkSummary:

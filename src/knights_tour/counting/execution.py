@@ -142,13 +142,7 @@ def hand_back_subjobs(
         if s.key in held.unfinished or (not held.claimed_all and s.key not in stored)
     ]
     if back:
-        held.send_back([s.key for s in back], [s.to_dict() for s in back], send)
-        tally["handed_back"] += len(back)
-        log.warning(
-            "count %s: the task's time limit was reached; %d sub-job(s) handed back",
-            led.id,
-            len(back),
-        )
+        tally["handed_back"] += held.hand_back(back, send, "sub-job(s)")
 
 
 def run_count_chunk(

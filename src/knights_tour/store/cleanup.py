@@ -91,17 +91,14 @@ def forget_batch(r: redis.Redis, batch_id: str) -> Freed:
     KnightsTourError
         ``unknown batch`` if it has no key and no index entry.
     """
-    names = batch_keys_now(r, batch_id)
-    listed = r.zscore(keys.batches(), batch_id) is not None
-    if not names and not listed:
-        raise KnightsTourError(f"unknown batch {batch_id!r} (see `ktour batches`)")
-    freed = Freed(keys=len(names), records=_entries(r, keys.batch_records(batch_id)))
-    freed.bytes = _delete(r, names)
-    pipe = r.pipeline(transaction=False)
-    pipe.zrem(keys.batches(), batch_id)
-    pipe.srem(keys.active_batches(), batch_id)
-    pipe.hdel(keys.collected(), batch_id)
-    pipe.execute()
+    freed = _forget(
+        r,
+        batch_id,
+        batch_keys_now(r, batch_id),
+        (keys.batches(), keys.active_batches(), keys.batch_records(batch_id)),
+        f"unknown batch {batch_id!r} (see `ktour batches`)",
+        also=keys.collected(),
+    )
     _drop_resume_pointers(r, batch_id)
     return freed
 
@@ -115,14 +112,42 @@ def forget_count(r: redis.Redis, count_id: str) -> Freed:
         ``unknown count`` if it has no key and no index entry.
     """
     names = _own_keys(r, keys.count(count_id), keys.count_pattern(count_id))
-    listed = r.zscore(keys.counts(), count_id) is not None
-    if not names and not listed:
-        raise KnightsTourError(f"unknown count {count_id!r}")
-    freed = Freed(keys=len(names), records=_entries(r, keys.count_partials(count_id)))
+    return _forget(
+        r,
+        count_id,
+        names,
+        (keys.counts(), keys.active_counts(), keys.count_partials(count_id)),
+        f"unknown count {count_id!r}",
+    )
+
+
+def _forget(
+    r: redis.Redis,
+    item_id: str,
+    names: list[str],
+    where: tuple[str, str, str],
+    unknown: str,
+    also: str | None = None,
+) -> Freed:
+    """Delete ``names`` (the keys of batch or count ``item_id``) and its entries in its index
+    and active set (``where``: those keys and its results hash, whose entries are counted),
+    and in the hash ``also``.
+
+    Raises
+    ------
+    KnightsTourError
+        ``unknown`` if it has no key and no index entry.
+    """
+    index, active, results = where
+    if not names and r.zscore(index, item_id) is None:
+        raise KnightsTourError(unknown)
+    freed = Freed(keys=len(names), records=_entries(r, results))
     freed.bytes = _delete(r, names)
     pipe = r.pipeline(transaction=False)
-    pipe.zrem(keys.counts(), count_id)
-    pipe.srem(keys.active_counts(), count_id)
+    pipe.zrem(index, item_id)
+    pipe.srem(active, item_id)
+    if also is not None:
+        pipe.hdel(also, item_id)
     pipe.execute()
     return freed
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import redis
 
@@ -35,6 +35,15 @@ from knights_tour.worker.messages import DEFAULT_REDIS_URL, ItemDict, Send, at_t
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class Item(Protocol):
+    """What a chunk hands back of an item (a batch's job, a count's sub-job)."""
+
+    @property
+    def key(self) -> str: ...
+
+    def to_dict(self) -> ItemDict: ...
 
 
 def redis_client() -> redis.Redis:
@@ -228,6 +237,27 @@ class ChunkClaim:
         self.release(item_keys)
         send(item_dicts)
         retrying(lambda: orphans.mark_requeued(self.r, self.led, item_keys))
+
+    def hand_back(self, items: Sequence[Item], send: Send, what: str, note: str = "") -> int:
+        """At the task's time limit: :meth:`send_back` ``items`` (not empty) and log one
+        warning, ``<batch|count> ID: the task's time limit was reached; N <what> handed
+        back<note>``. Returns how many went back.
+
+        Raises
+        ------
+        redis.ConnectionError, redis.TimeoutError
+            If Redis stays unreachable.
+        """
+        self.send_back([i.key for i in items], [i.to_dict() for i in items], send)
+        log.warning(
+            "%s %s: the task's time limit was reached; %d %s handed back%s",
+            self.led.kind,
+            self.led.id,
+            len(items),
+            what,
+            note,
+        )
+        return len(items)
 
 
 __all__ = ["ChunkClaim", "retrying", "redis_client"]

@@ -166,11 +166,8 @@ class LeaseKeeper:
         """Stop renewing ``token``'s lease (logged once, with ``why``): whatever it still holds
         lapses within ``lease_s`` and is re-sent by recovery; the next claim takes a new token.
         For claims the process could not give back."""
-        with self._lock:
-            if self._token != token:
-                return
-            self._token = None
-            self._last_ok = float("-inf")
+        if not self._drop(token):
+            return
         log.warning(
             "%s; this process drops its lease %s, so they lapse within %.1f s and are re-sent",
             why,
@@ -183,12 +180,18 @@ class LeaseKeeper:
             if self._token == token:
                 self._last_ok = max(self._last_ok, sent)
 
-    def _lapsed(self, token: str) -> None:
+    def _drop(self, token: str) -> bool:
+        """Forget ``token`` if it is still this process's lease; False if it was not."""
         with self._lock:
             if self._token != token:
-                return
+                return False
             self._token = None
             self._last_ok = float("-inf")
+        return True
+
+    def _lapsed(self, token: str) -> None:
+        if not self._drop(token):
+            return
         log.warning(
             "the lease of this process (%s) lapsed (no renewal within %.1f s): the jobs "
             "it held may be run by another worker",
