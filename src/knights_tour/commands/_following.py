@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from knights_tour.batches.progress import CANCELLED, batch_status
 from knights_tour.batches.record_stream import RecordStream
 from knights_tour.batches.verdict import Tally
 from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import JobArgs
 from knights_tour.commands._records import (
     report_mismatches,
     summary_table,
@@ -63,29 +64,20 @@ def resume_hint(batch_id: str, redis_url: str | None) -> str:
     return f"ktour resume {batch_id}" + (f" --redis {mask_url(redis_url)}" if redis_url else "")
 
 
-def batch_jobs(
-    sizes: tuple[str, ...],
-    solver: str,
-    verify: str,
-    closed: bool,
-    exhaustive: bool,
-    time_limit: float | None,
-    node_limit: int | None,
-    chunk_size: int | None,
-) -> tuple[list[Any], list[Job], dict[str, Any], int | None]:
+def batch_jobs(job: JobArgs) -> tuple[list[Any], list[Job], dict[str, Any], int | None]:
     """``(boards, jobs, params, chunk)`` from the job options of ``run`` / ``submit`` (their
     limits, the sizes and the solver were checked before: the options' callbacks and the
     size guard; ``chunk_size`` >= 1 or None)."""
     options = JobOptions(
-        solver=solver,
-        closed=closed,
-        verify=None if verify == "none" else verify,
-        time_limit_s=time_limit,
-        exhaustive=exhaustive,
-        node_limit=node_limit,
+        solver=job.solver,
+        closed=job.closed,
+        verify=None if job.verify == "none" else job.verify,
+        time_limit_s=job.time_limit,
+        exhaustive=job.exhaustive,
+        node_limit=job.node_limit,
     )
-    boards, jobs, params = make_jobs(sizes, options)
-    return boards, jobs, params, chunk_size or DEFAULT_CHUNK_SIZE
+    boards, jobs, params = make_jobs(job.sizes, options)
+    return boards, jobs, params, job.chunk_size or DEFAULT_CHUNK_SIZE
 
 
 @dataclass
@@ -210,18 +202,18 @@ def _records_kept(batch_id: str) -> Iterator[None]:
 
 def submit_and_follow(
     backend: Backend,
-    job_args: tuple[Any, ...],
+    job: JobArgs,
     fresh: bool,
     deadline: float | None,
     out: str | None,
     redis_url: str | None,
 ) -> Outcome:
-    """``ktour run`` on an open backend: make the jobs (``job_args`` as :func:`batch_jobs`
-    takes them), start the batch or resume the unfinished one with the same jobs and
-    parameters (``fresh``: start over), say which and how long submitting took, and
-    :func:`follow` it. Ctrl-C while it is being submitted cancels it (exit 130)."""
+    """``ktour run`` on an open backend: make the jobs (:func:`batch_jobs`), start the batch
+    or resume the unfinished one with the same jobs and parameters (``fresh``: start over),
+    say which and how long submitting took, and :func:`follow` it. Ctrl-C while it is being
+    submitted cancels it (exit 130)."""
     began = time.time()  # the batch's time is counted from here, its jobs' making included
-    boards, jobs, params, chunk = batch_jobs(*job_args)
+    boards, jobs, params, chunk = batch_jobs(job)
     known: list[str] = []
     resumed: list[bool] = []
 
@@ -271,7 +263,7 @@ def run_batch(
     redis_url: str | None,
     workers: int | None,
     work_cpu_s: float,
-    job_args: tuple[Any, ...],
+    job: JobArgs,
     fresh: bool,
     deadline: float | None,
     out: str | None,
@@ -282,7 +274,7 @@ def run_batch(
     with open_backend(
         redis_url, workers, notify=note, work_cpu_s=work_cpu_s, launched=launched
     ) as backend:
-        outcome = submit_and_follow(backend, job_args, fresh, deadline, out, redis_url)
+        outcome = submit_and_follow(backend, job, fresh, deadline, out, redis_url)
     return finish(outcome)
 
 
@@ -293,10 +285,14 @@ def resume_command(
     chunk_size: int | None,
     deadline: float | None,
     out: str | None,
+    before: Callable[[Backend], None] | None = None,
 ) -> ExitCode:
-    """``ktour resume`` once its input is checked: open the backend without workers,
+    """``ktour resume`` once its input is checked: open the backend without workers, call
+    ``before`` with it if given (``ktour retry`` retires records there), then
     :func:`resume_and_follow`, stop the backend, :func:`finish`."""
     with open_backend(redis_url, workers, notify=note, start_workers=False) as backend:
+        if before is not None:
+            before(backend)
         outcome = resume_and_follow(backend, batch_id, chunk_size, deadline, out, redis_url)
     return finish(outcome)
 
@@ -355,15 +351,14 @@ def cancel_command(batch_id: str, redis_url: str | None) -> None:
     )
 
 
-def submit_command(url: str, job_args: tuple[Any, ...]) -> None:
+def submit_command(url: str, job: JobArgs) -> None:
     """``ktour submit`` to the Redis at ``url`` once its input is checked and the server
-    reached: warn if no worker answers, make the jobs (``job_args`` as :func:`batch_jobs` takes
-    them), submit, say how long making and submitting took, and print the batch id alone on
-    the last line."""
+    reached: warn if no worker answers, make the jobs (:func:`batch_jobs`), submit, say how
+    long making and submitting took, and print the batch id alone on the last line."""
     if no_worker_answers(url):
         note(NO_WORKERS_WARNING)
     began = time.time()
-    boards, jobs, params, chunk = batch_jobs(*job_args)
+    boards, jobs, params, chunk = batch_jobs(job)
     batch_id = submit_batch(url, jobs, params=params, chunk_size=chunk, began=began)
     click.echo(
         f"submitted {len(jobs)} jobs on {len(boards)} board(s) to {mask_url(url)} "

@@ -1,6 +1,7 @@
 """The options several ``ktour`` commands take, declared once: where the work goes
 (``--redis``, ``--workers``), a job's solver and limits (``--solver``, ``--time-limit``,
-``--node-limit``) and ``--yes``.
+``--node-limit``), the job options of ``run`` and ``submit`` (:func:`job_options`) and
+``--yes``.
 
 click only (no rich), so that a command with nothing to draw, ``ktour status``, can take its
 options from here without loading rich's consoles.
@@ -8,14 +9,15 @@ options from here without loading rich's consoles.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
 from knights_tour.errors import InvalidJobError
 from knights_tour.settings import default_of
-from knights_tour.solvers import DEFAULT_SOLVER, check_limits, solver_names
+from knights_tour.solvers import DEFAULT_SOLVER, check_limits, cross_check_names, solver_names
 
 
 def solver_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,7 +137,72 @@ def timeout_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
     return click.option("--timeout", "timeout", type=float, default=None, metavar="S", help=help)
 
 
+class JobArgs(NamedTuple):
+    """The job options of ``run`` and ``submit`` as given (:func:`job_options`): checked by
+    their callbacks, then by the command (:mod:`knights_tour.commands.lifecycle`)."""
+
+    sizes: tuple[str, ...]
+    solver: str
+    verify: str
+    closed: bool
+    exhaustive: bool
+    time_limit: float | None
+    node_limit: int | None
+    chunk_size: int | None
+
+
+def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by ``run`` and ``submit`` (what each job asks), given to the command
+    as one :class:`JobArgs`, its parameter ``job``."""
+
+    @functools.wraps(f)
+    def with_job(**params: Any) -> Any:
+        job = JobArgs(**{name: params.pop(name) for name in JobArgs._fields})
+        return f(job=job, **params)
+
+    opts: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option(
+            "--sizes",
+            "sizes",
+            multiple=True,
+            required=True,
+            metavar="LIST",
+            help="Boards: 5-12 (range of n x n), 8,10, 6x8; repeat to add more.",
+        ),
+        solver_option,
+        click.option(
+            "--verify",
+            "verify",
+            type=click.Choice(["none", *cross_check_names()]),
+            default="none",
+            show_default=True,
+            help="Cross-check every job with the CP-SAT model.",
+        ),
+        click.option("--closed", is_flag=True, help="Ask for closed (re-entrant) tours."),
+        click.option(
+            "--exhaustive",
+            is_flag=True,
+            help="Engine searches without a node budget (proves no_tour).",
+        ),
+        time_limit_option,
+        node_limit_option,
+        click.option(
+            "--chunk-size",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Jobs per Celery task (default: sized by the jobs' estimated cost).",
+        ),
+    ]
+    decorated: Callable[..., Any] = with_job
+    for opt in reversed(opts):
+        decorated = opt(decorated)
+    return decorated
+
+
 __all__ = [
+    "JobArgs",
+    "job_options",
     "timeout_option",
     "limit_option",
     "interval_option",

@@ -24,9 +24,7 @@ elsewhere, 130 for Ctrl-C.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
 import click
 
@@ -45,10 +43,9 @@ from knights_tour.commands._checks import (
 )
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import (
-    node_limit_option,
+    JobArgs,
+    job_options,
     redis_option,
-    solver_option,
-    time_limit_option,
     timeout_option,
     url_redis_option,
     workers_option,
@@ -57,49 +54,8 @@ from knights_tour.commands._options import (
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.launching import configured_redis_url, launch_ahead
 from knights_tour.settings import get_settings
-from knights_tour.solvers import check_solver_name, cross_check_names
+from knights_tour.solvers import check_solver_name
 from knights_tour.store.urls import check_redis_url
-
-
-def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by ``run`` and ``submit`` (what each job asks)."""
-    opts: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-        click.option(
-            "--sizes",
-            "sizes",
-            multiple=True,
-            required=True,
-            metavar="LIST",
-            help="Boards: 5-12 (range of n x n), 8,10, 6x8; repeat to add more.",
-        ),
-        solver_option,
-        click.option(
-            "--verify",
-            "verify",
-            type=click.Choice(["none", *cross_check_names()]),
-            default="none",
-            show_default=True,
-            help="Cross-check every job with the CP-SAT model.",
-        ),
-        click.option("--closed", is_flag=True, help="Ask for closed (re-entrant) tours."),
-        click.option(
-            "--exhaustive",
-            is_flag=True,
-            help="Engine searches without a node budget (proves no_tour).",
-        ),
-        time_limit_option,
-        node_limit_option,
-        click.option(
-            "--chunk-size",
-            type=int,
-            default=None,
-            metavar="N",
-            help="Jobs per Celery task (default: sized by the jobs' estimated cost).",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
 
 
 def _following() -> ModuleType:
@@ -132,22 +88,14 @@ def _require_chunk_size(chunk_size: int | None) -> None:
         raise click.BadParameter("must be at least 1", param_hint="--chunk-size")
 
 
-def _guard(
-    sizes: tuple[str, ...],
-    solver: str,
-    verify: str,
-    time_limit: float | None,
-    workers: int | None,
-    yes: bool,
-) -> BatchEstimate:
-    """Estimate the batch before any job is made; above the thresholds ask (or refuse
+def _guard(job: JobArgs, workers: int | None, yes: bool) -> BatchEstimate:
+    """Estimate ``job``'s batch before any job is made; above the thresholds ask (or refuse
     without a terminal and --yes). Bad input is reported first, as without the guard.
     Returns the estimate."""
-    check_solver_name(solver)
+    check_solver_name(job.solver)
     k = workers or get_settings().workers
-    est = estimate_batch(
-        parse_sizes(sizes), solver, None if verify == "none" else verify, time_limit
-    )
+    verify = None if job.verify == "none" else job.verify
+    est = estimate_batch(parse_sizes(job.sizes), job.solver, verify, job.time_limit)
     confirm_big(describe_batch(est, k), batch_concerns(est, k), yes)
     return est
 
@@ -179,20 +127,13 @@ _timeout_option = timeout_option(
 )
 @yes_option
 def run(
-    sizes,
-    solver,
-    verify,
-    closed,
-    exhaustive,
-    time_limit,
-    node_limit,
-    chunk_size,
-    workers,
-    out,
-    redis_url,
-    timeout,
-    fresh=False,
-    yes=False,
+    job: JobArgs,
+    workers: int | None,
+    out: str | None,
+    redis_url: str | None,
+    timeout: float | None,
+    fresh: bool = False,
+    yes: bool = False,
 ) -> ExitCode:
     """Run a batch: one job per start square of every board, in parallel, and collect it.
 
@@ -211,12 +152,11 @@ def run(
     began = time.monotonic()
     require_positive(timeout, "--timeout")
     require_workers(workers, redis_url)
-    _require_chunk_size(chunk_size)
+    _require_chunk_size(job.chunk_size)
     check_out_path(out or "results-<batch>.jsonl")  # the default name is in this directory
-    est = _guard(sizes, solver, verify, time_limit, workers, yes)
+    est = _guard(job, workers, yes)
     _reach(redis_url)
     deadline = None if timeout is None else began + timeout
-    job_args = (sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size)
     # The embedded server and the workers first: they start while this process loads the rest.
     launched = launch_ahead(redis_url, workers, est.cpu_s)
     try:
@@ -225,9 +165,7 @@ def run(
         if launched is not None:
             launched.kill()
         raise
-    return following.run_batch(
-        launched, redis_url, workers, est.cpu_s, job_args, fresh, deadline, out
-    )
+    return following.run_batch(launched, redis_url, workers, est.cpu_s, job, fresh, deadline, out)
 
 
 _resend_chunk_option = click.option(
@@ -288,18 +226,7 @@ def cancel(batch_id: str, redis_url: str | None) -> ExitCode:
 @job_options
 @url_redis_option
 @yes_option
-def submit(
-    sizes,
-    solver,
-    verify,
-    closed,
-    exhaustive,
-    time_limit,
-    node_limit,
-    chunk_size,
-    redis_url,
-    yes=False,
-) -> ExitCode:
+def submit(job: JobArgs, redis_url: str | None, yes: bool = False) -> ExitCode:
     """Submit a batch to the workers listening on a Redis server and return at once.
 
     Needs --redis or KT_REDIS_URL (for a local batch use 'ktour run'). A batch estimated above
@@ -313,12 +240,11 @@ def submit(
             "submit needs a Redis URL with workers listening (--redis URL or KT_REDIS_URL); "
             "for a local batch use 'ktour run'"
         )
-    _require_chunk_size(chunk_size)
-    _guard(sizes, solver, verify, time_limit, None, yes)
+    _require_chunk_size(job.chunk_size)
+    _guard(job, None, yes)
     _reach(url)
-    job_args = (sizes, solver, verify, closed, exhaustive, time_limit, node_limit, chunk_size)
-    _following().submit_command(url, job_args)
+    _following().submit_command(url, job)
     return ExitCode.OK
 
 
-__all__ = ["run", "resume", "submit", "cancel", "job_options"]
+__all__ = ["run", "resume", "submit", "cancel"]

@@ -11,7 +11,7 @@ backend and the batch machinery are loaded, as in :mod:`knights_tour.commands.li
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,8 +28,10 @@ from knights_tour.commands.lifecycle import (
     _resend_chunk_option,
     _timeout_option,
 )
-from knights_tour.local.backend import open_backend
 from knights_tour.solvers import check_solver_name, solver_names
+
+if TYPE_CHECKING:
+    from knights_tour.local.backend import Backend
 
 
 @click.command()
@@ -102,28 +104,12 @@ def retry(
         changes["exhaustive"] = True
     _reach(redis_url)
     deadline = None if timeout is None else began + timeout
-    return _retry_and_follow(
-        batch_id, wanted, changes, workers, redis_url, chunk_size, deadline, out
-    )
 
-
-def _retry_and_follow(
-    batch_id: str,
-    statuses: tuple[str, ...],
-    changes: dict[str, Any],
-    workers: int | None,
-    redis_url: str | None,
-    chunk_size: int | None,
-    deadline: float | None,
-    out: str | None,
-) -> ExitCode:
-    """Once the input is checked: open the backend without workers, retire the records asked
-    for (:func:`~knights_tour.batches.retrying.retry_jobs`), then resume and follow the batch
-    (:func:`~knights_tour.commands._following.resume_and_follow`) and finish as ``resume``."""
-    following = _following()
-    with open_backend(redis_url, workers, notify=note, start_workers=False) as backend:
-        retried = retry_jobs(backend.client, batch_id, statuses, changes)
-        asked = " or ".join(statuses)
+    def retire(backend: Backend) -> None:
+        """The records asked for retired, once the backend is open
+        (:func:`~knights_tour.batches.retrying.retry_jobs`)."""
+        retried = retry_jobs(backend.client, batch_id, wanted, changes)
+        asked = " or ".join(wanted)
         if retried:
             note(
                 f"retrying {len(retried)} job(s) of batch {batch_id} whose records were "
@@ -131,10 +117,10 @@ def _retry_and_follow(
             )
         else:
             note(f"no job of batch {batch_id} has a record that is {asked}")
-        outcome = following.resume_and_follow(
-            backend, batch_id, chunk_size, deadline, out, redis_url
-        )
-    return following.finish(outcome)
+
+    return _following().resume_command(
+        batch_id, workers, redis_url, chunk_size, deadline, out, before=retire
+    )
 
 
 __all__ = ["retry"]
