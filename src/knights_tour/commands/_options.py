@@ -77,23 +77,22 @@ node_limit_option = limit_option(
 )
 """``--node-limit N`` of ``solve``, ``run`` and ``submit``."""
 
-redis_option = click.option(
-    "--redis",
-    "redis_url",
-    default=None,
-    metavar="URL",
-    help="Redis URL (redis://:PASSWORD@host:6379/0); default KT_REDIS_URL, else the embedded "
-    "Redis under the data dir.",
+
+def redis_url_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--redis URL`` (parameter ``redis_url``, default None) with the command's own
+    ``help``."""
+    return click.option("--redis", "redis_url", default=None, metavar="URL", help=help)
+
+
+redis_option = redis_url_option(
+    "Redis URL (redis://:PASSWORD@host:6379/0); default KT_REDIS_URL, else the embedded "
+    "Redis under the data dir."
 )
 """``--redis URL``."""
 
-url_redis_option = click.option(
-    "--redis",
-    "redis_url",
-    default=None,
-    metavar="URL",
-    help="Redis URL the workers listen on (redis://:PASSWORD@host:6379/0); default "
-    "KT_REDIS_URL. Required: no worker listens on the embedded Redis between runs.",
+url_redis_option = redis_url_option(
+    "Redis URL the workers listen on (redis://:PASSWORD@host:6379/0); default "
+    "KT_REDIS_URL. Required: no worker listens on the embedded Redis between runs."
 )
 """``--redis URL`` of the commands that need workers' Redis (``submit``, ``workers``)."""
 
@@ -210,6 +209,7 @@ __all__ = [
     "time_limit_option",
     "node_limit_option",
     "redis_option",
+    "redis_url_option",
     "url_redis_option",
     "workers_option",
     "yes_option",

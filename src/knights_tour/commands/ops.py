@@ -20,6 +20,7 @@ from knights_tour.batches import collector
 from knights_tour.batches.schedule import next_run_times
 from knights_tour.batches.schedule_file import load_schedule, schedule_from_settings
 from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_url_option
 from knights_tour.commands._shared import format_utc, stdout_console
 from knights_tour.settings import get_settings
 from knights_tour.store.connection import connect
@@ -111,13 +112,7 @@ def schedule_show(path: str | None, count: int, as_json: bool) -> ExitCode:
     metavar="DIR",
     help="Reports directory (default KT_REPORTS_DIR, else <data dir>/reports).",
 )
-@click.option(
-    "--redis",
-    "redis_url",
-    default=None,
-    metavar="URL",
-    help="List the collections recorded in this Redis instead (every host's).",
-)
+@redis_url_option("List the collections recorded in this Redis instead (every host's).")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def reports(reports_dir: str | None, redis_url: str | None, as_json: bool) -> ExitCode:
     """List the reports written by collections (oldest first).

@@ -19,6 +19,7 @@ from knights_tour.batches.client import collect as collect_records
 from knights_tour.batches.status import newest_batch
 from knights_tour.board import parse_board
 from knights_tour.commands._errors import ExitCode
+from knights_tour.commands._options import redis_url_option
 from knights_tour.commands._shared import write_output
 from knights_tour.errors import KnightsTourError, NoTourError, TourFormatError
 from knights_tour.local.backend import open_store
@@ -222,13 +223,7 @@ def draw(
     help="Write the Markdown summary to FILE ('-' = stdout; the default when --html is not given).",
 )
 @click.option("--title", default=None, help="Report title.")
-@click.option(
-    "--redis",
-    "redis_url",
-    default=None,
-    metavar="URL",
-    help="Redis URL for BATCH; default KT_REDIS_URL, else the embedded Redis.",
-)
+@redis_url_option("Redis URL for BATCH; default KT_REDIS_URL, else the embedded Redis.")
 def report(
     batch_id: str | None,
     from_jsonl: str | None,
