@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 from knights_tour.errors import BackendUnavailableError, KnightsTourError
-from knights_tour.local.launching import Launched
+from knights_tour.local.launching import Launched, kill_now
 from knights_tour.local.worker_pool import ForkedWorker, WorkerPool, WorkerSpec
 from knights_tour.store.urls import mask_url
 from knights_tour.worker.lazy import celery_worker
@@ -40,16 +40,10 @@ def _kill_all(procs: list[Any], family: list[psutil.Process]) -> None:
 
 
 def _kill_and_reap(procs: list[Any], family: list[psutil.Process]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+    kill_now(procs)  # first: a worker killed forks no pool process anew
     for child in family:
         with contextlib.suppress(psutil.Error):
             child.kill()
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
     _wait_dead(family, timeout_s=5.0)
 
 

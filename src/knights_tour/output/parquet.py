@@ -164,16 +164,9 @@ def _pages(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 
 
 def write(path: str | os.PathLike[str], records: Iterable[Record], page: int = PAGE) -> int:
-    """Write ``records`` to the Parquet file ``path`` a page at a time, atomically (a
-    temporary file beside it, renamed when complete); returns the number of records.
-
-    Raises
-    ------
-    KnightsTourError
-        If pyarrow is not installed.
-    OutputPathError
-        If the file cannot be written (the message names it and why).
-    """
+    """Write ``records`` to the Parquet file ``path`` a page of ``page`` records at a time,
+    as :func:`write_pages` does (atomically, raising what it raises); returns the number of
+    records."""
     return write_pages(path, _pages(records, page))
 
 
