@@ -86,7 +86,7 @@ def test_dp_rerun_counts_only_what_is_not_stored(dp_workers, module_redis_url, c
     assert again["grid"] == first["grid"] and again["reused_subjobs"] == 3
     now = count_store.load_partials(r, cid)
     for key in kept:
-        assert now[key]["finished_at"] == entries[key]["finished_at"]  # not counted again
+        assert now[key].finished_at == entries[key].finished_at  # not counted again
     # Nothing dropped: the same command only sums what is stored.
     third, err = _count(module_redis_url, "3x10", "--method", "dp", capsys=capsys)
     assert "all 12 sub-jobs already counted" in err and third["grid"] == first["grid"]
@@ -169,6 +169,6 @@ def test_dp_worker_killed_mid_trunk_count_still_exact(dp_workers, module_redis_u
     report = assemble_dp_count(r, cid, plan, items, 0.0, sent)
     assert report.total == 6_637_920
     trunk = count_store.load_partials(r, cid)["6x6:dp:trunk0"]
-    steps = [layer["step"] for layer in trunk["figures"]["layers"]]
+    steps = [layer["step"] for layer in trunk.figures["layers"]]
     assert steps == list(range(len(steps)))  # every layer once, none lost or doubled
     r.close()

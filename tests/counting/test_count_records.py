@@ -12,6 +12,7 @@ import pytest
 from knights_tour.board import Board
 from knights_tour.counting.records import (
     ClassFigures,
+    CountEntry,
     CountExtra,
     DpProgress,
     DpResult,
@@ -182,3 +183,34 @@ def test_a_reports_extra_keeps_each_methods_keys_in_order():
         "counting_s": None,
     }
     assert msgspec.to_builtins(CountExtra()) == {}
+
+
+def test_a_partial_count_entry_is_stored_as_before():
+    """save_partial's entry: its own fields, then a DP sub-job's result, then an error."""
+    layers = {"layers": LAYERS, "peak_states": 1}
+    old = {
+        "count": 0,
+        "nodes": 12,
+        "elapsed_s": 1.2e-05,
+        "finished_at": 1764262000.123456,
+        "worker": "w1",
+        "role": "trunk",
+        "figures": layers,
+        "peak_rss_bytes": 7,
+    }
+    entry = CountEntry(
+        count=0,
+        nodes=12,
+        elapsed_s=1.2e-05,
+        finished_at=1764262000.123456,
+        worker="w1",
+        role="trunk",
+        figures=msgspec.to_builtins(TrunkFigures(layers=LAYERS, peak_states=1)),
+        peak_rss_bytes=7,
+    )
+    assert dumps(msgspec.to_builtins(entry)) == dumps(old)
+    assert msgspec.json.decode(dumps(old), type=CountEntry) == entry
+    failed = {"count": None, "nodes": 0, "elapsed_s": 0.0, "finished_at": 1.5, "worker": None}
+    failed["error"] = "InvalidJobError: bad"
+    bad = CountEntry(count=None, finished_at=1.5, error="InvalidJobError: bad")
+    assert dumps(msgspec.to_builtins(bad)) == dumps(failed)

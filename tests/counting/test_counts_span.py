@@ -4,16 +4,18 @@ resumed count, of the sub-jobs that run counted only (store/counts.assemble_coun
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from knights_tour.counting.records import CountEntry
 from knights_tour.counting.store import counting_span_s
 
 
 def test_span_from_the_first_start_to_the_last_end():
     entries = [
-        {"count": 1, "elapsed_s": 0.5, "finished_at": 100.5},  # ran 100.0-100.5
-        {"count": 2, "elapsed_s": 2.0, "finished_at": 101.0},  # ran 99.0-101.0: first start
-        {"count": 3, "elapsed_s": 0.25, "finished_at": 101.75},  # the last end
+        CountEntry(count=1, elapsed_s=0.5, finished_at=100.5),  # ran 100.0-100.5
+        CountEntry(count=2, elapsed_s=2.0, finished_at=101.0),  # ran 99.0-101.0: first start
+        CountEntry(count=3, elapsed_s=0.25, finished_at=101.75),  # the last end
     ]
     assert counting_span_s(entries) == pytest.approx(2.75)
     assert counting_span_s(reversed(entries)) == pytest.approx(2.75)
@@ -21,7 +23,8 @@ def test_span_from_the_first_start_to_the_last_end():
 
 def test_no_span_without_timed_entries():
     assert counting_span_s([]) is None
-    assert counting_span_s([{"count": 1, "elapsed_s": 1.0}]) is None  # stored by an older tree
+    older = msgspec.json.decode(b'{"count":1,"elapsed_s":1.0}', type=CountEntry)
+    assert counting_span_s([older]) is None  # stored by an older tree
 
 
 def test_a_resumed_count_spans_only_the_sub_jobs_this_run_counted(redis_client, monkeypatch):

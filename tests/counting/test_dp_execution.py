@@ -95,10 +95,10 @@ def test_dp_chunk_in_process_goes_on_in_new_tasks_and_counts_5x5(task_env, tmp_p
     for it in items[2:]:  # the other classes, now that the trunk's layers are kept
         assert run_dp_chunk("t-dp", [it.to_dict()], "w1")["ran"] == 1  # without send: to the end
     entries = count_store.load_partials(r, "t-dp")
-    counts = {it.square: entries[it.key]["count"] for it in items[1:]}
+    counts = {it.square: entries[it.key].count for it in items[1:]}
     assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
     assert sum(counts.get(rep, 0) * len(m) for rep, m in plan.classes.items()) == 1728
-    assert entries[items[0].key]["figures"]["layers"]  # the trunk's layers, all tasks'
+    assert entries[items[0].key].figures["layers"]  # the trunk's layers, all tasks'
 
 
 def test_a_stopped_dp_count_is_not_sent_on(task_env, tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 
+import msgspec
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -229,7 +230,7 @@ def test_a_subjob_counted_just_before_the_limit_keeps_its_count(task_env, monkey
     summary = count_subjobs.run(cid, dicts)
     assert summary["errors"] == 0 and summary["handed_back"] == len(dicts) - 1
     first = count_store.load_partials(r, cid)[dicts[0]["key"]]
-    assert first["count"] is not None and not first.get("error")
+    assert first.count is not None and first.error is msgspec.UNSET
     assert _queued_chunks(r) == [dicts[1:]]
 
     r.delete(keys.QUEUE)

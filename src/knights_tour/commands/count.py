@@ -44,7 +44,7 @@ from knights_tour.store.waiting import WaitHooks
 
 def _send_and_wait(
     backend: Backend, count_id: str, plan: CountPlan, timeout: float | None
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[count_store.CountStatus, list[str]]:
     """Send the sub-jobs without a stored partial count and wait for the count; returns the
     last count status and the keys of the sub-jobs sent (the others are reused from an earlier
     run)."""
@@ -81,7 +81,9 @@ def _send_and_wait(
     return status, [sj.key for sj in missing]
 
 
-def _stopped(backend: Backend, count_id: str, why: str, status: dict[str, Any] | None) -> None:
+def _stopped(
+    backend: Backend, count_id: str, why: str, status: count_store.CountStatus | None
+) -> None:
     count_stopped(
         backend,
         count_id,

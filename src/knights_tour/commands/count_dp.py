@@ -213,11 +213,11 @@ def _run(
     sent: set[str],
     per_task_gb: float,
     timeout: float | None,
-) -> dict[str, Any]:
+) -> count_store.CountStatus:
     """Send the sub-jobs without a result as their layers are ready and wait."""
     client = backend.client
-    entries = count_store.load_partials(client, count_id)
-    missing = [it for it in items if (entries.get(it.key) or {}).get("count") is None]
+    done = count_store.counted(count_store.load_partials(client, count_id))
+    missing = [it for it in items if it.key not in done]
     if not missing:
         note(f"count {count_id}: all {len(items)} sub-jobs already counted")
         return count_store.count_status(client, count_id)
@@ -262,7 +262,7 @@ def count_stopped(
     backend: Backend,
     count_id: str,
     why: str,
-    status: dict[str, Any] | None,
+    status: count_store.CountStatus | None,
     *,
     unknown: str,
     kept: str,
@@ -283,7 +283,7 @@ def count_stopped(
     note(f"count {count_id} stopped {why}: {got}; {drop}{kept}; the same command resumes it")
 
 
-def count_failed(backend: Backend, count_id: str, status: dict[str, Any]) -> None:
+def count_failed(backend: Backend, count_id: str, status: count_store.CountStatus) -> None:
     """Stop the count ``count_id``, some of whose sub-jobs failed, and say so in one line."""
     backend.stop_work()
     note(

@@ -16,7 +16,6 @@ does)::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import redis
 
@@ -82,7 +81,7 @@ def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[
     )
 
 
-def _count_done(status: dict[str, Any]) -> bool:
+def _count_done(status: count_store.CountStatus) -> bool:
     return bool(status["complete"] or status["errors"])
 
 
@@ -92,10 +91,10 @@ def wait_for_count(
     *,
     timeout_s: float | None = None,
     recover_url: str | None = None,
-    hooks: WaitHooks | None = None,
+    hooks: WaitHooks[count_store.CountStatus] | None = None,
     poll_s: float = 0.5,
     outage_s: float = REDIS_OUTAGE_S,
-) -> dict[str, Any]:
+) -> count_store.CountStatus:
     """Wait until every sub-job of ``count_id`` has a partial count or one failed.
 
     The arguments are those of :func:`knights_tour.batches.client.wait_for_batch`; with

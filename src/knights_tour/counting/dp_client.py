@@ -34,7 +34,14 @@ from knights_tour.counting.client import send_subjobs, wait_for_count
 from knights_tour.counting.dp_jobs import DpPlan
 from knights_tour.counting.method import dp_report
 from knights_tour.counting.plan import CountReport
-from knights_tour.counting.records import ClassFigures, CountExtra, DpProgress, DpSubJob, LayerRow
+from knights_tour.counting.records import (
+    ClassFigures,
+    CountEntry,
+    CountExtra,
+    DpProgress,
+    DpSubJob,
+    LayerRow,
+)
 from knights_tour.errors import KnightsTourError
 from knights_tour.store.waiting import WaitHooks
 
@@ -72,19 +79,18 @@ def ready_items(
     layer is kept: the trunk has an entry, or its progress (``progress``, the sweeps' records
     as :func:`~knights_tour.counting.store.load_dp_progress` gives them: read if not given) has
     passed that layer."""
-    entries = count_store.load_partials(r, count_id)
+    done = count_store.counted(count_store.load_partials(r, count_id))
     if progress is None:
         progress = count_store.load_dp_progress(r, count_id)
     trunks = {it.group: it.key for it in items if it.role == "trunk"}
     out = []
     for it in items:
-        if it.key in sent or (entries.get(it.key) or {}).get("count") is not None:
+        if it.key in sent or it.key in done:
             continue
         trunk = trunks.get(it.group) if it.role == "tail" else None
         if trunk is not None and it.after >= 0:
-            done = (entries.get(trunk) or {}).get("count") is not None
             got = progress.get(trunk)
-            if not done and (got is None or got.step < it.after):
+            if trunk not in done and (got is None or got.step < it.after):
                 continue
         out.append(it)
     return out
@@ -98,10 +104,10 @@ def wait_for_dp_count(
     *,
     sent: set[str] | None = None,
     timeout_s: float | None = None,
-    hooks: WaitHooks | None = None,
+    hooks: WaitHooks[count_store.CountStatus] | None = None,
     on_layers: Callable[[dict[str, DpProgress]], None] | None = None,
     on_sent: Callable[[list[str]], None] | None = None,
-) -> dict[str, Any]:
+) -> count_store.CountStatus:
     """Send the count's ready sub-jobs (:func:`ready_items`) now and after every poll, until
     every sub-job has an entry or one failed (:func:`knights_tour.counting.client.wait_for_count`).
     ``sent`` (updated) holds the keys this run sent; ``on_layers(progress)`` gets the sweeps'
@@ -131,7 +137,7 @@ def wait_for_dp_count(
         if on_layers is not None:
             on_layers(progress)
 
-    def check(status: dict[str, Any]) -> None:
+    def check(status: count_store.CountStatus) -> None:
         step()
         if given.check is not None:
             given.check(status)
@@ -146,7 +152,7 @@ def wait_for_dp_count(
 
 
 def _results(
-    plan: DpPlan, items: list[DpSubJob], entries: dict[str, dict[str, Any]]
+    plan: DpPlan, items: list[DpSubJob], entries: dict[str, CountEntry]
 ) -> tuple[dict[Square, int], list[ClassFigures], list[list[LayerRow]]]:
     """``(class counts, per-class figures, trunks' layers)`` from the stored entries.
 
@@ -160,19 +166,20 @@ def _results(
     trunks: list[list[LayerRow]] = []
     for it in items:
         e = entries[it.key]
-        fig = dict(e.get("figures") or {})
+        fig = {} if e.figures is msgspec.UNSET else dict(e.figures)
         try:
             if it.role == "trunk":
                 trunks.append(msgspec.convert(fig.get("layers", []), list[LayerRow]))
                 continue
             assert it.square is not None  # a tail names its square
-            counts[it.square] = int(e["count"])
+            if e.count is None:
+                raise KeyError(it.key)  # an error entry: no count to report
+            counts[it.square] = e.count
             fig |= {"representative": it.square, "count": counts[it.square]}
             found = msgspec.convert(fig, ClassFigures)
         except msgspec.ValidationError as exc:
             raise KnightsTourError(f"sub-job {it.key}: bad figures stored: {exc}") from None
-        found.seconds = e.get("elapsed_s")
-        found.worker = e.get("worker")
+        found.seconds, found.worker = e.elapsed_s, e.worker
         figures.append(found)
     return counts, figures, trunks
 
@@ -200,9 +207,12 @@ def assemble_dp_count(
     entries = count_store.load_partials(r, count_id)
     progress = count_store.load_dp_progress(r, count_id)
     counts, figures, trunks = _results(plan, items, entries)
-    transitions = sum(int(entries[it.key].get("nodes") or 0) for it in items)
+    transitions = sum(entries[it.key].nodes for it in items)
     peaks = [(str(p.worker), p.peak_rss_bytes) for p in progress.values()]
-    peaks += [(str(e.get("worker")), int(e.get("peak_rss_bytes") or 0)) for e in entries.values()]
+    peaks += [
+        (str(e.worker), 0 if e.peak_rss_bytes is msgspec.UNSET else e.peak_rss_bytes)
+        for e in entries.values()
+    ]
     by_worker: dict[str, int] = {}
     for name, peak_bytes in peaks:
         by_worker[name] = max(by_worker.get(name, 0), peak_bytes)
@@ -215,7 +225,7 @@ def assemble_dp_count(
         peak_rss_bytes_per_worker=by_worker,
         trunks=trunks,
         count_id=count_id,
-        subjob_s=round(sum(float(e.get("elapsed_s") or 0.0) for e in entries.values()), 3),
+        subjob_s=round(sum(e.elapsed_s for e in entries.values()), 3),
         counting_s=count_store.counting_span_s(ran),
         reused_subjobs=len(items) - len(ran),
     )

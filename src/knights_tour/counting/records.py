@@ -169,6 +169,24 @@ class DpResult(msgspec.Struct, kw_only=True):
     peak_rss_bytes: int
 
 
+class CountEntry(msgspec.Struct, kw_only=True):
+    """One sub-job's stored entry: its partial ``count`` (None: the sub-job failed, ``error``
+    says why), the search ``nodes`` (a DP sub-job's transitions), ``elapsed_s``, when it was
+    stored (``finished_at``, unix seconds; none from an older tree) and the ``worker``; a DP
+    sub-job's :class:`DpResult` fields follow (``figures`` read back as the JSON object they
+    are)."""
+
+    count: int | None
+    nodes: int = 0
+    elapsed_s: float = 0.0
+    finished_at: float | None = None
+    worker: str | None = None
+    role: str | UnsetType = UNSET
+    figures: dict[str, object] | UnsetType = UNSET
+    peak_rss_bytes: int | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+
+
 class DpProgress(msgspec.Struct, kw_only=True):
     """How far the sweep of one DP sub-job got, stored after every checkpointed layer (its
     last one overwrites the one before): the layer's figures (``step`` of ``n_steps``,
@@ -200,4 +218,5 @@ __all__ = [
     "TrunkFigures",
     "DpResult",
     "DpProgress",
+    "CountEntry",
 ]

@@ -21,20 +21,36 @@ Typical use (what ``ktour count`` does)::
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import msgspec
 import redis
 
 from knights_tour.board import Square
 from knights_tour.counting.plan import CountPlan, CountReport, SubJob, assemble
-from knights_tour.counting.records import DpProgress
+from knights_tour.counting.records import CountEntry, DpProgress, DpResult
 from knights_tour.errors import KnightsTourError
 from knights_tour.store import keys, registry
 from knights_tour.worker.ledger import Ledger
+
+
+class CountStatus(TypedDict):
+    """How far a count got (:func:`count_status`): its sub-jobs in all (``total``), with a
+    partial count (``done``), with an error entry (``errors``) and without an entry
+    (``missing``, the first ``missing_keys``); ``complete`` when every one has a count; the
+    finished sub-jobs' ``nodes`` and summed seconds (``subjob_s``)."""
+
+    count_id: str
+    total: int
+    done: int
+    errors: int
+    missing: int
+    missing_keys: list[str]
+    complete: bool
+    nodes: int
+    subjob_s: float
 
 
 def count_id_for(plan: CountPlan, start: Square | None = None) -> str:
@@ -110,7 +126,7 @@ def save_partial(
     worker: str | None = None,
     error: str | None = None,
     ledger: Ledger | None = None,
-    extra: msgspec.Struct | None = None,
+    extra: DpResult | None = None,
 ) -> None:
     """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
 
@@ -127,18 +143,18 @@ def save_partial(
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    entry: dict[str, Any] = {
-        "count": None if count is None else int(count),
-        "nodes": int(nodes),
-        "elapsed_s": round(float(elapsed_s), 6),
-        "finished_at": round(time.time(), 6),
-        "worker": worker,
-    }
+    entry = CountEntry(
+        count=None if count is None else int(count),
+        nodes=int(nodes),
+        elapsed_s=round(float(elapsed_s), 6),
+        finished_at=round(time.time(), 6),
+        worker=worker,
+    )
     if extra is not None:
-        more = msgspec.to_builtins(extra)
-        entry.update({k: v for k, v in more.items() if k not in entry})
+        entry.role, entry.peak_rss_bytes = extra.role, extra.peak_rss_bytes
+        entry.figures = msgspec.to_builtins(extra.figures)
     if error is not None:
-        entry["error"] = error
+        entry.error = error
     tidy = [ledger.started, ledger.attempts, ledger.requeued] if ledger is not None else []
     r.eval(
         _SAVE_PARTIAL_LUA,
@@ -147,7 +163,7 @@ def save_partial(
         keys.count_subjobs(count_id),
         *tidy,
         subjob_key,
-        registry.dumps(entry),
+        registry.dumps(msgspec.to_builtins(entry)),
         keys.count_events(count_id),
     )
 
@@ -198,13 +214,28 @@ def has_entry(r: redis.Redis, count_id: str, subjob_key: str) -> bool:
     return bool(r.hexists(keys.count_partials(count_id), subjob_key))
 
 
-def load_partials(r: redis.Redis, count_id: str) -> dict[str, dict[str, Any]]:
-    """All stored entries of a count: sub-job key -> entry dict (count, nodes, elapsed_s, ...)."""
-    entries = cast("dict[str, str]", r.hgetall(keys.count_partials(count_id)))
-    return {k: json.loads(v) for k, v in entries.items()}
+def load_partials(r: redis.Redis, count_id: str) -> dict[str, CountEntry]:
+    """All stored entries of a count: sub-job key -> entry.
+
+    Raises
+    ------
+    KnightsTourError
+        If a stored entry is not one (bad data in Redis).
+    """
+    return _entries(count_id, cast("dict[str, str]", r.hgetall(keys.count_partials(count_id))))
 
 
-def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[str, Any]:
+def _entries(count_id: str, raw: dict[str, str]) -> dict[str, CountEntry]:
+    try:
+        return {k: _ENTRY.decode(v) for k, v in raw.items()}
+    except msgspec.DecodeError as exc:
+        raise KnightsTourError(f"count {count_id!r}: a stored entry is bad: {exc}") from None
+
+
+_ENTRY = msgspec.json.Decoder(CountEntry)
+
+
+def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> CountStatus:
     """Progress of a count: ``total``, ``done`` (sub-jobs with a partial count), ``errors``,
     ``missing``, ``missing_keys`` (up to ``max_missing``), ``complete``, ``nodes``,
     ``subjob_s`` (summed seconds of the finished sub-jobs).
@@ -219,32 +250,28 @@ def count_status(r: redis.Redis, count_id: str, max_missing: int = 20) -> dict[s
     wanted, raw = registry.items_and_results(
         r, keys.count_subjobs(count_id), keys.count_partials(count_id)
     )
-    entries = {k: json.loads(v) for k, v in raw.items()}
-    done = {k for k, e in entries.items() if e.get("count") is not None}
-    errors = {k for k, e in entries.items() if e.get("count") is None}
+    entries = _entries(count_id, raw)
+    done = counted(entries)
+    errors = set(entries) - done
     missing = sorted(wanted - done - errors)
-    return {
-        "count_id": count_id,
-        "total": len(wanted),
-        "done": len(done),
-        "errors": len(errors),
-        "missing": len(missing),
-        "missing_keys": missing[:max_missing],
-        "complete": not missing and not errors,
-        "nodes": sum(int(entries[k].get("nodes") or 0) for k in done),
-        "subjob_s": sum(float(entries[k].get("elapsed_s") or 0.0) for k in done),
-    }
+    return CountStatus(
+        count_id=count_id,
+        total=len(wanted),
+        done=len(done),
+        errors=len(errors),
+        missing=len(missing),
+        missing_keys=missing[:max_missing],
+        complete=not missing and not errors,
+        nodes=sum(entries[k].nodes for k in done),
+        subjob_s=sum(entries[k].elapsed_s for k in done),
+    )
 
 
-def counting_span_s(entries: Iterable[dict[str, Any]]) -> float | None:
+def counting_span_s(entries: Iterable[CountEntry]) -> float | None:
     """Seconds from the start of the first of ``entries`` (stored partial counts) to the end
     of the last, by the workers' clocks (``finished_at`` less ``elapsed_s``): the count's
     counting, without starting workers or waiting for them; None without timed entries."""
-    ends = [
-        (float(e["finished_at"]), float(e.get("elapsed_s") or 0.0))
-        for e in entries
-        if e.get("finished_at") is not None
-    ]
+    ends = [(e.finished_at, e.elapsed_s) for e in entries if e.finished_at is not None]
     if not ends:
         return None
     return round(max(end for end, _ in ends) - min(end - took for end, took in ends), 3)
@@ -253,7 +280,13 @@ def counting_span_s(entries: Iterable[dict[str, Any]]) -> float | None:
 def missing_subjobs(r: redis.Redis, count_id: str, plan: CountPlan) -> list[SubJob]:
     """The plan's sub-jobs that have no stored partial count yet (what to send on a resume)."""
     entries = load_partials(r, count_id)
-    return [sj for sj in plan.subjobs if (entries.get(sj.key) or {}).get("count") is None]
+    done = counted(entries)
+    return [sj for sj in plan.subjobs if sj.key not in done]
+
+
+def counted(entries: dict[str, CountEntry]) -> set[str]:
+    """The keys of ``entries`` that hold a partial count (not an error entry)."""
+    return {k for k, e in entries.items() if e.count is not None}
 
 
 def assemble_count(
@@ -279,12 +312,8 @@ def assemble_count(
         If a sub-job has no partial count yet.
     """
     entries = load_partials(r, count_id)
-    partials = {
-        k: (int(e["count"]), int(e.get("nodes") or 0))
-        for k, e in entries.items()
-        if e.get("count") is not None
-    }
-    subjob_s = sum(float(e.get("elapsed_s") or 0.0) for e in entries.values())
+    partials = {k: (e.count, e.nodes) for k, e in entries.items() if e.count is not None}
+    subjob_s = sum(e.elapsed_s for e in entries.values())
     report = assemble(plan, partials, elapsed_s=elapsed_s)
     report.extra.count_id = count_id
     report.extra.subjob_s = round(subjob_s, 6)
@@ -306,6 +335,7 @@ def delete_count(r: redis.Redis, count_id: str) -> None:
 
 
 __all__ = [
+    "CountStatus",
     "count_id_for",
     "counting_span_s",
     "register_count",
@@ -314,6 +344,7 @@ __all__ = [
     "load_dp_progress",
     "save_partial",
     "load_partials",
+    "counted",
     "count_status",
     "missing_subjobs",
     "assemble_count",
