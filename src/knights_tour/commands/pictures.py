@@ -26,7 +26,7 @@ from knights_tour.local.backend import open_store
 from knights_tour.output.render import print_board, tour_view
 from knights_tour.output.report import html_report, markdown_report
 from knights_tour.output.svg import tour_svg
-from knights_tour.output.tourfile import read_jsonl, read_tour_file
+from knights_tour.output.tourfile import numbered, read_jsonl, read_tour_file
 from knights_tour.tours.verify import is_closed, verify_tour
 
 
@@ -98,17 +98,16 @@ def load_drawable(
     where = f"start {start}" + (f" on {want_board.label}" if want_board else "")
     if not matches:
         raise TourFormatError(f"{source}: no record with {where}")
-    if index is None:
-        if len(matches) > 1:
-            boards = [f"{r}x{c}" for r, c in sorted({(m["rows"], m["cols"]) for m in matches})]
-            raise TourFormatError(
-                f"{source}: {len(matches)} records with {where} (boards {', '.join(boards)}); "
-                "choose with --size or --index N"
-            )
-        index = 1
-    if not 1 <= index <= len(matches):
-        raise TourFormatError(f"{source}: no match {index} ({len(matches)} records with {where})")
-    return matches[index - 1]
+    boards = [f"{r}x{c}" for r, c in sorted({(m["rows"], m["cols"]) for m in matches})]
+    return numbered(
+        matches,
+        index,
+        choose=lambda: (
+            f"{source}: {len(matches)} records with {where} (boards {', '.join(boards)}); "
+            "choose with --size or --index N"
+        ),
+        missing=lambda n: f"{source}: no match {n} ({len(matches)} records with {where})",
+    )
 
 
 @click.command()

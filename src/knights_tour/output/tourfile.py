@@ -33,11 +33,13 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from knights_tour.board import Board, Square
 from knights_tour.errors import InvalidBoardError, NoTourError, StepNumbersError, TourFormatError
+
+T = TypeVar("T")
 
 MAX_TOUR_FILE_BYTES = 64 * 1024 * 1024
 """Largest tour file :func:`read_tour_file` reads (64 MiB: a 2000×2000 step matrix fits)."""
@@ -366,17 +368,40 @@ def _json_tour(
             raise TourFormatError(
                 f"{name}: line {lineno}, column {exc.colno}: invalid JSON ({exc.msg})"
             ) from None
-    if record is None:
-        if len(parsed) != 1:
-            raise TourFormatError(
-                f"{name}: holds {len(parsed)} JSON records; choose one with --record N "
-                "(or check every record with --all)"
-            )
-        record = 1
-    if not 1 <= record <= len(parsed):
-        raise TourFormatError(f"{name}: no record {record} (the file holds {len(parsed)})")
-    lineno, obj = parsed[record - 1]
+    lineno, obj = numbered(
+        parsed,
+        record,
+        choose=lambda: (
+            f"{name}: holds {len(parsed)} JSON records; choose one with --record N "
+            "(or check every record with --all)"
+        ),
+        missing=lambda n: f"{name}: no record {n} (the file holds {len(parsed)})",
+    )
     return record_to_tour(obj, f"{name}: line {lineno}")
+
+
+def numbered(
+    items: Sequence[T],
+    number: int | None,
+    *,
+    choose: Callable[[], str],
+    missing: Callable[[int], str],
+) -> T:
+    """Item ``number`` (1-based) of ``items``, or with no ``number`` the only one.
+
+    Raises
+    ------
+    TourFormatError
+        ``choose()`` if no ``number`` is given and there is not exactly one item;
+        ``missing(number)`` if there is no item ``number``.
+    """
+    if number is None:
+        if len(items) != 1:
+            raise TourFormatError(choose())
+        number = 1
+    if not 1 <= number <= len(items):
+        raise TourFormatError(missing(number))
+    return items[number - 1]
 
 
 def read_jsonl(
@@ -412,4 +437,5 @@ __all__ = [
     "read_tour_file",
     "record_to_tour",
     "read_jsonl",
+    "numbered",
 ]
