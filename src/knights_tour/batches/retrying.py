@@ -11,8 +11,8 @@ the rules of every record (:mod:`knights_tour.batches.saving`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
+from typing import TypedDict
 
 import msgspec
 import redis
@@ -50,11 +50,21 @@ def parse_statuses(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+class JobChanges(TypedDict, total=False):
+    """:class:`~knights_tour.batches.jobs.Job` fields a retry sets on every retried job."""
+
+    solver: str
+    time_limit_s: float
+    """Seconds."""
+    node_limit: int
+    exhaustive: bool
+
+
 def retry_jobs(
     r: redis.Redis,
     batch_id: str,
     statuses: Iterable[str] = DEFAULT_STATUSES,
-    changes: Mapping[str, Any] | None = None,
+    changes: JobChanges | None = None,
 ) -> list[str]:
     """Retire the records of ``batch_id``'s jobs whose status is one of ``statuses`` and store
     the jobs again with ``changes`` applied, so that the next resume sends them. Jobs without a
@@ -105,4 +115,4 @@ def retry_jobs(
     return retire_records(r, batch_id, wanted, retried, int(get_settings().result_ttl_s))
 
 
-__all__ = ["DEFAULT_STATUSES", "parse_statuses", "retry_jobs"]
+__all__ = ["DEFAULT_STATUSES", "JobChanges", "parse_statuses", "retry_jobs"]

@@ -16,7 +16,6 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import click
 import redis
@@ -32,9 +31,10 @@ from knights_tour.batches.client import (
     submit_batch,
 )
 from knights_tour.batches.jobs import Job, JobOptions
-from knights_tour.batches.progress import CANCELLED, batch_status
+from knights_tour.batches.progress import CANCELLED, Params, batch_status
 from knights_tour.batches.record_stream import RecordStream
 from knights_tour.batches.verdict import Tally
+from knights_tour.board import Board
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import JobArgs
 from knights_tour.commands._records import (
@@ -64,7 +64,7 @@ def resume_hint(batch_id: str, redis_url: str | None) -> str:
     return f"ktour resume {batch_id}" + (f" --redis {mask_url(redis_url)}" if redis_url else "")
 
 
-def batch_jobs(job: JobArgs) -> tuple[list[Any], list[Job], dict[str, Any], int | None]:
+def batch_jobs(job: JobArgs) -> tuple[list[Board], list[Job], Params, int | None]:
     """``(boards, jobs, params, chunk)`` from the job options of ``run`` / ``submit`` (their
     limits, the sizes and the solver were checked before: the options' callbacks and the
     size guard; ``chunk_size`` >= 1 or None)."""

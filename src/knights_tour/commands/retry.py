@@ -11,11 +11,11 @@ backend and the batch machinery are loaded, as in :mod:`knights_tour.commands.li
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from knights_tour.batches.retrying import parse_statuses, retry_jobs
+from knights_tour.batches.retrying import JobChanges, parse_statuses, retry_jobs
 from knights_tour.commands._checks import check_out_path, require_positive, require_workers
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import limit_option, redis_option, workers_option
@@ -93,7 +93,7 @@ def retry(
     require_workers(workers, redis_url)
     _require_chunk_size(chunk_size)
     check_out_path(out or "results-<batch>.jsonl")
-    changes: dict[str, Any] = {}
+    changes: JobChanges = {}
     if solver is not None:
         changes["solver"] = solver
     if time_limit is not None:
