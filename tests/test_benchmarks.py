@@ -32,6 +32,8 @@ def test_two_colours():
     assert (0 + 0) % 2 != (1 + 2) % 2
 """
 
+BASELINE_FINGERPRINT = "benchmarks/fingerprints/before-restructure.txt"
+
 # script -> list of (id, arguments); "{tmp}" is the test's temporary directory. The JSON file
 # each writes (if any) is "{tmp}/out.json".
 RUNS: dict[str, list[tuple[str, list[str]]]] = {
@@ -122,6 +124,10 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
         )
     ],
     "bench_report.py": [("5x5", ["--sizes", "5", "--out", "{tmp}/report"])],
+    # its smallest run: the committed baseline compared with itself (a fingerprint takes minutes)
+    "behaviour_fingerprint.py": [
+        ("compare", ["--compare", BASELINE_FINGERPRINT, BASELINE_FINGERPRINT])
+    ],
     "bench_scale.py": [
         (
             "sweep-5",
