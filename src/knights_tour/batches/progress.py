@@ -12,6 +12,7 @@ storing and reading its records is :mod:`knights_tour.batches.store`; storing a 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import NotRequired, TypedDict, cast
 
 import redis
@@ -128,18 +129,33 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> BatchP
     missing = sorted(k for k in job_set if k not in statuses or k not in recorded)
     total = len(job_set)
     lost_jobs = max(0, registry.read_int(keys.batch(batch_id), "total", declared) - total)
-    done = total - len(missing)
+    out = _progress(batch_id, meta, total, total - len(missing), counts, mismatches)
+    out["missing_keys"], out["unrecorded"] = missing[:max_missing], unrecorded
+    out["lost_jobs"], out["complete"] = lost_jobs, out["complete"] and lost_jobs == 0
+    return out
+
+
+def _progress(
+    batch_id: str,
+    meta: BatchMeta,
+    total: int,
+    done: int,
+    counts: Mapping[str, int],
+    mismatches: int,
+) -> BatchProgress:
+    """A batch's progress with ``done`` of its ``total`` jobs recorded and nothing known lost
+    (``missing_keys`` empty; :func:`batch_status` fills in what it found)."""
     return {
         "batch_id": batch_id,
         "total": total,
         "done": done,
         "counts": dict(sorted(counts.items())),
         "mismatches": mismatches,
-        "missing": len(missing),
-        "missing_keys": missing[:max_missing],
-        "unrecorded": unrecorded,
-        "lost_jobs": lost_jobs,
-        "complete": done == total and lost_jobs == 0,
+        "missing": total - done,
+        "missing_keys": [],
+        "unrecorded": 0,
+        "lost_jobs": 0,
+        "complete": done == total,
         "created": meta.get("created"),
         "params": meta.get("params", {}),
     }
@@ -190,21 +206,7 @@ def batch_progress(r: redis.Redis, batch_id: str) -> BatchProgress | None:
     lost = records < stored or registry.read_int(keys.batch(batch_id), "total", declared) > total
     if sum(counts.values()) != stored or lost:
         return None
-    done = min(stored, total)
-    return {
-        "batch_id": batch_id,
-        "total": total,
-        "done": done,
-        "counts": dict(sorted(counts.items())),
-        "mismatches": mismatches,
-        "missing": total - done,
-        "missing_keys": [],
-        "unrecorded": 0,
-        "lost_jobs": 0,
-        "complete": done == total,
-        "created": meta.get("created"),
-        "params": meta.get("params", {}),
-    }
+    return _progress(batch_id, meta, total, min(stored, total), counts, mismatches)
 
 
 def list_batches(r: redis.Redis, limit: int | None = None) -> list[BatchListing]:
