@@ -11,6 +11,7 @@
 * ``local_workers`` (module): two real Celery worker processes on ``module_redis_url``, with
   ``KT_REDIS_URL`` set for them (and for this process, settings cache cleared), stopped at the
   end of the module.
+* ``data_dir`` (function): a ``KT_DATA_DIR`` of the test's own and no ``KT_REDIS_URL``.
 * ``early`` (session): ``early(name)`` is the run of a test module's early command, started
   when collection ended (``EARLY_COMMANDS``, tests/_early.py).
 * ``dp_6x6_checkpoints`` (session): the frontier DP's checkpoint folder for the session's counts
@@ -185,6 +186,19 @@ def local_workers(module_redis_url: str) -> Iterator[object]:
 
     with workers_on(module_redis_url) as workers:
         yield workers
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This test's own ``KT_DATA_DIR``, ``tmp_path / "kt-data"`` (returned, not created), and no
+    ``KT_REDIS_URL``: what a command run in this process reads is a fresh install's settings
+    (their cache cleared before and after)."""
+    path = tmp_path / "kt-data"
+    monkeypatch.setenv("KT_DATA_DIR", str(path))
+    monkeypatch.delenv("KT_REDIS_URL", raising=False)
+    get_settings.cache_clear()
+    yield path
+    get_settings.cache_clear()
 
 
 @pytest.fixture

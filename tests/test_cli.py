@@ -46,14 +46,7 @@ RECORD_FIELDS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh_settings(monkeypatch, tmp_path):
-    """Each test gets its own data dir and no KT_REDIS_URL unless it sets one."""
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+pytestmark = pytest.mark.usefixtures("data_dir")  # no KT_REDIS_URL unless a test sets one
 
 
 # -- the entry point ----------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from knights_tour.board import Board, parse_board, parse_board_list
 from knights_tour.cli import main
 from knights_tour.errors import KnightsTourError
 from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, record_to_tour
-from knights_tour.settings import get_settings
 from knights_tour.tours.record import json_bytes, record_from_json
 from knights_tour.tours.stored import decode_stored
 
@@ -253,15 +252,6 @@ def test_any_message_body_becomes_records_not_a_crash(task_env):
 
 
 # -- the command line ----------------------------------------------------------------------------
-@pytest.fixture(autouse=False)
-def cli_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield tmp_path
-    get_settings.cache_clear()
-
-
 def _bad_files(tmp_path):
     files = {
         "ragged": "1 2 3\n4 5\n6 7 8\n",
@@ -318,8 +308,8 @@ BAD_ARGS = [
 
 
 @pytest.mark.parametrize("args", BAD_ARGS, ids=lambda a: " ".join(a))
-def test_bad_arguments_exit_2_with_one_clear_line(cli_env, capsys, args):
-    out_file = cli_env / "out.jsonl"
+def test_bad_arguments_exit_2_with_one_clear_line(data_dir, tmp_path, capsys, args):
+    out_file = tmp_path / "out.jsonl"
     if args[0] == "run":
         args = [*args, "--out", str(out_file)]
     code = main(list(args))
@@ -344,8 +334,8 @@ def test_bad_arguments_exit_2_with_one_clear_line(cli_env, capsys, args):
         "directory",
     ],
 )
-def test_malformed_tour_files_exit_2(cli_env, capsys, name):
-    files = _bad_files(cli_env)
+def test_malformed_tour_files_exit_2(data_dir, tmp_path, capsys, name):
+    files = _bad_files(tmp_path)
     code = main(["verify", files[name]])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
@@ -353,10 +343,12 @@ def test_malformed_tour_files_exit_2(cli_env, capsys, name):
     assert len(err.strip().splitlines()) == 1
 
 
-def test_a_well_formed_matrix_with_a_repeated_step_is_invalid_not_an_error(cli_env, capsys):
+def test_a_well_formed_matrix_with_a_repeated_step_is_invalid_not_an_error(
+    data_dir, tmp_path, capsys
+):
     """Read as a matrix, but step 1 appears twice: not a tour (exit 1, the reason), not an
     unreadable file (exit 2)."""
-    code = main(["verify", _bad_files(cli_env)["duplicate"]])
+    code = main(["verify", _bad_files(tmp_path)["duplicate"]])
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in out + err
     assert "invalid" in out + err and "1 appears twice" in out + err
@@ -371,7 +363,7 @@ def test_a_well_formed_matrix_with_a_repeated_step_is_invalid_not_an_error(cli_e
     size=st.text(alphabet="0123456789x-,", max_size=2),
     start=st.text(alphabet="abcz0123456789,-", min_size=1, max_size=4),
 )
-def test_cli_solve_never_crashes(cli_env, capsys, size, start):
+def test_cli_solve_never_crashes(data_dir, capsys, size, start):
     if start.startswith("-"):
         start = "a" + start
     code = main(["solve", size or "0", start, "--time-limit", "5"])

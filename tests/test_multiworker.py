@@ -24,12 +24,11 @@ import pytest
 
 from knights_tour.batches import store
 from knights_tour.cli import main
-from knights_tour.settings import get_settings
 from knights_tour.store.connection import connect
 from knights_tour.tours.record import Status
 from knights_tour.tours.verify import verify_tour
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("data_dir")]
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +57,6 @@ def two_workers(module_redis_url, tmp_path_factory):
     finally:
         alpha.stop()
         beta.stop()
-
-
-@pytest.fixture(autouse=True)
-def _settings(monkeypatch, tmp_path):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
 
 
 def _submit_from_another_process(url: str, *args: str) -> str:

@@ -182,16 +182,7 @@ def secret_server(tmp_path):
         yield server, password
 
 
-@pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
-
-
-def test_cli_masks_the_password_in_everything_it_prints(secret_server, clean_env, capsys):
+def test_cli_masks_the_password_in_everything_it_prints(secret_server, data_dir, capsys):
     server, password = secret_server
     url = server.url
     assert password in url

@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+from _polling import wait_for
 
 from knights_tour.batches import saving, store
 from knights_tour.batches.cancelling import cancel_batch
@@ -30,22 +31,10 @@ def _server_now(r) -> float:
     return int(sec) + int(usec) / 1e6
 
 
-def _wait(condition, timeout_s: float = 60.0, what: str = "condition"):
-    """Poll ``condition()`` until it returns something true (returned) or fail after
-    ``timeout_s`` (generous: the machine may be busy)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def _last_beat(r, token: str) -> None:
     """The last heartbeat of ``token``'s process: its lease renewed for 50 ms, then it dies."""
     assert leases.renew(r, token, 50)
-    _wait(lambda: not r.exists(keys.lease(token)), what=f"the lease of {token} to lapse")
+    wait_for(lambda: not r.exists(keys.lease(token)), what=f"the lease of {token} to lapse")
 
 
 # -- the registry of worker leases -------------------------------------------------------------
@@ -66,7 +55,7 @@ def test_opening_and_renewing_a_lease_notes_when_it_runs_out(redis_client):
 
     # a lapsed lease is not renewed, and its entry keeps the time it ran out
     assert leases.open_lease(r, "h:2:b", 50)
-    _wait(lambda: not r.exists(keys.lease("h:2:b")), what="the 50 ms lease to lapse")
+    wait_for(lambda: not r.exists(keys.lease("h:2:b")), what="the 50 ms lease to lapse")
     ran_out = r.zscore(keys.workers(), "h:2:b")
     assert not leases.renew(r, "h:2:b", 60_000)
     assert r.zscore(keys.workers(), "h:2:b") == ran_out <= _server_now(r)
@@ -181,7 +170,7 @@ def test_a_batch_nobody_serves_is_stalled_with_the_reason(redis_client):
 
     assert leases.renew(r, "vm:301:a", int(lease_s * 1000))  # its last heartbeat...
     died = _server_now(r)  # ...and it dies
-    p = _wait(
+    p = wait_for(
         lambda: (q := batch_view(r, batch_id, lease_s=lease_s))["state"] == "stalled" and q,
         what="the batch to show stalled",
     )
@@ -204,7 +193,7 @@ def test_a_batch_submitted_where_no_worker_ever_was_stalls_too(redis_client):
     p = batch_view(r, batch_id, lease_s=lease_s)
     if p["state"] == "queued":  # (a busy machine may have taken longer than 0.3 s already)
         assert p["reason"] is None
-    p = _wait(
+    p = wait_for(
         lambda: (q := batch_view(r, batch_id, lease_s=lease_s))["state"] == "stalled" and q,
         what="the batch to show stalled",
     )
@@ -282,7 +271,7 @@ def test_batches_lists_a_batch_nobody_serves_as_stalled(
     monkeypatch.setenv("KT_LEASE_S", "1")  # (the least a lease may be)
     get_settings.cache_clear()
     try:
-        got = _wait(lambda: stalled_batches(r, [waiting]), what="the batch to show stalled")
+        got = wait_for(lambda: stalled_batches(r, [waiting]), what="the batch to show stalled")
         assert list(got) == [waiting] and got[waiting].startswith("no live worker lease for ")
         assert main(["batches", "--json", "--redis", redis_db_url]) == 0
         listed = {b["batch_id"]: b for b in json.loads(capsys.readouterr().out)}

@@ -5,12 +5,11 @@ input as one line."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
+from _cli import ktour
 
 from knights_tour.commands import count_dp
 from knights_tour.commands.count_dp import _WorkerProgress
@@ -18,15 +17,7 @@ from knights_tour.counting.records import DpProgress
 
 
 def _ktour(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
-    env["KT_DATA_DIR"] = str(data_dir)
-    return subprocess.run(
-        [sys.executable, "-m", "knights_tour", "count", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return ktour("count", *args, env={"KT_DATA_DIR": str(data_dir)}, timeout=600)
 
 
 def test_dp_grid_5x5_matches_a165134_and_says_its_method(tmp_path):

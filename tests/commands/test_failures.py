@@ -15,14 +15,12 @@ import os
 import pty
 import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from _cli import run_cli
+from _cli import KTOUR, ktour, ktour_env, run_cli
 
 from knights_tour.batches import saving
 from knights_tour.batches.client import make_jobs, submit_batch
@@ -33,42 +31,9 @@ from knights_tour.settings import get_settings
 EULER_8X8 = Path(__file__).parents[1] / "data" / "euler_8x8_closed_a226697.txt"
 
 
-def _env(env: dict[str, str] | None) -> dict[str, str]:
-    full = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
-    full.update(env or {})
-    return full
-
-
-def ktour(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 180.0
-) -> subprocess.CompletedProcess[str]:
-    """Run ``ktour ARGS`` in a subprocess; ``env`` entries override the environment (where
-    ``KT_REDIS_URL`` is unset unless given)."""
-    return subprocess.run(
-        [sys.executable, "-m", "knights_tour", *args],
-        env=_env(env),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-@pytest.fixture(autouse=True)
-def _fresh_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """In-process commands get the data dir of :func:`data_dir` and no KT_REDIS_URL, as the
-    subprocesses do (:func:`ktour`)."""
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    """A fresh ``KT_DATA_DIR`` of its own (nothing in it yet); an in-process command's too."""
-    return tmp_path / "kt-data"
+# In-process commands get the data dir of conftest's data_dir and no KT_REDIS_URL, as the
+# subprocesses do (:func:`ktour`).
+pytestmark = pytest.mark.usefixtures("data_dir")
 
 
 def in_process(capfd: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -314,20 +279,9 @@ def test_closed_stdout_pipe_ends_quietly(data_dir: Path) -> None:
     leaves; ``ktour`` ends without a word, as ``SIGPIPE`` ends a Unix tool, and not with 0
     (with or without ``PYTHONUNBUFFERED``)."""
     for unbuffered in ("1", ""):
-        env = _env({"KT_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": unbuffered})
+        env = ktour_env(KT_DATA_DIR=str(data_dir), PYTHONUNBUFFERED=unbuffered)
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "knights_tour",
-                "run",
-                "--sizes",
-                "5-8",
-                "--workers",
-                "1",
-                "--out",
-                "-",
-            ],
+            [*KTOUR, "run", "--sizes", "5-8", "--workers", "1", "--out", "-"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -347,8 +301,8 @@ def _on_a_terminal(*args: str) -> tuple[int, str, str]:
     main_fd, term_fd = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "knights_tour", *args],
-            env=_env({"TERM": "xterm", "COLUMNS": "120"}),
+            [*KTOUR, *args],
+            env=ktour_env(TERM="xterm", COLUMNS="120"),
             stdout=term_fd,
             stderr=subprocess.PIPE,
             text=True,
@@ -390,8 +344,8 @@ def _closed_pipe_run(*args: str, env: dict[str, str]) -> subprocess.CompletedPro
     os.close(read_end)
     try:
         return subprocess.run(
-            [sys.executable, "-m", "knights_tour", *args],
-            env=_env(env),
+            [*KTOUR, *args],
+            env=ktour_env(**env),
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -451,11 +405,11 @@ def ktour_on_tmpfs(mount: Path, options: str, *commands: list[str]) -> list[tupl
     mount.mkdir()
     script = [f"mount -t tmpfs -o {options} tmpfs {mount} || exit 99"]
     for i, cmd in enumerate(commands):
-        argv = " ".join([sys.executable, "-m", "knights_tour", *cmd])
+        argv = " ".join([*KTOUR, *cmd])
         script.append(f"{argv} >/dev/null 2>{mount.parent}/err{i}; echo $? >{mount.parent}/rc{i}")
     proc = subprocess.run(
         ["unshare", "-rm", "sh", "-c", "\n".join(script)],
-        env=_env({"KT_DATA_DIR": str(mount)}),
+        env=ktour_env(KT_DATA_DIR=str(mount)),
         timeout=300,
     )
     assert proc.returncode == 0

@@ -19,15 +19,6 @@ from knights_tour.settings import get_settings
 DEAD_REDIS = "redis://127.0.0.1:1/0"
 
 
-@pytest.fixture
-def cli_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield tmp_path
-    get_settings.cache_clear()
-
-
 def _help_of(capsys, command: str, option: str) -> str:
     """The help text of ``option`` in ``ktour COMMAND --help``, on one line."""
     assert main([command, "--help"]) == 0
@@ -39,14 +30,14 @@ def _help_of(capsys, command: str, option: str) -> str:
 
 
 @pytest.mark.parametrize("command", ["solve", "run", "submit"])
-def test_help_shows_where_the_job_limits_default_from(cli_env, capsys, command):
+def test_help_shows_where_the_job_limits_default_from(data_dir, capsys, command):
     time_help = _help_of(capsys, command, "--time-limit")
     assert "[default:" in time_help and "KT_JOB_TIME_LIMIT_S" in time_help, time_help
     node_help = _help_of(capsys, command, "--node-limit")
     assert "[default:" in node_help and "engine" in node_help, node_help
 
 
-def test_solve_without_a_time_limit_has_the_job_budget(cli_env, capsys, monkeypatch):
+def test_solve_without_a_time_limit_has_the_job_budget(data_dir, capsys, monkeypatch):
     """CP-SAT takes seconds to find a tour of 50x50; with the job budget at 0.3 s (and CP-SAT's
     own default far away) the solve ends undecided at the budget."""
     monkeypatch.setenv("KT_JOB_TIME_LIMIT_S", "0.3")
@@ -67,11 +58,13 @@ def test_solve_without_a_time_limit_has_the_job_budget(cli_env, capsys, monkeypa
         ("--node-limit", "0", "node_limit"),
     ],
 )
-def test_a_bad_limit_gets_the_same_line_at_every_edge(cli_env, capsys, option, value, field):
+def test_a_bad_limit_gets_the_same_line_at_every_edge(
+    data_dir, tmp_path, capsys, option, value, field
+):
     lines = {}
     for command in (
         ["solve", "8", "a1"],
-        ["run", "--sizes", "5", "--redis", DEAD_REDIS, "--out", str(cli_env / "o.jsonl")],
+        ["run", "--sizes", "5", "--redis", DEAD_REDIS, "--out", str(tmp_path / "o.jsonl")],
         ["submit", "--sizes", "5", "--redis", DEAD_REDIS],
     ):
         code = main([*command, option, value])
@@ -86,4 +79,4 @@ def test_a_bad_limit_gets_the_same_line_at_every_edge(cli_env, capsys, option, v
         Job.from_dict(job)
     assert len(set(lines.values())) == 1
     assert str(caught.value) == "job " + lines["solve"]
-    assert not (cli_env / "o.jsonl").exists()
+    assert not (tmp_path / "o.jsonl").exists()

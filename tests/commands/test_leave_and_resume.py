@@ -14,17 +14,16 @@ start one.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import redis
-from _cli import run_cli
+from _cli import KTOUR, ktour, ktour_env, run_cli
+from _polling import wait_for
 
 from knights_tour.batches import progress, saving, store
 from knights_tour.batches.cancelling import message_of
@@ -46,13 +45,8 @@ DEADLINE_S = 240.0
 
 
 @pytest.fixture(autouse=True)
-def _fresh_settings(monkeypatch, tmp_path):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
+def _fresh_settings(data_dir, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # a default results-<batch>.jsonl lands here, not in the repo
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
 
 
 def _records(path: Path) -> list[dict]:
@@ -65,22 +59,6 @@ def _messages(r: redis.Redis, batch_id: str) -> tuple[int, int]:
     queued = sum(match(raw) for name in worker.queue_lists() for raw in r.lrange(name, 0, -1))
     held = sum(match(json.dumps(json.loads(v)[0])) for v in r.hvals(worker.UNACKED_KEY))
     return queued, held
-
-
-def _wait_for(cond, what: str, timeout_s: float = DEADLINE_S, poll_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
-    env.update(extra)
-    return env
 
 
 def _default_sigint() -> None:  # in the child: Ctrl-C as on a terminal
@@ -228,27 +206,20 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
     # the start of Redis and the worker included) several times over even on an idle machine;
     # a loaded machine widens the margin
     data = tmp_path / "kt-data"  # this process's KT_DATA_DIR too: it reads the same Redis
-    env = _env(KT_DATA_DIR=str(data), KT_WORKERS="1", KT_PROGRESS_S="1")
+    env = {"KT_DATA_DIR": str(data), "KT_WORKERS": "1", "KT_PROGRESS_S": "1"}
     began = time.monotonic()
-    first = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "knights_tour",
-            "run",
-            "--sizes",
-            "16",
-            "--solver",
-            "cpsat",
-            "--chunk-size",
-            "2",
-            "--timeout",
-            "4",
-        ],
+    first = ktour(
+        "run",
+        "--sizes",
+        "16",
+        "--solver",
+        "cpsat",
+        "--chunk-size",
+        "2",
+        "--timeout",
+        "4",
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=DEADLINE_S,
     )
     took = time.monotonic() - began
@@ -261,13 +232,8 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
     assert list(tmp_path.glob("results-*")) == []  # an unfinished batch writes no file
     print(f"--timeout 4: the command took {took:.1f} s from start to exit")
 
-    second = subprocess.run(
-        [sys.executable, "-m", "knights_tour", "run", "--sizes", "5", "--out", "r.jsonl"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
+    second = ktour(
+        "run", "--sizes", "5", "--out", "r.jsonl", env=env, cwd=tmp_path, timeout=DEADLINE_S
     )
     assert second.returncode == 0, second.stderr
     assert len(_records(tmp_path / "r.jsonl")) == 25
@@ -284,22 +250,15 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
         kept = r.hlen(keys.batch_records(batch_id))
 
     # and `ktour resume` finishes it on the embedded Redis, every job recorded once
-    third = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "knights_tour",
-            "resume",
-            batch_id,
-            "--workers",
-            "2",
-            "--out",
-            "resumed.jsonl",
-        ],
+    third = ktour(
+        "resume",
+        batch_id,
+        "--workers",
+        "2",
+        "--out",
+        "resumed.jsonl",
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=DEADLINE_S,
     )
     assert third.returncode == 0, third.stderr
@@ -314,9 +273,7 @@ def _start_run(tmp_path: Path, url: str, name: str) -> tuple[subprocess.Popen, P
     with open(err, "w") as fh:
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "knights_tour",
+                *KTOUR,
                 "run",
                 "--sizes",
                 "16",
@@ -331,7 +288,7 @@ def _start_run(tmp_path: Path, url: str, name: str) -> tuple[subprocess.Popen, P
                 "--out",
                 str(tmp_path / f"{name}.jsonl"),
             ],
-            env=_env(KT_DATA_DIR=str(tmp_path / "kt-data")),
+            env=ktour_env(KT_DATA_DIR=str(tmp_path / "kt-data")),
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=fh,
@@ -349,7 +306,7 @@ def _running_batch(r: redis.Redis) -> str:
             return ids[-1]
         return None
 
-    return _wait_for(ready, "the run's first record")
+    return wait_for(ready, "the run's first record")
 
 
 def test_ctrl_c_cancels_only_its_own_batch(redis_client, redis_db_url, tmp_path):
@@ -410,20 +367,8 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
     (seconds of counting on one worker, so some are still to count when Ctrl-C comes)."""
     r = redis_client
     total = len(plan_count(Board(6, 6), depth=2).subjobs)
-    args = [
-        sys.executable,
-        "-m",
-        "knights_tour",
-        "count",
-        "6",
-        "--depth",
-        "2",
-        "--workers",
-        "1",
-        "--redis",
-        redis_db_url,
-    ]
-    env = _env(KT_DATA_DIR=str(tmp_path / "kt-data"))
+    args = [*KTOUR, "count", "6", "--depth", "2", "--workers", "1", "--redis", redis_db_url]
+    env = ktour_env(KT_DATA_DIR=str(tmp_path / "kt-data"))
     err = tmp_path / "count.err"
     with open(err, "w") as fh:
         proc = subprocess.Popen(
@@ -435,10 +380,10 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
             preexec_fn=_default_sigint,
         )
     try:
-        count_id = _wait_for(
+        count_id = wait_for(
             lambda: next(iter(r.zrange(keys.counts(), 0, -1)), None), "the count to be registered"
         )
-        _wait_for(lambda: r.hlen(keys.count_partials(count_id)) >= 3, "some partial counts")
+        wait_for(lambda: r.hlen(keys.count_partials(count_id)) >= 3, "some partial counts")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=DEADLINE_S) == 130, err.read_text()
     finally:

@@ -25,7 +25,6 @@ import pytest
 import redis
 from _cli import run_cli
 
-from knights_tour.settings import get_settings
 from knights_tour.worker.lazy import celery_worker
 from knights_tour.worker.messages import TASK_RUN_JOBS
 
@@ -35,13 +34,8 @@ DEADLINE_S = 180.0
 
 
 @pytest.fixture(autouse=True)
-def _fresh_settings(monkeypatch, tmp_path):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
+def _fresh_settings(data_dir, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
 
 
 def _free_port() -> int:

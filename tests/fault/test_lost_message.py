@@ -20,10 +20,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from _faultkit import audit, drive
+from _polling import wait_for
 
 from knights_tour.batches.client import submit_batch
 from knights_tour.batches.jobs import Job, make_batch_jobs
@@ -60,15 +60,6 @@ def _take_one_message(url: str) -> tuple[str, list[dict]]:
     return batch_id, job_dicts
 
 
-def _wait(cond, timeout_s: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(fault_redis, worker_pool):
     url = fault_redis.url
     r = connect(url)
@@ -85,7 +76,7 @@ def test_a_message_taken_and_never_started_comes_back_with_nobody_waiting(fault_
     assert d.overwritten == set(), "a job ran again after its record was stored"
     # The taken message is still kombu's (not restored): the workers' recovery re-sent its
     # jobs. (The workers ack their own messages just after the last record: poll for that.)
-    assert _wait(lambda: r.hlen("unacked") == 1), "kombu restored the message, or acks hang"
+    wait_for(lambda: r.hlen("unacked") == 1, "kombu restored the message, or acks hang", 60)
     others = [rec.finished_at for rec in records if rec.job_key not in taken_keys]
     lost = [rec.finished_at for rec in records if rec.job_key in taken_keys]
     late = max(lost) - max(others)

@@ -12,16 +12,16 @@ A 16x16 CP-SAT job takes tens of milliseconds: the batch is far from done when i
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 import redis
+from _cli import KTOUR, ktour_env
+from _polling import wait_for
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(300)]
 
@@ -33,10 +33,9 @@ them stop by themselves): on an idle machine they are gone within a second or tw
 
 
 def _env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "KT_REDIS_URL"}
     # Leases longer than the pause between the two runs: the killed workers' claims must be
     # let go by the interrupted run itself, not by their leases running out.
-    env.update(KT_DATA_DIR=str(data_dir), KT_WORKERS="2", KT_LEASE_S="60")
+    env = ktour_env(KT_DATA_DIR=str(data_dir), KT_WORKERS="2", KT_LEASE_S="60")
     return env
 
 
@@ -44,16 +43,6 @@ def _default_sigint() -> None:
     """In the child: SIGINT as a terminal's Ctrl-C (a test runner started in the background
     inherits it ignored, and Python then keeps ignoring it)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _wait_for(cond, timeout_s: float, what: str, poll_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _embedded_client(data_dir: Path) -> redis.Redis | None:
@@ -104,20 +93,20 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
     env = _env(data)
     err1 = (tmp_path / "run1.err").open("w")
     first = subprocess.Popen(
-        [sys.executable, "-m", "knights_tour", *ARGS, "--out", str(tmp_path / "first.jsonl")],
+        [*KTOUR, *ARGS, "--out", str(tmp_path / "first.jsonl")],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=err1,
         preexec_fn=_default_sigint,
     )
     try:
-        batch_id, _ = _wait_for(
-            lambda: (p := _progress(data)) and p[1] >= 6 and p, 240, "the first records"
+        batch_id, _ = wait_for(
+            lambda: (p := _progress(data)) and p[1] >= 6 and p, "the first records", 240
         )
         family = [psutil.Process(first.pid), *psutil.Process(first.pid).children(recursive=True)]
         first.send_signal(signal.SIGINT)
         try:
-            _wait_for(lambda: "cancelled" in (tmp_path / "run1.err").read_text(), 60, "the cancel")
+            wait_for(lambda: "cancelled" in (tmp_path / "run1.err").read_text(), "the cancel", 60)
         except AssertionError:
             raise AssertionError((tmp_path / "run1.err").read_text()[-2000:]) from None
         # The run now stops its workers, then its Redis; SIGKILL it if it is still there later.
@@ -132,9 +121,7 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
         first.wait(30)
         err1.close()
     try:
-        _wait_for(
-            lambda: not _alive(family), GONE_WITHIN_S, "the first run's processes to end", 0.2
-        )
+        wait_for(lambda: not _alive(family), "the first run's processes to end", GONE_WITHIN_S, 0.2)
     except AssertionError:
         left = [(p.pid, p.name(), " ".join(p.cmdline())[:80]) for p in _alive(family)]
         for p in _alive(family):  # ours: started by this test
@@ -145,17 +132,7 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
 
     snap = tmp_path / "snap.jsonl"
     got = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "knights_tour",
-            "collect",
-            batch_id,
-            "--format",
-            "jsonl",
-            "--out",
-            str(snap),
-        ],
+        [*KTOUR, "collect", batch_id, "--format", "jsonl", "--out", str(snap)],
         env=env,
         capture_output=True,
         text=True,
@@ -166,7 +143,7 @@ def test_interrupted_run_resumes_the_same_batch(tmp_path):
     assert 0 < len(before) < TOTAL, len(before)
 
     second = subprocess.run(
-        [sys.executable, "-m", "knights_tour", *ARGS, "--out", str(tmp_path / "second.jsonl")],
+        [*KTOUR, *ARGS, "--out", str(tmp_path / "second.jsonl")],
         env=env,
         capture_output=True,
         text=True,

@@ -27,15 +27,6 @@ GONE_WITHIN_S = 15.0
 the watchdog shuts a server down within its poll once no user is alive."""
 
 
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "kt-data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield tmp_path / "kt-data"
-    get_settings.cache_clear()
-
-
 @pytest.mark.unit
 def test_nothing_is_launched_ahead_for_a_url_no_worker_or_a_recorded_server(data_dir, monkeypatch):
     started: list[object] = []

@@ -16,29 +16,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
+from _cli import KTOUR, ktour_env
+from _polling import wait_for
 
 from knights_tour.errors import KnightsTourError
 from knights_tour.local.backend import open_backend
 from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.local.launching import STATE_FILE
-from knights_tour.settings import get_settings
 from knights_tour.worker.celery import UNACKED_KEY
 
 DEADLINE_S = 180.0  # a busy 2-core machine
-
-
-@pytest.fixture()
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.delenv("KT_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    yield tmp_path / "data"
-    get_settings.cache_clear()
 
 
 def _run_block(held: bool) -> list[subprocess.Popen[bytes]]:
@@ -68,15 +59,12 @@ def test_workers_holding_a_message_get_a_warm_shutdown(data_dir: Path) -> None:
 
 
 def _run(tmp_path: Path, name: str, sizes: str) -> tuple[subprocess.Popen[bytes], Path]:
-    env = dict(os.environ, KT_DATA_DIR=str(tmp_path / "data"))
-    env.pop("KT_REDIS_URL", None)
+    env = ktour_env(KT_DATA_DIR=str(tmp_path / "data"))
     err = tmp_path / f"{name}.err"
     with open(err, "wb") as err_file:
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "knights_tour",
+                *KTOUR,
                 "run",
                 "--sizes",
                 sizes,
@@ -97,20 +85,13 @@ def _run(tmp_path: Path, name: str, sizes: str) -> tuple[subprocess.Popen[bytes]
     return proc, err
 
 
-def _wait_for(cond, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_two_runs_sharing_a_data_dir_both_complete_and_leave_nothing(tmp_path: Path) -> None:
     """The second run attaches to the first one's Redis; its jobs queue behind the first's,
     so when it ends, its workers may still hold the first run's messages."""
     first, first_err = _run(tmp_path, "first", "5-9")
     procs = [first]
     try:
-        _wait_for(
+        wait_for(
             lambda: "submitted" in first_err.read_text() or first.poll() is not None,
             "the first batch to be submitted",
         )
@@ -126,7 +107,7 @@ def test_two_runs_sharing_a_data_dir_both_complete_and_leave_nothing(tmp_path: P
                     pass
             return all(p.poll() is not None for p in procs)
 
-        _wait_for(both_done, "both runs to end")
+        wait_for(both_done, "both runs to end")
         assert first.returncode == 0, first_err.read_text()
         assert second.returncode == 0, second_err.read_text()
         for name, jobs in (("first", 25 + 36 + 49 + 64 + 81), ("second", 25 + 36)):
@@ -137,7 +118,7 @@ def test_two_runs_sharing_a_data_dir_both_complete_and_leave_nothing(tmp_path: P
             assert {r["status"] for r in records} <= {"found", "no_tour"}
             assert not any(r["mismatch"] for r in records)
         # every worker, pool process, Redis and watchdog either of them started ends
-        _wait_for(
+        wait_for(
             lambda: not any(_alive(p) for p in family.values()), "every process of both runs to end"
         )
         assert family
@@ -221,7 +202,7 @@ def test_the_watchdog_counts_its_starter_until_a_live_user_registers(tmp_path: P
     )
     try:
         client = redis.Redis(port=port)
-        _wait_for(lambda: _pings(client), "the server to answer")
+        wait_for(lambda: _pings(client), "the server to answer")
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
         client.sadd(keys.embedded_users(), f"{dead.pid}:earlier-run")
@@ -230,12 +211,12 @@ def test_the_watchdog_counts_its_starter_until_a_live_user_registers(tmp_path: P
             target=watch, args=(port, server.pid, os.getpid(), 0.02), daemon=True
         )
         watchdog.start()
-        _wait_for(lambda: polls() >= 20, "the watchdog to read the users 20 times")
+        wait_for(lambda: polls() >= 20, "the watchdog to read the users 20 times")
         assert server.poll() is None and watchdog.is_alive()
     finally:
         server.terminate()
         server.wait()
-    _wait_for(lambda: not watchdog.is_alive(), "the watchdog to end with its server")
+    wait_for(lambda: not watchdog.is_alive(), "the watchdog to end with its server")
 
 
 def _pings(client: object) -> bool:

@@ -6,11 +6,11 @@ processes; every wait polls a condition with a generous deadline."""
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import psutil
 import pytest
+from _polling import wait_for
 
 from knights_tour.local.prelaunch import free_port
 from knights_tour.local.workers import LocalWorkers
@@ -18,13 +18,6 @@ from knights_tour.local.workers import LocalWorkers
 DEADLINE_S = 120.0  # a busy 2-core machine
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
-
-
-def _wait_for(cond, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not cond():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_S:g} s: {what}"
-        time.sleep(0.05)
 
 
 def test_k_workers_are_forked_by_one_parent_each_with_its_name_log_and_pool(
@@ -43,7 +36,7 @@ def test_k_workers_are_forked_by_one_parent_each_with_its_name_log_and_pool(
             log = logs / f"forked{i}.log"
             assert str(log) in {f.path for f in node.open_files()}
         family = [parent, *parent.children(recursive=True)]
-    _wait_for(lambda: not any(p.is_running() and p.status() != "zombie" for p in family), "gone")
+    wait_for(lambda: not any(p.is_running() and p.status() != "zombie" for p in family), "gone")
 
 
 def test_a_stopped_parent_leaves_no_worker_behind_even_one_still_connecting(tmp_path: Path) -> None:
@@ -59,12 +52,12 @@ def test_a_stopped_parent_leaves_no_worker_behind_even_one_still_connecting(tmp_
             log = logs / f"stuck{i}.log"
             return log.exists() and "keeps trying to connect" in log.read_text(errors="replace")
 
-        _wait_for(lambda: connecting(1) and connecting(2), "both workers connecting")
+        wait_for(lambda: connecting(1) and connecting(2), "both workers connecting")
         parent = psutil.Process(local.pool.proc.pid)
         family = [parent, *parent.children(recursive=True)]
         parent.send_signal(signal.SIGQUIT)  # as Linux does when the client dies
-        _wait_for(lambda: local.pool is not None and local.pool.proc.poll() is not None, "parent")
-        _wait_for(
+        wait_for(lambda: local.pool is not None and local.pool.proc.poll() is not None, "parent")
+        wait_for(
             lambda: not any(p.is_running() and p.status() != "zombie" for p in family), "workers"
         )
     finally:
