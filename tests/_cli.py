@@ -31,6 +31,14 @@ def ktour_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def start_ktour(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start ``ktour ARGS`` as a process of its own with ``env`` as its whole environment,
+    its stdout and stderr piped (text); the caller waits for it or kills it."""
+    return subprocess.Popen(
+        [*KTOUR, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 def ktour(
     *args: str,
     env: dict[str, str] | None = None,

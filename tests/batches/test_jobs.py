@@ -346,42 +346,40 @@ def test_unwrap_interruption_keeps_ordinary_causes():
         assert unwrap_interruption(exc) is exc
 
 
-def _recording_cpsat(calls: list[tuple[str, float]]):
-    """A CP-SAT stand-in (solve and check_tour) that records the time limit it was given and
-    answers as the real model would for an open tour on 5x5 from a corner (one exists)."""
+def _recording_cpsat(monkeypatch, default_s: str) -> list[tuple[str, float]]:
+    """The CP-SAT backend's ``solve`` and ``check_tour`` replaced by a stand-in that records the
+    time limit it was given (the list returned) and answers as the real model would for an open
+    tour on 5x5 from a corner (one exists); ``KT_CPSAT_TIME_LIMIT_S`` set to ``default_s`` (the
+    caller clears the settings cache at its end)."""
+    import knights_tour.solvers.cpsat as cpsat
+    from knights_tour.settings import get_settings
 
-    def solve(board, start, *, closed=False, time_limit_s=None, exhaustive=False, node_limit=None):
+    monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", default_s)
+    get_settings.cache_clear()
+    calls: list[tuple[str, float]] = []
+
+    undecided = _fake_cpsat(Status.UNKNOWN, reason="time_limit")
+
+    def solve(board, start, *, time_limit_s=None, **options):
         calls.append(("solve", time_limit_s))
-        return Record(
-            rows=board.rows,
-            cols=board.cols,
-            start=start,
-            solver="cpsat",
-            closed=closed,
-            status=Status.UNKNOWN,
-            reason="time_limit",
-        )
+        return undecided(board, start, time_limit_s=time_limit_s, **options)
 
     def check_tour(board, tour, start, closed=False, time_limit_s=None):
         calls.append(("check", time_limit_s))
         return True
 
-    return solve, check_tour
+    monkeypatch.setattr(cpsat, "solve", solve)
+    monkeypatch.setattr(cpsat, "check_tour", check_tour)
+    return calls
 
 
 @pytest.mark.parametrize("budget_s", [0.5, 30.0])
 def test_the_job_budget_covers_the_cross_check(monkeypatch, budget_s):
     """``time_limit_s`` is the budget of the whole job: the cross-check's CP-SAT calls get what
     the solver left of it (never more), not KT_CPSAT_TIME_LIMIT_S."""
-    import knights_tour.solvers.cpsat as cpsat
     from knights_tour.settings import get_settings
 
-    monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", "1000")
-    get_settings.cache_clear()
-    calls: list[tuple[str, float]] = []
-    solve, check = _recording_cpsat(calls)
-    monkeypatch.setattr(cpsat, "solve", solve)
-    monkeypatch.setattr(cpsat, "check_tour", check)
+    calls = _recording_cpsat(monkeypatch, "1000")
     try:
         rec = run_job(Job(5, 5, (0, 0), verify="cpsat", time_limit_s=budget_s))
     finally:
@@ -396,16 +394,10 @@ def test_the_job_budget_covers_the_cross_check(monkeypatch, budget_s):
 def test_without_a_job_budget_the_cross_check_has_the_cpsat_default(monkeypatch):
     """The CP-SAT backend's own default (KT_CPSAT_TIME_LIMIT_S) applies where no job budget
     is given: a cross-check called on its own."""
-    import knights_tour.solvers.cpsat as cpsat
     from knights_tour.settings import get_settings
     from knights_tour.solvers.crosscheck import cross_check
 
-    monkeypatch.setenv("KT_CPSAT_TIME_LIMIT_S", "7")
-    get_settings.cache_clear()
-    calls: list[tuple[str, float]] = []
-    solve, check = _recording_cpsat(calls)
-    monkeypatch.setattr(cpsat, "solve", solve)
-    monkeypatch.setattr(cpsat, "check_tour", check)
+    calls = _recording_cpsat(monkeypatch, "7")
     try:
         rec = run_job(Job(5, 5, (0, 0)))
         cross_check(rec, "cpsat")

@@ -43,6 +43,9 @@ pytestmark = pytest.mark.timeout(400)
 
 DEADLINE_S = 240.0
 
+RUN_16 = ("run", "--sizes", "16", "--solver", "cpsat", "--chunk-size", "2")
+"""A run of 256 CP-SAT jobs (16x16), two a task: far longer than the tests let it go on."""
+
 
 @pytest.fixture(autouse=True)
 def _fresh_settings(data_dir, monkeypatch, tmp_path):
@@ -93,6 +96,12 @@ def test_the_resume_hint_names_the_redis_url_with_its_password_masked():
     assert resume_hint("B", None) == "ktour resume B"
 
 
+def _local_run(capsys, url: str, workers: int, out: Path | str, *args: str):
+    """``ktour ARGS --workers N --redis URL --out OUT`` in this process: its local workers on
+    the test's Redis."""
+    return run_cli(capsys, *args, "--workers", str(workers), "--redis", url, "--out", str(out))
+
+
 def _exactly_once(path: Path, batch_id: str, early: dict[str, float]) -> None:
     records = _records(path)
     assert len(records) == 36 and len({r["job_key"] for r in records}) == 36
@@ -109,17 +118,7 @@ def test_submit_cancel_resume_gives_every_record_exactly_once(
     get_settings.cache_clear()
     batch_id, early = _submitted_and_cancelled(capsys, redis_client, redis_db_url)
     out_file = tmp_path / "resumed.jsonl"
-    code, out, err = run_cli(
-        capsys,
-        "resume",
-        batch_id,
-        "--workers",
-        "2",
-        "--redis",
-        redis_db_url,
-        "--out",
-        str(out_file),
-    )
+    code, out, err = _local_run(capsys, redis_db_url, 2, str(out_file), "resume", batch_id)
     assert code == 0, err
     assert (
         f"resuming batch {batch_id}: 7 of 36 jobs already recorded, not recomputed; 29 sent"
@@ -133,16 +132,8 @@ def test_submit_cancel_resume_gives_every_record_exactly_once(
         rf"ktour: batch {batch_id}: \d+/36 jobs done, (rate -|[\d.,]+/s), ETA ", err
     ), err
     # resuming a complete batch collects it again, sending nothing
-    code, _, err = run_cli(
-        capsys,
-        "resume",
-        batch_id,
-        "--workers",
-        "1",
-        "--redis",
-        redis_db_url,
-        "--out",
-        str(tmp_path / "again.jsonl"),
+    code, _, err = _local_run(
+        capsys, redis_db_url, 1, str(tmp_path / "again.jsonl"), "resume", batch_id
     )
     assert code == 0 and f"batch {batch_id} is complete (36/36 jobs)" in err
     assert (tmp_path / "again.jsonl").read_text() == out_file.read_text()
@@ -153,19 +144,8 @@ def test_run_with_the_same_arguments_resumes_a_submitted_batch(
 ):
     batch_id, early = _submitted_and_cancelled(capsys, redis_client, redis_db_url)
     out_file = tmp_path / "run.jsonl"
-    code, out, err = run_cli(
-        capsys,
-        "run",
-        "--sizes",
-        "6",
-        "--chunk-size",
-        "4",
-        "--workers",
-        "2",
-        "--redis",
-        redis_db_url,
-        "--out",
-        str(out_file),
+    code, out, err = _local_run(
+        capsys, redis_db_url, 2, str(out_file), "run", "--sizes", "6", "--chunk-size", "4"
     )
     assert code == 0, err
     assert (
@@ -180,18 +160,7 @@ def test_run_with_a_sweeps_arguments_resumes_the_sweeps_batch(
     sweep_batch = run_sweep(redis_db_url, {"name": "nightly-5", "sizes": "5", "every": "1d"})
     assert progress.get_batch_meta(redis_client, sweep_batch)["params"]["schedule"] == "nightly-5"
     out_file = tmp_path / "run.jsonl"
-    code, out, err = run_cli(
-        capsys,
-        "run",
-        "--sizes",
-        "5",
-        "--workers",
-        "1",
-        "--redis",
-        redis_db_url,
-        "--out",
-        str(out_file),
-    )
+    code, out, err = _local_run(capsys, redis_db_url, 1, str(out_file), "run", "--sizes", "5")
     assert code == 0, err
     assert f"resuming batch {sweep_batch}: 0 of 25 jobs already recorded" in err
     records = _records(out_file)
@@ -208,20 +177,7 @@ def test_a_timed_out_run_leaves_nothing_queued_for_the_next_run(tmp_path, monkey
     data = tmp_path / "kt-data"  # this process's KT_DATA_DIR too: it reads the same Redis
     env = {"KT_DATA_DIR": str(data), "KT_WORKERS": "1", "KT_PROGRESS_S": "1"}
     began = time.monotonic()
-    first = ktour(
-        "run",
-        "--sizes",
-        "16",
-        "--solver",
-        "cpsat",
-        "--chunk-size",
-        "2",
-        "--timeout",
-        "4",
-        env=env,
-        cwd=tmp_path,
-        timeout=DEADLINE_S,
-    )
+    first = ktour(*RUN_16, "--timeout", "4", env=env, cwd=tmp_path, timeout=DEADLINE_S)
     took = time.monotonic() - began
     assert first.returncode == 1, first.stderr
     (line,) = [ln for ln in first.stderr.splitlines() if "cancelled" in ln]
@@ -274,13 +230,7 @@ def _start_run(tmp_path: Path, url: str, name: str) -> tuple[subprocess.Popen, P
         proc = subprocess.Popen(
             [
                 *KTOUR,
-                "run",
-                "--sizes",
-                "16",
-                "--solver",
-                "cpsat",
-                "--chunk-size",
-                "2",
+                *RUN_16,
                 "--workers",
                 "1",
                 "--redis",
@@ -295,6 +245,12 @@ def _start_run(tmp_path: Path, url: str, name: str) -> tuple[subprocess.Popen, P
             preexec_fn=_default_sigint,
         )
     return proc, err
+
+
+def _ctrl_c(proc: subprocess.Popen, err: Path) -> None:
+    """Ctrl-C to ``proc``, which ends with 130 (interrupted), its stderr in ``err``."""
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=DEADLINE_S) == 130, err.read_text()
 
 
 def _running_batch(r: redis.Redis) -> str:
@@ -318,8 +274,7 @@ def test_ctrl_c_cancels_only_its_own_batch(redis_client, redis_db_url, tmp_path)
         _, jobs5, params5 = make_jobs(["5"], JobOptions())
         other = submit_batch(redis_db_url, jobs5, params5, chunk_size=5)
         assert _messages(r, other) == (5, 0)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=DEADLINE_S) == 130, err.read_text()
+        _ctrl_c(proc, err)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -384,8 +339,7 @@ def test_ctrl_c_on_a_count_stops_it_with_one_line_and_the_same_command_resumes(
             lambda: next(iter(r.zrange(keys.counts(), 0, -1)), None), "the count to be registered"
         )
         wait_for(lambda: r.hlen(keys.count_partials(count_id)) >= 3, "some partial counts")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=DEADLINE_S) == 130, err.read_text()
+        _ctrl_c(proc, err)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from _counts_facts import OEIS_5X5
+from _killed import Killed, killed_at
 
 from knights_tour.board import Board
 from knights_tour.counting.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk
@@ -54,15 +55,8 @@ def test_5x5_jobs_one_by_one_equal_a165134(tmp_path):
 def test_a_progress_exception_stops_a_trunk_and_the_next_call_resumes(tmp_path):
     board = Board(5, 5)
 
-    class Stop(Exception):
-        pass
-
-    def stop_at_10(name, stat, n_steps):
-        if stat.step == 10:
-            raise Stop
-
-    with pytest.raises(Stop):
-        dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path, progress=stop_at_10)
+    with pytest.raises(Killed):
+        dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path, progress=killed_at(10))
     trunk = dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
     assert trunk is not None and trunk.resumed_from == 10
     count, _ = dp_run_tail(board, None, (0, 0), checkpoint_dir=tmp_path)
@@ -89,9 +83,6 @@ def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, mo
     plan = dp_plan(board)
     k = plan.trunks[0][0]
     real = Checkpoints.save_kept
-
-    class Killed(Exception):
-        pass
 
     def killed_at_k(self, step, parts):
         if step == k:

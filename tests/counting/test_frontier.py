@@ -5,6 +5,7 @@ symmetry and colour parity; and its machinery: parts, checkpoints, resume."""
 from __future__ import annotations
 
 import pytest
+from _killed import Killed, killed_at
 
 from knights_tour.board import Board
 from knights_tour.counting import frontier
@@ -95,15 +96,8 @@ def test_parts_and_checkpoints_resume(tmp_path):
     assert max(ls.parts for ls in small.layers) > 1
     assert int(small.counts[0]) == int(whole.counts[0])
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_20(name, stat, n_steps):
-        if stat.step == 20:
-            raise Killed
-
     with pytest.raises(Killed):
-        run_sweep(plan, checkpoint_dir=tmp_path, progress=kill_at_20)
+        run_sweep(plan, checkpoint_dir=tmp_path, progress=killed_at(20))
     again = run_sweep(plan, checkpoint_dir=tmp_path)
     assert again.resumed_from == 20
     assert [ls.states for ls in again.layers] == [ls.states for ls in whole.layers]
@@ -116,15 +110,8 @@ def test_a_later_given_layer_is_preferred_to_an_earlier_checkpoint(tmp_path):
     plan = frontier.full_sweep(g, g.square.index((0, 0)))
     whole = run_sweep(plan, keep={14})
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_5(name, stat, n_steps):
-        if stat.step == 5:
-            raise Killed
-
     with pytest.raises(Killed):
-        run_sweep(plan, checkpoint_dir=tmp_path, progress=kill_at_5)
+        run_sweep(plan, checkpoint_dir=tmp_path, progress=killed_at(5))
     later = run_sweep(plan, checkpoint_dir=tmp_path, first_step=15, initial=whole.kept[14])
     assert later.resumed_from == -1 and later.layers[0].step == 15  # not from layer 5
     assert int(later.counts[0]) == int(whole.counts[0]) == count_tours(board, (0, 0)).grid[0][0]

@@ -18,12 +18,12 @@ import re
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from _cli import start_ktour
 from _proxy import FaultProxy
 
 from knights_tour.batches.client import submit_batch
@@ -197,28 +197,8 @@ class Scenario:
         """``ktour collect BATCH --wait`` on ``url`` writing JSON Lines to ``out``."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("KT_")}
         env.update(self.timing.env(), KT_DATA_DIR=str(self.tmp / "kt-client"))
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "knights_tour",
-                "collect",
-                batch_id,
-                "--wait",
-                "--timeout",
-                "300",
-                "--format",
-                "jsonl",
-                "--out",
-                str(out),
-                "--redis",
-                url,
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        collect = ["collect", batch_id, "--wait", "--timeout", "300", "--format", "jsonl"]
+        proc = start_ktour(*collect, "--out", str(out), "--redis", url, env=env)
         self.clients.append(proc)
         return proc
 

@@ -8,7 +8,9 @@ import json
 import time
 
 import pytest
+from _cli import ktour_env, start_ktour
 from _faultkit import audit, drive
+from _netfaults import wait_connected
 from redis.client import NEVER_DECODE
 
 from knights_tour.batches.client import submit_batch
@@ -73,26 +75,9 @@ def test_redis_restarted_mid_batch(fault_redis, worker_pool):
     )
 
 
-def _connected(pid: int, port: int) -> bool:
-    """True once process ``pid`` has a TCP connection established to ``port`` on loopback."""
-    import psutil
-
-    try:
-        conns = psutil.Process(pid).net_connections(kind="tcp")
-    except psutil.Error:
-        return False
-    return any(
-        c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED for c in conns
-    )
-
-
 def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_path):
     """``ktour collect BATCH --wait`` (a real subprocess) keeps waiting through the restart and
     writes every record once."""
-    import os
-    import subprocess
-    import sys
-
     url = fault_redis.url
     r = connect(url)
     # About a tenth of a second per job: the batch is far from done when Redis goes down.
@@ -101,35 +86,14 @@ def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_pa
     # that cannot reach Redis at start-up exits 2 at once, by design).
     batch_id = submit_batch(url, jobs, {"test": "cli through restart"}, chunk_size=2)
     out = tmp_path / "records.jsonl"
-    env = {**os.environ, "KT_DATA_DIR": str(tmp_path / "kt-data"), "KT_LEASE_S": "2"}
-    env.pop("KT_REDIS_URL", None)
-    cli = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "knights_tour",
-            "collect",
-            batch_id,
-            "--wait",
-            "--timeout",
-            "150",
-            "--format",
-            "jsonl",
-            "--out",
-            str(out),
-            "--redis",
-            url,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = ktour_env(KT_DATA_DIR=str(tmp_path / "kt-data"), KT_LEASE_S="2")
+    collect = ["collect", batch_id, "--wait", "--timeout", "150", "--format", "jsonl"]
+    cli = start_ktour(*collect, "--out", str(out), "--redis", url, env=env)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not _connected(cli.pid, fault_redis.port):
-            assert cli.poll() is None, cli.communicate()[1]
-            time.sleep(0.1)
+        if not wait_connected(cli.pid, fault_redis.port, 120):
+            cli.kill()
+            raise AssertionError(f"the CLI never connected to Redis: {cli.communicate()[1]}")
         worker_pool.start("rrcli-a")
         while time.monotonic() < deadline and r.hlen(keys.batch_records(batch_id)) < 5:
             time.sleep(0.1)
