@@ -468,6 +468,48 @@ def _client(sc: Scenario, batch_id: str, link: FaultProxy | None) -> tuple[subpr
     return proc, out
 
 
+def _under_way(
+    name: str,
+    sc: Scenario,
+    fault_s: float,
+    sizes: tuple[int, ...],
+    limit: int | None,
+    link: FaultProxy | None,
+) -> tuple[list, str, Outcome, subprocess.Popen, Path]:
+    """A batch of ``sizes`` submitted, its client waiting (through ``link`` if given) and its
+    first 10 records stored: (jobs, batch id, the scenario's outcome, client, its records)."""
+    jobs, batch_id = sc.submit(list(sizes), limit)
+    out = Outcome(name, fault_s, len(jobs))
+    client, result = _client(sc, batch_id, link)
+    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
+    return jobs, batch_id, out, client, result
+
+
+def _client_ended(
+    sc: Scenario, out: Outcome, client: subprocess.Popen, result: Path, since: float
+) -> Outcome:
+    """``out`` with what the client did (waited for, 240 s at most) and the logs since
+    ``since`` (Unix seconds)."""
+    out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
+    out.client_stderr = stderr
+    sc.read_logs(out, since, stderr)
+    return out
+
+
+def _blackholed(
+    sc: Scenario, link: FaultProxy, fault_s: float, batch_id: str
+) -> tuple[float, float]:
+    """``link`` blackholed for ``fault_s`` (the batch watched meanwhile), then healed: the
+    cut's and the heal's Unix times."""
+    cut_at = time.time()
+    link.blackhole()
+    try:
+        sc.wait_until(lambda: False, fault_s, batch_id)
+    finally:
+        link.heal()
+    return cut_at, time.time()
+
+
 def busy_worker_blackholed(
     sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 400
 ) -> Outcome:
@@ -478,13 +520,7 @@ def busy_worker_blackholed(
     if not sc.wait_until(lambda: sc.busy("cut"), 120, batch_id):
         out.note = "the cut worker never held a job"
         return out
-    cut_at = time.time()
-    sc.worker_link.blackhole()
-    try:
-        sc.wait_until(lambda: False, fault_s, batch_id)
-    finally:
-        sc.worker_link.heal()
-    heal_at = time.time()
+    cut_at, heal_at = _blackholed(sc, sc.worker_link, fault_s, batch_id)
     sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=["cut"])
     sc.read_logs(out, cut_at)
     return out
@@ -493,10 +529,9 @@ def busy_worker_blackholed(
 def redis_paused(sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 400) -> Outcome:
     """Redis stopped with SIGSTOP for ``fault_s`` (a stalled server: a slow fork, a paused
     VM) while both workers run and a client waits, then SIGCONT."""
-    jobs, batch_id = sc.submit(list(sizes), limit)
-    out = Outcome("Redis paused (SIGSTOP)", fault_s, len(jobs))
-    client, result = _client(sc, batch_id, None)
-    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
+    jobs, batch_id, out, client, result = _under_way(
+        "Redis paused (SIGSTOP)", sc, fault_s, sizes, limit, None
+    )
     stop_at = time.time()
     os.kill(sc.redis.pid, signal.SIGSTOP)
     try:
@@ -505,10 +540,7 @@ def redis_paused(sc: Scenario, fault_s: float, sizes=(20,), limit: int | None = 
         os.kill(sc.redis.pid, signal.SIGCONT)
     heal_at = time.time()
     sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=["cut", "direct"])
-    out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
-    out.client_stderr = stderr
-    sc.read_logs(out, stop_at, stderr)
-    return out
+    return _client_ended(sc, out, client, result, stop_at)
 
 
 def redis_restarted_client_blackholed(
@@ -516,10 +548,9 @@ def redis_restarted_client_blackholed(
 ) -> Outcome:
     """The waiting client's link is blackholed; meanwhile Redis (AOF on) is shut down and
     started again on the same port and data; the link heals ``fault_s`` after the cut."""
-    jobs, batch_id = sc.submit(list(sizes), limit)
-    out = Outcome("Redis restarted, client blackholed", fault_s, len(jobs))
-    client, result = _client(sc, batch_id, sc.client_link)
-    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
+    jobs, batch_id, out, client, result = _under_way(
+        "Redis restarted, client blackholed", sc, fault_s, sizes, limit, sc.client_link
+    )
     cut_at = time.time()
     sc.client_link.blackhole()
     try:
@@ -533,10 +564,7 @@ def redis_restarted_client_blackholed(
     heal_at = time.time()
     sc.finish(out, batch_id, jobs, back_at, timeout_s=240, wait_for=["cut", "direct"])
     out.note = f"client link healed {heal_at - back_at:.1f} s after Redis was back"
-    out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
-    out.client_stderr = stderr
-    sc.read_logs(out, cut_at, stderr)
-    return out
+    return _client_ended(sc, out, client, result, cut_at)
 
 
 def client_blackholed(
@@ -544,17 +572,10 @@ def client_blackholed(
 ) -> Outcome:
     """The waiting client's link is blackholed for ``fault_s`` while the workers run, then
     healed."""
-    jobs, batch_id = sc.submit(list(sizes), limit)
-    out = Outcome("client blackholed", fault_s, len(jobs))
-    client, result = _client(sc, batch_id, sc.client_link)
-    sc.wait_until(lambda: (sc.watch(batch_id) or 0) >= 10, 120, batch_id)
-    cut_at = time.time()
-    sc.client_link.blackhole()
-    try:
-        sc.wait_until(lambda: False, fault_s, batch_id)
-    finally:
-        sc.client_link.heal()
-    heal_at = time.time()
+    jobs, batch_id, out, client, result = _under_way(
+        "client blackholed", sc, fault_s, sizes, limit, sc.client_link
+    )
+    cut_at, heal_at = _blackholed(sc, sc.client_link, fault_s, batch_id)
     sc.finish(out, batch_id, jobs, heal_at, timeout_s=240, wait_for=[])
     out.client_exit, out.client_lines, stderr = client_result(client, result, 240)
     out.complete_after_heal_s = round(time.time() - heal_at, 1)  # to the client's exit
