@@ -91,7 +91,7 @@ def test_a_waiting_cli_survives_a_redis_restart(fault_redis, worker_pool, tmp_pa
     cli = start_ktour(*collect, "--out", str(out), "--redis", url, env=env)
     try:
         deadline = time.monotonic() + 120
-        if not wait_connected(cli.pid, fault_redis.port, 120):
+        if not wait_connected(cli, fault_redis.port, 120):
             cli.kill()
             raise AssertionError(f"the CLI never connected to Redis: {cli.communicate()[1]}")
         worker_pool.start("rrcli-a")
