@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 
+import msgspec
 import psutil
 
 from knights_tour.board import parse_board
@@ -101,7 +102,7 @@ def run_once(url: str, plan: CountPlan, workers: int, pids: list[int]) -> dict:
     report = count_store.assemble_count(r, cid, plan, elapsed_s=wall)
     count_store.delete_count(r, cid)
     r.close()
-    summed = float(report.extra["subjob_s"])
+    summed = float(msgspec.to_builtins(report.extra)["subjob_s"])  # a struct, a dict before
     return {
         "plan": f"d{plan.depth}{' folded' if getattr(plan, 'folded', False) else ''}",
         "subjobs": len(plan.subjobs),

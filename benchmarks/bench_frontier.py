@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
+
 from knights_tour.board import parse_board
 from knights_tour.counting.frontier_run import count_paths
 from knights_tour.counting.frontier_store import LayerStat
@@ -87,14 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         report = dp_count(
             board, memory_bytes=mem, checkpoint_dir=args.checkpoint_dir, halves=args.halves or None
         )
-        for fig in report.extra["dp_classes"]:
+        extra = msgspec.to_builtins(report.extra)  # a CountExtra struct (a dict before it)
+        for fig in extra.get("dp_classes", []):
             print(
                 f"class {fig['representative']}: {fig['count']:,} ({fig['method']}, "
                 f"{fig.get('seconds', 0)} s)"
             )
             for name, layers in fig.get("layers", {}).items():
                 _table(f"{fig['representative']} {name}", [LayerStat(**d) for d in layers])
-        for i, low in enumerate(report.extra["lower_halves"]):
+        for i, low in enumerate(extra.get("lower_halves", [])):
             _table(f"lower{i}", [LayerStat(**d) for d in low])
         for row in report.grid:
             print(" ".join(f"{v:>12,}" for v in row))

@@ -6,7 +6,7 @@ Two measurements, both on a fresh data dir per repeat (a temporary directory):
   after one unrecorded round (it fills numba's and Python's caches of a tree just checked
   out), printed as min and median, with the default worker count (one, for a batch this
   small);
-* the split of such a run into its parts, driven through the service layer in a process of
+* the split of such a run into its parts, driven through the package's functions in a process of
   its own per variant (median of ``--split-repeats``): client imports, backend open (embedded
   Redis answering, local workers spawned), batch (submit to complete: includes the workers'
   start-up), collect (records to a file), workers stopped, Redis stopped.
@@ -102,7 +102,7 @@ def cli_first_job(
 
 def split(workers: int | None, data_dir: Path) -> dict[str, float]:
     """Seconds of each part of a ``--sizes 5`` run, driven in this process through the
-    service layer as ``ktour run`` drives it (whatever tree is first on ``sys.path``)."""
+    package's functions as ``ktour run`` drives them (whatever tree is first on ``sys.path``)."""
     os.environ["KT_DATA_DIR"] = str(data_dir)
     os.environ.pop("KT_REDIS_URL", None)
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Tests of tour counting (core.counting, core.count_search) against facts from outside the code.
+"""Tests of tour counting (counting.plan, counting.search) against facts from outside the code.
 
 Facts: OEIS A165134 (directed open tours = directed Hamiltonian paths of the n×n knight's graph):
 a(4) = 0, a(5) = 1728; its example table (G. Coserea, 2016) gives the 5×5 count per start

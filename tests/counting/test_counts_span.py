@@ -1,6 +1,6 @@
-"""The counting span of a count (store/counts.counting_span_s): from the first sub-job's start
+"""The counting span of a count (counting/store.counting_span_s): from the first sub-job's start
 to the last one's end, by the workers' stored clocks, whatever order they finished in; for a
-resumed count, of the sub-jobs that run counted only (store/counts.assemble_count)."""
+resumed count, of the sub-jobs that run counted only (counting/store.assemble_count)."""
 
 from __future__ import annotations
 

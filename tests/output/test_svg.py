@@ -194,6 +194,26 @@ def test_cli_draw_jsonl_by_start_and_size(tmp_path):
     assert ET.parse(tmp_path / "y.svg").getroot().get("data-rows") == "5"
 
 
+def test_cli_draw_of_records_whose_sizes_are_written_two_ways(tmp_path, capsys):
+    """A file whose records write a board's size as a number in one and as text in another
+    (bad data a user may hand in): the matches are listed or picked, never a traceback."""
+    import json
+
+    from knights_tour.cli import main
+
+    recs = [
+        record(5, 5, (4, 0), backtrack_tour(5, 5, (4, 0))),
+        record(6, 6, (5, 0), backtrack_tour(6, 6, (5, 0), closed=True), closed=True),
+    ]
+    recs[1]["rows"], recs[1]["cols"] = "6", "6"
+    src = tmp_path / "mixed.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["draw", str(src), "--start", "a1"]) == 2
+    assert "boards 5x5, 6x6" in capsys.readouterr().err
+    assert main(["draw", str(src), "--start", "a1", "--index", "2", "--svg", "-"]) == 0
+    assert 'data-rows="6"' in capsys.readouterr().out
+
+
 def test_cli_draw_step_matrix_to_terminal_and_svg(tmp_path, capsys):
     from _picture_tours import LIT_5X5
 

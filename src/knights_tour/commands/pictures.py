@@ -98,16 +98,21 @@ def load_drawable(
     where = f"start {start}" + (f" on {want_board.label}" if want_board else "")
     if not matches:
         raise TourFormatError(f"{source}: no record with {where}")
-    boards = [f"{r}x{c}" for r, c in sorted({(m["rows"], m["cols"]) for m in matches})]
     return numbered(
         matches,
         index,
         choose=lambda: (
-            f"{source}: {len(matches)} records with {where} (boards {', '.join(boards)}); "
+            f"{source}: {len(matches)} records with {where} (boards {_boards(matches)}); "
             "choose with --size or --index N"
         ),
         missing=lambda n: f"{source}: no match {n} ({len(matches)} records with {where})",
     )
+
+
+def _boards(matches: list[dict[str, object]]) -> str:
+    """The boards of ``matches`` as ``"5x5, 6x6"`` (their sizes read as the match read them)."""
+    sizes = sorted({(int(str(m["rows"])), int(str(m["cols"]))) for m in matches})
+    return ", ".join(f"{r}x{c}" for r, c in sizes)
 
 
 @click.command()

@@ -32,7 +32,7 @@ from knights_tour.counting.execution import run_claimed_subjobs, started_subjobs
 from knights_tour.counting.frontier_store import LayerStat
 from knights_tour.counting.method import peak_rss_bytes
 from knights_tour.counting.records import ClassFigures, DpProgress, DpResult, DpSubJob, TrunkFigures
-from knights_tour.errors import InvalidJobError
+from knights_tour.errors import KnightsTourError
 from knights_tour.settings import get_settings
 from knights_tour.worker import ledger
 from knights_tour.worker.claims import ChunkClaim, retrying
@@ -114,6 +114,8 @@ def run_dp_subjob(
         When it stopped after a layer to go on in another task.
     ArithmeticError, MemoryError, InvalidJobError
         From the sweep.
+    KnightsTourError
+        If the sub-job's stored progress cannot be read.
     """
     reporter = _Reporter(r, count_id, sj, deadline, worker)
     root = get_settings().frontier_path
@@ -184,7 +186,7 @@ def _run_claimed(
             tally["continued"] += 1
             log.info("count %s: %s goes on in another task", led.id, sj.key)
             continue
-        except (ArithmeticError, MemoryError, InvalidJobError) as exc:
+        except (ArithmeticError, MemoryError, KnightsTourError) as exc:
             store_error(held, sj.key, worker, f"{type(exc).__name__}: {exc}", tally)
             continue
         count_store.save_partial(
@@ -197,7 +199,7 @@ def _run_claimed(
 def run_dp_chunk(
     count_id: str, subjob_dicts: list[Any], worker: str | None, send: Send | None = None
 ) -> dict[str, object]:
-    """Run DP sub-jobs (:class:`~knights_tour.counting.dp_jobs.DpSubJob` dicts) of ``count_id``,
+    """Run DP sub-jobs (:class:`~knights_tour.counting.records.DpSubJob` dicts) of ``count_id``,
     storing each result as a partial count under its key (claimed as enumeration sub-jobs
     are: one with an entry is skipped, one a live worker holds is left to it; a malformed one
     gets an error entry).

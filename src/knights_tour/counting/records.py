@@ -161,7 +161,7 @@ class TrunkFigures(msgspec.Struct, kw_only=True):
 
 class DpResult(msgspec.Struct, kw_only=True):
     """What a DP sub-job stores beside its partial count: its ``role``, its figures (a class's
-    :class:`~knights_tour.counting.plan.ClassFigures`, a trunk's :class:`TrunkFigures`) and
+    :class:`~knights_tour.counting.records.ClassFigures`, a trunk's :class:`TrunkFigures`) and
     the peak resident memory of the process that ran it (bytes)."""
 
     role: str
