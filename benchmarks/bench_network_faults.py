@@ -42,7 +42,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "fault"))
+sys.path[:0] = [
+    str(ROOT / "tests" / "fault"),
+    str(ROOT / "tests"),
+]  # its scenarios and their helpers
 
 from _netfaults import PRODUCT, SCENARIOS, Outcome, Timing, rig  # noqa: E402
 
