@@ -120,7 +120,14 @@ def plan_chunks(jobs: Sequence[Job], chunk_size: int | None = None) -> list[list
         if chunk_size < 1:
             raise ValueError("chunk size must be at least 1")
         return [list(jobs[i : i + chunk_size]) for i in range(0, len(jobs), chunk_size)]
-    costs = [estimated_cost_s(j) for j in jobs]
+    priced: dict[tuple[str, str | None, int], float] = {}  # a batch has few kinds of job
+    costs = []
+    for j in jobs:
+        kind = (j.solver, j.verify, j.rows * j.cols)
+        cost = priced.get(kind)
+        if cost is None:
+            cost = priced[kind] = estimated_cost_s(j)
+        costs.append(cost)
     target = max(min(TARGET_CHUNK_S, sum(costs) / MIN_CHUNKS), MIN_CHUNK_S)
     chunks: list[list[Job]] = []
     current: list[Job] = []
