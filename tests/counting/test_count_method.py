@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from knights_tour.board import Board
-from knights_tour.counting.method import choose_method, dp_count, dp_trunks
+from knights_tour.counting.dp_jobs import dp_plan, dp_run_trunk
+from knights_tour.counting.method import choose_method, dp_count
 from knights_tour.counting.plan import count_tours
 from knights_tour.errors import InvalidJobError
 
@@ -122,22 +123,29 @@ def test_trunks_then_each_class_alone_in_another_process(tmp_path):
     start class as a job of its own in a fresh process that has only the disk."""
     board = Board(4, 7)
     ref = count_tours(board)
-    assert dp_trunks(board, checkpoint_dir=tmp_path)
+    plan = dp_plan(board)
+    trunks = [
+        dp_run_trunk(board, None, group, checkpoint_dir=tmp_path)
+        for group, keep in enumerate(plan.trunks)
+        if keep
+    ]
+    assert trunks and None not in trunks
     assert list(tmp_path.glob("trunk*/kept-*.npy"))
-    reps = [rep for rep in ref.classes]
+    reps = [tail.representative for tail in plan.tails]
     code = (
         "import json, sys\n"
         "from knights_tour.board import Board\n"
-        "from knights_tour.counting.method import dp_class_tail\n"
+        "from knights_tour.counting.dp_jobs import dp_run_tail\n"
         f"reps = {reps!r}\n"
-        "print(json.dumps([dp_class_tail(Board(4, 7), r, checkpoint_dir=sys.argv[1])"
+        "print(json.dumps([dp_run_tail(Board(4, 7), None, r, checkpoint_dir=sys.argv[1])[0]"
         " for r in reps]))\n"
     )
     run = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr
-    assert dict(zip(reps, json.loads(run.stdout), strict=True)) == ref.class_counts
+    counts = {**plan.trivial, **dict(zip(reps, json.loads(run.stdout), strict=True))}
+    assert counts == ref.class_counts
     # the classes' sweeps began at the trunk's layers, not at the first layer
     firsts = [
         json.loads(m.read_text())["layers"][0]["step"]

@@ -355,65 +355,6 @@ def searched_classes(board: Board, start: Square | None = None) -> list[Square]:
     return start_classes(board, start).searched
 
 
-def dp_trunks(
-    board: Board,
-    *,
-    checkpoint_dir: str | Path,
-    memory_bytes: int = DEFAULT_MEMORY_BYTES,
-    progress: Progress | None = None,
-) -> list[SweepResult]:
-    """The first jobs of a whole-board DP count by trunks: each group's trunk, its layer
-    before each start kept on disk (``kept-K.npy`` under ``checkpoint_dir``) for
-    :func:`dp_class_tail`, which may then run in other processes, one class each. The same
-    trunks as :func:`dp_count` with ``halves=False`` (same plans, same checkpoints). Returns
-    the trunks run (none for a group whose classes are all counted on disk).
-
-    Raises
-    ------
-    ArithmeticError, MemoryError
-        As in :func:`knights_tour.counting.frontier_run.run_sweep`.
-    """
-    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    out = []
-    for colour, members in trunk_groups(board, searched_classes(board)):
-        tr = run_trunk(members, colour, opts)
-        if tr is not None:
-            out.append(tr)
-    return out
-
-
-def dp_class_tail(
-    board: Board,
-    square: Square,
-    *,
-    checkpoint_dir: str | Path,
-    memory_bytes: int = DEFAULT_MEMORY_BYTES,
-    progress: Progress | None = None,
-) -> int:
-    """Directed open tours from ``square`` (and each square of its class), counted as one job
-    of the whole-board count: the class's own sweep from the layer its group's trunk kept on
-    disk (:func:`dp_trunks`). Without that layer it resumes from its own checkpoints or sweeps
-    from the first layer (right, only slower). Reads nothing but the disk, so it may run in
-    any process that sees ``checkpoint_dir``.
-
-    Raises
-    ------
-    InvalidSquareError
-        If ``square`` is off the board.
-    ArithmeticError, MemoryError
-        As in :func:`knights_tour.counting.frontier_run.run_sweep`.
-    """
-    rep = representative(board, board.check_square(square))
-    trivial = trivial_count(board, rep)
-    if trivial is not None:
-        return trivial
-    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    swept = class_from_trunk(board, searched_classes(board), rep, opts)
-    if swept is None:  # pragma: no cover
-        raise AssertionError(f"{rep} is a searched class of {board.label}")
-    return swept[0]
-
-
 def dp_uses_halves(board: Board) -> bool:
     """True if :func:`dp_count`'s default on ``board`` meets halves (up to
     :data:`HALVES_MAX_SQUARES` squares, where :func:`halves_cut` finds a cut), False where it
@@ -474,8 +415,6 @@ __all__ = [
     "dp_report",
     "halves_cut",
     "dp_uses_halves",
-    "dp_trunks",
-    "dp_class_tail",
     "peak_rss_bytes",
     "count_paths_trivial",
     "trivial_count",
