@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knights_tour.board import Board, Square
+from knights_tour.counting.frontier import TrunkGroup, count_plan
 from knights_tour.counting.frontier_run import (
     DEFAULT_MEMORY_BYTES,
     Progress,
@@ -21,15 +22,9 @@ from knights_tour.counting.frontier_run import (
     SweepResult,
 )
 from knights_tour.counting.frontier_store import sweep_dir
-from knights_tour.counting.method import searched_classes, start_classes
+from knights_tour.counting.method import trivial_figures
 from knights_tour.counting.records import ClassFigures, DpSubJob
-from knights_tour.counting.trunks import (
-    TrunkMember,
-    class_from_trunk,
-    group_sweeps,
-    run_trunk,
-    trunk_groups,
-)
+from knights_tour.counting.trunks import class_from_trunk, run_trunk
 from knights_tour.errors import InvalidJobError
 
 
@@ -49,9 +44,9 @@ class DpPlan:
     """The jobs of a DP count by trunks (:func:`dp_plan`) of ``board`` (``start``'s class
     only when given): ``trunks`` (per group, the steps it keeps on disk; a group whose every
     start is taken first has none and no job), ``tails`` (one per searched class) and
-    ``trivial`` (the counts of the classes found without search, ``trivial_figures`` their
-    report entries), with the count's ``classes`` (representative -> its squares) and its
-    trunk ``groups`` (:func:`~knights_tour.counting.trunks.trunk_groups`)."""
+    ``trivial`` (the counts of the classes found without search), with the count's
+    ``classes`` (representative -> its squares) and its trunk ``groups``
+    (:attr:`knights_tour.counting.frontier.CountPlan.groups`)."""
 
     board: Board
     start: Square | None
@@ -59,8 +54,12 @@ class DpPlan:
     trivial: dict[Square, int]
     trunks: list[tuple[int, ...]]
     tails: list[DpTail]
-    trivial_figures: list[ClassFigures]
-    groups: list[tuple[int, list[TrunkMember]]]
+    groups: list[TrunkGroup]
+
+    @property
+    def trivial_figures(self) -> list[ClassFigures]:
+        """The report entries of the classes found without search."""
+        return trivial_figures(self.trivial)
 
     def subjobs(self, memory_bytes: int) -> list[DpSubJob]:
         """The sub-jobs: the trunks that run (a group whose starts are all taken first has
@@ -90,7 +89,9 @@ class DpPlan:
         each trunk's and each searched class's own full sweep (a class's full sweep is the
         same plan in every count that searches it, so counts of the whole grid and of one
         start share it). Whether they exist or not; nothing is created."""
-        return [sweep_dir(Path(checkpoint_dir), p) for p in group_sweeps(self.groups)]
+        root = Path(checkpoint_dir)
+        trunks = [g.trunk for g in self.groups if g.trunk is not None]
+        return [sweep_dir(root, p) for p in [*trunks, *(p for g in self.groups for p in g.sweeps)]]
 
     def remove_sweeps(self, checkpoint_dir: str | Path) -> int:
         """Remove the folders of :meth:`sweep_dirs` that exist (a count started afresh);
@@ -127,21 +128,13 @@ def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
     InvalidSquareError
         If ``start`` is off the board.
     """
-    found = start_classes(board, start)
-    groups = trunk_groups(board, found.searched)
-    trunks: list[tuple[int, ...]] = []
+    plan = count_plan(board, start)
     tails: list[DpTail] = []
-    for i, (_, members) in enumerate(groups):
-        trunks.append(tuple(sorted({s - 1 for _, _, s in members if s > 0})))
-        for rep, _, s in sorted(members, key=lambda m: m[2]):
+    for i, group in enumerate(plan.groups):
+        for rep, _, s in sorted(group.members, key=lambda m: m[2]):
             tails.append(DpTail(rep, i if s > 0 else -1, s - 1))
-    return DpPlan(
-        board, start, found.classes, found.trivial, trunks, tails, found.trivial_figures, groups
-    )
-
-
-def _group(board: Board, start: Square | None, index: int) -> tuple[int, list[TrunkMember]]:
-    return trunk_groups(board, searched_classes(board, start))[index]
+    trunks = [group.keep for group in plan.groups]
+    return DpPlan(board, start, plan.classes, plan.trivial, trunks, tails, plan.groups)
 
 
 def dp_run_trunk(
@@ -166,9 +159,8 @@ def dp_run_trunk(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
-    colour, members = _group(board, start, group)
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    return run_trunk(members, colour, opts)
+    return run_trunk(count_plan(board, start).groups[group], opts)
 
 
 def dp_run_tail(
@@ -194,7 +186,7 @@ def dp_run_tail(
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    swept = class_from_trunk(board, searched_classes(board, start), (square[0], square[1]), opts)
+    swept = class_from_trunk(count_plan(board, start).groups, (square[0], square[1]), opts)
     if swept is None:
         raise InvalidJobError(f"{square} is not a searched start class of this DP count")
     return swept

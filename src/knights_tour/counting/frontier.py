@@ -18,7 +18,16 @@ without listing them (method and sources in
 
 Symmetry: a board symmetry maps the paths from ``s`` one-to-one onto the paths from its image,
 so a start square is counted on the image that puts it highest (in the upper half, and with the
-narrow side across for rectangles). Pure: no Celery, no Redis.
+narrow side across for rectangles).
+
+The plan of a whole count (:func:`count_plan`) is made here too: the start classes it counts,
+those found without search, and the sweeps of the others, either two halves each met at one
+cut common to the board (:func:`halves_cut`) or full sweeps that share *trunks*
+(:class:`TrunkGroup`): a start ``s`` counted on its *late* image (``s`` taken as late as
+possible) sees the same sweep as every other start of its colour on the same image graph until
+``s`` is taken, so one trunk (:func:`trunk_sweep`) serves them all and each class sweeps only
+its own last layers. Running a plan is :mod:`knights_tour.counting.frontier_run` and
+:mod:`knights_tour.counting.trunks`. Pure: no Celery, no Redis.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import numpy as np
 
 from knights_tour.board import Board, Square
 from knights_tour.counting import frontier_kernel as fk
+from knights_tour.counting.symmetry import representative, symmetry_classes
 from knights_tour.errors import InvalidJobError
 
 Edge = tuple[int, int]
@@ -452,6 +462,157 @@ def half_sweeps(
     )
 
 
+def trivial_count(board: Board, square: Square) -> int | None:
+    """The open tours from ``square`` when they are found without search
+    (:func:`trivial_paths`: minority colour, isolated square, a board of one square); None
+    where a search is needed."""
+    g = image_graph(board, square)
+    return trivial_paths(g, g.square.index(square))
+
+
+def start_classes(
+    board: Board, start: Square | None = None
+) -> tuple[dict[Square, list[Square]], dict[Square, int], list[Square]]:
+    """The classes a count counts: every class of ``board``, or ``start``'s only, as
+    ``(classes, trivial, searched)``: representative -> the squares of its class, the counts of
+    the classes found without search (:func:`trivial_count`), the representatives that need
+    one.
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    """
+    all_classes = symmetry_classes(board)
+    if start is None:
+        classes = dict(all_classes)
+    else:
+        rep = representative(board, board.check_square(start))
+        classes = {rep: all_classes[rep]}
+    trivial: dict[Square, int] = {}
+    searched: list[Square] = []
+    for rep in classes:
+        count = trivial_count(board, rep)
+        if count is None:
+            searched.append(rep)
+        else:
+            trivial[rep] = count
+    return classes, trivial, searched
+
+
+def halves_cut(board: Board) -> int | None:
+    """The cut a count by halves meets them at on ``board``: one cut for every start class
+    that needs a search, whether it counts them all or one (so a class alone runs the whole
+    grid's lower half, shared through the checkpoints, and never costs more than the whole
+    grid): the lowest at or below every class's :func:`default_cut` at which every class's
+    halves meet (:func:`cut_meets`). None where the board is too short for halves (every class
+    by full sweeps)."""
+    reps = start_classes(board)[2]
+    graphs = [image_graph(board, rep) for rep in reps]
+    cuts = []
+    for rep, g in zip(reps, graphs, strict=True):
+        cut = default_cut(g, g.square.index(rep))
+        if cut is None:
+            return None
+        cuts.append(cut)
+    best = max(cuts, default=None)
+    if best is None:
+        return None
+    while not all(cut_meets(g, best) for g in graphs):
+        best += 1
+    return best if best <= min(g.rows for g in graphs) - 2 else None
+
+
+TrunkMember = tuple[Square, Graph, int]
+"""A start class in a trunk's group: representative, its late image graph, its step there."""
+
+
+@dataclass(frozen=True)
+class TrunkGroup:
+    """Start classes whose full sweeps are the same until their square is taken: the starts of
+    ``colour`` on one late image graph. ``members``, ``sweeps`` and ``keep`` in the order of
+    the classes; ``trunk`` is None when every start is taken first (no trunk runs)."""
+
+    colour: int
+    members: list[TrunkMember]
+    """(representative, late image graph, the step its square is taken at)."""
+    sweeps: list[SweepPlan]
+    """Each class's own :func:`full_sweep`."""
+    trunk: SweepPlan | None
+    """The :func:`trunk_sweep` to the latest start, serving every start of the group."""
+
+    @property
+    def keep(self) -> tuple[int, ...]:
+        """The trunk's steps whose layers its classes start from, in order."""
+        return tuple(sorted({s - 1 for _, _, s in self.members if s > 0}))
+
+
+def trunk_groups(board: Board, reps: list[Square]) -> list[TrunkGroup]:
+    """The classes ``reps`` grouped by the trunk they share, each with its sweeps."""
+    found: dict[tuple[object, object, int], list[TrunkMember]] = {}
+    for rep in reps:
+        g = image_graph(board, rep, late=True)
+        s = g.square.index(rep)
+        found.setdefault((g.nbrs, g.colour, g.colour[s]), []).append((rep, g, s))
+    groups = []
+    for (_, _, colour), members in found.items():
+        last = max(s for _, _, s in members)
+        cands = frozenset(s for _, _, s in members)
+        trunk = trunk_sweep(members[0][1], colour, last, cands) if last > 0 else None
+        groups.append(TrunkGroup(colour, members, [full_sweep(g, s) for _, g, s in members], trunk))
+    return groups
+
+
+@dataclass(frozen=True)
+class ClassHalves:
+    """One start class counted by two halves: its image ``graph`` and the halves met at the
+    count's cut (the ``lower`` half the same plan for every class of the count)."""
+
+    representative: Square
+    graph: Graph
+    upper: SweepPlan
+    lower: SweepPlan
+
+
+@dataclass(frozen=True)
+class CountPlan:
+    """The plan of a DP count (:func:`count_plan`): its ``classes`` (representative -> the
+    squares of its class), the counts of those found without search (``trivial``), and the
+    ``searched`` ones either by halves met below row ``cut`` of their images (``halves``) or by
+    full sweeps sharing trunks (``groups``; ``cut`` None)."""
+
+    classes: dict[Square, list[Square]]
+    trivial: dict[Square, int]
+    searched: list[Square]
+    cut: int | None
+    halves: list[ClassHalves]
+    groups: list[TrunkGroup]
+
+
+def count_plan(board: Board, start: Square | None = None, *, halves: bool = False) -> CountPlan:
+    """The sweeps that count the open tours from every square of ``board`` (or ``start``'s
+    class): with ``halves``, two halves per class met at :func:`halves_cut` where the board
+    has one; otherwise, or where it has none, full sweeps grouped by trunk
+    (:func:`trunk_groups`).
+
+    Raises
+    ------
+    InvalidSquareError
+        If ``start`` is off the board.
+    InvalidJobError
+        If a frontier is wider than the kernel's keys hold.
+    """
+    classes, trivial, searched = start_classes(board, start)
+    cut = halves_cut(board) if halves and searched else None
+    if cut is None:
+        return CountPlan(classes, trivial, searched, None, [], trunk_groups(board, searched))
+    met = []
+    for rep in searched:
+        g = image_graph(board, rep)
+        met.append(ClassHalves(rep, g, *half_sweeps(g, g.square.index(rep), cut)))
+    return CountPlan(classes, trivial, searched, cut, met, [])
+
+
 __all__ = [
     "Graph",
     "SweepPlan",
@@ -465,4 +626,13 @@ __all__ = [
     "cut_meets",
     "default_cut",
     "half_sweeps",
+    "trivial_count",
+    "start_classes",
+    "halves_cut",
+    "TrunkMember",
+    "TrunkGroup",
+    "trunk_groups",
+    "ClassHalves",
+    "CountPlan",
+    "count_plan",
 ]

@@ -40,8 +40,7 @@ from knights_tour.counting.frontier_run import (
 from knights_tour.counting.frontier_store import plan_digest
 from knights_tour.counting.plan import CountReport
 from knights_tour.counting.records import ClassFigures, CountExtra
-from knights_tour.counting.symmetry import representative, symmetry_classes
-from knights_tour.counting.trunks import class_from_trunk, class_sweep, run_trunk, trunk_groups
+from knights_tour.counting.trunks import class_sweep, run_trunk
 from knights_tour.errors import InvalidJobError
 
 ENUMERATION_MAX_SQUARES = 36
@@ -148,9 +147,11 @@ def dp_count(
     colour of an odd board start no open tour: a tour alternates colours, so both its ends are
     of the majority colour). With ``halves`` (default: on boards of up to
     :data:`HALVES_MAX_SQUARES` squares) one lower half is run and met with each class's upper
-    half, at the same cut whether one class or all are counted (:func:`halves_cut`; boards
-    too short for halves are swept whole); otherwise each class is one full sweep (on 7×7 the
-    lower half outgrows the full sweeps: docs/counts).
+    half, at the same cut whether one class or all are counted
+    (:func:`~knights_tour.counting.frontier.halves_cut`; boards too short for halves are
+    swept whole); otherwise each class is one full sweep (on 7×7 the lower half outgrows the
+    full sweeps: docs/counts). The sweeps are planned by
+    :func:`~knights_tour.counting.frontier.count_plan`.
 
     Returns
     -------
@@ -164,20 +165,14 @@ def dp_count(
         As in :func:`knights_tour.counting.frontier_run.count_paths`.
     """
     began = time.perf_counter()
-    found = start_classes(board, start)
-    classes, searched = found.classes, found.searched
-    class_counts, figures = dict(found.trivial), list(found.trivial_figures)
-    done = _Counted(class_counts, figures, class_done)
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
+    plan = frontier.count_plan(board, start, halves=halves)
+    class_counts, figures = dict(plan.trivial), trivial_figures(plan.trivial)
+    done = _Counted(class_counts, figures, class_done)
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    lowers: dict[str, SweepResult] = {}
-    trunks: list[SweepResult] = []
-    cut = halves_cut(board) if halves and searched else None
-    if cut is not None:
-        lowers = _halves_classes(board, searched, cut, done, opts)
-    elif searched:
-        trunks = _trunk_classes(board, searched, done, opts)
+    lowers = _halves_classes(plan.halves, plan.cut, done, opts)
+    trunks = _trunk_classes(plan.groups, done, opts)
     transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
     transitions += sum(f.transitions for f in figures if f.transitions is not UNSET)
     wall = time.perf_counter() - began
@@ -189,7 +184,7 @@ def dp_count(
         lower_halves=[[ls.to_dict() for ls in low.layers] for low in lowers.values()],
         trunks=[[ls.to_dict() for ls in tr.layers] for tr in trunks],
     )
-    return dp_report(board, classes, class_counts, len(classes), transitions, wall, extra)
+    return dp_report(board, plan.classes, class_counts, len(plan.classes), transitions, wall, extra)
 
 
 def dp_report(
@@ -225,48 +220,15 @@ def dp_report(
     )
 
 
-@dataclass(frozen=True)
-class StartClasses:
-    """The start classes a count counts: ``classes`` (representative -> the squares of its
-    class), the representatives that need a search (``searched``) and the counts of the others
-    (``trivial``: all 0, or 1 on one square) with their report entries."""
-
-    classes: dict[Square, list[Square]]
-    searched: list[Square]
-    trivial: dict[Square, int]
-    trivial_figures: list[ClassFigures]
-
-
-def start_classes(board: Board, start: Square | None = None) -> StartClasses:
-    """The classes to count: every class of ``board``, or ``start``'s only, told apart by
-    whether they need a search (:func:`trivial_count`).
-
-    Raises
-    ------
-    InvalidSquareError
-        If ``start`` is off the board.
-    """
-    all_classes = symmetry_classes(board)
-    if start is None:
-        classes = dict(all_classes)
-    else:
-        rep = representative(board, board.check_square(start))
-        classes = {rep: all_classes[rep]}
-    searched: list[Square] = []
-    trivial: dict[Square, int] = {}
-    figures: list[ClassFigures] = []
-    for rep in classes:
-        count = trivial_count(board, rep)
-        if count is None:
-            searched.append(rep)
-            continue
-        trivial[rep] = count
-        figures.append(
-            ClassFigures(
-                representative=rep, count=count, method="no search (colour or isolated square)"
-            )
+def trivial_figures(trivial: dict[Square, int]) -> list[ClassFigures]:
+    """The report entries of the classes counted without search (``trivial``: representative
+    -> count, :attr:`knights_tour.counting.frontier.CountPlan.trivial`)."""
+    return [
+        ClassFigures(
+            representative=rep, count=count, method="no search (colour or isolated square)"
         )
-    return StartClasses(classes, searched, trivial, figures)
+        for rep, count in trivial.items()
+    ]
 
 
 def _grid(
@@ -299,110 +261,60 @@ class _Counted:
 
 
 def _halves_classes(
-    board: Board, reps: list[Square], cut: int, done: _Counted, opts: SweepOptions
+    met: list[frontier.ClassHalves], cut: int | None, done: _Counted, opts: SweepOptions
 ) -> dict[str, SweepResult]:
-    """Classes by two halves met below ``cut``, one lower half per distinct plan (one for all
-    when the cut is common), added to ``done``; returns the lower halves."""
+    """Classes by two halves met below ``cut``, one lower half run per distinct plan (one for
+    all when the cut is common), added to ``done``; returns the lower halves."""
     lowers: dict[str, SweepResult] = {}
-    for rep in reps:
+    for h in met:
         t0 = time.perf_counter()
-        done.add(rep, *_halves_class(board, rep, cut, lowers, opts), t0)
+        digest = plan_digest(h.lower)
+        if digest not in lowers:
+            lowers[digest] = run_sweep(h.lower, **opts)
+        up = run_sweep(h.upper, **opts)
+        count, pairs = join_halves(h.graph, h.upper, h.lower, up, lowers[digest])
+        fig = ClassFigures(
+            representative=h.representative,
+            count=count,
+            method=f"two halves met below row {cut} of the image",
+            upper_peak_states=up.peak_states,
+            pairs=pairs,
+            transitions=up.transitions,
+        )
+        done.add(h.representative, count, fig, t0)
     return lowers
 
 
-def _halves_class(
-    board: Board, rep: Square, cut: int, lowers: dict[str, SweepResult], opts: SweepOptions
-) -> tuple[int, ClassFigures]:
-    """One class by two halves; the lower half is run once per distinct plan (``lowers``)."""
-    g = frontier.image_graph(board, rep)
-    up_plan, low_plan = frontier.half_sweeps(g, g.square.index(rep), cut)
-    digest = plan_digest(low_plan)
-    if digest not in lowers:
-        lowers[digest] = run_sweep(low_plan, **opts)
-    up = run_sweep(up_plan, **opts)
-    count, pairs = join_halves(g, up_plan, low_plan, up, lowers[digest])
-    return count, ClassFigures(
-        representative=rep,
-        count=count,
-        method=f"two halves met below row {cut} of the image",
-        upper_peak_states=up.peak_states,
-        pairs=pairs,
-        transitions=up.transitions,
-    )
-
-
 def _trunk_classes(
-    board: Board, reps: list[Square], done: _Counted, opts: SweepOptions
+    groups: list[frontier.TrunkGroup], done: _Counted, opts: SweepOptions
 ) -> list[SweepResult]:
-    """Classes by full sweeps that share their first layers: one trunk per group
-    (:func:`frontier.trunk_sweep`) runs to the latest start and each class continues from
-    the trunk's layer before its square, added to ``done``; returns the trunks."""
+    """Classes by full sweeps that share their first layers: one trunk per group runs to the
+    latest start and each class continues from the trunk's layer before its square, added to
+    ``done``; returns the trunks."""
     trunks = []
-    for colour, members in trunk_groups(board, reps):
-        tr = run_trunk(members, colour, opts)
+    for group in groups:
+        tr = run_trunk(group, opts)
         if tr is not None:
             trunks.append(tr)
-        for rep, g, s in sorted(members, key=lambda m: -m[2]):
+        classes = zip(group.members, group.sweeps, strict=True)
+        for (rep, _, s), plan in sorted(classes, key=lambda m: -m[0][2]):
             t0 = time.perf_counter()
             initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
-            done.add(rep, *class_sweep(rep, g, s, initial, opts), t0)
+            done.add(rep, *class_sweep(rep, plan, s, initial, opts), t0)
     return trunks
-
-
-def searched_classes(board: Board, start: Square | None = None) -> list[Square]:
-    """The representatives of the classes to count (:func:`start_classes`) that need a
-    search."""
-    return start_classes(board, start).searched
 
 
 def dp_uses_halves(board: Board) -> bool:
     """True if :func:`dp_count`'s default on ``board`` meets halves (up to
-    :data:`HALVES_MAX_SQUARES` squares, where :func:`halves_cut` finds a cut), False where it
-    runs full sweeps: what its cost is estimated by."""
-    return board.n_squares <= HALVES_MAX_SQUARES and halves_cut(board) is not None
-
-
-def halves_cut(board: Board) -> int | None:
-    """The cut :func:`dp_count` meets the halves at on ``board`` when it uses halves: the one
-    common to every start class that needs a search (:func:`_common_cut`), whether it counts
-    them all or one (so a class alone runs the whole grid's lower half, shared through the
-    checkpoints, and never costs more than the whole grid); None where the board is too short
-    for halves (every class by full sweeps)."""
-    reps = start_classes(board).searched
-    return _common_cut(board, reps) if reps else None
-
-
-def _common_cut(board: Board, reps: list[Square]) -> int | None:
-    """One cut for every class (so one lower half serves them all): the lowest cut at or
-    below every class's default cut at which every class's halves meet
-    (:func:`knights_tour.counting.frontier.cut_meets`); None if the board is too short for
-    halves (its classes are then counted by full sweeps)."""
-    cuts = []
-    graphs = [frontier.image_graph(board, rep) for rep in reps]
-    for rep, g in zip(reps, graphs, strict=True):
-        cut = frontier.default_cut(g, g.square.index(rep))
-        if cut is None:
-            return None
-        cuts.append(cut)
-    best = max(cuts, default=None)
-    if best is None:
-        return None
-    while not all(frontier.cut_meets(g, best) for g in graphs):
-        best += 1
-    return best if best <= min(g.rows for g in graphs) - 2 else None
-
-
-def trivial_count(board: Board, square: Square) -> int | None:
-    """The open tours from ``square`` when they are found without search
-    (:func:`knights_tour.counting.frontier.trivial_paths`: minority colour, isolated square,
-    a board of one square); None where a search is needed."""
-    g = frontier.image_graph(board, square)
-    return frontier.trivial_paths(g, g.square.index(square))
+    :data:`HALVES_MAX_SQUARES` squares, where :func:`~knights_tour.counting.frontier.halves_cut`
+    finds a cut), False where it runs full sweeps: what its cost is estimated by."""
+    return board.n_squares <= HALVES_MAX_SQUARES and frontier.halves_cut(board) is not None
 
 
 def count_paths_trivial(board: Board, square: Square) -> bool:
-    """True if the tours from ``square`` are counted without search (:func:`trivial_count`)."""
-    return trivial_count(board, square) is not None
+    """True if the tours from ``square`` are counted without search
+    (:func:`knights_tour.counting.frontier.trivial_count`)."""
+    return frontier.trivial_count(board, square) is not None
 
 
 __all__ = [
@@ -413,12 +325,8 @@ __all__ = [
     "dp_width",
     "dp_count",
     "dp_report",
-    "halves_cut",
     "dp_uses_halves",
     "peak_rss_bytes",
     "count_paths_trivial",
-    "trivial_count",
-    "StartClasses",
-    "start_classes",
-    "searched_classes",
+    "trivial_figures",
 ]
