@@ -252,11 +252,14 @@ def _number_words(width: int) -> tuple[np.ndarray, np.ndarray]:
     """For every number below ``10**width`` (``width`` <= 6): ``[`` + its digits + ``,`` and its
     digits + ``],``, each as 8 bytes in one little-endian word, the digits right-aligned in
     ``width`` columns and every unused byte 0 (JSON text has no 0 byte: dropped after)."""
-    values = np.arange(10**width, dtype=np.int64)[:, None]
-    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
-    digits = np.where(
-        (values >= powers) | (powers == 1), values // powers % 10 + ord("0"), 0
-    ).astype(np.uint8)
+    values = np.arange(10**width, dtype=np.int64)
+    digits = np.zeros((len(values), width), dtype=np.uint8)
+    for col in range(width):  # one column at a time: no (numbers x width) int64 temporaries
+        power = 10 ** (width - 1 - col)
+        column = (values // power % 10 + ord("0")).astype(np.uint8)
+        if power > 1:  # a leading zero is no digit; the units column always has one
+            column[values < power] = 0
+        digits[:, col] = column
     first = np.zeros((len(values), 8), dtype=np.uint8)
     first[:, 0] = ord("[")
     first[:, 1 : 1 + width] = digits
