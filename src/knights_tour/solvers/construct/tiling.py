@@ -113,8 +113,10 @@ def neighbour_table(tour: np.ndarray, cols: int, closed: bool) -> np.ndarray:
     idx = tour[:, 0].astype(np.int32) * cols + tour[:, 1]
     n = len(idx)
     table = np.empty((n, 2), np.int32)
-    table[idx, 0] = np.roll(idx, 1)
-    table[idx, 1] = np.roll(idx, -1)
+    table[idx[1:], 0] = idx[:-1]  # np.roll by slices: the same table, no copies per call
+    table[idx[0], 0] = idx[-1]
+    table[idx[:-1], 1] = idx[1:]
+    table[idx[-1], 1] = idx[0]
     if not closed:
         table[idx[0], 0] = -1
         table[idx[-1], 1] = -1
