@@ -329,12 +329,12 @@ def _untaken(
     for u in range(g.n):
         if u in taken:
             continue
-        st = sum(1 for w in g.nbrs[u] if w not in taken)
-        fs = sum(
-            1 << slot_new[w]
-            for w in g.nbrs[u]
-            if w in taken and (min(u, w), max(u, w)) in undecided
-        )
+        st = fs = 0
+        for w in g.nbrs[u]:  # one pass over the neighbours (this runs for every step of a plan)
+            if w not in taken:
+                st += 1
+            elif ((u, w) if u < w else (w, u)) in undecided:
+                fs += 1 << slot_new[w]
         if u == start:
             forced[g.colour[u]] += 1
         elif fs:
