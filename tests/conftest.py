@@ -262,6 +262,17 @@ REDIS_FIXTURES = frozenset(
 """Fixtures that give a test the session's real Redis server."""
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``pytest -m unit`` (the fast loop) does not import the modules of :data:`PROCESS_PATHS`:
+    each of their tests is ``process`` (:func:`_mark_tier`), so none would be selected, and
+    importing them (the cluster, the commands, their helpers) was collection time spent for
+    nothing. Any other selection collects them as before."""
+    if config.option.markexpr != "unit":
+        return None
+    rel = os.path.relpath(str(collection_path), os.path.dirname(__file__)).replace(os.sep, "/")
+    return True if rel.startswith(PROCESS_PATHS) else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test with its tier (:func:`_mark_tier`); in an xdist worker, also order and
     group the tests for the parallel run (:func:`_order_for_workers`)."""
