@@ -12,6 +12,7 @@ import pytest
 
 from knights_tour.board import Board
 from knights_tour.counting.dp_jobs import dp_plan, dp_run_trunk
+from knights_tour.counting.frontier_run import SweepOptions
 from knights_tour.counting.method import choose_method, dp_count
 from knights_tour.counting.plan import count_tours
 from knights_tour.errors import InvalidJobError
@@ -125,7 +126,7 @@ def test_trunks_then_each_class_alone_in_another_process(tmp_path):
     ref = count_tours(board)
     plan = dp_plan(board)
     trunks = [
-        dp_run_trunk(board, None, group, checkpoint_dir=tmp_path)
+        dp_run_trunk(board, None, group, SweepOptions(checkpoint_dir=tmp_path))
         for group, keep in enumerate(plan.trunks)
         if keep
     ]
@@ -137,8 +138,8 @@ def test_trunks_then_each_class_alone_in_another_process(tmp_path):
         "from knights_tour.board import Board\n"
         "from knights_tour.counting.dp_jobs import dp_run_tail\n"
         f"reps = {reps!r}\n"
-        "print(json.dumps([dp_run_tail(Board(4, 7), None, r, checkpoint_dir=sys.argv[1])[0]"
-        " for r in reps]))\n"
+        "opts = {'checkpoint_dir': sys.argv[1]}\n"
+        "print(json.dumps([dp_run_tail(Board(4, 7), None, r, opts)[0] for r in reps]))\n"
     )
     run = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300

@@ -9,6 +9,7 @@ from _killed import Killed, killed_at
 
 from knights_tour.board import Board
 from knights_tour.counting.dp_jobs import dp_plan, dp_run_tail, dp_run_trunk
+from knights_tour.counting.frontier_run import SweepOptions
 from knights_tour.errors import InvalidJobError
 
 
@@ -33,12 +34,12 @@ def test_5x5_jobs_one_by_one_equal_a165134(tmp_path):
     board = Board(5, 5)
     plan = dp_plan(board)
     for group, keep in enumerate(plan.trunks):
-        trunk = dp_run_trunk(board, None, group, checkpoint_dir=tmp_path)
+        trunk = dp_run_trunk(board, None, group, SweepOptions(checkpoint_dir=tmp_path))
         assert trunk is not None and sorted(trunk.kept) == list(keep)
     counts = dict(plan.trivial)
     for tail in plan.tails:
         counts[tail.representative], fig = dp_run_tail(
-            board, None, tail.representative, checkpoint_dir=tmp_path
+            board, None, tail.representative, SweepOptions(checkpoint_dir=tmp_path)
         )
         assert "trunk's layer" in fig.method  # started from the kept layer
     assert counts[(0, 0)] == 304 and counts[(2, 2)] == 64
@@ -56,21 +57,23 @@ def test_a_progress_exception_stops_a_trunk_and_the_next_call_resumes(tmp_path):
     board = Board(5, 5)
 
     with pytest.raises(Killed):
-        dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path, progress=killed_at(10))
-    trunk = dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
+        dp_run_trunk(board, None, 0, SweepOptions(checkpoint_dir=tmp_path, progress=killed_at(10)))
+    trunk = dp_run_trunk(board, None, 0, SweepOptions(checkpoint_dir=tmp_path))
     assert trunk is not None and trunk.resumed_from == 10
-    count, _ = dp_run_tail(board, None, (0, 0), checkpoint_dir=tmp_path)
+    count, _ = dp_run_tail(board, None, (0, 0), SweepOptions(checkpoint_dir=tmp_path))
     assert count == 304
 
 
 def test_a_tail_without_its_trunks_layer_sweeps_from_the_start(tmp_path):
-    count, fig = dp_run_tail(Board(5, 5), None, (2, 2), checkpoint_dir=tmp_path)
+    count, fig = dp_run_tail(Board(5, 5), None, (2, 2), SweepOptions(checkpoint_dir=tmp_path))
     assert count == 64 and fig.method == "full sweep"
 
 
 def test_not_a_searched_class_is_refused(tmp_path):
     with pytest.raises(InvalidJobError):
-        dp_run_tail(Board(5, 5), None, (0, 1), checkpoint_dir=tmp_path)  # minority colour
+        dp_run_tail(
+            Board(5, 5), None, (0, 1), SweepOptions(checkpoint_dir=tmp_path)
+        )  # minority colour
 
 
 def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, monkeypatch):
@@ -91,12 +94,14 @@ def test_a_trunk_killed_while_keeping_a_layer_keeps_it_when_resumed(tmp_path, mo
 
     monkeypatch.setattr(Checkpoints, "save_kept", killed_at_k)
     with pytest.raises(Killed):
-        dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
+        dp_run_trunk(board, None, 0, SweepOptions(checkpoint_dir=tmp_path))
     monkeypatch.setattr(Checkpoints, "save_kept", real)
-    trunk = dp_run_trunk(board, None, 0, checkpoint_dir=tmp_path)
+    trunk = dp_run_trunk(board, None, 0, SweepOptions(checkpoint_dir=tmp_path))
     assert trunk is not None and trunk.resumed_from < k and k in trunk.kept
     tail = next(t for t in plan.tails if t.after == k)
-    count, fig = dp_run_tail(board, None, tail.representative, checkpoint_dir=tmp_path)
+    count, fig = dp_run_tail(
+        board, None, tail.representative, SweepOptions(checkpoint_dir=tmp_path)
+    )
     assert f"from the trunk's layer {k + 1}" in fig.method
     r, c = tail.representative
     assert count == OEIS_5X5[r][c] > 0

@@ -29,6 +29,7 @@ import msgspec
 from knights_tour.counting import store as count_store
 from knights_tour.counting.dp_jobs import dp_run_tail, dp_run_trunk
 from knights_tour.counting.execution import run_claimed_subjobs, started_subjobs, store_error
+from knights_tour.counting.frontier_run import SweepOptions
 from knights_tour.counting.frontier_store import LayerStat
 from knights_tour.counting.method import peak_rss_bytes
 from knights_tour.counting.records import ClassFigures, DpProgress, DpResult, DpSubJob, TrunkFigures
@@ -118,17 +119,12 @@ def run_dp_subjob(
         If the sub-job's stored progress cannot be read.
     """
     reporter = _Reporter(r, count_id, sj, deadline, worker)
-    root = get_settings().frontier_path
+    opts = SweepOptions(
+        checkpoint_dir=get_settings().frontier_path, memory_bytes=sj.memory_bytes, progress=reporter
+    )
     figures: ClassFigures | TrunkFigures
     if sj.role == "trunk":
-        res = dp_run_trunk(
-            sj.board,
-            sj.start,
-            sj.group,
-            checkpoint_dir=root,
-            memory_bytes=sj.memory_bytes,
-            progress=reporter,
-        )
+        res = dp_run_trunk(sj.board, sj.start, sj.group, opts)
         layers = [] if res is None else [ls.to_dict() for ls in res.layers]
         trans = 0 if res is None else res.transitions
         secs = 0.0 if res is None else res.seconds
@@ -140,14 +136,7 @@ def run_dp_subjob(
         count = 0
     else:
         assert sj.square is not None
-        count, figures = dp_run_tail(
-            sj.board,
-            sj.start,
-            sj.square,
-            checkpoint_dir=root,
-            memory_bytes=sj.memory_bytes,
-            progress=reporter,
-        )
+        count, figures = dp_run_tail(sj.board, sj.start, sj.square, opts)
         trans = figures.transitions if figures.transitions is not msgspec.UNSET else 0
         layers = figures.layers if figures.layers is not msgspec.UNSET else []
         secs = sum(float(ls["seconds"]) for ls in layers)

@@ -15,12 +15,7 @@ from pathlib import Path
 
 from knights_tour.board import Board, Square
 from knights_tour.counting.frontier import TrunkGroup, count_plan
-from knights_tour.counting.frontier_run import (
-    DEFAULT_MEMORY_BYTES,
-    Progress,
-    SweepOptions,
-    SweepResult,
-)
+from knights_tour.counting.frontier_run import SweepOptions, SweepResult
 from knights_tour.counting.frontier_store import sweep_dir
 from knights_tour.counting.method import trivial_figures
 from knights_tour.counting.records import ClassFigures, DpSubJob
@@ -138,19 +133,14 @@ def dp_plan(board: Board, start: Square | None = None) -> DpPlan:
 
 
 def dp_run_trunk(
-    board: Board,
-    start: Square | None,
-    group: int,
-    *,
-    checkpoint_dir: str | Path,
-    memory_bytes: int = DEFAULT_MEMORY_BYTES,
-    progress: Progress | None = None,
+    board: Board, start: Square | None, group: int, opts: SweepOptions
 ) -> SweepResult | None:
     """Run trunk ``group`` of :func:`dp_plan` ``(board, start)``, keeping the layer before each
-    of its starts on disk (``kept-K.npy`` under ``checkpoint_dir``); resumes from its last
-    checkpoint. None when it needs no run (its classes all counted on disk, or none needs
-    it). An exception raised by ``progress`` (called after each layer is checkpointed)
-    stops it there; the same call later resumes from that layer.
+    of its starts on disk (``kept-K.npy`` under ``opts["checkpoint_dir"]``, which must be a
+    folder); resumes from its last checkpoint. None when it needs no run (its classes all
+    counted on disk, or none needs it). An exception raised by ``opts["progress"]`` (called
+    after each layer is checkpointed) stops it there; the same call later resumes from that
+    layer.
 
     Raises
     ------
@@ -159,24 +149,17 @@ def dp_run_trunk(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
-    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     return run_trunk(count_plan(board, start).groups[group], opts)
 
 
 def dp_run_tail(
-    board: Board,
-    start: Square | None,
-    square: Square,
-    *,
-    checkpoint_dir: str | Path,
-    memory_bytes: int = DEFAULT_MEMORY_BYTES,
-    progress: Progress | None = None,
+    board: Board, start: Square | None, square: Square, opts: SweepOptions
 ) -> tuple[int, ClassFigures]:
     """Count the class of ``square`` (a representative of :func:`dp_plan` ``(board, start)``):
     its own sweep from the layer its trunk kept on disk, else from its own checkpoints or the
     first layer (right, only slower). ``(count, figures)`` as
-    :func:`~knights_tour.counting.method.dp_count`'s ``dp_classes`` entries. ``progress`` as
-    in :func:`dp_run_trunk`.
+    :func:`~knights_tour.counting.method.dp_count`'s ``dp_classes`` entries. ``opts`` as in
+    :func:`dp_run_trunk`.
 
     Raises
     ------
@@ -185,7 +168,6 @@ def dp_run_tail(
     ArithmeticError, MemoryError
         As in :func:`knights_tour.counting.frontier_run.run_sweep`.
     """
-    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     swept = class_from_trunk(count_plan(board, start).groups, (square[0], square[1]), opts)
     if swept is None:
         raise InvalidJobError(f"{square} is not a searched start class of this DP count")

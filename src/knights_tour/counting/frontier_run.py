@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Required, TypedDict
 
 import numpy as np
 
@@ -69,11 +69,12 @@ Progress = Callable[[str, LayerStat, int], None]
 """``progress(sweep_name, layer_stat, n_steps)`` after every step."""
 
 
-class SweepOptions(TypedDict):
-    """How every sweep of a count runs (:func:`run_sweep`'s keywords of the same names)."""
+class SweepOptions(TypedDict, total=False):
+    """How every sweep of a count runs: :func:`run_sweep`'s keywords of the same names (its
+    defaults where left out)."""
 
+    checkpoint_dir: Required[str | Path | None]
     memory_bytes: int
-    checkpoint_dir: str | Path | None
     progress: Progress | None
 
 
@@ -369,22 +370,16 @@ def count_paths(
         return DPCount(board, start, trivial, "trivial", [], 0, time.perf_counter() - began)
     if halves and cut is None:
         cut = frontier.default_cut(g, s)
+    opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
     if not halves or cut is None:
-        plan = frontier.full_sweep(g, s)
-        res = run_sweep(
-            plan, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress
-        )
+        res = run_sweep(frontier.full_sweep(g, s), **opts)
         paths = int(res.counts[0]) if len(res.keys) else 0
         return DPCount(
             board, start, paths, "frontier DP, one sweep", [res], 0, time.perf_counter() - began
         )
     upper, lower = frontier.half_sweeps(g, s, cut)
-    up = run_sweep(
-        upper, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress
-    )
-    low = run_sweep(
-        lower, memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress
-    )
+    up = run_sweep(upper, **opts)
+    low = run_sweep(lower, **opts)
     paths, pairs = join_halves(g, upper, lower, up, low)
     return DPCount(
         board,
