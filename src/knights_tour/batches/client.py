@@ -450,17 +450,6 @@ def _job_keys(job_dicts: Sequence[Any]) -> set[str]:
     return found
 
 
-def collect(r: redis.Redis, batch_id: str) -> list[Record]:
-    """All records of a batch, one per job, sorted by (rows, cols, start, solver, closed).
-
-    Raises
-    ------
-    KnightsTourError
-        For an unknown batch.
-    """
-    return store.collect(r, batch_id)
-
-
 def stream_records(r: redis.Redis, batch_id: str) -> Iterator[Record]:
     """The records of a batch, one per job, sorted by (rows, cols, start, solver, closed), read
     from Redis a page at a time as they are consumed
@@ -483,7 +472,6 @@ __all__ = [
     "resend_jobs",
     "recover_lost_jobs",
     "wait_for_batch",
-    "collect",
     "batch_digest",
     "start_or_resume",
     "resume_batch",

@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from knights_tour.batches.client import collect as collect_records
 from knights_tour.batches.status import newest_batch
+from knights_tour.batches.store import collect as collect_records
 from knights_tour.board import parse_board
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._options import redis_url_option
