@@ -5,7 +5,10 @@ processes; every wait polls a condition with a generous deadline."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -62,3 +65,68 @@ def test_a_stopped_parent_leaves_no_worker_behind_even_one_still_connecting(tmp_
         )
     finally:
         local.kill()
+
+
+PRESSES_CHILD = r"""
+import json, os, signal, sys, threading, time
+import psutil
+from knights_tour.local.workers import LocalWorkers
+
+deadline_s = float(sys.argv[2])
+local = LocalWorkers(sys.argv[1], count=2, node_prefix="presses", ready_timeout_s=deadline_s)
+local.start()
+parent = psutil.Process(local.pool.proc.pid)
+family = [parent, *parent.children(recursive=True)]
+go, stop = threading.Event(), threading.Event()
+
+def press():
+    go.wait()
+    # Process-directed, from another thread: the kernel may hand it to either thread.
+    while not stop.is_set():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.0002)
+
+def alive():
+    return [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+presser = threading.Thread(target=press, daemon=True)
+presser.start()
+interrupts = 0
+while True:
+    try:
+        go.set()
+        if local.pool is None:  # kill() took the workers: whatever came after, it is done
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            break
+        getattr(local, sys.argv[3])()
+    except KeyboardInterrupt:
+        interrupts += 1
+stop.set()
+presser.join()
+# Asked while this process lives: its death would end them anyway (their death signal).
+end = time.monotonic() + deadline_s
+while alive() and time.monotonic() < end:
+    time.sleep(0.1)
+print(json.dumps({"family": len(family), "alive": alive(), "interrupts": interrupts}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_ctrl_c_pressed_again_and_again_while_stopping_leaves_no_worker(
+    module_redis_url: str, how: str
+) -> None:
+    # Ctrl-C after Ctrl-C while ``ktour run`` kills or stops its workers must not cut that
+    # short: the embedded Redis is stopped right after, and a worker left running would
+    # outlive it.
+    child = subprocess.run(
+        [sys.executable, "-c", PRESSES_CHILD, module_redis_url, str(DEADLINE_S), how],
+        capture_output=True,
+        text=True,
+        timeout=3 * DEADLINE_S,
+    )
+    assert child.returncode == 0, child.stderr
+    said = json.loads(child.stdout.splitlines()[-1])
+    assert said["family"] == 5  # the parent, two nodes, a pool process each
+    assert said["interrupts"] >= 1  # the presses did reach the killing
+    assert said["alive"] == []

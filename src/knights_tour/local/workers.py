@@ -12,7 +12,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +31,36 @@ _DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 that short: the embedded Redis is stopped after it)."""
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """While the block runs, Ctrl-C and SIGTERM/SIGHUP are held back and delivered when it
+    ends: a repeated Ctrl-C must not land between taking the workers out of this object and
+    killing them, or nothing would stop them before the embedded Redis. The signals' Python
+    handlers are swapped, not the thread's signal mask: a process-directed signal may reach
+    another thread (the record renderers), and CPython then still raises in the main
+    thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Python's signal handlers, and so KeyboardInterrupt, run in the main thread only
+        return
+    held: list[int] = []
+    old: dict[int, Any] = {}
+    try:
+        for sig in _DEFERRED:
+            if signal.getsignal(sig) is not None:  # None: set outside Python, cannot be put back
+                old[sig] = signal.signal(sig, lambda signum, _frame: held.append(signum))
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
 def _kill_all(procs: list[Any], family: list[psutil.Process]) -> None:
     """SIGKILL whatever of ``procs`` and ``family`` still runs, and reap it; Ctrl-C and
     SIGTERM/SIGHUP are delivered only afterwards."""
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
-    try:
+    with _signals_deferred():
         _kill_and_reap(procs, family)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _kill_and_reap(procs: list[Any], family: list[psutil.Process]) -> None:
@@ -258,28 +282,33 @@ class LocalWorkers:
             If one arrives while waiting (a repeated Ctrl-C): every process of the family is
             then killed with SIGKILL and reaped first, so none outlives this call.
         """
-        pool, procs = self._release()
-        if pool is None:
-            return
-        family = _descendants(pool)
-        everything: list[Any] = [pool.proc, *procs]
+        pool: WorkerPool | None = None
+        procs: list[ForkedWorker] = []
+        family: list[psutil.Process] = []
         try:
-            if pool.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    pool.proc.send_signal(sig)  # passed on to every worker; none forked after
-            else:
-                for node in procs:
-                    node.send_signal(sig)
+            with _signals_deferred():
+                pool, procs = self._release()
+                if pool is None:
+                    return
+                family = _descendants(pool)
+                if pool.proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        pool.proc.send_signal(sig)  # passed on to every worker; none forked after
+                else:
+                    for node in procs:
+                        node.send_signal(sig)
             deadline = time.monotonic() + timeout_s
-            for waited in everything[1:] + everything[:1]:  # the workers, then their parent
+            waits: list[Any] = [*procs, pool.proc]  # the workers, then their parent
+            for waited in waits:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     waited.wait(timeout=max(0.1, deadline - time.monotonic()))
             psutil.wait_procs(family, timeout=max(0.1, deadline - time.monotonic()))
         except KeyboardInterrupt:
-            _kill_all(everything, family)
-            pool.close()
+            if pool is not None:
+                _kill_all([pool.proc, *procs], family)
+                pool.close()
             raise
-        _kill_all(everything, family)
+        _kill_all([pool.proc, *procs], family)
         pool.close()
 
     def _release(self) -> tuple[WorkerPool | None, list[ForkedWorker]]:
@@ -295,13 +324,14 @@ class LocalWorkers:
         unacknowledged-message hash is empty: nothing is then lost, and neither Celery's warm
         nor its cold shutdown (each about a second or two, pool join and connection teardown
         included) is paid."""
-        pool, procs = self._release()
-        if pool is None:
-            return []
-        family = _descendants(pool)
-        pids = [pool.proc.pid, *(pid for p in procs if (pid := p.pid) is not None)]
-        _kill_all([pool.proc, *procs], family)  # the parent first: it forks no more
-        pool.close()
+        with _signals_deferred():
+            pool, procs = self._release()
+            if pool is None:
+                return []
+            family = _descendants(pool)
+            pids = [pool.proc.pid, *(pid for p in procs if (pid := p.pid) is not None)]
+            _kill_and_reap([pool.proc, *procs], family)  # the parent first: it forks no more
+            pool.close()
         return sorted(set(pids) | {p.pid for p in family})
 
     def kill_one(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
