@@ -133,6 +133,12 @@ class Job(msgspec.Struct, frozen=True):
         return Board(self.rows, self.cols)
 
     @property
+    def budget_s(self) -> float:
+        """The job's wall-clock budget in seconds: :attr:`time_limit_s`, else
+        ``KT_JOB_TIME_LIMIT_S``."""
+        return get_settings().job_time_limit_s if self.time_limit_s is None else self.time_limit_s
+
+    @property
     def key(self) -> str:
         """Stable key from (board, start, solver, closed), e.g. ``"8x8:0,0:warnsdorff:open"``.
 
@@ -392,6 +398,27 @@ def unwrap_interruption(exc: Exception) -> BaseException:
     return exc
 
 
+def solve_job(job: Job) -> Record:
+    """The solver's answer to ``job`` in this process, verified
+    (:func:`knights_tour.solvers.api.solve`): the solver gets the job's whole budget
+    (:attr:`Job.budget_s`); no cross-check (:func:`run_job` adds it).
+
+    Raises
+    ------
+    Exception
+        Whatever the backend raises (:func:`run_job` records it as an ``error``).
+    """
+    return solve(
+        job.board,  # validated with the job: solve() takes a Board as it is
+        job.start,
+        solver=job.solver,
+        closed=job.closed,
+        time_limit_s=job.budget_s,
+        exhaustive=job.exhaustive,
+        node_limit=job.node_limit,
+    )
+
+
 def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) -> Record:
     """Run one job in this process and return its record. Raises no ordinary exception.
 
@@ -428,21 +455,10 @@ def run_job(job: Job, batch_id: str | None = None, worker: str | None = None) ->
     """
     began = time.perf_counter()
     try:
-        time_limit_s = job.time_limit_s
-        if time_limit_s is None:
-            time_limit_s = get_settings().job_time_limit_s
-        record = solve(
-            job.board,  # validated with the job: solve() takes a Board as it is
-            job.start,
-            solver=job.solver,
-            closed=job.closed,
-            time_limit_s=time_limit_s,
-            exhaustive=job.exhaustive,
-            node_limit=job.node_limit,
-        )
+        record = solve_job(job)
         record.batch_id = batch_id
         if job.verify is not None:  # the cross-check has what the solver left of the budget
-            left_s = time_limit_s - (time.perf_counter() - began)
+            left_s = job.budget_s - (time.perf_counter() - began)
             cross_check(record, job.verify, time_limit_s=left_s)
         record.job_key = job.key
         record.verify = job.verify
@@ -483,6 +499,7 @@ __all__ = [
     "Job",
     "JobOptions",
     "make_batch_jobs",
+    "solve_job",
     "run_job",
     "error_record",
     "record_sort_key",

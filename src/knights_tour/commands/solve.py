@@ -10,7 +10,7 @@ from typing import cast
 
 import click
 
-from knights_tour.batches.jobs import Job
+from knights_tour.batches.jobs import Job, solve_job
 from knights_tour.board import Board, parse_board
 from knights_tour.commands._checks import check_out_path
 from knights_tour.commands._errors import ExitCode
@@ -19,9 +19,7 @@ from knights_tour.commands._shared import note, write_output
 from knights_tour.output.render import print_board
 from knights_tour.output.svg import tour_svg
 from knights_tour.output.tourfile import format_step_matrix
-from knights_tour.settings import get_settings
 from knights_tour.solvers import check_solver_name
-from knights_tour.solvers.api import solve as api_solve
 from knights_tour.tours.record import Status, TourResult
 from knights_tour.tours.verify import is_closed
 
@@ -136,12 +134,9 @@ def solve(
     check_out_path(svg_out)
     board = parse_board(size)
     start_sq = board.parse_square(start)
-    # One budget per job, as in a batch: the solver gets KT_JOB_TIME_LIMIT_S unless told.
-    if time_limit is None:
-        time_limit = get_settings().job_time_limit_s
-    # The limits of a batch job apply here too: a board the solver can take (e.g. CP-SAT at
-    # most 2500 squares). InvalidJobError -> exit 2.
-    Job(
+    # The limits of a batch job apply here too (e.g. CP-SAT at most 2500 squares), and its
+    # budget: KT_JOB_TIME_LIMIT_S unless told. InvalidJobError -> exit 2.
+    job = Job(
         rows=board.rows,
         cols=board.cols,
         start=start_sq,
@@ -151,15 +146,7 @@ def solve(
         exhaustive=exhaustive,
         node_limit=node_limit,
     )
-    result = api_solve(
-        board,
-        start_sq,
-        solver=solver,
-        closed=closed,
-        time_limit_s=time_limit,
-        exhaustive=exhaustive,
-        node_limit=node_limit,
-    )
+    result = solve_job(job)
     if as_json:
         click.echo(json.dumps(result.to_dict(), separators=(",", ":")))
     else:
