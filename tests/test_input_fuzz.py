@@ -24,7 +24,7 @@ from knights_tour.output.tourfile import parse_step_matrix, read_tour_file, reco
 from knights_tour.tours.record import json_bytes, record_from_json
 from knights_tour.tours.stored import decode_stored
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_scalars = (
     st.none()
