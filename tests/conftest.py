@@ -26,6 +26,7 @@ on one worker (:func:`_order_for_workers`, :func:`_module_groups`).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
@@ -260,6 +261,20 @@ REDIS_FIXTURES = frozenset(
     }
 )
 """Fixtures that give a test the session's real Redis server."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Collection imports the package and its libraries (numba, OR-Tools with pandas,
+    hypothesis): objects that live as long as the test process, far more than the tests make. The
+    cyclic garbage collector is off while they are made, and they are then frozen out of its
+    reach (:func:`gc.freeze`): each later full collection would walk them all again, for nothing."""
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.enable()
+        gc.freeze()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
