@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from knights_tour.commands._records import collector_paused
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "knights_tour"
 
@@ -77,9 +79,10 @@ def _modules() -> tuple[tuple[str, ast.Module, str], ...]:
     """Each module of the package: (path under the package, its syntax tree, its text), read
     and parsed once for the tests of this file."""
     out = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        out.append((path.relative_to(PACKAGE).as_posix(), ast.parse(text), text))
+    with collector_paused():  # syntax trees kept for the session, no garbage: nothing to collect
+        for path in sorted(PACKAGE.rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            out.append((path.relative_to(PACKAGE).as_posix(), ast.parse(text), text))
     return tuple(out)
 
 
