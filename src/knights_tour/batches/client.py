@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import redis
 
@@ -31,7 +31,7 @@ from knights_tour.errors import InvalidJobError, KnightsTourError
 from knights_tour.solvers import check_solver_name
 from knights_tour.store import keys, memory
 from knights_tour.store.connection import connect
-from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, wait_announced
+from knights_tour.store.waiting import WaitOptions, wait_announced
 from knights_tour.tours.record import Record
 from knights_tour.worker import messages, recovery
 from knights_tour.worker.lazy import celery_worker
@@ -231,11 +231,8 @@ def wait_for_batch(
     r: redis.Redis,
     batch_id: str,
     *,
-    timeout_s: float | None = None,
     recover_url: str | None = None,
-    hooks: WaitHooks | None = None,
-    poll_s: float = 0.5,
-    outage_s: float = REDIS_OUTAGE_S,
+    **wait: Unpack[WaitOptions[WaitedBatch]],
 ) -> WaitedBatch:
     """Wait until every job of ``batch_id`` has a record
     (:func:`~knights_tour.store.waiting.wait_announced`).
@@ -244,18 +241,13 @@ def wait_for_batch(
     ----------
     r : redis.Redis
     batch_id : str
-    timeout_s : float, optional
-        Stop waiting after this many seconds (the returned status then has ``complete``
-        False).
     recover_url : str, optional
         The broker URL: with it, jobs lost with their worker are re-sent on every poll
         (:func:`recover_lost_jobs`).
-    hooks : WaitHooks, optional
-        Progress / outage / re-send / liveness callbacks.
-    poll_s : float
-        Seconds between polls.
-    outage_s : float
-        Seconds without Redis before giving up.
+    **wait
+        ``timeout_s``, ``hooks``, ``poll_s``, ``outage_s``
+        (:class:`~knights_tour.store.waiting.WaitOptions`); after ``timeout_s`` the returned
+        status has ``complete`` False.
 
     Returns
     -------
@@ -286,11 +278,8 @@ def wait_for_batch(
         status_fn,
         _ended,
         lambda url: recover_lost_jobs(r, url, batch_id),
-        timeout_s=timeout_s,
         recover_url=recover_url,
-        hooks=hooks,
-        poll_s=poll_s,
-        outage_s=outage_s,
+        **wait,
     )
 
 

@@ -16,6 +16,7 @@ does)::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import redis
 
@@ -24,7 +25,7 @@ from knights_tour.counting import store as count_store
 from knights_tour.counting.plan import SubJob
 from knights_tour.store import keys
 from knights_tour.store.connection import connect
-from knights_tour.store.waiting import REDIS_OUTAGE_S, WaitHooks, wait_announced
+from knights_tour.store.waiting import WaitOptions, wait_announced
 from knights_tour.worker import ledger, messages, recovery
 from knights_tour.worker.lazy import celery_worker
 
@@ -89,11 +90,8 @@ def wait_for_count(
     r: redis.Redis,
     count_id: str,
     *,
-    timeout_s: float | None = None,
     recover_url: str | None = None,
-    hooks: WaitHooks[count_store.CountStatus] | None = None,
-    poll_s: float = 0.5,
-    outage_s: float = REDIS_OUTAGE_S,
+    **wait: Unpack[WaitOptions[count_store.CountStatus]],
 ) -> count_store.CountStatus:
     """Wait until every sub-job of ``count_id`` has a partial count or one failed.
 
@@ -120,11 +118,8 @@ def wait_for_count(
         lambda: count_store.count_status(r, count_id),
         _count_done,
         lambda url: recover_lost_subjobs(r, url, count_id),
-        timeout_s=timeout_s,
         recover_url=recover_url,
-        hooks=hooks,
-        poll_s=poll_s,
-        outage_s=outage_s,
+        **wait,
     )
 
 

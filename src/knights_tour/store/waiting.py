@@ -13,7 +13,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import redis
 
@@ -50,6 +50,17 @@ class WaitHooks(Generic[Status]):
     on_refused: Callable[[str | None], None] | None = None
     """Called with Redis's reason when it begins to refuse writes (the status's
     ``writes_refused``, or a recovery pass refused), with None when it accepts them again."""
+
+
+class WaitOptions(TypedDict, Generic[Status], total=False):
+    """How long and how often a wait polls, and who hears of it: :func:`poll_until_complete`'s
+    keywords of the same names (its defaults where left out), which :func:`wait_announced` and
+    the batch's and the count's waits pass on."""
+
+    timeout_s: float | None
+    hooks: WaitHooks[Status] | None
+    poll_s: float
+    outage_s: float
 
 
 FIRST_POLL_S = 0.05
@@ -239,17 +250,15 @@ def wait_announced(
     is_done: Callable[[Status], bool],
     recover: Callable[[str], list[str]],
     *,
-    timeout_s: float | None,
-    recover_url: str | None,
-    hooks: WaitHooks[Status] | None,
-    poll_s: float,
-    outage_s: float,
+    recover_url: str | None = None,
+    **wait: Unpack[WaitOptions[Status]],
 ) -> Status:
-    """Wait as :func:`poll_until_complete` does, each pause cut short when the end is announced
-    on the pub/sub ``channel`` (:class:`~knights_tour.store.events.Wakeup`); with
-    ``recover_url`` (the broker), ``recover(recover_url)`` after every poll re-sends the work
-    lost with its worker. A batch's wait and a count's (``wait_for_batch``,
-    ``wait_for_count``) are this with their own status and end.
+    """Wait as :func:`poll_until_complete` does (``wait``: its :class:`WaitOptions`), each
+    pause cut short when the end is announced on the pub/sub ``channel``
+    (:class:`~knights_tour.store.events.Wakeup`); with ``recover_url`` (the broker),
+    ``recover(recover_url)`` after every poll re-sends the work lost with its worker. A batch's
+    wait and a count's (``wait_for_batch``, ``wait_for_count``) are this with their own status
+    and end.
 
     Raises
     ------
@@ -260,15 +269,15 @@ def wait_announced(
     # Subscribed before the first poll, so the announcement of the end cannot fall between.
     with Wakeup(r, channel) as wakeup:
         return poll_until_complete(
-            status_fn,
-            timeout_s=timeout_s,
-            recover_fn=recover_fn,
-            hooks=hooks,
-            poll_s=poll_s,
-            outage_s=outage_s,
-            is_done=is_done,
-            pause=wakeup.wait,
+            status_fn, recover_fn=recover_fn, is_done=is_done, pause=wakeup.wait, **wait
         )
 
 
-__all__ = ["WaitHooks", "REDIS_OUTAGE_S", "FIRST_POLL_S", "poll_until_complete", "wait_announced"]
+__all__ = [
+    "WaitHooks",
+    "WaitOptions",
+    "REDIS_OUTAGE_S",
+    "FIRST_POLL_S",
+    "poll_until_complete",
+    "wait_announced",
+]
