@@ -75,7 +75,7 @@ def test_redis_away_longer_than_the_outage_limit_raises():
             _unreachable(),
             "b",
             poll_s=0.05,
-            outage_s=0.3,
+            outage_s=0.1,  # each failed poll takes the client's retry backoff, longer than this
             hooks=WaitHooks(on_outage=outages.append),
         )
     assert outages == [True]
