@@ -15,11 +15,15 @@ from pathlib import Path
 
 from knights_tour.board import Board, Square
 from knights_tour.counting.frontier import TrunkGroup, count_plan
-from knights_tour.counting.frontier_run import SweepOptions, SweepResult
+from knights_tour.counting.frontier_run import (
+    SweepOptions,
+    SweepResult,
+    class_from_trunk,
+    run_trunk,
+    trivial_figures,
+)
 from knights_tour.counting.frontier_store import sweep_dir
-from knights_tour.counting.method import trivial_figures
 from knights_tour.counting.records import ClassFigures, DpSubJob
-from knights_tour.counting.trunks import class_from_trunk, run_trunk
 from knights_tour.errors import InvalidJobError
 
 

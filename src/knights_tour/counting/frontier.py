@@ -26,8 +26,8 @@ cut common to the board (:func:`halves_cut`) or full sweeps that share *trunks*
 (:class:`TrunkGroup`): a start ``s`` counted on its *late* image (``s`` taken as late as
 possible) sees the same sweep as every other start of its colour on the same image graph until
 ``s`` is taken, so one trunk (:func:`trunk_sweep`) serves them all and each class sweeps only
-its own last layers. Running a plan is :mod:`knights_tour.counting.frontier_run` and
-:mod:`knights_tour.counting.trunks`. Pure: no Celery, no Redis.
+its own last layers. Running a plan is :mod:`knights_tour.counting.frontier_run`. Pure: no
+Celery, no Redis.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Running the frontier DP: layers in bounded memory, checkpoints, and the count per start square.
+"""Running the frontier DP: layers in bounded memory, checkpoints, the count per start square,
+and the sweeps of a whole count's plan.
 
 Planning is :mod:`knights_tour.counting.frontier`, the compiled steps
 :mod:`knights_tour.counting.frontier_kernel` and
@@ -14,6 +15,11 @@ and the next step reads it memory-mapped, so the previous layer is on disk, not 
 run that is killed resumes from the last complete layer (the manifest names the plan, so a
 different count never resumes from it; files: :mod:`knights_tour.counting.frontier_store`).
 
+A count's plan (:class:`knights_tour.counting.frontier.CountPlan`) runs here too: in one process
+every sweep of it (:func:`run_plan`), or piece by piece as the workers' jobs do
+(:mod:`knights_tour.counting.dp_jobs`): a group's trunk (:func:`run_trunk`), keeping the layer
+before each of its starts, and a class's own sweep continued from it (:func:`class_from_trunk`).
+
 Pure: no Celery, no Redis.
 """
 
@@ -26,12 +32,14 @@ from pathlib import Path
 from typing import Required, TypedDict
 
 import numpy as np
+from msgspec import UNSET
 
 from knights_tour.board import Board, Square
 from knights_tour.counting import frontier
 from knights_tour.counting import frontier_join as fj
 from knights_tour.counting import frontier_kernel as fk
-from knights_tour.counting.frontier_store import Checkpoints, LayerStat
+from knights_tour.counting.frontier_store import Checkpoints, LayerStat, plan_digest, sweep_done
+from knights_tour.counting.records import ClassFigures
 from knights_tour.errors import InvalidJobError
 
 DEFAULT_MEMORY_BYTES = 8 * 2**30
@@ -392,6 +400,145 @@ def count_paths(
     )
 
 
+def run_trunk(group: frontier.TrunkGroup, opts: SweepOptions) -> SweepResult | None:
+    """Run a group's trunk, keeping the layer before each start (on disk with checkpoints);
+    None when none is needed (every class of the group counted on disk, or all taken
+    first)."""
+    ckpt = opts["checkpoint_dir"]
+    if ckpt is not None and all(sweep_done(p, ckpt) for p in group.sweeps):
+        return None
+    if group.trunk is None:
+        return None
+    return run_sweep(group.trunk, keep=set(group.keep), **opts)
+
+
+def class_sweep(
+    rep: Square, plan: frontier.SweepPlan, s: int, initial: np.ndarray | None, opts: SweepOptions
+) -> tuple[int, ClassFigures]:
+    """A class's own sweep ``plan`` from the trunk's layer ``initial`` (before step ``s``);
+    without it (a trunk resumed past this start without keeping its layer) the class's own
+    checkpoints resume it, or it is swept from the first layer. ``(count, figures)``."""
+    first = s if initial is not None else 0
+    res = run_sweep(plan, first_step=first, initial=initial, **opts)
+    count = int(res.counts[0]) if len(res.keys) else 0
+    how = f"full sweep from the trunk's layer {s}" if first else "full sweep"
+    if res.resumed_from >= 0:
+        how += f", resumed from its checkpoint after step {res.resumed_from}"
+    return count, ClassFigures(
+        representative=rep,
+        count=count,
+        method=how,
+        peak_states=res.peak_states,
+        transitions=res.transitions,
+        layers=[ls.to_dict() for ls in res.layers],
+    )
+
+
+def class_from_trunk(
+    groups: list[frontier.TrunkGroup], rep: Square, opts: SweepOptions
+) -> tuple[int, ClassFigures] | None:
+    """The class of ``rep`` (a member of one of ``groups``) swept by :func:`class_sweep` from
+    the layer its trunk kept on disk under ``opts["checkpoint_dir"]`` (without it, from its own
+    checkpoints or the first layer); None if ``rep`` is in no group."""
+    for group in groups:
+        for (r, _, s), plan in zip(group.members, group.sweeps, strict=True):
+            if r == rep:
+                initial = None
+                if s > 0:
+                    root = opts["checkpoint_dir"]
+                    assert root is not None and group.trunk is not None  # kept on disk only
+                    initial = Checkpoints(Path(root), group.trunk).load_kept(s - 1)
+                return class_sweep(r, plan, s, initial, opts)
+    return None
+
+
+def trivial_figures(trivial: dict[Square, int]) -> list[ClassFigures]:
+    """The report entries of the classes counted without search (``trivial``: representative
+    -> count, :attr:`knights_tour.counting.frontier.CountPlan.trivial`)."""
+    return [
+        ClassFigures(
+            representative=rep, count=count, method="no search (colour or isolated square)"
+        )
+        for rep, count in trivial.items()
+    ]
+
+
+ClassDone = Callable[[Square, int, float], None]
+"""``class_done(representative, count, seconds)`` after each start class."""
+
+
+@dataclass
+class PlanRun:
+    """A count's plan run (:func:`run_plan`): each class's count (``counts``, by
+    representative) and report entry (``figures``: the trivial classes first, then the others
+    in the order counted), and the sweeps that served several classes: the lower halves run
+    (``lowers``) and the trunks run (``trunks``)."""
+
+    counts: dict[Square, int]
+    figures: list[ClassFigures]
+    lowers: list[SweepResult] = field(default_factory=list)
+    trunks: list[SweepResult] = field(default_factory=list)
+
+    @property
+    def transitions(self) -> int:
+        """The DP's transitions over every sweep run: the shared ones and each class's own."""
+        shared = sum(sw.transitions for sw in [*self.lowers, *self.trunks])
+        return shared + sum(f.transitions for f in self.figures if f.transitions is not UNSET)
+
+
+def run_plan(
+    plan: frontier.CountPlan, opts: SweepOptions, class_done: ClassDone | None = None
+) -> PlanRun:
+    """Run every sweep of a count's ``plan`` in this process: by halves, one lower half per
+    distinct plan (one for all classes at a common cut) met with each class's upper half; by
+    trunks, each group's trunk, then its classes' own sweeps from the trunk's layers, latest
+    start first. ``opts`` as in :func:`run_sweep`; ``class_done`` is told of each searched
+    class as it is counted.
+
+    Raises
+    ------
+    InvalidJobError, ArithmeticError, MemoryError
+        As in :func:`run_sweep` and :func:`join_halves`.
+    """
+    run = PlanRun(dict(plan.trivial), trivial_figures(plan.trivial))
+
+    def counted(rep: Square, count: int, fig: ClassFigures, began: float) -> None:
+        run.counts[rep] = count
+        fig.seconds = round(time.perf_counter() - began, 3)
+        run.figures.append(fig)
+        if class_done is not None:
+            class_done(rep, count, time.perf_counter() - began)
+
+    lowers: dict[str, SweepResult] = {}
+    for h in plan.halves:
+        t0 = time.perf_counter()
+        digest = plan_digest(h.lower)
+        if digest not in lowers:
+            lowers[digest] = run_sweep(h.lower, **opts)
+        up = run_sweep(h.upper, **opts)
+        count, pairs = join_halves(h.graph, h.upper, h.lower, up, lowers[digest])
+        fig = ClassFigures(
+            representative=h.representative,
+            count=count,
+            method=f"two halves met below row {plan.cut} of the image",
+            upper_peak_states=up.peak_states,
+            pairs=pairs,
+            transitions=up.transitions,
+        )
+        counted(h.representative, count, fig, t0)
+    run.lowers = list(lowers.values())
+    for group in plan.groups:
+        tr = run_trunk(group, opts)
+        if tr is not None:
+            run.trunks.append(tr)
+        classes = zip(group.members, group.sweeps, strict=True)
+        for (rep, _, s), sweep in sorted(classes, key=lambda m: -m[0][2]):
+            t0 = time.perf_counter()
+            initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
+            counted(rep, *class_sweep(rep, sweep, s, initial, opts), t0)
+    return run
+
+
 __all__ = [
     "DEFAULT_MEMORY_BYTES",
     "SweepResult",
@@ -400,4 +547,11 @@ __all__ = [
     "run_sweep",
     "join_halves",
     "count_paths",
+    "run_trunk",
+    "class_sweep",
+    "class_from_trunk",
+    "trivial_figures",
+    "ClassDone",
+    "PlanRun",
+    "run_plan",
 ]

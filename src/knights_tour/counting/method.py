@@ -20,27 +20,21 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from msgspec import UNSET
 
 from knights_tour.board import Board, Square
 from knights_tour.counting import frontier
 from knights_tour.counting.frontier_kernel import MAX_SLOTS
 from knights_tour.counting.frontier_run import (
     DEFAULT_MEMORY_BYTES,
+    ClassDone,
     Progress,
     SweepOptions,
-    SweepResult,
-    join_halves,
-    run_sweep,
+    run_plan,
 )
-from knights_tour.counting.frontier_store import plan_digest
 from knights_tour.counting.plan import CountReport
-from knights_tour.counting.records import ClassFigures, CountExtra
-from knights_tour.counting.trunks import class_sweep, run_trunk
+from knights_tour.counting.records import CountExtra
 from knights_tour.errors import InvalidJobError
 
 ENUMERATION_MAX_SQUARES = 36
@@ -119,10 +113,6 @@ def choose_method(board: Board, *, closed: bool = False, method: str = "auto") -
     )
 
 
-ClassDone = Callable[[Square, int, float], None]
-"""``class_done(representative, count, seconds)`` after each start class."""
-
-
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process and its waited-for children (bytes; Linux reports
     kilobytes)."""
@@ -151,7 +141,8 @@ def dp_count(
     (:func:`~knights_tour.counting.frontier.halves_cut`; boards too short for halves are
     swept whole); otherwise each class is one full sweep (on 7×7 the lower half outgrows the
     full sweeps: docs/counts). The sweeps are planned by
-    :func:`~knights_tour.counting.frontier.count_plan`.
+    :func:`~knights_tour.counting.frontier.count_plan` and run by
+    :func:`~knights_tour.counting.frontier_run.run_plan`.
 
     Returns
     -------
@@ -168,23 +159,20 @@ def dp_count(
     if halves is None:
         halves = board.n_squares <= HALVES_MAX_SQUARES
     plan = frontier.count_plan(board, start, halves=halves)
-    class_counts, figures = dict(plan.trivial), trivial_figures(plan.trivial)
-    done = _Counted(class_counts, figures, class_done)
     opts = SweepOptions(memory_bytes=memory_bytes, checkpoint_dir=checkpoint_dir, progress=progress)
-    lowers = _halves_classes(plan.halves, plan.cut, done, opts)
-    trunks = _trunk_classes(plan.groups, done, opts)
-    transitions = sum(sw.transitions for sw in [*lowers.values(), *trunks])
-    transitions += sum(f.transitions for f in figures if f.transitions is not UNSET)
+    run = run_plan(plan, opts, class_done)
     wall = time.perf_counter() - began
     extra = CountExtra(
         method="frontier DP",
-        dp_classes=figures,
+        dp_classes=run.figures,
         wall_s=round(wall, 3),
         peak_rss_bytes=peak_rss_bytes(),
-        lower_halves=[[ls.to_dict() for ls in low.layers] for low in lowers.values()],
-        trunks=[[ls.to_dict() for ls in tr.layers] for tr in trunks],
+        lower_halves=[[ls.to_dict() for ls in low.layers] for low in run.lowers],
+        trunks=[[ls.to_dict() for ls in tr.layers] for tr in run.trunks],
     )
-    return dp_report(board, plan.classes, class_counts, len(plan.classes), transitions, wall, extra)
+    return dp_report(
+        board, plan.classes, run.counts, len(plan.classes), run.transitions, wall, extra
+    )
 
 
 def dp_report(
@@ -220,17 +208,6 @@ def dp_report(
     )
 
 
-def trivial_figures(trivial: dict[Square, int]) -> list[ClassFigures]:
-    """The report entries of the classes counted without search (``trivial``: representative
-    -> count, :attr:`knights_tour.counting.frontier.CountPlan.trivial`)."""
-    return [
-        ClassFigures(
-            representative=rep, count=count, method="no search (colour or isolated square)"
-        )
-        for rep, count in trivial.items()
-    ]
-
-
 def _grid(
     board: Board, classes: dict[Square, list[Square]], counts: dict[Square, int]
 ) -> list[list[int | None]]:
@@ -240,68 +217,6 @@ def _grid(
         for r, c in members:
             grid[r][c] = counts[rep]
     return grid
-
-
-@dataclass
-class _Counted:
-    """The classes counted so far: their ``counts`` and report entries (``figures``), and
-    ``class_done`` told of each."""
-
-    counts: dict[Square, int]
-    figures: list[ClassFigures]
-    class_done: ClassDone | None
-
-    def add(self, rep: Square, count: int, fig: ClassFigures, began: float) -> None:
-        """Class ``rep`` counted, since ``began`` (:func:`time.perf_counter` seconds)."""
-        self.counts[rep] = count
-        fig.seconds = round(time.perf_counter() - began, 3)
-        self.figures.append(fig)
-        if self.class_done is not None:
-            self.class_done(rep, count, time.perf_counter() - began)
-
-
-def _halves_classes(
-    met: list[frontier.ClassHalves], cut: int | None, done: _Counted, opts: SweepOptions
-) -> dict[str, SweepResult]:
-    """Classes by two halves met below ``cut``, one lower half run per distinct plan (one for
-    all when the cut is common), added to ``done``; returns the lower halves."""
-    lowers: dict[str, SweepResult] = {}
-    for h in met:
-        t0 = time.perf_counter()
-        digest = plan_digest(h.lower)
-        if digest not in lowers:
-            lowers[digest] = run_sweep(h.lower, **opts)
-        up = run_sweep(h.upper, **opts)
-        count, pairs = join_halves(h.graph, h.upper, h.lower, up, lowers[digest])
-        fig = ClassFigures(
-            representative=h.representative,
-            count=count,
-            method=f"two halves met below row {cut} of the image",
-            upper_peak_states=up.peak_states,
-            pairs=pairs,
-            transitions=up.transitions,
-        )
-        done.add(h.representative, count, fig, t0)
-    return lowers
-
-
-def _trunk_classes(
-    groups: list[frontier.TrunkGroup], done: _Counted, opts: SweepOptions
-) -> list[SweepResult]:
-    """Classes by full sweeps that share their first layers: one trunk per group runs to the
-    latest start and each class continues from the trunk's layer before its square, added to
-    ``done``; returns the trunks."""
-    trunks = []
-    for group in groups:
-        tr = run_trunk(group, opts)
-        if tr is not None:
-            trunks.append(tr)
-        classes = zip(group.members, group.sweeps, strict=True)
-        for (rep, _, s), plan in sorted(classes, key=lambda m: -m[0][2]):
-            t0 = time.perf_counter()
-            initial = tr.kept.get(s - 1) if tr is not None and s > 0 else None
-            done.add(rep, *class_sweep(rep, plan, s, initial, opts), t0)
-    return trunks
 
 
 def dp_uses_halves(board: Board) -> bool:
@@ -328,5 +243,4 @@ __all__ = [
     "dp_uses_halves",
     "peak_rss_bytes",
     "count_paths_trivial",
-    "trivial_figures",
 ]
