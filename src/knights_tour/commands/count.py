@@ -34,7 +34,7 @@ from knights_tour.commands.count_dp import (
     write_record,
 )
 from knights_tour.counting import store as count_store
-from knights_tour.counting.client import stop_count, submit_count, wait_for_count
+from knights_tour.counting.client import restart_count, stop_count, submit_count, wait_for_count
 from knights_tour.counting.method import METHODS, MethodChoice, choose_method
 from knights_tour.counting.plan import CountPlan, CountReport, plan_count
 from knights_tour.local.backend import Backend, open_backend
@@ -294,7 +294,7 @@ def _enumerate(
         note(f"method: {choice.reason}")  # once Redis answers: a bad URL is the only line
         try:
             if fresh:
-                count_store.delete_count(backend.client, count_id)
+                restart_count(backend.client, count_id)
             count_store.register_count(backend.client, count_id, plan, params)
             status, sent = _send_and_wait(backend, count_id, plan, timeout)
         except KeyboardInterrupt:

@@ -22,7 +22,7 @@ from knights_tour.board import Board, Square
 from knights_tour.commands._errors import ExitCode
 from knights_tour.commands._shared import note, progress_hooks
 from knights_tour.counting import store as count_store
-from knights_tour.counting.client import stop_count
+from knights_tour.counting.client import restart_count, stop_count
 from knights_tour.counting.dp_client import assemble_dp_count, register_dp_count, wait_for_dp_count
 from knights_tour.counting.dp_jobs import dp_count_id, dp_plan
 from knights_tour.counting.method import MethodChoice
@@ -168,12 +168,12 @@ def run_dp_count(
         sent: set[str] = set()
         try:
             if fresh:
-                count_store.delete_count(backend.client, count_id)
+                dropped = restart_count(backend.client, count_id)
                 root = get_settings().frontier_path
                 removed = plan.remove_sweeps(root)
                 note(
                     f"--fresh: {removed} checkpoint folder(s) of this count removed under "
-                    f"{root}"
+                    f"{root}; {dropped} queued task(s) of it dropped"
                     + (
                         ""
                         if backend.worker_count > 0

@@ -52,10 +52,13 @@ def submit_count(redis_url: str, count_id: str, subjobs: Sequence[SubJob]) -> in
 
 def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[object]) -> int:
     """Send one count task per sub-job of ``count_id`` (an enumeration's dict, a DP count's
-    :class:`~knights_tour.counting.records.DpSubJob`), the count put on the workers' recovery
-    watch first; returns how many were sent."""
+    :class:`~knights_tour.counting.records.DpSubJob`), each marked sent and the count put on
+    the workers' recovery watch first (recovery re-sends only sub-jobs that were sent);
+    returns how many were sent."""
+    led = ledger.Ledger.for_count(count_id)
     r = connect(redis_url)
-    ledger.activate(r, ledger.Ledger.for_count(count_id))
+    ledger.mark_sent(r, led, [_key_of(raw) for raw in subjob_dicts])
+    ledger.activate(r, led)
     r.close()
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:
@@ -64,6 +67,11 @@ def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[object]) 
                 messages.TASK_COUNT_SUBJOBS, [count_id, [raw]], url=redis_url, producer=producer
             )
     return len(subjob_dicts)
+
+
+def _key_of(raw: object) -> str:
+    """The key of a sub-job as :func:`send_subjobs` takes it (a dict or a record)."""
+    return str(raw.get("key") if isinstance(raw, dict) else getattr(raw, "key", None))
 
 
 def recover_lost_subjobs(r: redis.Redis, redis_url: str, count_id: str) -> list[str]:
@@ -141,4 +149,29 @@ def stop_count(r: redis.Redis, count_id: str) -> int:
     )
 
 
-__all__ = ["submit_count", "send_subjobs", "wait_for_count", "recover_lost_subjobs", "stop_count"]
+def restart_count(r: redis.Redis, count_id: str) -> int:
+    """Forget ``count_id`` to count it again from nothing (``ktour count --fresh``): stop it
+    first (:func:`stop_count`: its own queued and unacknowledged sub-job tasks dropped, off
+    the recovery watch), so no task of the earlier run stays to store an entry for the new
+    one, then delete its keys (:func:`knights_tour.counting.store.delete_count`). A task a
+    worker runs at that moment still stores its entry when it ends. Returns the tasks
+    dropped.
+
+    Raises
+    ------
+    redis.RedisError
+        If Redis cannot be reached.
+    """
+    dropped = stop_count(r, count_id)
+    count_store.delete_count(r, count_id)
+    return dropped
+
+
+__all__ = [
+    "submit_count",
+    "send_subjobs",
+    "wait_for_count",
+    "recover_lost_subjobs",
+    "stop_count",
+    "restart_count",
+]

@@ -38,6 +38,10 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:started        hash         sub-job key -> token that claimed it (as for jobs)
     kt:count:{id}:attempts       hash         sub-job key -> worker deaths blamed on it
     kt:count:{id}:requeued       hash         sub-job key -> unix time recovery last re-sent it
+    kt:count:{id}:sent           hash         sub-job key -> unix time a client first sent it
+                                              (a DP count holds classes back until their
+                                              trunk's layer is kept: recovery re-sends only
+                                              what was sent)
     kt:count:{id}:events         channel      pub/sub, not a key: "complete"
     kt:active:batches            set          batch ids the workers' recovery timer watches
     kt:active:counts             set          count ids the workers' recovery timer watches
@@ -229,6 +233,12 @@ def count_requeued(count_id: str) -> str:
     return f"{PREFIX}count:{count_id}:requeued"
 
 
+def count_sent(count_id: str) -> str:
+    """Hash sub-job key -> unix time a client first sent it (recovery re-sends no sub-job
+    that was never sent: a DP count sends its classes only once their layer is kept)."""
+    return f"{PREFIX}count:{count_id}:sent"
+
+
 def active_batches() -> str:
     """Set of the ids of unfinished batches (watched by every worker's recovery timer)."""
     return f"{PREFIX}active:batches"
@@ -261,6 +271,7 @@ def count_keys(count_id: str) -> list[str]:
         count_started(count_id),
         count_attempts(count_id),
         count_requeued(count_id),
+        count_sent(count_id),
     ]
 
 
@@ -293,6 +304,7 @@ __all__ = [
     "count_started",
     "count_attempts",
     "count_requeued",
+    "count_sent",
     "active_batches",
     "active_counts",
     "batch_resume",

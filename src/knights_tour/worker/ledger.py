@@ -8,6 +8,7 @@ have the same lease bookkeeping (started / attempts / requeued hashes, keyed by 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,11 @@ class Ledger:
         Hash keys: item key -> owner token / worker deaths blamed on it / re-send time.
     head : str
         The batch (count) hash, whose ``state`` field says ``cancelled``.
+    sent : str or None
+        A count's hash item key -> unix time a client first sent it (:func:`mark_sent`):
+        recovery re-sends no item that was never sent (a DP count holds its classes back
+        until their trunk's layer is kept). None for a batch: every job is sent as it is
+        submitted.
     """
 
     id: str
@@ -54,6 +60,7 @@ class Ledger:
     attempts: str
     requeued: str
     head: str
+    sent: str | None = None
 
     @classmethod
     def for_batch(cls, batch_id: str) -> Ledger:
@@ -83,6 +90,7 @@ class Ledger:
             keys.count_attempts(count_id),
             keys.count_requeued(count_id),
             keys.count(count_id),
+            keys.count_sent(count_id),
         )
 
     @property
@@ -95,6 +103,25 @@ def activate(r: redis.Redis, led: Ledger) -> None:
     """Put ``led``'s unit in its active set, so every worker's recovery timer watches it until
     all its items have results."""
     r.sadd(led.active_set, led.id)
+
+
+def mark_sent(r: redis.Redis, led: Ledger, item_keys: list[str]) -> None:
+    """Note that ``item_keys`` of ``led``'s unit were sent to the workers (the first time is
+    kept), so recovery may re-send them once lost; nothing for a ledger without a ``sent``
+    hash (a batch).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    if led.sent is None or not item_keys:
+        return
+    now = f"{time.time():.3f}"
+    pipe = r.pipeline(transaction=False)
+    for k in item_keys:
+        pipe.hsetnx(led.sent, k, now)
+    pipe.execute()
 
 
 def deactivate(r: redis.Redis, led: Ledger) -> None:
@@ -150,6 +177,7 @@ __all__ = [
     "Ledger",
     "text",
     "activate",
+    "mark_sent",
     "deactivate",
     "active",
     "is_active",

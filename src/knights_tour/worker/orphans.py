@@ -283,7 +283,9 @@ def take_for_resume(
 def find_unclaimed(
     r: redis.Redis, led: Ledger, requeue_grace_s: float | None = None, now: float | None = None
 ) -> list[str]:
-    """Items of ``led`` with no result that no task has claimed (and not re-sent lately).
+    """Items of ``led`` with no result that no task has claimed (and not re-sent lately);
+    of a count's, only those a client sent (:func:`knights_tour.worker.ledger.mark_sent`: a
+    DP count holds its classes back until their trunk's layer is kept).
 
     Normally these are simply still queued. They are lost only if nothing carries them any
     more - e.g. a message taken off the queue by a worker that died (or lost Redis) before
@@ -301,10 +303,16 @@ def find_unclaimed(
     pipe.hkeys(led.done)
     pipe.hkeys(led.started)
     pipe.hgetall(led.requeued)
-    items, done, started, requeued = pipe.execute()
+    if led.sent is not None:
+        pipe.hkeys(led.sent)
+    items, done, started, requeued, *sent = pipe.execute()
     skip = {text(k) for k in done} | {text(k) for k in started}
     skip |= {text(k) for k, v in requeued.items() if now - float(text(v)) <= grace}
-    return sorted(k for k in (text(j) for j in items) if k not in skip)
+    found = (text(j) for j in items)
+    if sent:
+        was_sent = {text(k) for k in sent[0]}
+        found = (k for k in found if k in was_sent)
+    return sorted(k for k in found if k not in skip)
 
 
 def mark_requeued(r: redis.Redis, led: Ledger, item_keys: Sequence[str]) -> None:

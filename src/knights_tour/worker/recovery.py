@@ -115,6 +115,13 @@ def recover(
     return resent
 
 
+def _forget_quiet(active: set[tuple[str, str]]) -> None:
+    """Forget when the units not in ``active`` were first seen quiet: a unit seen quiet, then
+    finished or stopped and sent again later has not been quiet all that time."""
+    for unit in [u for u in _quiet_since if u not in active]:
+        del _quiet_since[unit]
+
+
 def sweep(r: redis.Redis, send_batch: Send, send_count: Send) -> dict[str, list[str]]:
     """One recovery pass over every active batch and count (see :func:`recover`); a unit whose
     items all have results (or that was cancelled) leaves the active set.
@@ -135,9 +142,12 @@ def sweep(r: redis.Redis, send_batch: Send, send_count: Send) -> dict[str, list[
         If Redis is unreachable.
     """
     out: dict[str, list[str]] = {}
-    for led in ledger.active(r):
+    watched = ledger.active(r)
+    _forget_quiet({(led.kind, led.id) for led in watched})
+    for led in watched:
         if ledger.cancelled(r, led) or ledger.finished(r, led):
             ledger.deactivate(r, led)
+            _quiet_since.pop((led.kind, led.id), None)
             continue
         resent = recover(r, led, send_count if led.kind == "count" else send_batch)
         if resent:
