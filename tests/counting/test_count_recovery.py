@@ -1,20 +1,25 @@
 """Recovery and restarts of counts against a real Redis (no worker): recovery re-sends only the
 sub-jobs a client sent (a DP count holds its classes back until their trunk's layer is kept),
-forgets a unit's quiet spell once the unit leaves the watch, and ``--fresh`` drops the count's
-own queued tasks before it forgets the count."""
+forgets a unit's quiet spell once the unit leaves the watch, ``--fresh`` drops the count's
+own queued tasks before it forgets the count, and a DP sub-job sent before ``--fresh`` (an
+earlier generation of the count) stores nothing after it."""
 
 from __future__ import annotations
 
 import time
+
+import msgspec
 
 from knights_tour.batches.cancelling import queued_items
 from knights_tour.board import Board
 from knights_tour.counting import store as count_store
 from knights_tour.counting.client import restart_count, send_subjobs
 from knights_tour.counting.dp_client import register_dp_count
+from knights_tour.counting.dp_execution import run_dp_chunk
 from knights_tour.counting.dp_jobs import dp_plan
 from knights_tour.settings import get_settings
 from knights_tour.store import keys
+from knights_tour.store.connection import connect
 from knights_tour.worker import ledger, messages, orphans, recovery
 from knights_tour.worker.ledger import Ledger
 
@@ -84,3 +89,36 @@ def test_fresh_drops_the_counts_queued_tasks_then_forgets_it(redis_client, task_
     assert not ledger.is_active(redis_client, Ledger.for_count(cid))
     assert not any(redis_client.exists(k) for k in keys.count_keys(cid))
     assert count_store.load_partials(redis_client, cid) == {}
+
+
+def test_a_dp_subjob_sent_before_fresh_stores_nothing_after_it(task_env, tmp_path, monkeypatch):
+    """A worker late with a sub-job of the count's earlier generation (sent before
+    ``--fresh`` registered the count again) neither runs it nor, had it been running
+    then, stores its entry or progress; the present generation's is stored."""
+    monkeypatch.setenv("KT_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    r = connect(task_env)
+    cid = "5x5-open-dp-generations"
+    plan = dp_plan(Board(5, 5))
+    items = plan.subjobs(2**26)
+    old = register_dp_count(r, cid, plan, items)
+    assert old[0].generation and len({it.generation for it in old}) == 1
+    assert register_dp_count(r, cid, plan, items) == old  # a resume keeps its generation
+    restart_count(r, cid)
+    new = register_dp_count(r, cid, plan, items)
+    assert {it.generation for it in new} == {new[0].generation} != {old[0].generation}
+    late = run_dp_chunk(cid, [old[0].to_dict()], "w-late")  # the earlier run's trunk
+    assert late["superseded"] == 1 and late["ran"] == 0 and late["skipped"] == 0
+    assert count_store.load_partials(r, cid) == {} and count_store.load_dp_progress(r, cid) == {}
+    tail = old[1]
+    assert not count_store.save_partial(
+        r, cid, tail.key, 304, 10, worker="w-late", generation=tail.fence
+    )
+    assert count_store.load_partials(r, cid) == {}
+    assert run_dp_chunk(cid, [new[0].to_dict()], "w1")["ran"] == 1
+    assert set(count_store.load_partials(r, cid)) == {new[0].key}
+    kept = count_store.load_dp_progress(r, cid)[new[0].key]
+    stale = msgspec.structs.replace(kept, step=0, worker="w-late")
+    assert not count_store.save_dp_progress(r, cid, old[0].key, stale, old[0].fence)
+    assert count_store.load_dp_progress(r, cid) == {new[0].key: kept}
+    r.close()

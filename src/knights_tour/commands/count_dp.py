@@ -180,7 +180,7 @@ def run_dp_count(
                         else "; workers on other machines keep theirs under their KT_DATA_DIR"
                     )
                 )
-            register_dp_count(
+            items = register_dp_count(
                 backend.client,
                 count_id,
                 plan,

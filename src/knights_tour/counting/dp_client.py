@@ -15,7 +15,7 @@ Typical use (what ``ktour count --method dp`` does)::
     plan = dp_plan(board)
     cid = dp_count_id(plan)
     items = plan.subjobs(memory_bytes)
-    register_dp_count(r, cid, plan, items)
+    items = register_dp_count(r, cid, plan, items)
     status = wait_for_dp_count(r, url, cid, items, timeout_s=None)
     report = assemble_dp_count(r, cid, plan, items, elapsed_s)
 """
@@ -52,9 +52,20 @@ def register_dp_count(
     plan: DpPlan,
     items: list[DpSubJob],
     params: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Register the count and its sub-jobs (idempotent; stored results stay). Returns the
-    meta."""
+) -> list[DpSubJob]:
+    """Register the count and its sub-jobs (idempotent; stored results stay). Returns
+    ``items`` stamped with the count's generation
+    (:func:`~knights_tour.counting.store.count_generation`: a new one when the count is new or
+    was deleted, else the one it has), as they are stored and are to be sent: a result of a
+    sub-job sent for an earlier generation is not stored.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    generation = count_store.count_generation(r, count_id)
+    stamped = [msgspec.structs.replace(it, generation=generation) for it in items]
     fields = {
         "rows": plan.board.rows,
         "cols": plan.board.cols,
@@ -65,7 +76,8 @@ def register_dp_count(
         "classes": [[list(rep), [list(s) for s in m]] for rep, m in plan.classes.items()],
         "params": dict(params or {}),
     }
-    return count_store.register_items(r, count_id, fields, {it.key: it for it in items})
+    count_store.register_items(r, count_id, fields, {it.key: it for it in stamped})
+    return stamped
 
 
 def ready_items(

@@ -36,7 +36,7 @@ from knights_tour.counting.records import ClassFigures, DpProgress, DpResult, Dp
 from knights_tour.errors import KnightsTourError
 from knights_tour.settings import get_settings
 from knights_tour.worker import ledger
-from knights_tour.worker.claims import ChunkClaim, retrying
+from knights_tour.worker.claims import ChunkClaim, redis_client, retrying
 from knights_tour.worker.messages import Send
 
 log = logging.getLogger(__name__)
@@ -51,9 +51,16 @@ class _OutOfBudget(Exception):  # noqa: N818 - a signal, not an error
     hold another one."""
 
 
+class _Superseded(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by the progress callback when the count was registered again since the sub-job
+    was sent (``--fresh``): nothing of the sweep is stored, it is not sent on."""
+
+
 class _Reporter:
     """The sweeps' progress callback: stores each layer's figures in Redis and stops the
-    sweep (:class:`_OutOfBudget`) when the next layer would not fit the task's budget."""
+    sweep (:class:`_OutOfBudget`) when the next layer would not fit the task's budget, or
+    (:class:`_Superseded`) when the count is no longer the generation the sub-job was sent
+    for."""
 
     def __init__(
         self, r: Any, count_id: str, sj: DpSubJob, deadline: float | None, worker: str | None
@@ -84,7 +91,13 @@ class _Reporter:
             worker=self.worker,
             at=round(time.time(), 3),
         )
-        retrying(lambda: count_store.save_dp_progress(self.r, self.count_id, self.sj.key, record))
+        stored = retrying(
+            lambda: count_store.save_dp_progress(
+                self.r, self.count_id, self.sj.key, record, self.sj.fence
+            )
+        )
+        if not stored:
+            raise _Superseded
         if self.deadline is None or stat.step + 1 >= n_steps:
             return
         if time.monotonic() + LAYER_GROWTH * stat.seconds > self.deadline:
@@ -113,6 +126,8 @@ def run_dp_subjob(
     ------
     _OutOfBudget
         When it stopped after a layer to go on in another task.
+    _Superseded
+        When it stopped after a layer because the count was registered again since.
     ArithmeticError, MemoryError, InvalidJobError
         From the sweep.
     KnightsTourError
@@ -175,14 +190,59 @@ def _run_claimed(
             tally["continued"] += 1
             log.info("count %s: %s goes on in another task", led.id, sj.key)
             continue
+        except _Superseded:
+            _drop_superseded(held, sj, tally)
+            continue
         except (ArithmeticError, MemoryError, KnightsTourError) as exc:
             store_error(held, sj.key, worker, f"{type(exc).__name__}: {exc}", tally)
             continue
-        count_store.save_partial(
-            r, led.id, sj.key, count, trans, secs, worker, ledger=led, extra=result
-        )
+        if not count_store.save_partial(
+            r,
+            led.id,
+            sj.key,
+            count,
+            trans,
+            secs,
+            worker,
+            ledger=led,
+            extra=result,
+            generation=sj.fence,
+        ):
+            _drop_superseded(held, sj, tally)
+            continue
         tally["ran"] += 1
         held.done(sj.key)
+
+
+def _drop_superseded(held: ChunkClaim, sj: DpSubJob, tally: Counter[str]) -> None:
+    """Give up ``sj``, sent before its count was registered again (``--fresh``): its claim
+    released, nothing stored, not sent on."""
+    held.release([sj.key])
+    held.done(sj.key)
+    tally["superseded"] += 1
+    log.info("count %s registered again: %s of an earlier run dropped", held.led.id, sj.key)
+
+
+def _current(count_id: str, subjob_dicts: Any) -> tuple[list[Any], int]:
+    """``(the sub-job dicts of the count's present generation, how many were not)``: a dict
+    whose ``generation`` is another than the count's was sent before the count was
+    registered again (``--fresh``) and is not claimed; anything else goes on to be parsed.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    r = redis_client()
+    raw = subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]
+    kept = [
+        d
+        for d in raw
+        if not isinstance(d, dict)
+        or not isinstance(d.get("generation"), str)
+        or retrying(functools.partial(count_store.is_current, r, count_id, d["generation"]))
+    ]
+    return kept, len(raw) - len(kept)
 
 
 def run_dp_chunk(
@@ -197,11 +257,15 @@ def run_dp_chunk(
     stays at its checkpoint for the next run), and at the soft time limit the sub-jobs not run
     are handed back; without, each runs to its end.
 
+    A sub-job sent before the count was registered again (``--fresh``: another
+    ``generation``) is not claimed, or, if the count was registered again while it ran,
+    stores nothing and is not sent on (``superseded``).
+
     Returns
     -------
     dict
-        ``count_id``, ``ran``, ``continued``, ``stopped``, ``skipped``, ``errors``, ``handed_back``,
-        ``worker``.
+        ``count_id``, ``ran``, ``continued``, ``stopped``, ``superseded``, ``skipped``,
+        ``errors``, ``handed_back``, ``worker``.
 
     Raises
     ------
@@ -209,12 +273,14 @@ def run_dp_chunk(
         If Redis is unreachable.
     """
     run = functools.partial(_run_claimed, send=send)
-    held, tally = run_claimed_subjobs(count_id, subjob_dicts, DpSubJob.from_dict, worker, send, run)
+    current, superseded = _current(count_id, subjob_dicts)
+    held, tally = run_claimed_subjobs(count_id, current, DpSubJob.from_dict, worker, send, run)
     return {
         "count_id": count_id,
         "ran": tally["ran"],
         "continued": tally["continued"],
         "stopped": tally["stopped"],
+        "superseded": superseded + tally["superseded"],
         "skipped": held.skipped,
         "errors": tally["errors"],
         "handed_back": tally["handed_back"],

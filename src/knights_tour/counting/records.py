@@ -70,7 +70,10 @@ class DpSubJob(msgspec.Struct, frozen=True, kw_only=True):
     (``role`` ``"trunk"``, trunk ``group`` of :func:`dp_plan`) or the tail of one searched
     class (``role`` ``"tail"``: the class of ``square``, which waits for its trunk's layer
     ``after``), of the count of the ``rows`` x ``cols`` board (``start``'s class only when
-    given); ``memory_bytes`` bounds one layer's table. ``key`` names it within the count.
+    given); ``memory_bytes`` bounds one layer's table. ``key`` names it within the count;
+    ``generation`` the registration of the count it was sent for
+    (:func:`knights_tour.counting.store.count_generation`; unset: not checked): a worker
+    stores nothing of a sub-job of an earlier one (a task left from before ``--fresh``).
     Encoded (field order as declared) it is the JSON object the workers read."""
 
     kind: str = DP_KIND
@@ -83,6 +86,7 @@ class DpSubJob(msgspec.Struct, frozen=True, kw_only=True):
     square: tuple[int, int] | None = None
     after: int = -1
     memory_bytes: int
+    generation: str | UnsetType = UNSET
 
     @classmethod
     def of(
@@ -116,6 +120,11 @@ class DpSubJob(msgspec.Struct, frozen=True, kw_only=True):
     def board(self) -> Board:
         return Board(self.rows, self.cols)
 
+    @property
+    def fence(self) -> str:
+        """The generation a result of this sub-job is checked against ("": none)."""
+        return "" if self.generation is UNSET else self.generation
+
     def to_dict(self) -> dict[str, object]:
         """The JSON object of the sub-job (read back by :meth:`from_dict`)."""
         return msgspec.to_builtins(self)
@@ -138,16 +147,19 @@ class DpSubJob(msgspec.Struct, frozen=True, kw_only=True):
             after = int(raw.get("after", -1))
             memory = int(raw["memory_bytes"])
             key = raw["key"]
+            generation = raw.get("generation", UNSET)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidJobError(f"malformed DP sub-job: {exc!r}") from None
         if role not in ("trunk", "tail") or memory < 1 or not isinstance(key, str):
             raise InvalidJobError("malformed DP sub-job: role, memory_bytes or key")
+        if generation is not UNSET and not isinstance(generation, str):
+            raise InvalidJobError("malformed DP sub-job: generation is not a string")
         if (role == "tail") != (square is not None):
             raise InvalidJobError("malformed DP sub-job: a tail names its square, a trunk not")
         made = cls.of(
             board, start, role, group=group, square=square, after=after, memory_bytes=memory
         )
-        return msgspec.structs.replace(made, key=key)  # the key it was sent under
+        return msgspec.structs.replace(made, key=key, generation=generation)  # as it was sent
 
 
 class TrunkFigures(msgspec.Struct, kw_only=True):

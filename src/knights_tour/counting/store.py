@@ -22,6 +22,7 @@ Typical use (what ``ktour count`` does)::
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any, TypedDict, cast
 
@@ -116,6 +117,28 @@ def register_items(
     return meta
 
 
+def count_generation(r: redis.Redis, count_id: str) -> str:
+    """The token of this registration of ``count_id`` (32 hex digits), made the first time
+    the count is asked for since it was registered afresh (new, or deleted by ``--fresh``:
+    :func:`delete_count`) and kept until then. A DP sub-job carries it
+    (:class:`~knights_tour.counting.records.DpSubJob`); :func:`save_partial` and
+    :func:`save_dp_progress` store nothing for one of another generation.
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    pipe = r.pipeline(transaction=True)
+    pipe.hsetnx(keys.count(count_id), _GENERATION, uuid.uuid4().hex)
+    pipe.hget(keys.count(count_id), _GENERATION)
+    return str(pipe.execute()[1])
+
+
+_GENERATION = "generation"
+"""The field of the count's hash holding :func:`count_generation`."""
+
+
 def save_partial(
     r: redis.Redis,
     count_id: str,
@@ -127,8 +150,12 @@ def save_partial(
     error: str | None = None,
     ledger: Ledger | None = None,
     extra: DpResult | None = None,
-) -> None:
-    """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job).
+    generation: str = "",
+) -> bool:
+    """Store one sub-job's partial count (overwriting an earlier entry for the same sub-job);
+    False, with nothing stored, if ``generation`` (a DP sub-job's, empty: not checked) is not
+    the count's (:func:`count_generation`: the sub-job was sent before ``--fresh`` registered
+    the count again, or the count is gone), checked in the same script as the write.
 
     ``error`` (with ``count`` None) records a sub-job that could not be run (a malformed
     message), so waiting stops and the count is reported incomplete instead of hanging. With
@@ -156,37 +183,89 @@ def save_partial(
     if error is not None:
         entry.error = error
     tidy = [ledger.started, ledger.attempts, ledger.requeued] if ledger is not None else []
-    r.eval(
+    stored = r.eval(
         _SAVE_PARTIAL_LUA,
-        2 + len(tidy),
+        3 + len(tidy),
+        keys.count(count_id),
         keys.count_partials(count_id),
         keys.count_subjobs(count_id),
         *tidy,
+        generation,
         subjob_key,
         registry.dumps(msgspec.to_builtins(entry)),
         keys.count_events(count_id),
     )
+    return bool(stored)
 
 
-_SAVE_PARTIAL_LUA = """
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-for i = 3, #KEYS do
-  redis.call('HDEL', KEYS[i], ARGV[1])
+_FENCE_LUA = """
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'generation') ~= ARGV[1] then
+  return 0
 end
-if redis.call('HLEN', KEYS[1]) >= redis.call('HLEN', KEYS[2]) then
-  redis.call('PUBLISH', ARGV[3], 'complete')
+"""
+# KEYS[1]: the count's hash; ARGV[1]: the generation the writer was sent for ('' : any)
+
+_SAVE_PARTIAL_LUA = (
+    _FENCE_LUA
+    + """
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+for i = 4, #KEYS do
+  redis.call('HDEL', KEYS[i], ARGV[2])
+end
+if redis.call('HLEN', KEYS[2]) >= redis.call('HLEN', KEYS[3]) then
+  redis.call('PUBLISH', ARGV[4], 'complete')
 end
 return 1
 """
-# KEYS: partials, subjobs, then (optional) the ledger's started, attempts, requeued hashes;
-# ARGV: sub-job key, entry JSON, events channel (told when the count has an entry for every
-# sub-job)
+)
+# KEYS: the count's hash, partials, subjobs, then (optional) the ledger's started, attempts,
+# requeued hashes; ARGV: generation, sub-job key, entry JSON, events channel (told when the
+# count has an entry for every sub-job)
+
+_SAVE_PROGRESS_LUA = (
+    _FENCE_LUA
+    + """
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 1
+"""
+)
+# KEYS: the count's hash, its DP progress hash; ARGV: generation, sweep key, record JSON
 
 
-def save_dp_progress(r: redis.Redis, count_id: str, sweep_key: str, record: DpProgress) -> None:
+def save_dp_progress(
+    r: redis.Redis, count_id: str, sweep_key: str, record: DpProgress, generation: str = ""
+) -> bool:
     """Store how far the sweep of DP sub-job ``sweep_key`` got (its last layer checkpointed),
-    overwriting the last one."""
-    r.hset(keys.count_dp_progress(count_id), sweep_key, registry.dumps(msgspec.to_builtins(record)))
+    overwriting the last one; False, with nothing stored, for a sweep of another
+    ``generation`` than the count's (as :func:`save_partial`).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    stored = r.eval(
+        _SAVE_PROGRESS_LUA,
+        2,
+        keys.count(count_id),
+        keys.count_dp_progress(count_id),
+        generation,
+        sweep_key,
+        registry.dumps(msgspec.to_builtins(record)),
+    )
+    return bool(stored)
+
+
+def is_current(r: redis.Redis, count_id: str, generation: str) -> bool:
+    """True if a sub-job sent for ``generation`` (empty: not checked) belongs to the count's
+    present registration (:func:`count_generation`).
+
+    Raises
+    ------
+    redis.ConnectionError, redis.TimeoutError
+        If Redis is unreachable.
+    """
+    return not generation or r.hget(keys.count(count_id), _GENERATION) == generation
 
 
 def load_dp_progress(r: redis.Redis, count_id: str) -> dict[str, DpProgress]:
@@ -337,6 +416,8 @@ def delete_count(r: redis.Redis, count_id: str) -> None:
 __all__ = [
     "CountStatus",
     "count_id_for",
+    "count_generation",
+    "is_current",
     "counting_span_s",
     "register_count",
     "register_items",

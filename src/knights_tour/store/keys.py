@@ -31,7 +31,9 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:summary:latest            string       summary JSON of the latest report written
     kt:counts                    sorted set   count_id, scored by creation time (tour counts)
     kt:count:{id}                hash         "meta" -> count meta JSON, "total" -> sub-jobs,
-                                              "report" -> final report JSON
+                                              "report" -> final report JSON, "generation" ->
+                                              token of this registration (a new one after
+                                              --fresh; a DP sub-job of another is not stored)
     kt:count:{id}:subjobs        hash         sub-job key -> sub-job JSON (counting.SubJob)
     kt:count:{id}:partials       hash         sub-job key -> partial count JSON (re-delivery
                                               overwrites with the same number)
@@ -192,7 +194,8 @@ def counts() -> str:
 
 
 def count(count_id: str) -> str:
-    """Hash with the count's ``meta`` JSON, ``total`` (sub-jobs) and final ``report`` JSON."""
+    """Hash with the count's ``meta`` JSON, ``total`` (sub-jobs), final ``report`` JSON and
+    ``generation`` (:func:`knights_tour.counting.store.count_generation`)."""
     return f"{PREFIX}count:{count_id}"
 
 
