@@ -233,16 +233,19 @@ def _current(count_id: str, subjob_dicts: Any) -> tuple[list[Any], int]:
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    r = redis_client()
     raw = subjob_dicts if isinstance(subjob_dicts, list) else [subjob_dicts]
-    kept = [
-        d
-        for d in raw
-        if not isinstance(d, dict)
-        or not isinstance(d.get("generation"), str)
-        or retrying(functools.partial(count_store.is_current, r, count_id, d["generation"]))
-    ]
+    stamps = [_stamp(d) for d in raw]
+    if not any(stamps):
+        return raw, 0
+    present = retrying(functools.partial(count_store.present_generation, redis_client(), count_id))
+    kept = [d for d, stamp in zip(raw, stamps, strict=True) if not stamp or stamp == present]
     return kept, len(raw) - len(kept)
+
+
+def _stamp(subjob_dict: Any) -> str:
+    """The ``generation`` a sub-job dict was sent for (empty: none, not checked)."""
+    stamp = subjob_dict.get("generation") if isinstance(subjob_dict, dict) else None
+    return stamp if isinstance(stamp, str) else ""
 
 
 def run_dp_chunk(

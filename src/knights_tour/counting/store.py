@@ -256,16 +256,17 @@ def save_dp_progress(
     return bool(stored)
 
 
-def is_current(r: redis.Redis, count_id: str, generation: str) -> bool:
-    """True if a sub-job sent for ``generation`` (empty: not checked) belongs to the count's
-    present registration (:func:`count_generation`).
+def present_generation(r: redis.Redis, count_id: str) -> str | None:
+    """The token of the count's present registration (:func:`count_generation`), None if it
+    has none (the count is gone, or no DP sub-job of it was stamped yet): a sub-job sent for
+    another belongs to an earlier registration.
 
     Raises
     ------
     redis.ConnectionError, redis.TimeoutError
         If Redis is unreachable.
     """
-    return not generation or r.hget(keys.count(count_id), _GENERATION) == generation
+    return cast("str | None", r.hget(keys.count(count_id), _GENERATION))
 
 
 def load_dp_progress(r: redis.Redis, count_id: str) -> dict[str, DpProgress]:
@@ -417,7 +418,7 @@ __all__ = [
     "CountStatus",
     "count_id_for",
     "count_generation",
-    "is_current",
+    "present_generation",
     "counting_span_s",
     "register_count",
     "register_items",
