@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, cast, get_args
+from typing import Any, TypedDict, cast, get_type_hints
 
 from knights_tour.board import Board
 from knights_tour.errors import KnightsTourError, TourFormatError
@@ -112,24 +112,6 @@ class Cell:
         return "\n".join(lines)
 
 
-_Summed = Literal[
-    "starts",
-    "jobs",
-    "found",
-    "no_tour",
-    "unknown",
-    "error",
-    "conflicts",
-    "cpsat_checked",
-    "cpsat_agree",
-    "mismatches",
-    "verifier_fail",
-    "time_total_s",
-]
-_SUMMED: tuple[_Summed, ...] = get_args(_Summed)
-"""The summary numbers that add up over boards, in their order."""
-
-
 class Totals(TypedDict):
     """Summary numbers of records (see :meth:`BoardGroup.summary`), of one board or added up
     over boards by :func:`totals`; times in seconds."""
@@ -150,6 +132,11 @@ class Totals(TypedDict):
     cpsat_time_s: float | None
     time_max_s: float | None
     solvers: list[str]
+
+
+_SUMMED = tuple(key for key, kind in get_type_hints(Totals).items() if kind in (int, float))
+"""The summary numbers that add up over boards: the plain numbers of :class:`Totals`, in
+their order."""
 
 
 class BoardSummary(Totals):
@@ -263,7 +250,8 @@ def totals(groups: list[BoardGroup]) -> Totals:
         for p, n in s["by_proof"].items():
             by_proof[p] = by_proof.get(p, 0) + n
     cp_times = [s["cpsat_time_s"] for s in sums if s["cpsat_time_s"] is not None]
-    out: dict[str, object] = {key: sum(s[key] for s in sums) for key in _SUMMED}
+    numbers = cast("list[Mapping[str, float]]", sums)
+    out: dict[str, object] = {key: sum(s[key] for s in numbers) for key in _SUMMED}
     out["by_proof"] = dict(sorted(by_proof.items()))
     out["cpsat_time_s"] = sum(cp_times) if cp_times else None
     out["time_max_s"] = max((s["time_max_s"] or 0.0 for s in sums), default=None)
