@@ -129,10 +129,17 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> BatchP
     missing = sorted(k for k in job_set if k not in statuses or k not in recorded)
     total = len(job_set)
     lost_jobs = max(0, registry.read_int(keys.batch(batch_id), "total", declared) - total)
-    out = _progress(batch_id, meta, total, total - len(missing), counts, mismatches)
-    out["missing_keys"], out["unrecorded"] = missing[:max_missing], unrecorded
-    out["lost_jobs"], out["complete"] = lost_jobs, out["complete"] and lost_jobs == 0
-    return out
+    return _progress(
+        batch_id,
+        meta,
+        total,
+        total - len(missing),
+        counts,
+        mismatches,
+        missing_keys=missing[:max_missing],
+        unrecorded=unrecorded,
+        lost_jobs=lost_jobs,
+    )
 
 
 def _progress(
@@ -142,9 +149,14 @@ def _progress(
     done: int,
     counts: Mapping[str, int],
     mismatches: int,
+    *,
+    missing_keys: list[str] | None = None,
+    unrecorded: int = 0,
+    lost_jobs: int = 0,
 ) -> BatchProgress:
-    """A batch's progress with ``done`` of its ``total`` jobs recorded and nothing known lost
-    (``missing_keys`` empty; :func:`batch_status` fills in what it found)."""
+    """A batch's progress with ``done`` of its ``total`` jobs recorded; ``missing_keys``,
+    ``unrecorded`` and ``lost_jobs`` as :func:`batch_status` found them (none by default), a
+    batch with lost jobs never ``complete``."""
     return {
         "batch_id": batch_id,
         "total": total,
@@ -152,10 +164,10 @@ def _progress(
         "counts": dict(sorted(counts.items())),
         "mismatches": mismatches,
         "missing": total - done,
-        "missing_keys": [],
-        "unrecorded": 0,
-        "lost_jobs": 0,
-        "complete": done == total,
+        "missing_keys": [] if missing_keys is None else missing_keys,
+        "unrecorded": unrecorded,
+        "lost_jobs": lost_jobs,
+        "complete": done == total and lost_jobs == 0,
         "created": meta.get("created"),
         "params": meta.get("params", {}),
     }
