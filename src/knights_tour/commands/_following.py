@@ -71,7 +71,7 @@ def batch_jobs(job: JobArgs) -> tuple[list[Board], list[Job], Params, int | None
     options = JobOptions(
         solver=job.solver,
         closed=job.closed,
-        verify=None if job.verify == "none" else job.verify,
+        verify=job.verify_backend,
         time_limit_s=job.time_limit,
         exhaustive=job.exhaustive,
         node_limit=job.node_limit,

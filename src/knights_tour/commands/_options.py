@@ -149,6 +149,11 @@ class JobArgs(NamedTuple):
     node_limit: int | None
     chunk_size: int | None
 
+    @property
+    def verify_backend(self) -> str | None:
+        """The ``--verify`` backend, None for ``--verify none``."""
+        return None if self.verify == "none" else self.verify
+
 
 def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by ``run`` and ``submit`` (what each job asks), given to the command

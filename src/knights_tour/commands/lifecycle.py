@@ -94,8 +94,7 @@ def _guard(job: JobArgs, workers: int | None, yes: bool) -> BatchEstimate:
     Returns the estimate."""
     check_solver_name(job.solver)
     k = workers or get_settings().workers
-    verify = None if job.verify == "none" else job.verify
-    est = estimate_batch(parse_sizes(job.sizes), job.solver, verify, job.time_limit)
+    est = estimate_batch(parse_sizes(job.sizes), job.solver, job.verify_backend, job.time_limit)
     confirm_big(describe_batch(est, k), batch_concerns(est, k), yes)
     return est
 
