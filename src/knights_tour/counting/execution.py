@@ -10,13 +10,13 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from knights_tour.counting import store as count_store
 from knights_tour.counting.plan import SubJob
 from knights_tour.settings import get_settings
 from knights_tour.worker import orphans
-from knights_tour.worker.claims import ChunkClaim, redis_client, retrying
+from knights_tour.worker.claims import ChunkClaim, Item, redis_client, retrying
 from knights_tour.worker.lease_keeper import keeper
 from knights_tour.worker.ledger import Ledger
 from knights_tour.worker.messages import Send, invalid_key
@@ -24,19 +24,10 @@ from knights_tour.worker.messages import Send, invalid_key
 log = logging.getLogger(__name__)
 
 
-class CountSubJobLike(Protocol):
-    """What the claim machinery needs of a count's sub-job (enumeration or DP)."""
-
-    @property
-    def key(self) -> str: ...
-
-    def to_dict(self) -> dict[str, object]: ...
+SubJobT = TypeVar("SubJobT", bound=Item)
 
 
-SubJobT = TypeVar("SubJobT", bound=CountSubJobLike)
-
-
-def _subjob_key(sj: CountSubJobLike) -> str:
+def _subjob_key(sj: Item) -> str:
     """The key a sub-job is claimed, leased and stored under."""
     return sj.key
 
@@ -99,11 +90,7 @@ def _stored(held: ChunkClaim, key: str) -> bool:
 
 
 def hand_back_subjobs(
-    held: ChunkClaim,
-    subjobs: Sequence[CountSubJobLike],
-    worker: str | None,
-    send: Send,
-    tally: Counter[str],
+    held: ChunkClaim, subjobs: Sequence[Item], worker: str | None, send: Send, tally: Counter[str]
 ) -> None:
     """After the task's soft time limit (``KT_SOFT_TIME_LIMIT_S``): hand back the sub-jobs not
     counted, as a batch's chunk does for jobs (:mod:`knights_tour.batches.execution`). The one the
@@ -222,7 +209,6 @@ def run_claimed_subjobs(
 
 
 __all__ = [
-    "CountSubJobLike",
     "run_count_chunk",
     "run_claimed_subjobs",
     "hand_back_subjobs",

@@ -260,4 +260,4 @@ class ChunkClaim:
         return len(items)
 
 
-__all__ = ["ChunkClaim", "retrying", "redis_client"]
+__all__ = ["ChunkClaim", "Item", "retrying", "redis_client"]
