@@ -57,8 +57,10 @@ def send_subjobs(redis_url: str, count_id: str, subjob_dicts: Sequence[object]) 
     returns how many were sent."""
     led = ledger.Ledger.for_count(count_id)
     r = connect(redis_url)
-    ledger.mark_sent(r, led, [_key_of(raw) for raw in subjob_dicts])
-    ledger.activate(r, led)
+    pipe = r.pipeline(transaction=False)
+    ledger.mark_sent(pipe, led, [_key_of(raw) for raw in subjob_dicts])
+    ledger.activate(pipe, led)
+    pipe.execute()
     r.close()
     celery = celery_worker()
     with celery.use_redis(redis_url).producer_or_acquire() as producer:

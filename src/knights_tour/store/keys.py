@@ -40,7 +40,7 @@ Layout (all keys start with :data:`PREFIX`, so the project can share a Redis dat
     kt:count:{id}:started        hash         sub-job key -> token that claimed it (as for jobs)
     kt:count:{id}:attempts       hash         sub-job key -> worker deaths blamed on it
     kt:count:{id}:requeued       hash         sub-job key -> unix time recovery last re-sent it
-    kt:count:{id}:sent           hash         sub-job key -> unix time a client first sent it
+    kt:count:{id}:sent           set          the sub-job keys a client sent
                                               (a DP count holds classes back until their
                                               trunk's layer is kept: recovery re-sends only
                                               what was sent)
@@ -237,7 +237,7 @@ def count_requeued(count_id: str) -> str:
 
 
 def count_sent(count_id: str) -> str:
-    """Hash sub-job key -> unix time a client first sent it (recovery re-sends no sub-job
+    """Set of the sub-job keys a client sent (recovery re-sends no sub-job
     that was never sent: a DP count sends its classes only once their layer is kept)."""
     return f"{PREFIX}count:{count_id}:sent"
 

@@ -8,7 +8,6 @@ have the same lease bookkeeping (started / attempts / requeued hashes, keyed by 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +44,7 @@ class Ledger:
     head : str
         The batch (count) hash, whose ``state`` field says ``cancelled``.
     sent : str or None
-        A count's hash item key -> unix time a client first sent it (:func:`mark_sent`):
+        A count's set of the item keys a client sent (:func:`mark_sent`):
         recovery re-sends no item that was never sent (a DP count holds its classes back
         until their trunk's layer is kept). None for a batch: every job is sent as it is
         submitted.
@@ -106,9 +105,8 @@ def activate(r: redis.Redis, led: Ledger) -> None:
 
 
 def mark_sent(r: redis.Redis, led: Ledger, item_keys: list[str]) -> None:
-    """Note that ``item_keys`` of ``led``'s unit were sent to the workers (the first time is
-    kept), so recovery may re-send them once lost; nothing for a ledger without a ``sent``
-    hash (a batch).
+    """Note that ``item_keys`` of ``led``'s unit were sent to the workers, so recovery may
+    re-send them once lost; nothing for a ledger without a ``sent`` set (a batch).
 
     Raises
     ------
@@ -117,11 +115,7 @@ def mark_sent(r: redis.Redis, led: Ledger, item_keys: list[str]) -> None:
     """
     if led.sent is None or not item_keys:
         return
-    now = f"{time.time():.3f}"
-    pipe = r.pipeline(transaction=False)
-    for k in item_keys:
-        pipe.hsetnx(led.sent, k, now)
-    pipe.execute()
+    r.sadd(led.sent, *item_keys)
 
 
 def deactivate(r: redis.Redis, led: Ledger) -> None:

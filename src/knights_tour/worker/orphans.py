@@ -304,7 +304,7 @@ def find_unclaimed(
     pipe.hkeys(led.started)
     pipe.hgetall(led.requeued)
     if led.sent is not None:
-        pipe.hkeys(led.sent)
+        pipe.smembers(led.sent)
     items, done, started, requeued, *sent = pipe.execute()
     skip = {text(k) for k in done} | {text(k) for k in started}
     skip |= {text(k) for k, v in requeued.items() if now - float(text(v)) <= grace}
