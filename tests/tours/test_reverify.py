@@ -96,6 +96,26 @@ def test_walks_of_every_length_give_their_squares_text_and_moves():
         assert bytes(codes[c_at[i] : c_end[i]]) == move_codes(tour).tobytes()
 
 
+def test_a_new_buffer_has_room_for_a_larger_page():
+    # a batch's pages grow with its boards: a buffer sized to the page exactly would be
+    # dropped, and a new one faulted in, for nearly every page
+    tours = [_walk((40, 40), 300) for _ in range(4)]
+
+    def page(count: int, out: np.ndarray | None = None) -> np.ndarray:
+        return render_moves(
+            [encode_moves(t) for t in tours[:count]],
+            [100] * count,
+            [100] * count,
+            [tuple(t[0]) for t in tours[:count]],
+            [False] * count,
+            [False] * count,
+            out,
+        )[0]
+
+    first = page(3)
+    assert page(4, first) is first
+
+
 def test_a_page_gives_the_records_json_byte_for_byte(solved):
     walks = [  # the table paths (sides up to 100 and above), digit by digit, and squares
         _unknown(_walk((50, 60), 400) + 200, 400, 400),

@@ -317,7 +317,8 @@ def render_moves(
         Whether a closed tour was asked for; whether to check the tour.
     out : uint8 array, optional
         Where to write the text, if it is large enough (a buffer already written to is
-        mapped: writing into it again costs no page faults); else a new one.
+        mapped: writing into it again costs no page faults); else a new one, of the next power
+        of two bytes, so that later, larger pages fit in it too.
     write : bool
         False: each tour's moves (a byte each, an index into
         :data:`knights_tour.tours.stored.KNIGHT_MOVES`) instead of its text.
@@ -339,7 +340,9 @@ def render_moves(
     data, starts, need = _layout(payloads, write)
     out_at = np.zeros(count, dtype=np.int64)
     if out is None or len(out) < need:
-        out = np.empty(need, dtype=np.uint8)
+        # room to grow: a batch's pages grow with its boards, and every new buffer's pages are
+        # faulted in (and zeroed by the kernel) on first write
+        out = np.empty(1 << (need - 1).bit_length(), dtype=np.uint8)
     out_end = np.zeros(count, dtype=np.int64)
     ok = np.zeros(count, dtype=np.bool_)
     start = np.asarray(start, dtype=np.int64).reshape(-1, 2)
