@@ -125,7 +125,7 @@ def _enc_hook(obj: Any) -> Any:
 
 def _ext_hook(code: int, data: memoryview) -> Any:
     if code == _EXT_MOVES:  # decoded with the rest of its page (_decode_pending)
-        return np.frombuffer(data, dtype=np.uint8).copy()
+        return np.array(data)  # a copy (``data`` is the stored value's memory), uint8
     if code == _EXT_SQUARES:
         return np.frombuffer(data, dtype="<i4").reshape(-1, 2).astype(np.int32)
     raise ValueError(f"unknown stored extension {code}")
