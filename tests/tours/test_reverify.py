@@ -116,6 +116,18 @@ def test_a_new_buffer_has_room_for_a_larger_page():
     assert page(4, first) is first
 
 
+def test_a_moves_page_reuses_a_written_page_buffer(solved):
+    values = [encode_record(r) for r in solved]
+    first = moves_page(values)
+    again = moves_page(values, first.buffer)
+    assert first.buffer is not None and again.buffer is first.buffer
+    assert again.offsets.tolist() == first.offsets.tolist()
+    found = [r for r in decode_many(values) if r.tour is not None]
+    assert [
+        bytes(again.moves[a:b]) for a, b in zip(again.offsets[:-1], again.offsets[1:]) if b > a
+    ] == [move_codes(r.tour).tobytes() for r in found]
+
+
 def test_a_page_gives_the_records_json_byte_for_byte(solved):
     walks = [  # the table paths (sides up to 100 and above), digit by digit, and squares
         _unknown(_walk((50, 60), 400) + 200, 400, 400),

@@ -77,11 +77,7 @@ def write_json_pages(
     def render(i: int) -> JsonPage:
         part = names[i : i + page]
         values = fetch(r, batch_id, part)
-        try:
-            buffer = free.popleft()
-        except IndexError:
-            buffer = None
-        return _page(jsonl_page, batch_id, part, values, buffer)
+        return _page(jsonl_page, batch_id, part, values, _reused(free))
 
     for done in _ahead(render, range(0, len(names), page)):
         write(done)
@@ -151,7 +147,8 @@ def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesP
     (:func:`knights_tour.tours.pages.moves_page`: each ``found`` tour checked again;
     made ahead on several threads), each page's records counted in ``tally`` as it is handed
     on: what a Parquet file of the batch is written from
-    (:func:`knights_tour.output.parquet.write_pages`).
+    (:func:`knights_tour.output.parquet.write_pages`). A page's moves are overwritten once the
+    next page is asked for: the consumer must be done with them by then.
 
     Raises
     ------
@@ -163,14 +160,27 @@ def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesP
     get_batch_meta(r, batch_id)
     names = record_keys(r, batch_id)
 
+    free: deque[np.ndarray] = deque()
+
     def render(i: int) -> MovesPage:
         part = names[i : i + PAGE]
-        return _page(moves_page, batch_id, part, fetch(r, batch_id, part))
+        values = fetch(r, batch_id, part)
+        return _page(moves_page, batch_id, part, values, _reused(free))
 
     for page in _ahead(render, range(0, len(names), PAGE)):
         for rec in page.records:
             tally.add(rec)
         yield page
+        if page.buffer is not None:
+            free.append(page.buffer)
+
+
+def _reused(free: deque[np.ndarray]) -> np.ndarray | None:
+    """A buffer of a page already written, if there is one."""
+    try:
+        return free.popleft()
+    except IndexError:
+        return None
 
 
 class RecordStream:

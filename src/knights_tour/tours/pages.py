@@ -205,6 +205,9 @@ class MovesPage(NamedTuple):
     squares: dict[int, Tour]
     """The tours that are not a chain of knight moves from ``start``, by position in
     :attr:`records`."""
+    buffer: np.ndarray | None = None
+    """Where :attr:`moves` is (None: a page made the plain way): to be passed to the next
+    :func:`moves_page` call once the page is written, as :attr:`JsonPage.buffer` is."""
 
     @classmethod
     def of(cls, records: list[Record], tours: list[np.ndarray | None]) -> MovesPage:
@@ -230,11 +233,12 @@ class MovesPage(NamedTuple):
         return cls(records, moves, offsets, present, squares)
 
 
-def moves_page(values: Sequence[bytes | str | None]) -> MovesPage:
+def moves_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None = None) -> MovesPage:
     """A page of stored values (None: skipped) as records and their tours' moves, each
     ``found`` tour checked again (:func:`reverified`; by the compiled walk of
     :func:`knights_tour.tours.tour_text.render_moves`, which reads the moves out), a tour
-    stored as moves never made into squares.
+    stored as moves never made into squares. ``buffer``: a :attr:`MovesPage.buffer` whose
+    page is written, reused for this page's moves.
 
     Raises
     ------
@@ -242,7 +246,7 @@ def moves_page(values: Sequence[bytes | str | None]) -> MovesPage:
         As :func:`~knights_tour.tours.stored.decode_stored`.
     """
     out: list[Any] = decode_light(values)
-    moved, (buf, at, end, ok) = _walk(out, None, write=False)
+    moved, (buf, at, end, ok) = _walk(out, buffer, write=False)
     walked = []
     for j, i in enumerate(moved):
         rec = out[i]
@@ -265,7 +269,7 @@ def moves_page(values: Sequence[bytes | str | None]) -> MovesPage:
             rec = reverified(_full_record(rec))
         rec.tour = None
         records.append(rec)
-    return MovesPage(records, buf[: offsets[-1]], offsets, present, {})
+    return MovesPage(records, buf[: offsets[-1]], offsets, present, {}, buf)
 
 
 def _walk_loaded() -> bool:
