@@ -8,6 +8,7 @@ checked against the package (the Celery app module they name must import).
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = yaml.safe_load((Path(__file__).parent / "data" / "compose-spec.json").read_text())
+SCHEMA = json.loads((Path(__file__).parent / "data" / "compose-spec.json").read_text())
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
