@@ -355,7 +355,10 @@ def _group(item: pytest.Item) -> str | None:
 def _order_for_workers(items: list[pytest.Item]) -> None:
     """Sort ``items`` by :data:`LONGEST_FIRST` (stable: every worker computes the same order,
     as xdist requires), the tests of a group (:func:`_group`) together, where the earliest of
-    them goes; write each grouped test's group to the file named by :data:`_GROUPS_FILE`."""
+    them goes, and within a marker the groups before the tests that run one by one: a group
+    runs whole on one worker, so one handed out late would end the run with the other workers
+    idle, where single tests even out the workers' ends. Write each grouped test's group to the
+    file named by :data:`_GROUPS_FILE`."""
 
     def rank(item: pytest.Item) -> int:
         return next(
@@ -370,7 +373,9 @@ def _order_for_workers(items: list[pytest.Item]) -> None:
         if group is not None:
             groups[item.nodeid] = group
             group_rank[group] = min(group_rank.get(group, len(LONGEST_FIRST)), rank(item))
-    items.sort(key=lambda it: group_rank[groups[it.nodeid]] if it.nodeid in groups else rank(it))
+    items.sort(
+        key=lambda it: (group_rank[groups[it.nodeid]], 0) if it.nodeid in groups else (rank(it), 1)
+    )
     path = os.environ.get(_GROUPS_FILE)
     if path:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
