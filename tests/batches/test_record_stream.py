@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from knights_tour.batches import record_stream
 from knights_tour.batches.client import send_order
 from knights_tour.batches.jobs import error_record, make_batch_jobs, run_job
-from knights_tour.batches.record_stream import RecordStream
+from knights_tour.batches.record_stream import RecordStream, stored_pages
 from knights_tour.batches.saving import save_record
 from knights_tour.batches.store import collect, create_batch
+from knights_tour.batches.verdict import Tally
+from knights_tour.output import parquet
 from knights_tour.output.recordfile import records_to_jsonl
 
 
@@ -70,3 +73,20 @@ def test_a_batch_left_unfinished_leaves_no_file(redis_client, batch_records, tmp
     assert stream.advance() == 30
     stream.discard()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_parquet_pages_written_into_reused_buffers_hold_every_tour(
+    redis_client, batch_records, tmp_path, monkeypatch
+):
+    # pages of three records: many more pages than are made ahead, so that later pages'
+    # moves go into the buffers of pages already written
+    monkeypatch.setattr(record_stream, "PAGE", 3)
+    jobs, records = batch_records
+    bid = create_batch(redis_client, jobs)
+    for rec in records:
+        save_record(redis_client, bid, rec)
+    path = tmp_path / "r.parquet"
+    tally = Tally()
+    parquet.write_pages(path, stored_pages(redis_client, bid, tally))
+    assert tally.records == len(records) > 8 * record_stream.RENDER_THREADS
+    assert records_to_jsonl(parquet.read(path)).encode() == _collected(redis_client, bid)
