@@ -93,6 +93,13 @@ def _graph(board: Board, rows: int, cols: int, to_orig: Callable[[int, int], Squ
     return Graph(rows, cols, square, nbrs, tuple(Board.colour(sq) for sq in square))
 
 
+@lru_cache(maxsize=16)
+def _image_graphs(board: Board) -> tuple[Graph, ...]:
+    """The graph of every image of :func:`_images`, in its order: built once per board for the
+    start classes of a count, which each pick one."""
+    return tuple(_graph(board, rows, cols, to_orig) for rows, cols, to_orig in _images(board))
+
+
 @lru_cache(maxsize=64)
 def image_graph(board: Board, start: Square | None, late: bool = False) -> Graph:
     """The image of ``board`` a count from ``start`` runs on: narrow side across, ``start`` in
@@ -100,8 +107,7 @@ def image_graph(board: Board, start: Square | None, late: bool = False) -> Graph
     row-major order as it can be (a full sweep that meets the fixed end last keeps fewer states
     on most squares); the identity image when there is no start."""
     best: tuple[int, Graph] | None = None
-    for rows, cols, to_orig in _images(board):
-        g = _graph(board, rows, cols, to_orig)
+    for g in _image_graphs(board):
         if start is None:
             return g
         rank = -g.square.index(start) if late else g.square.index(start)
