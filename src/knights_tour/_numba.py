@@ -1,28 +1,53 @@
-"""numba, imported for the engine's kernels: ``from knights_tour._numba import njit``.
+"""numba, for the project's kernels: ``from knights_tour._numba import njit``.
 
-When numba first loads its array-math registry (``numba.np.arraymath``, on the first compile or
-load from its on-disk cache) it probes for BLAS by importing ``scipy.linalg``, if scipy is
-installed: about a quarter of a second in every process that runs the engine, for linear
-algebra the kernels never use (no ``np.dot``, no ``np.linalg``). That registry is loaded here
-with ``scipy.linalg`` hidden, so numba records "no BLAS" and does not import it. A kernel that used
-linear algebra would fail to compile with numba's "scipy ... is required" error, not silently.
-Likewise numba's typing of cffi functions (``numba.core.typing.cffi_utils``) builds a
-``cffi.FFI()`` when cffi is installed, which imports pycparser: it is loaded here with cffi
-hidden (the kernels call no cffi function; one that did would fail to type, not silently).
-Every kernel is compiled with ``nogil=True`` (this module's :func:`njit` sets it unless told
-otherwise): it releases the GIL while it runs, so the
-other threads of its process go on - in a Celery worker, the lease heartbeat thread
-(:mod:`knights_tour.worker.lease_keeper`), without which a layer of the frontier DP or a long
-search would outlast the lease and have its job re-sent to another worker while it still runs.
-Pure: no Celery, no Redis.
+**Compiled on first use.** ``@njit`` (or ``@njit(cache=True, ...)``) makes a :class:`Kernel`:
+importing a kernel module imports neither numba nor anything of it. The first call of a kernel
+of a module imports numba and gives every kernel of that module (and every kernel it names from
+another module) its numba dispatcher, ``numba.njit(**options)(py_func)``, in the module's
+namespace, where the kernels' bodies find each other; the dispatcher loads the machine code from
+numba's on-disk cache or compiles it, as an eagerly decorated kernel would. Importing numba and
+loading a module's kernels cost a fresh process about half a second of CPU, so a process that
+only plans, reads or renders does not pay it.
+
+**Plain Python for small work.** Inside :func:`plain_kernels`, a kernel whose module has not
+been compiled runs its own Python code (``py_func``, the body numba would compile) with the
+interpreter instead: the same search on the same numpy arrays, so the same answer, at a few
+microseconds a step instead of nanoseconds. A caller uses it where the work is small enough that
+the interpreter finishes before numba would have loaded (the engine's first small jobs in a
+fresh worker: :mod:`knights_tour.solvers.warnsdorff_attempts`). A kernel body meant for both
+keeps its integer arithmetic in int64 where numpy's scalar rules would otherwise narrow it (a
+sum of ``int8`` cells is ``int8`` to numpy, ``int64`` to numba).
+
+**Loaded with two optional libraries hidden.** When numba first loads its array-math registry
+(``numba.np.arraymath``, on the first compile or load from its on-disk cache) it probes for BLAS
+by importing ``scipy.linalg``, if scipy is installed: about a quarter of a second in every
+process that runs a kernel, for linear algebra the kernels never use (no ``np.dot``, no
+``np.linalg``). That registry is loaded with ``scipy.linalg`` hidden, so numba records "no BLAS"
+and does not import it. A kernel that used linear algebra would fail to compile with numba's
+"scipy ... is required" error, not silently. Likewise numba's typing of cffi functions
+(``numba.core.typing.cffi_utils``) builds a ``cffi.FFI()`` when cffi is installed, which imports
+pycparser: it is loaded with cffi hidden (the kernels call no cffi function; one that did would
+fail to type, not silently).
+
+Every kernel is compiled with ``nogil=True`` (:func:`njit` sets it unless told otherwise): it
+releases the GIL while it runs, so the other threads of its process go on - in a Celery worker,
+the lease heartbeat thread (:mod:`knights_tour.worker.lease_keeper`), without which a layer of
+the frontier DP or a long search would outlast the lease and have its job re-sent to another
+worker while it still runs. Pure: no Celery, no Redis.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
-import numba
+_lock = threading.RLock()
+_plain_depth = 0
 
 
 def _load_array_math_without_scipy() -> None:
@@ -51,14 +76,91 @@ def _load_cffi_typing_without_cffi() -> None:
             sys.modules["cffi"] = imported
 
 
+def _numba() -> ModuleType:
+    """numba, with its array-math registry and cffi typing loaded as the module docstring says."""
+    import numba
+
+    _load_array_math_without_scipy()
+    _load_cffi_typing_without_cffi()
+    return numba
+
+
+class Kernel:
+    """A function for numba, compiled when first called outside :func:`plain_kernels` (see the
+    module docstring). ``py_func`` is the Python function; ``dispatcher`` numba's dispatcher,
+    None until its module is compiled."""
+
+    def __init__(self, py_func: Callable[..., Any], options: dict[str, Any]) -> None:
+        self.py_func = py_func
+        self.options = options
+        self.dispatcher: Any = None
+        functools.update_wrapper(self, py_func)
+
+    def __call__(self, *args: Any) -> Any:
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            if _plain_depth:
+                return self.py_func(*args)
+            dispatcher = self.compile()
+        return dispatcher(*args)
+
+    def compile(self) -> Any:
+        """Give this kernel's module its dispatchers (:func:`compile_module`); returns this
+        kernel's."""
+        if self.dispatcher is None:
+            compile_module(sys.modules[self.py_func.__module__])
+        return self.dispatcher
+
+
+def compile_module(module: ModuleType) -> None:
+    """Replace every :class:`Kernel` in ``module``'s namespace (its own and those it imported
+    from other kernel modules) by its numba dispatcher, creating the dispatchers of its own;
+    numba loads or compiles each on its first call. Idempotent."""
+    with _lock:
+        space = vars(module)
+        kernels = {name: obj for name, obj in space.items() if isinstance(obj, Kernel)}
+        if not kernels:
+            return
+        numba = _numba()
+        for obj in kernels.values():
+            if obj.py_func.__module__ == module.__name__ and obj.dispatcher is None:
+                obj.dispatcher = numba.njit(**obj.options)(obj.py_func)
+        for name, obj in kernels.items():
+            space[name] = obj.dispatcher if obj.dispatcher is not None else obj.compile()
+
+
+def is_compiled(module: ModuleType) -> bool:
+    """Whether ``module``'s kernels have their dispatchers (:func:`compile_module`)."""
+    return not any(isinstance(obj, Kernel) for obj in vars(module).values())
+
+
+@contextlib.contextmanager
+def plain_kernels() -> Iterator[None]:
+    """Within this block, a kernel whose module is not compiled runs as plain Python (module
+    docstring); a compiled one runs compiled. Nestable; process-wide, not per thread."""
+    global _plain_depth
+    with _lock:
+        _plain_depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _plain_depth -= 1
+
+
+def runs_plain(kernel: object) -> bool:
+    """Whether a call of ``kernel`` now would run as plain Python: it is a :class:`Kernel` not
+    yet compiled, called inside :func:`plain_kernels`."""
+    return bool(_plain_depth) and isinstance(kernel, Kernel) and kernel.dispatcher is None
+
+
 def njit(*args: Any, **options: Any) -> Any:
     """numba's :func:`numba.njit` (``@njit`` or ``@njit(cache=True, ...)``), with
-    ``nogil=True`` unless ``options`` say otherwise."""
+    ``nogil=True`` unless ``options`` say otherwise, compiled on first use (a :class:`Kernel`)."""
     options.setdefault("nogil", True)
-    return numba.njit(*args, **options)
+    if args and callable(args[0]):
+        return Kernel(args[0], options)
+    return lambda py_func: Kernel(py_func, options)
 
 
-_load_array_math_without_scipy()
-_load_cffi_typing_without_cffi()
-
-__all__ = ["njit"]
+__all__ = ["njit", "Kernel", "compile_module", "is_compiled", "plain_kernels", "runs_plain"]

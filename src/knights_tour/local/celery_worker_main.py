@@ -11,11 +11,12 @@ worker --pool prefork -c CONCURRENCY -n NODE --without-gossip --without-mingle -
 output) and has its own prefork pool, as Celery's prefork pool forks its pool processes from a main
 process that has loaded the tasks.
 
-A fresh interpreter pays about a second of CPU before its first job (Celery, kombu, redis-py, numpy
-and numba's modules, the kernels from numba's cache: ``benchmarks/README.md``, start-up); forked
-from the warmed parent, a node pays only Celery's own set-up. The first node is forked before the
-engine's kernels are loaded (its pool process loads them while the node connects, as a worker
-started by hand does); the parent loads them meanwhile, once, and the other nodes start warm. At
+A fresh interpreter pays about a second of CPU before its first job (Celery, kombu, redis-py, numpy,
+and numba with the kernels from its cache: ``benchmarks/README.md``, start-up); forked from the
+warmed parent, a node pays only Celery's own set-up. The parent does not load numba before it
+forks the first node, whose pool process leaves the engine's kernels to its jobs (its first
+small jobs run them as plain Python: :func:`knights_tour.worker.celery.leave_warm_up_to_jobs`);
+for more nodes the parent loads the kernels meanwhile, once, and the other nodes start warm. At
 most one node per core is starting at a time, so K nodes give their first job as soon as one.
 
 ``python -m knights_tour.local.celery_worker_main --await-config`` is a parent started ahead
@@ -99,10 +100,9 @@ def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
         The worker's exit code (0 after a warm shutdown).
     """
     app_module = celery_worker()
-    # The engine's modules (numpy, numba, the kernels) are imported before the pool forks, so
-    # the pool process has them; it loads the kernels (numba's registries and its on-disk
-    # cache, worker_process_init) while this process connects to the broker, unless they were
-    # loaded before (a node forked from a warmed parent).
+    # The engine's modules (numpy, the kernels' modules; numba only once the kernels are
+    # loaded) are imported before the pool forks, so the pool process has them. Its kernels
+    # were loaded by a warmed parent, or are left to its jobs (leave_warm_up_to_jobs).
     _import_engine()
     worker = app_module.app.Worker(
         hostname=node,
@@ -316,8 +316,11 @@ def run_pool(spec: PoolSpec) -> int:
     _import_engine()
     _preload_worker(app_module)
     starting_at_once = max(1, os.cpu_count() or 1)
+    # The first node's first jobs do not wait for the kernels: a small job runs them as
+    # plain Python, a larger one loads them.
+    app_module.leave_warm_up_to_jobs()
     if not parent.stopping:
-        parent.fork_next()  # its pool process loads the kernels while it connects
+        parent.fork_next()
     if spec.count > 1:
         # Loaded once here meanwhile, the kernels are the other nodes' without a load each.
         app_module.warm_up_engine_in_this_process()

@@ -273,8 +273,9 @@ def cross_check_names() -> list[str]:
 
 def import_warm_up_modules() -> None:
     """Import the module of every registered backend's warm-up without running it (the
-    engine's: numpy, numba and its kernels' modules), so that processes forked after it have
-    them; ``KT_EXTRA_BACKENDS`` included where it loads.
+    engine's: numpy and its kernels' modules; numba is imported when the kernels are loaded),
+    so that processes forked after it have them; ``KT_EXTRA_BACKENDS`` included where it
+    loads.
 
     Raises
     ------

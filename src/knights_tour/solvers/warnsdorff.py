@@ -56,14 +56,17 @@ from typing import Unpack
 
 import numpy as np
 
+from knights_tour._numba import compile_module
 from knights_tour.board import Board, Square
 from knights_tour.solvers import ENGINE, Limits, construct
+from knights_tour.solvers.construct import kernel as construct_kernel
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists, no_tour_proof
 from knights_tour.solvers.warnsdorff_attempts import (
     AttemptPlan,
     KernelSearch,
     attempt_schedule,
+    plain_search,
     run_attempt,
 )
 from knights_tour.tours.record import Proof, Status, TourResult
@@ -214,7 +217,26 @@ def _search(
     node_limit: int | None = None,
 ) -> TourResult:
     """The attempts of one job (module docstring); ``fallback`` is the construction, called
-    once after :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes if the budget allows."""
+    once after :data:`HEURISTIC_NODES_PER_SQUARE` × ``rows*cols`` nodes if the budget allows.
+    A small job in a process that has not loaded the compiled kernels runs them as plain Python
+    (:func:`~knights_tour.solvers.warnsdorff_attempts.plain_search`)."""
+    with plain_search(board):
+        return _attempts(
+            board, start, began, fallback, closed, time_limit_s, exhaustive, node_limit
+        )
+
+
+def _attempts(
+    board: Board,
+    start: Square,
+    began: float,
+    fallback: Callable[[], tuple[np.ndarray, str] | None] | None,
+    closed: bool,
+    time_limit_s: float | None,
+    exhaustive: bool,
+    node_limit: int | None,
+) -> TourResult:
+    """:func:`_search`'s work, in the kernels' mode it has chosen."""
     result = TourResult(rows=board.rows, cols=board.cols, start=start, solver=NAME, closed=closed)
 
     def finish(status: Status, **kw: object) -> TourResult:
@@ -316,6 +338,8 @@ def warm_up() -> float:
     solving small boards; call once at worker start so the first job does not pay for it.
     Returns seconds taken."""
     began = time.perf_counter()
+    compile_module(K)
+    compile_module(construct_kernel)
     solve(Board(5, 5), (0, 0))
     solve(Board(6, 6), (0, 0), closed=True)
     construct.closed_tour(Board(6, 12), (0, 0))

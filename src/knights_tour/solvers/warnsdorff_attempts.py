@@ -16,21 +16,62 @@ and the kernel state it runs on (:mod:`knights_tour.solvers.warnsdorff` strings 
   kernel (:mod:`knights_tour.solvers.engine.kernel`), allocated once per job;
   :func:`run_attempt` runs a started attempt in slices of :data:`CHUNK_NODES` nodes, checking
   the wall clock between slices.
+* **Plain Python first.** Loading the compiled kernels (numba and its on-disk cache) costs a
+  fresh process about half a second of CPU, more than the first small jobs of a fresh worker
+  take as plain Python (the kernels' own code run by the interpreter, same search, same
+  answers: :func:`knights_tour._numba.plain_kernels`). :func:`plain_search` lets a job on a board
+  of at most :data:`PLAIN_MAX_SQUARES` squares run so while the kernels are not loaded, until
+  the process has searched :data:`PLAIN_NODES` nodes that way; then :func:`run_attempt` loads
+  them and the search goes on compiled from where it stands.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
 import numpy as np
 
+from knights_tour._numba import compile_module, is_compiled, plain_kernels, runs_plain
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists
 
 CHUNK_NODES = 1 << 20
 """Nodes per kernel call between wall-clock checks (roughly 10-50 ms)."""
+
+PLAIN_NODES = 5_000
+"""Nodes a process may search as plain Python (:func:`plain_search`) before it loads the
+compiled kernels: at tens of microseconds a node, about the CPU that loading them costs."""
+
+PLAIN_MAX_SQUARES = 144
+"""Largest board (squares) searched as plain Python: a board's set-up and each attempt's start
+are loops over its squares."""
+
+PLAIN_CHUNK_NODES = 1_000
+"""Nodes per kernel call as plain Python, so the process's :data:`PLAIN_NODES` are counted
+closely."""
+
+_plain_nodes_left = PLAIN_NODES
+
+
+def plain_search(board: Board) -> contextlib.AbstractContextManager[None]:
+    """A context in which a job on ``board`` runs the kernels as plain Python while they are not
+    compiled (module docstring), if the board is small enough and the process has
+    :data:`PLAIN_NODES` left; else a context that changes nothing."""
+    if board.n_squares <= PLAIN_MAX_SQUARES and _plain_nodes_left > 0 and not is_compiled(K):
+        return plain_kernels()
+    return contextlib.nullcontext()
+
+
+def _spent_plain(nodes: int) -> None:
+    """Count ``nodes`` searched as plain Python; load the compiled kernels once the process's
+    :data:`PLAIN_NODES` are spent."""
+    global _plain_nodes_left
+    _plain_nodes_left -= nodes
+    if _plain_nodes_left <= 0:
+        compile_module(K)
 
 
 def _orders() -> list[tuple[int, ...]]:
@@ -222,10 +263,15 @@ def run_attempt(
     while True:
         if deadline is not None and time.perf_counter() >= deadline:
             return -1
-        room = budget - int(engine.st[K.ST_NODES])
+        done = int(engine.st[K.ST_NODES])
+        room = budget - done
         if room <= 0:
             return K.RUNNING
-        status = engine.run(min(room, CHUNK_NODES), closed, tie, order)
+        if runs_plain(K.run_attempt):
+            status = engine.run(min(room, PLAIN_CHUNK_NODES), closed, tie, order)
+            _spent_plain(int(engine.st[K.ST_NODES]) - done)
+        else:
+            status = engine.run(min(room, CHUNK_NODES), closed, tie, order)
         if status != K.RUNNING:
             return status
 

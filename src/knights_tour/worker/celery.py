@@ -397,13 +397,25 @@ def warm_up_engine_in_this_process() -> None:
 
 
 _engine_warm = False
+_warm_up_in_pool = True
+
+
+def leave_warm_up_to_jobs() -> None:
+    """Pool processes forked after this (by a worker started in this process, or forked from
+    it) do not load the engine's kernels when they start: a fresh worker's first small jobs run
+    them as plain Python (:func:`knights_tour.solvers.warnsdorff_attempts.plain_search`), and
+    the first job that needs them loads them. For a worker whose first job must not wait for a
+    whole warm-up (the first local worker of ``ktour run``)."""
+    global _warm_up_in_pool
+    _warm_up_in_pool = False
 
 
 @worker_process_init.connect
 def _warm_up_engine(**_: object) -> None:
     """Load/compile the engine's numba kernels once per pool process (nothing to do if its
-    parent warmed them before the fork)."""
-    warm_up_engine_in_this_process()
+    parent warmed them before the fork, or left them to the jobs)."""
+    if _warm_up_in_pool:
+        warm_up_engine_in_this_process()
 
 
 @worker_process_shutdown.connect

@@ -191,7 +191,7 @@ def _expand(
             far = dr * dr + dc * dc  # (2 * distance from the centre) ** 2
             key += (np.int64(1) << np.int64(48)) - far * 8 + k
         elif tie == TIE_POHL:
-            s = 0
+            s = np.int64(0)  # an int8 sum to numpy's scalars (plain Python), int64 to numba
             for j in range(8):
                 z = q + offs[j]
                 if visited[z] == 0:
