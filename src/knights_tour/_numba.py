@@ -18,6 +18,13 @@ fresh worker: :mod:`knights_tour.solvers.warnsdorff_attempts`). A kernel body me
 keeps its integer arithmetic in int64 where numpy's scalar rules would otherwise narrow it (a
 sum of ``int8`` cells is ``int8`` to numpy, ``int64`` to numba).
 
+**Loading is off a job's clock.** :func:`compile_module` and a caller's first calls of the
+kernels (which make numba read its cache), wrapped in :func:`loading`, add their seconds to
+:func:`loading_s`; :func:`job_clock` leaves them out, so a job that has to load the kernels
+takes its start time, deadline and elapsed seconds from it and does not spend its time limit on
+the load (:func:`knights_tour.solvers.warnsdorff.warm_up`, run before a job takes its clock, or
+inside it where its plain Python budget runs out).
+
 **Loaded with two optional libraries hidden.** When numba first loads its array-math registry
 (``numba.np.arraymath``, on the first compile or load from its on-disk cache) it probes for BLAS
 by importing ``scipy.linalg``, if scipy is installed: about a quarter of a second in every
@@ -42,12 +49,15 @@ import contextlib
 import functools
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
 _lock = threading.RLock()
 _plain_depth = 0
+_loading_depth = 0
+_loading_s = 0.0
 
 
 def _load_array_math_without_scipy() -> None:
@@ -116,7 +126,7 @@ def compile_module(module: ModuleType) -> None:
     """Replace every :class:`Kernel` in ``module``'s namespace (its own and those it imported
     from other kernel modules) by its numba dispatcher, creating the dispatchers of its own;
     numba loads or compiles each on its first call. Idempotent."""
-    with _lock:
+    with _lock, loading():
         space = vars(module)
         kernels = {name: obj for name, obj in space.items() if isinstance(obj, Kernel)}
         if not kernels:
@@ -127,6 +137,36 @@ def compile_module(module: ModuleType) -> None:
                 obj.dispatcher = numba.njit(**obj.options)(obj.py_func)
         for name, obj in kernels.items():
             space[name] = obj.dispatcher if obj.dispatcher is not None else obj.compile()
+
+
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """Time the block as loading kernels (numba, a module's dispatchers, the first calls that
+    read numba's cache): its seconds are added to :func:`loading_s` and so left off
+    :func:`job_clock`. Nestable (the outermost block is timed); process-wide."""
+    global _loading_depth, _loading_s
+    with _lock:
+        _loading_depth += 1
+        began = time.perf_counter()
+    try:
+        yield
+    finally:
+        with _lock:
+            _loading_depth -= 1
+            if not _loading_depth:
+                _loading_s += time.perf_counter() - began
+
+
+def loading_s() -> float:
+    """Seconds this process has spent in :func:`loading` blocks (nested ones counted once)."""
+    return _loading_s
+
+
+def job_clock() -> float:
+    """The clock of a job's budget, deadline and elapsed seconds: :func:`time.perf_counter`
+    less :func:`loading_s`, so a job that loads the kernels does not spend its time limit on
+    it. Process-wide: a load in one thread stops the clock of a job in another too."""
+    return time.perf_counter() - _loading_s
 
 
 def is_compiled(module: ModuleType) -> bool:
@@ -163,4 +203,14 @@ def njit(*args: Any, **options: Any) -> Any:
     return lambda py_func: Kernel(py_func, options)
 
 
-__all__ = ["njit", "Kernel", "compile_module", "is_compiled", "plain_kernels", "runs_plain"]
+__all__ = [
+    "njit",
+    "Kernel",
+    "compile_module",
+    "is_compiled",
+    "plain_kernels",
+    "runs_plain",
+    "loading",
+    "loading_s",
+    "job_clock",
+]

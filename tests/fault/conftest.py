@@ -14,6 +14,7 @@ from _faultkit import LEASE_S, WorkerPool
 from knights_tour.batches.jobs import make_batch_jobs, run_job
 from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.settings import get_settings
+from knights_tour.solvers import warm_up_backends
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,7 +23,10 @@ def _engine_loaded() -> None:
     or compiled into it) before the tier's first test: the tests that run a task in this
     process (test_leases.py) count on its commands or race a lease, and the first solve of a
     process, seconds on a busy machine, must not fall inside that window. A serial run has
-    loaded it in the tests before this tier; a parallel run starts with this tier."""
+    loaded it in the tests before this tier; a parallel run starts with this tier. The engine's
+    warm-up loads the kernels (small jobs alone would run them as plain Python and load
+    nothing); the two jobs then load the rest of a job's path."""
+    warm_up_backends()
     for size in (5, 6):
         run_job(make_batch_jobs([size])[0])
 

@@ -22,18 +22,26 @@ and the kernel state it runs on (:mod:`knights_tour.solvers.warnsdorff` strings 
   answers: :func:`knights_tour._numba.plain_kernels`). :func:`plain_search` lets a job on a board
   of at most :data:`PLAIN_MAX_SQUARES` squares run so while the kernels are not loaded, until
   the process has searched :data:`PLAIN_NODES` nodes that way; then :func:`run_attempt` loads
-  them and the search goes on compiled from where it stands.
+  them (:func:`load_search_kernels`) and the search goes on compiled from where it stands.
+  Loading is timed (:func:`knights_tour._numba.loading`) and left off the job's clock
+  (:func:`knights_tour._numba.job_clock`): a job does not spend its time limit on it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
 import numpy as np
 
-from knights_tour._numba import compile_module, is_compiled, plain_kernels, runs_plain
+from knights_tour._numba import (
+    compile_module,
+    is_compiled,
+    job_clock,
+    loading,
+    plain_kernels,
+    runs_plain,
+)
 from knights_tour.board import KNIGHT_OFFSETS, Board, Square
 from knights_tour.solvers.engine import kernel as K
 from knights_tour.solvers.theory import closed_tour_exists
@@ -54,15 +62,43 @@ PLAIN_CHUNK_NODES = 1_000
 closely."""
 
 _plain_nodes_left = PLAIN_NODES
+_search_kernels_loaded = False
+
+
+def runs_as_plain_python(board: Board) -> bool:
+    """Whether a job on ``board`` starting now would run the kernels as plain Python: the
+    board has at most :data:`PLAIN_MAX_SQUARES` squares, the process has :data:`PLAIN_NODES`
+    left and has not compiled the kernels."""
+    return board.n_squares <= PLAIN_MAX_SQUARES and _plain_nodes_left > 0 and not is_compiled(K)
 
 
 def plain_search(board: Board) -> contextlib.AbstractContextManager[None]:
     """A context in which a job on ``board`` runs the kernels as plain Python while they are not
-    compiled (module docstring), if the board is small enough and the process has
-    :data:`PLAIN_NODES` left; else a context that changes nothing."""
-    if board.n_squares <= PLAIN_MAX_SQUARES and _plain_nodes_left > 0 and not is_compiled(K):
-        return plain_kernels()
-    return contextlib.nullcontext()
+    compiled (module docstring), if :func:`runs_as_plain_python`; else a context that changes
+    nothing."""
+    return plain_kernels() if runs_as_plain_python(board) else contextlib.nullcontext()
+
+
+def search_kernels_loaded() -> bool:
+    """Whether this process has loaded the search kernels (:func:`load_search_kernels`)."""
+    return _search_kernels_loaded
+
+
+def load_search_kernels() -> None:
+    """Load the compiled search kernels in this process, timed as loading
+    (:func:`knights_tour._numba.loading`): compile the kernel module and run one short attempt
+    on 5x5, whose first calls make numba read each kernel from its on-disk cache (or compile
+    it). Idempotent."""
+    global _search_kernels_loaded
+    if _search_kernels_loaded:
+        return
+    with loading():
+        compile_module(K)
+        engine = KernelSearch(Board(5, 5))
+        engine.start((0, 0), False, K.TIE_ROTH, 0, 1)
+        engine.run(2 * engine.n_sq, False, K.TIE_ROTH, 0)
+        engine.tour_array()
+    _search_kernels_loaded = True
 
 
 def _spent_plain(nodes: int) -> None:
@@ -71,7 +107,7 @@ def _spent_plain(nodes: int) -> None:
     global _plain_nodes_left
     _plain_nodes_left -= nodes
     if _plain_nodes_left <= 0:
-        compile_module(K)
+        load_search_kernels()
 
 
 def _orders() -> list[tuple[int, ...]]:
@@ -259,9 +295,10 @@ def run_attempt(
     engine: KernelSearch, budget: int, closed: bool, tie: int, order: int, deadline: float | None
 ) -> int:
     """Run the started attempt in slices of :data:`CHUNK_NODES` until it ends, its ``budget``
-    is spent (``K.RUNNING``) or the deadline passes (``-1``); returns the kernel status."""
+    is spent (``K.RUNNING``) or the deadline passes (``-1``; ``deadline`` on
+    :func:`knights_tour._numba.job_clock`); returns the kernel status."""
     while True:
-        if deadline is not None and time.perf_counter() >= deadline:
+        if deadline is not None and job_clock() >= deadline:
             return -1
         done = int(engine.st[K.ST_NODES])
         room = budget - done
@@ -285,4 +322,8 @@ __all__ = [
     "AttemptPlan",
     "KernelSearch",
     "run_attempt",
+    "runs_as_plain_python",
+    "plain_search",
+    "load_search_kernels",
+    "search_kernels_loaded",
 ]
