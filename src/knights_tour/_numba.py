@@ -20,10 +20,10 @@ sum of ``int8`` cells is ``int8`` to numpy, ``int64`` to numba).
 
 **Loading is off a job's clock.** :func:`compile_module` and a caller's first calls of the
 kernels (which make numba read its cache), wrapped in :func:`loading`, add their seconds to
-:func:`loading_s`; :func:`job_clock` leaves them out, so a job that has to load the kernels
-takes its start time, deadline and elapsed seconds from it and does not spend its time limit on
-the load (:func:`knights_tour.solvers.warnsdorff.warm_up`, run before a job takes its clock, or
-inside it where its plain Python budget runs out).
+the process's loading seconds; :func:`job_clock` leaves them out, so a job that has to load
+the kernels takes its start time, deadline and elapsed seconds from it and does not spend its
+time limit on the load (:func:`knights_tour.solvers.warnsdorff.warm_up`, run before a job
+takes its clock, or inside it where its plain Python budget runs out).
 
 **Loaded with two optional libraries hidden.** When numba first loads its array-math registry
 (``numba.np.arraymath``, on the first compile or load from its on-disk cache) it probes for BLAS
@@ -142,7 +142,7 @@ def compile_module(module: ModuleType) -> None:
 @contextlib.contextmanager
 def loading() -> Iterator[None]:
     """Time the block as loading kernels (numba, a module's dispatchers, the first calls that
-    read numba's cache): its seconds are added to :func:`loading_s` and so left off
+    read numba's cache): its seconds are added to the process's loading seconds and so left off
     :func:`job_clock`. Nestable (the outermost block is timed); process-wide."""
     global _loading_depth, _loading_s
     with _lock:
@@ -157,15 +157,11 @@ def loading() -> Iterator[None]:
                 _loading_s += time.perf_counter() - began
 
 
-def loading_s() -> float:
-    """Seconds this process has spent in :func:`loading` blocks (nested ones counted once)."""
-    return _loading_s
-
-
 def job_clock() -> float:
     """The clock of a job's budget, deadline and elapsed seconds: :func:`time.perf_counter`
-    less :func:`loading_s`, so a job that loads the kernels does not spend its time limit on
-    it. Process-wide: a load in one thread stops the clock of a job in another too."""
+    less the seconds spent in :func:`loading` blocks (nested ones counted once), so a job that
+    loads the kernels does not spend its time limit on it. Process-wide: a load in one thread
+    stops the clock of a job in another too."""
     return time.perf_counter() - _loading_s
 
 
@@ -211,6 +207,5 @@ __all__ = [
     "plain_kernels",
     "runs_plain",
     "loading",
-    "loading_s",
     "job_clock",
 ]

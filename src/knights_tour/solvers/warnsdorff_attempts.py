@@ -79,11 +79,6 @@ def plain_search(board: Board) -> contextlib.AbstractContextManager[None]:
     return plain_kernels() if runs_as_plain_python(board) else contextlib.nullcontext()
 
 
-def search_kernels_loaded() -> bool:
-    """Whether this process has loaded the search kernels (:func:`load_search_kernels`)."""
-    return _search_kernels_loaded
-
-
 def load_search_kernels() -> None:
     """Load the compiled search kernels in this process, timed as loading
     (:func:`knights_tour._numba.loading`): compile the kernel module and run one short attempt
@@ -325,5 +320,4 @@ __all__ = [
     "runs_as_plain_python",
     "plain_search",
     "load_search_kernels",
-    "search_kernels_loaded",
 ]
