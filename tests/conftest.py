@@ -34,6 +34,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import _early
@@ -378,9 +379,10 @@ def _order_for_workers(items: list[pytest.Item]) -> None:
     )
     path = os.environ.get(_GROUPS_FILE)
     if path:
+        waiting = [it.nodeid for it in items if it.get_closest_marker("fault")]
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path))
         with os.fdopen(fd, "w") as f:
-            json.dump(groups, f)
+            json.dump({"groups": groups, "waiting": waiting}, f)
         os.replace(tmp, path)  # every worker writes the same groups
 
 
@@ -388,18 +390,43 @@ def _module_groups(config: pytest.Config, log: object) -> object:
     """The scheduler of a parallel run here: xdist's ``loadgroup``, with the groups of
     :func:`_order_for_workers` (the tests of a group go to one worker, the other tests one by
     one, in the order the workers collected them) instead of xdist's ``xdist_group`` marks,
-    which rename the tests' node ids, a change pytest 9.2 ignores. xdist is imported here, by
-    the controller of a parallel run only."""
+    which rename the tests' node ids, a change pytest 9.2 ignores; and at most all workers but
+    one on the fault tier at a time (:meth:`ModuleGroups._assign_work_unit`). xdist is imported
+    here, by the controller of a parallel run only."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleGroups(LoadScopeScheduling):
         _groups: dict[str, str] | None = None
+        _waiting: frozenset[str] = frozenset()
 
         def _split_scope(self, nodeid: str) -> str:
             if self._groups is None:
                 with open(os.environ[_GROUPS_FILE], encoding="utf-8") as f:
-                    self._groups = json.load(f)
+                    written = json.load(f)
+                self._groups = written["groups"]
+                self._waiting = frozenset(
+                    self._groups.get(nodeid, nodeid) for nodeid in written["waiting"]
+                )
             return self._groups.get(nodeid, nodeid)
+
+        def _waits(self, work: dict[str, dict[str, bool]]) -> bool:
+            return any(
+                scope in self._waiting and not all(done.values()) for scope, done in work.items()
+            )
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """The next unit in order, unless every other worker has fault tests still to
+            run and the next unit is one too: then the first unit that is not. A fault test
+            mostly waits (on a killed worker's lease, a stopped Redis, a fault's timer) and
+            leaves the cores idle; all workers on the fault tier at once made the first part
+            of the run a wait."""
+            others = [work for other, work in self.assigned_work.items() if other is not node]
+            first = next(iter(self.workqueue))
+            if first in self._waiting and others and all(self._waits(work) for work in others):
+                other_kind = next((s for s in self.workqueue if s not in self._waiting), None)
+                if other_kind is not None:
+                    self.workqueue.move_to_end(other_kind, last=False)
+            super()._assign_work_unit(node)
 
     return ModuleGroups(config, log)  # type: ignore[arg-type]
 
