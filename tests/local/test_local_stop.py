@@ -1,12 +1,13 @@
 """How ``ktour run``'s local workers are stopped, and two runs sharing one embedded Redis.
 
 When the block of :func:`open_backend` ends normally and no worker on the Redis holds a task
-message (kombu's unacknowledged-message hash is empty), the workers are killed at once;
-otherwise they get Celery's warm shutdown, so a task they hold (another command's, on a shared
-embedded Redis) finishes. Two ``ktour run`` processes on one data dir share its embedded Redis
-and their workers serve both queues' messages: both must end with every record of their own
-batch, and nothing may outlive them. Real Redis and Celery processes; every wait polls a
-condition with a generous deadline.
+message (kombu's unacknowledged-message hash is empty), or none does any more within a short
+wait (the last task's acknowledgement may land just after the client read its records), the
+workers are killed at once; otherwise they get Celery's warm shutdown, so a task they hold
+(another command's, on a shared embedded Redis) finishes. Two ``ktour run`` processes on one
+data dir share its embedded Redis and their workers serve both queues' messages: both must end
+with every record of their own batch, and nothing may outlive them. Real Redis and Celery
+processes; every wait polls a condition with a generous deadline.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
 import pytest
+import redis
 from _cli import KTOUR, ktour_env
 from _polling import wait_for
 
@@ -27,6 +30,7 @@ from knights_tour.errors import KnightsTourError
 from knights_tour.local.backend import open_backend
 from knights_tour.local.embedded_redis import EmbeddedRedis
 from knights_tour.local.launching import STATE_FILE
+from knights_tour.store.connection import connect
 from knights_tour.worker.celery import UNACKED_KEY
 
 DEADLINE_S = 180.0  # a busy 2-core machine
@@ -56,6 +60,46 @@ def test_workers_holding_a_message_get_a_warm_shutdown(data_dir: Path) -> None:
     assert procs and all(p.returncode == 0 for p in procs)  # Celery's warm shutdown exit code
     log = "".join(path.read_text(errors="replace") for path in (data_dir / "logs").glob("*.log"))
     assert "Warm shutdown" in log
+
+
+def _hlen_calls(client: redis.Redis) -> int:
+    """HLEN commands the server has run so far (how the stop asks what the workers hold)."""
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_hlen", {}).get("calls", 0))
+
+
+def test_workers_whose_last_message_is_acknowledged_while_stopping_are_killed(
+    data_dir: Path,
+) -> None:
+    """A message still held when the block ends, acknowledged once the stop has seen it held:
+    the stop waits for the acknowledgement instead of giving the workers a warm shutdown."""
+    ending = threading.Event()
+    acked: list[int] = []
+    with open_backend(None, 1, notify=lambda m: None) as backend:
+        local = backend.workers
+        assert local is not None
+        local.ready_timeout_s = DEADLINE_S
+        local.wait_ready()
+        procs = list(local.procs)
+        backend.ack_wait_s = DEADLINE_S
+        backend.client.hset(UNACKED_KEY, "a-delivery-tag", json.dumps([{}, "", "q"]))
+        before = _hlen_calls(backend.client)
+
+        def acknowledge() -> None:
+            ending.wait(DEADLINE_S)
+            watcher = connect(backend.url)
+            try:
+                wait_for(lambda: _hlen_calls(watcher) > before, "the stop asked", DEADLINE_S)
+                acked.append(int(watcher.hdel(UNACKED_KEY, "a-delivery-tag")))
+            finally:
+                watcher.close()
+
+        acker = threading.Thread(target=acknowledge, daemon=True)
+        acker.start()
+        ending.set()
+    acker.join(DEADLINE_S)
+    assert acked == [1]
+    assert procs and all(p.returncode == -signal.SIGKILL for p in procs)
 
 
 def _run(tmp_path: Path, name: str, sizes: str) -> tuple[subprocess.Popen[bytes], Path]:

@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,13 @@ from knights_tour.store.connection import connect
 from knights_tour.store.urls import mask_url
 from knights_tour.worker import leases
 from knights_tour.worker.lazy import celery_worker, messages_held
+
+ACK_WAIT_S = 1.0
+"""Seconds the local workers' stop waits at most, when :func:`open_backend`'s block ended
+normally, for the task messages the workers hold to be acknowledged before it kills them. A
+worker acknowledges a task only after the task has stored its records, so a client that has
+just read the last record often finds the message still held for a few milliseconds; without
+the wait, the workers would get Celery's warm shutdown, which takes a second or more."""
 
 NO_WORKERS_WARNING = (
     "warning: no worker answered a ping on this Redis; jobs wait until one starts "
@@ -94,6 +102,10 @@ class Backend:
     """The ``stop`` of the last work stopped by :meth:`stop_work`, run again once the local
     workers are gone."""
 
+    ack_wait_s: float = ACK_WAIT_S
+    """How long the workers' stop waits for the messages they hold to be acknowledged
+    (:data:`ACK_WAIT_S`)."""
+
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     def start_workers(self) -> None:
@@ -129,17 +141,18 @@ class Backend:
     def _stop_workers(self, exc_type: type[BaseException] | None, *_: object) -> None:
         """Stop the local workers when the ``with`` block ends (an ``ExitStack`` exit
         callback): at once (SIGKILL) if it ended normally and no worker on this Redis holds a
-        task message, so none is lost (one fetched in the instant between the check and the
-        kill is recovered like any job lost with its worker: lease expiry, or the waiting
-        client's re-send of never-claimed jobs); otherwise by Celery's warm shutdown, so a
-        task still running - ours after ``--timeout``, or another command's sharing the
-        embedded Redis - finishes or goes back to the queue."""
+        task message, or none does any more within :attr:`ack_wait_s` (the last tasks'
+        acknowledgements may still be on their way), so none is lost (one fetched in the
+        instant between the check and the kill is recovered like any job lost with its worker:
+        lease expiry, or the waiting client's re-send of never-claimed jobs); otherwise by
+        Celery's warm shutdown, so a task still running - ours after ``--timeout``, or another
+        command's sharing the embedded Redis - finishes or goes back to the queue."""
         local = self.workers
         if local is None:
             return
         if exc_type is not None:
             self.hurry = True
-        if not self.hurry and self._nothing_in_flight():
+        if not self.hurry and self._nothing_in_flight(self.ack_wait_s):
             local.kill()
         elif self.hurry:
             # The work was stopped: its running jobs are not worth waiting for (the batch is
@@ -160,11 +173,20 @@ class Backend:
         with contextlib.suppress(redis.RedisError, KnightsTourError):
             stop(self.client)
 
-    def _nothing_in_flight(self) -> bool:
+    def _nothing_in_flight(self, wait_s: float) -> bool:
+        """Whether no worker on this Redis holds a task message, now or at some poll within
+        ``wait_s`` seconds; False if Redis cannot be asked."""
+        deadline = time.monotonic() + wait_s
+        pause = 0.002
         try:
-            return messages_held(self.client) == 0
+            while messages_held(self.client):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(0.05, pause * 2)
         except redis.RedisError:
             return False
+        return True
 
     def check_workers(self, what: str, unit: str) -> Callable[[Mapping[str, Any]], None]:
         """A ``WaitHooks.check`` that raises if every local worker we started has exited
