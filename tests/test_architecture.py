@@ -39,6 +39,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     "with cffi hidden",
     ("local/celery_worker_main.py", "_import_engine"): "the engine's modules, imported by a "
     "worker before its pool forks",
+    ("local/celery_worker_main.py", "_celery_worker_modules"): "Celery's worker modules, "
+    "loaded by the workers' parent once its garbage collector is off",
     ("commands/lifecycle.py", "_following"): "the backend, the batch service and the record "
     "types, imported once `ktour run` has launched its server and workers",
     ("commands/lifecycle.py", "_reach"): "redis-py, only for a Redis URL given: the server is "

@@ -38,6 +38,7 @@ knights_tour.worker.celery worker`` remains the way to start one by hand.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -48,13 +49,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from types import FrameType, ModuleType
-
-# Loaded by the parent for its nodes: Celery's worker, consumer and prefork pool modules.
-import celery.apps.worker  # noqa: F401
-import celery.concurrency.prefork  # noqa: F401
-import celery.worker.components  # noqa: F401
-import celery.worker.consumer  # noqa: F401
-from celery.signals import worker_ready
+from typing import Any
 
 from knights_tour import solvers
 from knights_tour.local.prelaunch import AWAIT_CONFIG, pdeathsig
@@ -77,6 +72,19 @@ A job killed this way is recovered as any job of a killed worker."""
 DEFAULT_STOP_GRACE_S = 30.0
 """Grace after a warm-shutdown signal (SIGTERM, SIGINT, SIGHUP): more than
 :meth:`~knights_tour.local.workers.LocalWorkers.stop` waits before its own SIGKILL."""
+
+
+def _celery_worker_modules() -> Any:
+    """Load Celery's worker, consumer and prefork pool modules (the parent loads them for its
+    nodes, once its collector is off: :func:`main`); returns Celery's ``worker_ready``
+    signal."""
+    import celery.apps.worker  # noqa: F401
+    import celery.concurrency.prefork  # noqa: F401
+    import celery.worker.components  # noqa: F401
+    import celery.worker.consumer  # noqa: F401
+    from celery.signals import worker_ready
+
+    return worker_ready
 
 
 def run_worker(node: str, concurrency: int, queue: str, loglevel: str) -> int:
@@ -219,6 +227,10 @@ class _Parent:
         self.next_node += 1
         sys.stdout.flush()
         sys.stderr.flush()
+        # What the parent loaded is never garbage: out of the collector's sight, it is not
+        # walked again by a node's collections (Celery's prefork pool runs a full one before
+        # it forks each pool process), and its pages stay shared with the nodes.
+        gc.freeze()
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the node process
@@ -230,6 +242,7 @@ class _Parent:
         self.report(f"pid {i} {pid}")
 
     def _become_node(self, i: int, parent: int) -> int:  # pragma: no cover - the node process
+        gc.enable()  # off in the parent while it loads (main)
         try:
             for signum in _FORWARDED:
                 signal.signal(signum, signal.SIG_DFL)
@@ -255,7 +268,7 @@ class _Parent:
                 with contextlib.suppress(OSError):
                     os.write(ready_w, f"{i}\n".encode())
 
-            worker_ready.connect(said_ready, weak=False)
+            _celery_worker_modules().connect(said_ready, weak=False)
             code = run_worker(
                 self.spec.node(i), self.spec.concurrency, self.spec.queue, self.spec.loglevel
             )
@@ -312,6 +325,7 @@ def run_pool(spec: PoolSpec) -> int:
         signal.signal(signum, parent.on_signal)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop (set_wakeup_fd)
     signal.set_wakeup_fd(wake_w)
+    _celery_worker_modules()
     app_module = celery_worker()
     _import_engine()
     _preload_worker(app_module)
@@ -350,6 +364,7 @@ def await_config() -> list[str]:
     error while loading is written to the log once it is known, and ends the process."""
     failed = None
     try:
+        _celery_worker_modules()
         app_module = celery_worker()
         _import_engine()
         _preload_worker(app_module)
@@ -379,7 +394,13 @@ def main(argv: list[str]) -> None:
     ahead: :func:`await_config`), then exit at once with its code. An interpreter that has
     loaded Celery, numpy and numba takes a second or more to finalize (collections over all
     of it) for nothing: the parent holds nothing to flush but its own output, and the client
-    waits for it."""
+    waits for it.
+
+    The parent runs without the garbage collector: what it loads (Celery, numpy, the engine)
+    is kept for good, and collections during the imports would walk it again and again for
+    nothing (:func:`gc.freeze` before each fork, so a node's collections never walk it either;
+    each node turns its own collector back on)."""
+    gc.disable()
     if argv == [AWAIT_CONFIG]:
         argv = await_config()
     code = run_pool(PoolSpec.from_argv(argv))
