@@ -12,6 +12,9 @@ command line loads; one that the command did not take over (bad input, Ctrl-C wh
 no local workers needed) is killed when the command ends. Nothing else has been started while
 the command line loads.
 
+numpy's OpenBLAS gets one thread (:data:`~knights_tour.local.prelaunch.ONE_BLAS_THREAD`)
+unless the environment sets its count: nothing ``ktour`` runs does linear algebra.
+
 Whatever the command's exit code, the process ends with it: a Ctrl-C that the command handled
 (``ktour: interrupted``, 130) must not turn into a death by SIGINT at the interpreter's exit
 (:func:`_forget_handled_interrupt`).
@@ -26,6 +29,7 @@ before.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from knights_tour.local import prelaunch
@@ -45,6 +49,8 @@ def run() -> None:
         Always: the command's exit code, or 130 on a Ctrl-C while loading.
     """
     sys.unraisablehook = _drop_interrupts_in_finalizers
+    for name, value in prelaunch.ONE_BLAS_THREAD.items():
+        os.environ.setdefault(name, value)  # before numpy is first imported
     try:
         try:
             prelaunch.prelaunch(sys.argv[1:])

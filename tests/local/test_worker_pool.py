@@ -6,6 +6,7 @@ processes; every wait polls a condition with a generous deadline."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -34,6 +35,9 @@ def test_k_workers_are_forked_by_one_parent_each_with_its_name_log_and_pool(
         parent = psutil.Process(local.pool.proc.pid)
         nodes = [psutil.Process(pid) for pid in local.pids]
         assert len(nodes) == 3 and all(node.ppid() == parent.pid for node in nodes)
+        # numpy's OpenBLAS with one thread unless this environment says otherwise
+        blas = os.environ.get("OPENBLAS_NUM_THREADS", "1")
+        assert parent.environ().get("OPENBLAS_NUM_THREADS") == blas
         assert all(len(node.children()) == 1 for node in nodes)  # its own pool process
         for i, node in enumerate(nodes, start=1):
             log = logs / f"forked{i}.log"

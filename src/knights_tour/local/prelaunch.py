@@ -39,6 +39,15 @@ AWAIT_CONFIG = "--await-config"
 DEATH_SIGNAL = signal.SIGQUIT
 """What Linux sends the parent when the command dies (as for workers launched ahead)."""
 
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1"}
+"""numpy's OpenBLAS with one thread, unless the environment says otherwise: ``ktour`` and its
+workers do no linear algebra (and K workers already fill the cores), while each extra
+OpenBLAS thread costs every numpy import its start, its buffers and its spinning."""
+
+WORKER_ENV_DEFAULTS = {"PYTHONUNBUFFERED": "1", **ONE_BLAS_THREAD}
+"""Environment of the workers' parent where the caller's does not set these: output written
+as it comes, and :data:`ONE_BLAS_THREAD`."""
+
 
 def pdeathsig(
     sig: int = signal.SIGTERM, parent_pid: int | None = None
@@ -115,8 +124,8 @@ def prelaunch(argv: list[str]) -> None:
         return
     port, password = free_port(), secrets.token_urlsafe(18)
     url = f"redis://:{password}@127.0.0.1:{port}/0"
-    env = dict(os.environ, KT_REDIS_URL=url)
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    env = dict(WORKER_ENV_DEFAULTS)
+    env.update(os.environ, KT_REDIS_URL=url)
     report_r, report_w = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -158,6 +167,8 @@ def dismiss() -> None:
 __all__ = [
     "AWAIT_CONFIG",
     "DEATH_SIGNAL",
+    "ONE_BLAS_THREAD",
+    "WORKER_ENV_DEFAULTS",
     "Prelaunched",
     "dismiss",
     "free_port",

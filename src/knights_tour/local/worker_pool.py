@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knights_tour.local.prelaunch import Prelaunched, pdeathsig
+from knights_tour.local.prelaunch import WORKER_ENV_DEFAULTS, Prelaunched, pdeathsig
 from knights_tour.settings import PRIVATE_FILE_MODE, get_settings, private_dir
 from knights_tour.store import keys
 
@@ -122,10 +122,10 @@ class WorkerSpec:
         Call it from the thread that outlives the workers (``death_signal``). The parent's
         own output goes to the first worker's log."""
         loglevel = self.loglevel or get_settings().log_level
-        env = dict(os.environ)
+        env = dict(WORKER_ENV_DEFAULTS)
+        env.update(os.environ)
         env.update(self.env)
         env["KT_REDIS_URL"] = self.redis_url
-        env.setdefault("PYTHONUNBUFFERED", "1")
         out: Any = subprocess.DEVNULL
         first_log = self._first_log(count)
         if first_log is not None:
