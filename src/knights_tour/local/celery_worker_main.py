@@ -16,7 +16,8 @@ and numba with the kernels from its cache: ``benchmarks/README.md``, start-up); 
 warmed parent, a node pays only Celery's own set-up. The parent does not load numba before it
 forks the first node, whose pool process leaves the engine's kernels to its jobs (its first
 small jobs run them as plain Python: :func:`knights_tour.worker.celery.leave_warm_up_to_jobs`);
-for more nodes the parent loads the kernels meanwhile, once, and the other nodes start warm. At
+for more nodes the parent loads the kernels once the first has said it is ready (at most
+:data:`WARM_UP_WAIT_S` later), and the other nodes start warm. At
 most one node per core is starting at a time, so K nodes give their first job as soon as one.
 
 ``python -m knights_tour.local.celery_worker_main --await-config`` is a parent started ahead
@@ -68,6 +69,12 @@ parent SIGKILLs them with their pool processes (:data:`DEFAULT_STOP_GRACE_S` for
 node's Celery notes a shutdown signal and acts on it in its event loop, so a node still
 connecting to a Redis that is gone (the client's embedded one, stopped) would never act on it.
 A job killed this way is recovered as any job of a killed worker."""
+
+WARM_UP_WAIT_S = 1.0
+"""Seconds the parent of several nodes waits at most, after forking the first, for it to say
+it is ready before the parent loads the kernels for the others: the load does not take the
+CPU from the first node's start (and the client's), which the first job waits for, and a first
+node that cannot connect does not hold the others back for longer."""
 
 DEFAULT_STOP_GRACE_S = 30.0
 """Grace after a warm-shutdown signal (SIGTERM, SIGINT, SIGHUP): more than
@@ -335,18 +342,23 @@ def run_pool(spec: PoolSpec) -> int:
     app_module.leave_warm_up_to_jobs()
     if not parent.stopping:
         parent.fork_next()
-    if spec.count > 1:
-        # Loaded once here meanwhile, the kernels are the other nodes' without a load each.
-        app_module.warm_up_engine_in_this_process()
+    # Loaded once here, the kernels are the other nodes' without a load each.
+    warm_at = time.monotonic() + WARM_UP_WAIT_S if spec.count > 1 else None
     while parent.live or (parent.next_node <= spec.count and not parent.stopping):
+        if warm_at is not None and not parent.stopping:
+            if 1 not in parent.starting or time.monotonic() >= warm_at:
+                app_module.warm_up_engine_in_this_process()
+                warm_at = None
         while (
             not parent.stopping
+            and warm_at is None
             and parent.next_node <= spec.count
             and len(parent.starting) < starting_at_once
         ):
             parent.fork_next()
+        wait_s = 0.5 if warm_at is None else min(0.5, max(0.0, warm_at - time.monotonic()))
         with contextlib.suppress(InterruptedError):
-            select.select([ready_r, wake_r], [], [], 0.5)
+            select.select([ready_r, wake_r], [], [], wait_s)
         with contextlib.suppress(BlockingIOError):
             os.read(wake_r, 4096)
         parent.read_ready()
