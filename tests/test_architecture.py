@@ -55,6 +55,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     "turned into one line",
     ("tours/pages.py", "_walk"): "the compiled walk over stored tours (numba), loaded "
     "when records are first written, not when ktour run starts",
+    ("tours/pages.py", "_lines"): "the same walk, writing a page's whole lines, likewise",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

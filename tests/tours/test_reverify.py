@@ -149,6 +149,31 @@ def test_a_page_gives_the_records_json_byte_for_byte(solved):
     assert b"".join(again.chunks) == _old_lines(values)
 
 
+def test_a_page_of_tours_stored_as_moves_is_written_in_one_pass(solved):
+    # every record in the stored form with its tour as moves, or none: the page is encoded
+    # once and its lines written with their tours in one compiled pass, into one chunk
+    proved = next(r for r in solved if r.status == Status.NO_TOUR)
+    quoted = msgspec.structs.replace(
+        proved, proof_detail='a "quoted", [bracketed] {braced}, back\\slashed \u00e9 \u2192 text'
+    )
+    walks = [  # the table paths (sides up to 100 and above), digit by digit
+        _unknown(_walk((50, 60), 400) + 200, 400, 400),
+        _unknown(_walk((3, 4), 30) + 10, 20, 20),
+        _unknown(_walk((9990, 9990), 50) + 50, 10_100, 10_100),
+        _unknown(_walk((20_000, 5), 50) + 100, 30_000, 300),
+    ]
+    values = [encode_record(r) for r in [*solved, *walks, quoted]]
+    values.insert(3, None)  # a key deleted meanwhile
+    page = jsonl_page(values)
+    assert len(page.chunks) == 1
+    assert b"".join(page.chunks) == _old_lines(values)
+    assert page.sizes == [len(json_bytes(reverified(r))) + 1 for r in decode_many(values)]
+    assert [r.status for r in page.records] == [r.status for r in decode_many(values)]
+    assert all(r.tour is None for r in page.records)
+    again = jsonl_page(values, page.buffer)
+    assert again.buffer is page.buffer and b"".join(again.chunks) == _old_lines(values)
+
+
 def _tampered(found: Record) -> dict[str, Record]:
     tour = found.tour
     swapped = tour.copy()

@@ -22,11 +22,13 @@ import numpy as np
 
 from knights_tour.tours.record import Record, Status, Tour, json_bytes, tour_json
 from knights_tour.tours.stored import (
+    _EXT_MOVES,
     _FIELDS,
     _HEAD,
     _pending,
     decode_light,
     decode_moves,
+    decode_raw_tours,
     move_codes,
 )
 from knights_tour.tours.verify import verify_tour
@@ -108,6 +110,9 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     ValueError
         As :func:`~knights_tour.tours.stored.decode_stored`.
     """
+    lines = _lines(values, buffer)
+    if lines is not None:
+        return lines
     out: list[Any] = decode_light(values)
     moved, (buf, at, end, ok) = _walk(out, buffer, write=True, few_plain=True)
     view = memoryview(buf.data)
@@ -146,6 +151,54 @@ def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
             sizes.append(len(line))
         records.append(rec)
     return JsonPage(records, chunks, sizes, buf)
+
+
+_LINE_KEYS = [(b"," if k else b"{") + _JSON.encode(name) + b":" for k, name in enumerate(_FIELDS)]
+_TOUR_FIELD = _FIELDS.index("tour")
+
+
+def _lines(values: Sequence[bytes | str | None], buffer: np.ndarray | None) -> JsonPage | None:
+    """:func:`jsonl_page` of a page whose records are all in the stored form of this version
+    with their tours as moves or none, in one compiled pass over the page
+    (:func:`knights_tour.tours.tour_text.render_lines`): the page's records encoded once as
+    JSON arrays, each made a line with its fields' names and its tour's text. None for a page
+    :func:`jsonl_page` makes the plain way: another stored form, a ``start_square`` to fill
+    in, a ``found`` record whose tour is missing, stored otherwise or not a tour, or a page
+    rendered the plain way before the walk is loaded (:data:`PLAIN_SQUARES`)."""
+    recs = decode_raw_tours(values)
+    if not recs:
+        return None
+    tours = [rec.tour for rec in recs]
+    rows = [rec.rows for rec in recs]
+    cols = [rec.cols for rec in recs]
+    if not _walk_loaded() and _plain_left[0] >= sum(
+        r * c for r, c, tour in zip(rows, cols, tours) if len(tour) > 1
+    ):
+        return None
+    if any(rec.start_square is None for rec in recs):
+        return None
+    for rec in recs:
+        rec.tour = None
+    from knights_tour.tours.tour_text import render_lines  # noqa: PLC0415 - numba, on first use
+
+    done = render_lines(
+        _JSON.encode(recs),
+        _LINE_KEYS,
+        _TOUR_FIELD,
+        tours,
+        _EXT_MOVES,
+        rows,
+        cols,
+        [rec.start for rec in recs],
+        [rec.closed for rec in recs],
+        [rec.status == Status.FOUND for rec in recs],
+        buffer,
+    )
+    if done is None:
+        return None
+    buf, ends = done
+    sizes = np.diff(ends, prepend=0).tolist()
+    return JsonPage(recs, [memoryview(buf.data)[: int(ends[-1])]], sizes, buf)
 
 
 PLAIN_SQUARES = 100_000

@@ -36,6 +36,7 @@ __all__ = [
     "decode_stored",
     "decode_many",
     "decode_light",
+    "decode_raw_tours",
     "from_legacy",
     "encode_record",
 ]
@@ -151,6 +152,45 @@ def _as_array_record(record: Record) -> Any:
 
 
 _ARRAY_DECODER = msgspec.msgpack.Decoder(_ARRAY_RECORD, ext_hook=_ext_hook, dec_hook=_dec_hook)
+
+
+def _as_stored(self: Any) -> None:
+    """A record decoded with its tour as stored is kept as stored (no ``__post_init__``)."""
+
+
+_RAW_TOUR_RECORD = msgspec.defstruct(
+    "RawTourRecord",
+    [("tour", msgspec.Raw, msgspec.Raw(b"\xc0"))],
+    bases=(Record,),
+    array_like=True,
+    kw_only=True,
+    namespace={"__post_init__": _as_stored},
+)
+_RAW_TOUR_DECODER = msgspec.msgpack.Decoder(_RAW_TOUR_RECORD)
+
+
+def decode_raw_tours(values: Iterable[bytes | str | None]) -> list[Any] | None:
+    """The records of stored values that are not None, each with its tour as its stored
+    MessagePack bytes (a :class:`msgspec.Raw`: nil, or the extension holding its moves or
+    squares), decoded without a Python call per record; None if a value is not in this
+    module's form (a form earlier versions stored: :func:`decode_light` reads it). The other
+    fields are as :func:`decode_light` gives them, except that ``start_square`` is as stored
+    (None stays None). For writers that render the tours from their stored moves
+    (:func:`knights_tour.tours.pages.jsonl_page`).
+
+    Raises
+    ------
+    ValueError
+        If a value of this module's form does not decode as a record.
+    """
+    out: list[Any] = []
+    for stored in values:
+        if stored is None:
+            continue
+        if not isinstance(stored, bytes) or stored[:2] != STORED_PREFIX:
+            return None
+        out.append(_RAW_TOUR_DECODER.decode(memoryview(stored)[2:]))
+    return out
 
 
 def _pending(record: Any) -> bool:

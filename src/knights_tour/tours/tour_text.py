@@ -184,6 +184,62 @@ def _knight_move(dr, dc):
     return (ar == 1 and ac == 2) or (ar == 2 and ac == 1)
 
 
+@njit(cache=True, inline="always")
+def _walk_tour(
+    write, data, b, nr, nc, srow, scol, closed, check, seen, words, size, stamp, out, p, tables
+):
+    """Walk the payload at ``data[b:]``, its moves read eight (three bytes) at a time: its
+    tour's JSON text (with ``write`` False, its moves, a byte each) goes to ``out[p:]``; the
+    tour is checked if ``check``, its squares marked seen with ``stamp`` in ``seen`` (one
+    array per board, made here on first need). Returns the position after what was written,
+    the verdict (checked and a knight's tour of the ``nr`` x ``nc`` board from ``(srow,
+    scol)``, closed if ``closed``) and ``seen``."""
+    texts, lengths, dr, dc = tables
+    r, c, n = _head(data, b)
+    tabled = len(size) > 0
+    wide = nr > 100 or nc > 100  # a text of more than 8 bytes
+    good = check and n + 1 == nr * nc and r == srow and c == scol
+    seen = _seen_for(seen, good, nr * nc)
+    b += _HEAD_BYTES
+    word = np.int64(0)
+    if write:
+        out[p] = 91  # "["
+        p += np.uint64(1)
+    k = 0
+    while True:
+        if 0 <= r < nr and 0 <= c < nc:
+            s = r * nc + c
+            good = _mark(seen, s, stamp, good)
+            if write and tabled:
+                _put_word(out, p, words[s, 0])
+                if wide:
+                    _put_word(out, p + np.uint64(8), words[s, 1])
+                p += size[s]
+            elif write:
+                p = _put_square(out, p, r, c, texts, lengths)
+        else:
+            good = False
+            if write:
+                p = _put_square(out, p, r, c, texts, lengths)
+        if k == n:
+            break
+        j = k & 7
+        if j == 0:
+            word = _eight_moves(data, b, n - k)
+            b += 3
+        code = (word >> (21 - 3 * j)) & 7
+        if not write:
+            out[p] = code
+            p += np.uint64(1)
+        r += dr[code]
+        c += dc[code]
+        k += 1
+    if write:
+        out[p - np.uint64(1)] = 93  # the last "," closes the list
+    # a good tour began on its start square
+    return p, good and (not closed or _knight_move(r - srow, c - scol)), seen
+
+
 @njit(cache=True)
 def _render(
     write,
@@ -204,8 +260,8 @@ def _render(
     dr,
     dc,
 ):
-    """Walk each payload ``data[starts[i]:starts[i+1]]``, its moves read eight (three bytes)
-    at a time: its tour's JSON text (with ``write`` False, its moves, a byte each) goes to
+    """Walk each payload ``data[starts[i]:starts[i+1]]`` (:func:`_walk_tour`): its tour's JSON
+    text (with ``write`` False, its moves, a byte each) goes to
     ``out[out_at[i]:out_end[i]]``, and where ``check[i]`` the walk's verdict to ``ok[i]``; a
     square is marked seen with the tour's number, so one board's tours share one array."""
     seen, words, size = _board_arrays(False, 0, 0, texts, lengths)
@@ -213,84 +269,309 @@ def _render(
     shape = (-1, -1)
     p = np.uint64(0)
     for i in range(len(out_at)):
-        r, c, n = _head(data, starts[i])
         nr = rows[i]
         nc = cols[i]
         if (nr, nc) != shape:
             seen, words, size = _board_arrays(write, nr, nc, texts, lengths)
             stamp = np.uint32(0)
             shape = (nr, nc)
-        tabled = len(size) > 0
-        wide = nr > 100 or nc > 100  # a text of more than 8 bytes
         stamp += np.uint32(1)
-        good = check[i] and n + 1 == nr * nc and r == srow[i] and c == scol[i]
-        seen = _seen_for(seen, good, nr * nc)
-        b = starts[i] + _HEAD_BYTES
-        word = np.int64(0)
         out_at[i] = np.int64(p)
-        if write:
-            out[p] = 91  # "["
-            p += np.uint64(1)
-        k = 0
-        while True:
-            if 0 <= r < nr and 0 <= c < nc:
-                s = r * nc + c
-                good = _mark(seen, s, stamp, good)
-                if write and tabled:
-                    _put_word(out, p, words[s, 0])
-                    if wide:
-                        _put_word(out, p + np.uint64(8), words[s, 1])
-                    p += size[s]
-                elif write:
-                    p = _put_square(out, p, r, c, texts, lengths)
-            else:
-                good = False
-                if write:
-                    p = _put_square(out, p, r, c, texts, lengths)
-            if k == n:
-                break
-            j = k & 7
-            if j == 0:
-                word = _eight_moves(data, b, n - k)
-                b += 3
-            code = (word >> (21 - 3 * j)) & 7
-            if not write:
-                out[p] = code
-                p += np.uint64(1)
-            r += dr[code]
-            c += dc[code]
-            k += 1
-        if write:
-            out[p - np.uint64(1)] = 93  # the last "," closes the list
+        p, ok[i], seen = _walk_tour(
+            write,
+            data,
+            starts[i],
+            nr,
+            nc,
+            srow[i],
+            scol[i],
+            closed[i],
+            check[i],
+            seen,
+            words,
+            size,
+            stamp,
+            out,
+            p,
+            (texts, lengths, dr, dc),
+        )
         out_end[i] = np.int64(p)
-        # a good tour began on its start square
-        ok[i] = good and (not closed[i] or _knight_move(r - srow[i], c - scol[i]))
+
+
+@njit(cache=True, inline="always")
+def _value_end(text, q):
+    """Where the JSON value at ``text[q:]`` ends: the position of the ``,`` or closing bracket
+    after it, at its own depth and outside strings."""
+    depth = 0
+    quoted = False
+    while True:
+        ch = text[q]
+        if quoted:
+            if ch == 92:  # a backslash: the next byte is escaped
+                q += 1
+            elif ch == 34:
+                quoted = False
+        elif ch == 34:  # '"'
+            quoted = True
+        elif ch == 91 or ch == 123:  # "[" "{"
+            depth += 1
+        elif ch == 93 or ch == 125:  # "]" "}"
+            if depth == 0:
+                return q
+            depth -= 1
+        elif ch == 44 and depth == 0:  # ","
+            return q
+        q += 1
+
+
+@njit(cache=True)
+def _render_lines(
+    text,
+    keys,
+    key_at,
+    tour_field,
+    data,
+    pay_at,
+    rows,
+    cols,
+    srow,
+    scol,
+    closed,
+    check,
+    out,
+    line_end,
+    ok,
+    tables,
+):
+    """The JSON Lines text of a page of records: ``text`` is the page's records as JSON arrays
+    of their fields (``[[f0,f1,...],...]``); each becomes an object line, ``keys[key_at[k]:
+    key_at[k+1]]`` before field ``k``, ``}`` and a newline after the last, the tour (``null``
+    in ``text``) written by the walk of the payload at ``data[pay_at[i]:]`` where ``pay_at[i]
+    >= 0`` (:func:`_walk_tour`, with ``tables``; its verdict to ``ok[i]``). Line ``i`` ends
+    at ``line_end[i]``. Returns the bytes written, or -1 if ``text`` is not a list of arrays
+    of ``len(key_at) - 1`` fields each."""
+    texts, lengths = tables[0], tables[1]
+    seen, words, size = _board_arrays(False, 0, 0, texts, lengths)
+    stamp = np.uint32(0)
+    shape = (-1, -1)
+    fields = len(key_at) - 1
+    p = np.uint64(0)
+    q = 1  # past the page's "["
+    for i in range(len(line_end)):
+        if text[q] != 91:
+            return -1
+        q += 1
+        for k in range(fields):
+            for j in range(key_at[k], key_at[k + 1]):
+                out[p] = keys[j]
+                p += np.uint64(1)
+            end = _value_end(text, q)
+            if (text[end] == 93) != (k == fields - 1):
+                return -1
+            if k == tour_field and pay_at[i] >= 0:
+                nr = rows[i]
+                nc = cols[i]
+                if (nr, nc) != shape:
+                    seen, words, size = _board_arrays(True, nr, nc, texts, lengths)
+                    stamp = np.uint32(0)
+                    shape = (nr, nc)
+                stamp += np.uint32(1)
+                p, ok[i], seen = _walk_tour(
+                    True,
+                    data,
+                    pay_at[i],
+                    nr,
+                    nc,
+                    srow[i],
+                    scol[i],
+                    closed[i],
+                    check[i],
+                    seen,
+                    words,
+                    size,
+                    stamp,
+                    out,
+                    p,
+                    tables,
+                )
+            else:
+                for j in range(q, end):
+                    out[p] = text[j]
+                    p += np.uint64(1)
+            q = end + 1
+        out[p] = 125  # "}"
+        out[p + np.uint64(1)] = 10
+        p += np.uint64(2)
+        line_end[i] = np.int64(p)
+        q += 1  # the "," between records, or the page's "]"
+    return np.int64(p)
+
+
+@njit(cache=True)
+def _ext_payloads(raw, raw_at, moves_code):
+    """Where the data of each MessagePack value ``raw[raw_at[i]:raw_at[i+1]]`` begins if it
+    is an extension of type ``moves_code`` (else -1: nil, or -2: anything else), and its
+    length."""
+    count = len(raw_at) - 1
+    at = np.full(count, -1, dtype=np.int64)
+    size = np.zeros(count, dtype=np.int64)
+    for i in range(count):
+        b = raw_at[i]
+        kind = raw[b]
+        if kind == 0xC0 and raw_at[i + 1] == b + 1:
+            continue
+        n = -1
+        h = 0
+        if kind == 0xC7:
+            n = int(raw[b + 1])
+            h = 2
+        elif kind == 0xC8:
+            n = (int(raw[b + 1]) << 8) | int(raw[b + 2])
+            h = 3
+        elif kind == 0xC9:
+            n = 0
+            for j in range(4):
+                n = (n << 8) | int(raw[b + 1 + j])
+            h = 5
+        elif 0xD4 <= kind <= 0xD8:
+            n = 1 << (int(kind) - 0xD4)
+            h = 1
+        if n < 0 or raw[b + h] != moves_code or b + h + 1 + n != raw_at[i + 1]:
+            at[i] = -2
+        else:
+            at[i] = b + h + 1
+            size[i] = n
+    return at, size
 
 
 def _layout(
     payloads: list[bytes | memoryview | np.ndarray], write: bool
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The payloads one after the other, where each starts (and the end), and the bytes the
-    walk may write: each tour's text at its widest (a coordinate moves at most 2 a step; sign
-    included), or one byte a move."""
+    walk may write (:func:`_room`)."""
     count = len(payloads)
     lengths = np.array([len(p) for p in payloads], dtype=np.int64)
     starts = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    if np.any(lengths < _HEAD_BYTES):
-        raise ValueError("a stored tour is cut short")
     if not count:
         return np.zeros(0, np.uint8), starts, 16
     data = np.concatenate([np.frombuffer(p, dtype=np.uint8) for p in payloads])
-    heads = data[(starts[:-1, None] + np.arange(_HEAD_BYTES)).ravel()].view("<i4").reshape(-1, 3)
+    return data, starts, _room(data, starts[:-1], lengths, write)
+
+
+def _room(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, write: bool) -> int:
+    """The bytes the walk may write for the payloads ``data[starts[i]:starts[i]+lengths[i]]``:
+    each tour's text at its widest (a coordinate moves at most 2 a step; sign included), or
+    one byte a move.
+
+    Raises
+    ------
+    ValueError
+        If a payload is shorter than its head says.
+    """
+    if np.any(lengths < _HEAD_BYTES):
+        raise ValueError("a stored tour is cut short")
+    if not len(starts):
+        return 16
+    heads = data[(starts[:, None] + np.arange(_HEAD_BYTES)).ravel()].view("<i4").reshape(-1, 3)
     moves = heads[:, 2].view("<u4").astype(np.int64)
     if np.any((lengths - _HEAD_BYTES) * 8 < 3 * moves):
         raise ValueError("a stored tour is cut short")
     if not write:
-        return data, starts, int(moves.sum())
+        return int(moves.sum())
     reach = np.maximum(np.abs(heads[:, 0]), np.abs(heads[:, 1])).astype(np.int64) + 2 * moves
     width = np.floor(np.log10(np.maximum(reach, 1))).astype(np.int64) + 2
-    return data, starts, int(((moves + 1) * (4 + 2 * width) + 2).sum()) + 16
+    return int(((moves + 1) * (4 + 2 * width) + 2).sum()) + 16
+
+
+def _buffer(out: np.ndarray | None, need: int) -> np.ndarray:
+    """``out`` if it holds ``need`` bytes, else a new buffer of the next power of two bytes."""
+    if out is not None and len(out) >= need:
+        return out
+    # room to grow: a batch's pages grow with its boards, and every new buffer's pages are
+    # faulted in (and zeroed by the kernel) on first write
+    return np.empty(1 << (need - 1).bit_length(), dtype=np.uint8)
+
+
+def render_lines(
+    text: bytes,
+    keys: Sequence[bytes],
+    tour_field: int,
+    tours: list[bytes | memoryview],
+    moves_code: int,
+    rows: Sequence[int],
+    cols: Sequence[int],
+    start: Sequence[tuple[int, int]] | np.ndarray,
+    closed: Sequence[bool],
+    check: Sequence[bool],
+    out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The JSON Lines text of a page of records, their tours written from their stored moves
+    and the checked ones checked (the walk of :func:`render_moves`), in one pass.
+
+    Parameters
+    ----------
+    text : bytes
+        The page's records as one JSON list of arrays, one per record, of its fields in order
+        with the tour ``null`` (msgspec's JSON of array-like records).
+    keys : sequence of bytes
+        What goes before each field in a line: ``{"name":`` for the first, then ``,"name":``.
+    tour_field : int
+        The tour's position among the fields.
+    tours : n bytes-like
+        Each record's tour as stored: MessagePack nil (no tour), or an extension of type
+        ``moves_code`` holding a :func:`knights_tour.tours.stored.encode_moves` payload.
+    rows, cols, start, closed, check, out
+        As for :func:`render_moves`.
+
+    Returns
+    -------
+    (out, ends) or None
+        The lines are ``out[:ends[-1]]``, record i's ending at ``ends[i]`` (newline
+        included); None if a tour is stored otherwise, a checked record has no tour or its
+        tour fails the walk's check, or ``text`` is not of the form above: such a page is
+        for the plain way, which says why.
+    """
+    count = len(tours)
+    raw_at = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, tours), dtype=np.int64, count=count), out=raw_at[1:])
+    raw = np.frombuffer(b"".join(tours), dtype=np.uint8)
+    pay_at, pay_size = _ext_payloads(raw, raw_at, moves_code)
+    moved = pay_at >= 0
+    wanted = np.asarray(check, dtype=np.bool_)
+    if np.any(pay_at == -2) or np.any(wanted & ~moved):
+        return None
+    try:
+        room = _room(raw, pay_at[moved], pay_size[moved], True)
+    except ValueError:
+        return None
+    key_at = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum([len(k) for k in keys], out=key_at[1:])
+    out = _buffer(out, room + len(text) + count * (int(key_at[-1]) + 2))
+    ends = np.zeros(count, dtype=np.int64)
+    ok = np.zeros(count, dtype=np.bool_)
+    squares = np.asarray(start, dtype=np.int64).reshape(-1, 2)
+    written = _render_lines(
+        np.frombuffer(text, dtype=np.uint8),
+        np.frombuffer(b"".join(keys), dtype=np.uint8),
+        key_at,
+        tour_field,
+        raw,
+        pay_at,
+        np.asarray(rows, dtype=np.int64),
+        np.asarray(cols, dtype=np.int64),
+        np.ascontiguousarray(squares[:, 0]),
+        np.ascontiguousarray(squares[:, 1]),
+        np.asarray(closed, dtype=np.bool_),
+        wanted,
+        out,
+        ends,
+        ok,
+        (_TEXTS, _LENGTHS, _DR, _DC),
+    )
+    if written < 0 or np.any(wanted & ~ok):
+        return None
+    return out, ends
 
 
 def render_moves(
@@ -339,10 +620,7 @@ def render_moves(
     count = len(payloads)
     data, starts, need = _layout(payloads, write)
     out_at = np.zeros(count, dtype=np.int64)
-    if out is None or len(out) < need:
-        # room to grow: a batch's pages grow with its boards, and every new buffer's pages are
-        # faulted in (and zeroed by the kernel) on first write
-        out = np.empty(1 << (need - 1).bit_length(), dtype=np.uint8)
+    out = _buffer(out, need)
     out_end = np.zeros(count, dtype=np.int64)
     ok = np.zeros(count, dtype=np.bool_)
     start = np.asarray(start, dtype=np.int64).reshape(-1, 2)
@@ -368,4 +646,4 @@ def render_moves(
     return out, out_at, out_end, ok
 
 
-__all__ = ["render_moves"]
+__all__ = ["render_moves", "render_lines"]
