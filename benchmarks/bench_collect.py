@@ -251,14 +251,15 @@ def phases(url: str, where: Path) -> dict:
     stored form, rendering (the walk of the tours with their check, and each record's JSON;
     for Parquet, the moves), counting, building the Arrow table, writing, and the fsync and
     rename. ``render_jsonl`` is a page's :func:`jsonl_page` less a separate decode of the
-    same values (``decode``), ``moves_parquet`` a page's :func:`moves_page` less that decode;
+    same values as it decodes them (``decode``: :func:`decode_raw_tours`), ``moves_parquet``
+    a page's :func:`moves_page` less a separate :func:`decode_light` of them;
     ``parquet_table`` is timed on its own, then again within ``parquet_write``, which is
     reported less it."""
     from knights_tour.batches.verdict import Tally
     from knights_tour.output import parquet
     from knights_tour.output.atomicfile import AtomicFile
     from knights_tour.tours.pages import jsonl_page, moves_page
-    from knights_tour.tours.stored import decode_light
+    from knights_tour.tours.stored import decode_light, decode_raw_tours
 
     r = connect(url)
     cpu = time.process_time
@@ -272,7 +273,7 @@ def phases(url: str, where: Path) -> dict:
         t0 = cpu()
         values = fetch(r, SCALE_BATCH, names[i : i + PAGE])
         t1 = cpu()
-        decode_light(values)
+        decode_raw_tours(values)
         t2 = cpu()
         page = jsonl_page(values, buffer)
         t3 = cpu()
@@ -287,12 +288,15 @@ def phases(url: str, where: Path) -> dict:
     t = cpu()
     file.commit()
     out["fsync_rename_jsonl"] = cpu() - t
-    pages, out["moves_parquet"], out["parquet_table"] = [], 0.0, 0.0
+    pages, out["moves_parquet"], out["parquet_table"], light = [], 0.0, 0.0, 0.0
     for i in range(0, len(names), PAGE):
         values = fetch(r, SCALE_BATCH, names[i : i + PAGE])
         t = cpu()
+        decode_light(values)
+        t1 = cpu()
         pages.append(moves_page(values))
-        out["moves_parquet"] += cpu() - t
+        out["moves_parquet"] += cpu() - t1
+        light += t1 - t
     for page in pages:
         t = cpu()
         parquet.table(page)
@@ -301,7 +305,7 @@ def phases(url: str, where: Path) -> dict:
     parquet.write_pages(where / "phases.parquet", pages)
     out["parquet_write"] = cpu() - t - out["parquet_table"]
     r.close()
-    out["moves_parquet"] -= out["decode"]
+    out["moves_parquet"] -= light
     return {f"phase_{k}_cpu_s": round(v, 2) for k, v in out.items()}
 
 
@@ -330,12 +334,12 @@ def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> di
         ) // len(rows)
         env = {**os.environ, "KT_DATA_DIR": str(Path(tmp) / "data")}
         for fmt in ("jsonl", "parquet"):
-            for name, src in trees.items():
-                path = Path(tmp) / f"{name}.{fmt}"
-                runs = []
-                for _ in range(repeat):
+            runs: dict[str, list] = {name: [] for name in trees}
+            for _ in range(repeat):  # the trees in turn, so that a change of load hits both
+                for name, src in trees.items():
+                    path = Path(tmp) / f"{name}.{fmt}"
                     path.unlink(missing_ok=True)
-                    runs.append(
+                    runs[name].append(
                         _ktour(
                             src,
                             ["collect", SCALE_BATCH, "--out", str(path), "--redis", server.url],
@@ -343,12 +347,15 @@ def scale(sizes: str, cache: Path, base_src: Path | None, repeat: int = 1) -> di
                         )
                         + (os.getloadavg()[0],)
                     )
-                wall, user, system, load = min(runs)
+            for name in trees:
+                path = Path(tmp) / f"{name}.{fmt}"
+                wall, user, system, load = min(runs[name])
                 out[f"{fmt}_{name}_s"] = round(wall, 2)
                 out[f"{fmt}_{name}_cpu_user_s"] = round(user, 2)
                 out[f"{fmt}_{name}_cpu_sys_s"] = round(system, 2)
                 out[f"{fmt}_{name}_load_after"] = round(load, 2)
                 out[f"{fmt}_{name}_mb"] = round(path.stat().st_size / 1e6, 1)
+                out[f"{fmt}_{name}_runs"] = [[round(x, 2) for x in run] for run in runs[name]]
             if "before" in trees:
                 out[f"{fmt}_after_over_before"] = round(
                     out[f"{fmt}_after_s"] / out[f"{fmt}_before_s"], 3
