@@ -240,6 +240,18 @@ def _walk_tour(
     return p, good and (not closed or _knight_move(r - srow, c - scol)), seen
 
 
+@njit(cache=True, inline="always")
+def _on_board(write, nr, nc, shape, seen, words, size, stamp, texts, lengths):
+    """The walk's arrays for a tour of an ``nr`` x ``nc`` board (:func:`_board_arrays`): the
+    ones it has if its last tour's board ``shape`` was the same, else the new board's; and the
+    tour's number on its board. Returns ``seen, words, size, stamp, shape``."""
+    if (nr, nc) != shape:
+        seen, words, size = _board_arrays(write, nr, nc, texts, lengths)
+        stamp = np.uint32(0)
+        shape = (nr, nc)
+    return seen, words, size, stamp + np.uint32(1), shape
+
+
 @njit(cache=True)
 def _render(
     write,
@@ -271,11 +283,9 @@ def _render(
     for i in range(len(out_at)):
         nr = rows[i]
         nc = cols[i]
-        if (nr, nc) != shape:
-            seen, words, size = _board_arrays(write, nr, nc, texts, lengths)
-            stamp = np.uint32(0)
-            shape = (nr, nc)
-        stamp += np.uint32(1)
+        seen, words, size, stamp, shape = _on_board(
+            write, nr, nc, shape, seen, words, size, stamp, texts, lengths
+        )
         out_at[i] = np.int64(p)
         p, ok[i], seen = _walk_tour(
             write,
@@ -371,11 +381,9 @@ def _render_lines(
             if k == tour_field and pay_at[i] >= 0:
                 nr = rows[i]
                 nc = cols[i]
-                if (nr, nc) != shape:
-                    seen, words, size = _board_arrays(True, nr, nc, texts, lengths)
-                    stamp = np.uint32(0)
-                    shape = (nr, nc)
-                stamp += np.uint32(1)
+                seen, words, size, stamp, shape = _on_board(
+                    True, nr, nc, shape, seen, words, size, stamp, texts, lengths
+                )
                 p, ok[i], seen = _walk_tour(
                     True,
                     data,
