@@ -31,6 +31,8 @@ import itertools
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import _early
+import _warm_kernels
 import pytest
 import redis
 from _ramdir import ram_dir
@@ -431,14 +434,38 @@ def _module_groups(config: pytest.Config, log: object) -> object:
     return ModuleGroups(config, log)  # type: ignore[arg-type]
 
 
+_WARM_FILE = "KNIGHTS_TOUR_TEST_KERNELS_WARM"
+"""Environment variable naming the file whose existence says the kernels' warm-up of a
+parallel run has ended (tests/_warm_kernels.py)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In the controller of a parallel run: name the file for the groups (the workers it
-    starts inherit the environment), removed at the end."""
+    starts inherit the environment), removed at the end; unless only the unit tier runs, start
+    the kernels' warm-up (tests/_warm_kernels.py), which the workers wait for after collecting
+    (:func:`pytest_collection_finish`)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     folder = tempfile.mkdtemp(prefix="kt-test-groups-")
     os.environ[_GROUPS_FILE] = os.path.join(folder, "groups.json")
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    if config.option.markexpr == "unit":
+        return
+    done = os.path.join(folder, "kernels-warm")
+    warm = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("_warm_kernels.py")), done],
+        cwd=_REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ[_WARM_FILE] = done
+
+    def stop_warm_up() -> None:
+        if warm.poll() is None:
+            warm.kill()
+        warm.wait()
+
+    config.add_cleanup(stop_warm_up)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -512,9 +539,13 @@ def _data_dir_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> Itera
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Register the ``EARLY_COMMANDS`` of every test module with a selected test, and start
     them (none for ``--collect-only``). An xdist worker collects every test but runs only some:
-    it starts a command when a test first asks for it (:func:`early`), not at collection."""
+    it starts a command when a test first asks for it (:func:`early`), not at collection, and
+    waits for the kernels' warm-up (:func:`pytest_configure`) before its first test."""
     if session.config.option.collectonly:
         return
+    done = os.environ.get(_WARM_FILE)
+    if done and hasattr(session.config, "workerinput"):
+        _warm_kernels.wait(Path(done))
     modules = {item.module for item in session.items if isinstance(item, pytest.Function)}
     for module in sorted(modules, key=lambda m: m.__name__):
         _early.register(getattr(module, "EARLY_COMMANDS", {}), _REPO)
