@@ -2,19 +2,18 @@
 tests start.
 
 On a checkout whose cache is empty (a fresh clone, as in CI), every process that calls a kernel
-first compiles it: at the start of a parallel run the three test workers and the Celery workers
-of the first tests each compiled the same kernels at once, about 15 s of CPU each. The root
-conftest starts this module in a process of its own while the test workers collect, and each
-worker waits for it (:func:`wait`) before its first test: the kernels are then compiled once and
-loaded from the cache by everything after. A warm cache makes this a load, about 1 s. What any
-test checks is unchanged: a kernel this does not reach compiles on first use, as before.
+first compiles it: at the start of a parallel run the test workers and the Celery workers of the
+first tests each compiled the same kernels at once. The root conftest starts this module in a
+process of its own while the test workers collect, and each worker waits for it (:func:`wait`)
+before its first test: the kernels are then compiled once and loaded from the cache by
+everything after; with a warm cache this is a load. What any test checks is unchanged: a kernel
+this does not reach compiles on first use, as before.
 
-    python tests/_warm_kernels.py DONE_FILE
+    python tests/_warm_kernels.py
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -38,15 +37,13 @@ def warm_up() -> None:
 
 
 def wait(done: Path, timeout_s: float = DEADLINE_S) -> None:
-    """Wait until ``done`` exists (the warm-up ended, whatever its outcome), at most
-    ``timeout_s`` seconds: past that the tests start anyway and compile what they use."""
+    """Wait until ``done`` exists (the root conftest writes it once the warm-up process has
+    exited, whatever its outcome), at most ``timeout_s`` seconds: past that the tests start
+    anyway and compile what they use."""
     deadline = time.monotonic() + timeout_s
     while not done.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
 if __name__ == "__main__":
-    try:
-        warm_up()
-    finally:
-        Path(sys.argv[1]).touch()
+    warm_up()

@@ -26,6 +26,7 @@ on one worker (:func:`_order_for_workers`, :func:`_module_groups`).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
@@ -34,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -424,7 +426,7 @@ def _module_groups(config: pytest.Config, log: object) -> object:
             leaves the cores idle; all workers on the fault tier at once made the first part
             of the run a wait."""
             others = [work for other, work in self.assigned_work.items() if other is not node]
-            first = next(iter(self.workqueue))
+            first = next(iter(self.workqueue), None)
             if first in self._waiting and others and all(self._waits(work) for work in others):
                 other_kind = next((s for s in self.workqueue if s not in self._waiting), None)
                 if other_kind is not None:
@@ -451,14 +453,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     if config.option.markexpr == "unit":
         return
-    done = os.path.join(folder, "kernels-warm")
+    done = Path(folder, "kernels-warm")
     warm = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("_warm_kernels.py")), done],
+        [sys.executable, str(Path(__file__).with_name("_warm_kernels.py"))],
         cwd=_REPO,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,  # a failed warm-up only leaves the compiles to the tests
     )
-    os.environ[_WARM_FILE] = done
+    os.environ[_WARM_FILE] = str(done)
+
+    def note_the_end() -> None:  # however the process ended, killed by a signal included
+        warm.wait()
+        with contextlib.suppress(FileNotFoundError):  # the run's end removed the folder
+            done.touch()
+
+    threading.Thread(target=note_the_end, daemon=True).start()
 
     def stop_warm_up() -> None:
         if warm.poll() is None:
