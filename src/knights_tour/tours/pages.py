@@ -75,7 +75,8 @@ class JsonPage(NamedTuple):
 
     records: list[Record]
     """The page's records in order, as :func:`reverified` gives them; a tour that was stored
-    as moves is left out (None): its text is in :attr:`chunks` only."""
+    as moves is left out (None): its text is in :attr:`chunks` only. A page written by the
+    compiled pass gives them as decoded, every tour None."""
     chunks: list[bytes | memoryview]
     """The bytes of the lines, in order: ``b"".join(chunks)`` is the page's text."""
     sizes: list[int]
@@ -88,10 +89,13 @@ class JsonPage(NamedTuple):
 
 def jsonl_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None = None) -> JsonPage:
     """The JSON Lines text of a page of stored values (None: skipped), each ``found`` tour
-    checked again (:func:`reverified`), without making the tours' arrays: the tours' text is
-    written from their stored moves by a compiled walk that also checks each
-    (:func:`knights_tour.tours.tour_text.render_moves`); a tour the walk rejects is judged by
-    :func:`reverified`.
+    checked again (:func:`reverified`), without making the tours' arrays. A page stored as
+    this version stores it (every tour as moves or none) is written whole, in one chunk, by a
+    compiled pass that writes each line and walks and checks each tour
+    (:func:`knights_tour.tours.tour_text.render_lines`); any other page, or one with a tour
+    that pass rejects, line by line, the tours' text written from their stored moves by the
+    same compiled walk (:func:`knights_tour.tours.tour_text.render_moves`); a tour the walk
+    rejects is judged by :func:`reverified`.
 
     The text is ``b"".join(json_bytes(r) + b"\\n" for r in map(reverified,
     decode_many(values)))``, byte for byte; it is made that way for the first
