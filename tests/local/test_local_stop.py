@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -36,15 +37,20 @@ from knights_tour.worker.celery import UNACKED_KEY
 DEADLINE_S = 180.0  # a busy 2-core machine
 
 
+def _ready_workers(backend: Any) -> list[subprocess.Popen[bytes]]:
+    """Wait until the backend's local workers answer; return their processes."""
+    local = backend.workers
+    assert local is not None
+    local.ready_timeout_s = DEADLINE_S
+    local.wait_ready()
+    return list(local.procs)
+
+
 def _run_block(held: bool) -> list[subprocess.Popen[bytes]]:
     """Open a backend with one local worker, wait until it answers, optionally leave a task
     message in the unacknowledged hash, end the block; return the worker processes."""
     with open_backend(None, 1, notify=lambda m: None) as backend:
-        local = backend.workers
-        assert local is not None
-        local.ready_timeout_s = DEADLINE_S
-        local.wait_ready()
-        procs = list(local.procs)
+        procs = _ready_workers(backend)
         if held:  # as kombu records a message delivered to a worker and not yet acknowledged
             backend.client.hset(UNACKED_KEY, "a-delivery-tag", json.dumps([{}, "", "q"]))
     return procs
@@ -76,11 +82,7 @@ def test_workers_whose_last_message_is_acknowledged_while_stopping_are_killed(
     ending = threading.Event()
     acked: list[int] = []
     with open_backend(None, 1, notify=lambda m: None) as backend:
-        local = backend.workers
-        assert local is not None
-        local.ready_timeout_s = DEADLINE_S
-        local.wait_ready()
-        procs = list(local.procs)
+        procs = _ready_workers(backend)
         backend.ack_wait_s = DEADLINE_S
         backend.client.hset(UNACKED_KEY, "a-delivery-tag", json.dumps([{}, "", "q"]))
         before = _hlen_calls(backend.client)
