@@ -12,6 +12,7 @@ import random
 import signal
 import socket
 import subprocess
+from collections import Counter
 
 import msgspec
 import psutil
@@ -166,6 +167,30 @@ def test_mismatch_and_missing_are_reported(redis_client, records_5x5):
     status = batch_status(redis_client, batch_id)
     assert status["mismatches"] == 1 and status["missing"] == 4
     assert status["missing_keys"] == sorted(j.key for j in jobs[1:5])
+
+
+def test_status_of_a_batch_whose_hashes_disagree(redis_client, records_5x5):
+    """A status stored for a key that is not a job of the batch is not counted; a job whose
+    record is lost is unrecorded and missing; a job gone from the job hash is lost, and its
+    status no longer counts."""
+    jobs, records = records_5x5
+    batch_id = create_batch(redis_client, jobs[:7], {})
+    saved = [msgspec.structs.replace(records[0], mismatch=True), *records[1:6]]
+    for rec in saved:
+        save_record(redis_client, batch_id, rec)
+    redis_client.hset(keys.batch_status(batch_id), "not-a-job", "found|1")
+    redis_client.hdel(keys.batch_records(batch_id), jobs[1].key)  # unrecorded
+    redis_client.hdel(keys.batch_jobs(batch_id), jobs[2].key)  # lost, its status a stray
+    kept = [rec for rec in saved if rec.job_key != jobs[2].key]
+    missing = sorted([jobs[1].key, jobs[6].key])
+    status = batch_status(redis_client, batch_id)
+    assert (status["total"], status["done"], status["lost_jobs"]) == (6, 4, 1)
+    assert status["counts"] == dict(sorted(Counter(str(rec.status) for rec in kept).items()))
+    assert (status["mismatches"], status["unrecorded"]) == (1, 1)
+    assert (status["missing"], status["missing_keys"]) == (2, missing)
+    assert not status["complete"]
+    for n in (0, 1, 2, 3):
+        assert batch_status(redis_client, batch_id, max_missing=n)["missing_keys"] == missing[:n]
 
 
 def test_unknown_batch_is_a_clear_error(redis_client):

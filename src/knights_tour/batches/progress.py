@@ -11,6 +11,7 @@ storing and reading its records is :mod:`knights_tour.batches.store`; storing a 
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Mapping
 from typing import NotRequired, TypedDict, cast
@@ -114,20 +115,30 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> BatchP
     pipe.hlen(keys.batch_records(batch_id))
     pipe.hget(keys.batch(batch_id), "total")
     job_keys, all_statuses, stored, declared = pipe.execute()
-    job_set = set(job_keys)
-    statuses = {k: v for k, v in all_statuses.items() if k in job_set}
-    # A status and its record are stored (and dropped) together: only fewer records than
-    # statuses says some are lost, and only then are the record keys read.
-    recorded = statuses.keys() if stored >= len(all_statuses) else _record_names(r, batch_id)
+    total = len(job_keys)  # each field of the hash once
+    if total == len(all_statuses) and all(map(all_statuses.__contains__, job_keys)):
+        statuses, unseen = all_statuses, set()  # the same keys: every job has its status
+    else:
+        job_set = set(job_keys)
+        statuses = (
+            all_statuses
+            if job_set.issuperset(all_statuses)
+            else {k: v for k, v in all_statuses.items() if k in job_set}
+        )
+        unseen = job_set.difference(statuses)
     counts: Counter[str] = Counter()
     mismatches = 0
-    for value in statuses.values():
+    for value, n in Counter(statuses.values()).items():  # a few distinct values
         status, _, flag = value.partition("|")
-        counts[status] += 1
-        mismatches += flag == "1"
-    unrecorded = sum(1 for k in statuses if k not in recorded)
-    missing = sorted(k for k in job_set if k not in statuses or k not in recorded)
-    total = len(job_set)
+        counts[status] += n
+        mismatches += n if flag == "1" else 0
+    # A status and its record are stored (and dropped) together: only fewer records than
+    # statuses says some are lost, and only then are the record keys read.
+    if stored >= len(all_statuses):
+        unrecorded, missing = 0, unseen
+    else:
+        recorded = statuses.keys() & _record_names(r, batch_id)
+        unrecorded, missing = len(statuses) - len(recorded), unseen | (statuses.keys() - recorded)
     lost_jobs = max(0, registry.read_int(keys.batch(batch_id), "total", declared) - total)
     return _progress(
         batch_id,
@@ -136,7 +147,7 @@ def batch_status(r: redis.Redis, batch_id: str, max_missing: int = 20) -> BatchP
         total - len(missing),
         counts,
         mismatches,
-        missing_keys=missing[:max_missing],
+        missing_keys=_first(missing, max_missing),
         unrecorded=unrecorded,
         lost_jobs=lost_jobs,
     )
@@ -171,6 +182,11 @@ def _progress(
         "created": meta.get("created"),
         "params": meta.get("params", {}),
     }
+
+
+def _first(job_keys: set[str], n: int) -> list[str]:
+    """The ``n`` first of ``job_keys`` in sorted order (all of them, sorted, when fewer)."""
+    return heapq.nsmallest(n, job_keys) if 0 <= n < len(job_keys) else sorted(job_keys)[:n]
 
 
 def _record_names(r: redis.Redis, batch_id: str) -> set[str]:
