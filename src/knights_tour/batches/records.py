@@ -19,6 +19,7 @@ import redis
 from redis.client import NEVER_DECODE
 
 from knights_tour.batches.jobs import order_key, record_sort_key
+from knights_tour.batches.key_order import sorted_job_keys
 from knights_tour.errors import CorruptKeyError
 from knights_tour.store import keys
 from knights_tour.tours.record import Record
@@ -43,6 +44,14 @@ def _key_order(job_key: str) -> tuple[Any, ...] | None:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _record_names(r: redis.Redis, batch_id: str) -> list[str]:
+    """The fields of the batch's record hash, as text."""
+    names = cast("list[str] | list[bytes]", r.hkeys(keys.batch_records(batch_id)))
+    if names and isinstance(names[0], bytes):  # a client that does not decode replies
+        return [_text(k) for k in names]
+    return cast("list[str]", names)
 
 
 def fetch(r: redis.Redis, batch_id: str, job_keys: list[str]) -> list[bytes | None]:
@@ -106,7 +115,7 @@ def unreadable(job_keys: list[str], values: list[bytes | None]) -> list[tuple[st
 def unreadable_keys(r: redis.Redis, batch_id: str, page: int = PAGE) -> list[str]:
     """The job keys of the batch whose stored record does not decode (every record is read,
     a page at a time)."""
-    names = [_text(k) for k in r.hkeys(keys.batch_records(batch_id))]
+    names = _record_names(r, batch_id)
     bad: list[str] = []
     for i in range(0, len(names), page):
         part = names[i : i + page]
@@ -123,7 +132,7 @@ def record_keys(r: redis.Redis, batch_id: str) -> list[str]:
     solver, closed), without reading the records (except those stored under a key not of the
     :attr:`~knights_tour.batches.jobs.Job.key` form, such as the error record of an invalid job
     message)."""
-    names = [_text(k) for k in r.hkeys(keys.batch_records(batch_id))]
+    names = _record_names(r, batch_id)
     plain = _sorted_job_keys(names)
     if plain is not None:
         return plain
@@ -158,9 +167,13 @@ def in_record_order(job_keys: Iterable[str]) -> list[str]:
 
 def _sorted_job_keys(names: list[str]) -> list[str] | None:
     """``names`` in the order of :func:`_key_order` when every one is of the
-    :attr:`~knights_tour.batches.jobs.Job.key` form, else None: a batch's keys, sorted on flat
-    tuples of plain values that compare as :func:`~knights_tour.batches.jobs.order_key`'s nested
-    ones do, at a fraction of their cost."""
+    :attr:`~knights_tour.batches.jobs.Job.key` form, else None: a batch's keys, parsed in bulk
+    (:func:`knights_tour.batches.key_order.sorted_job_keys`), or where that cannot tell, sorted
+    on flat tuples of plain values that compare as
+    :func:`~knights_tour.batches.jobs.order_key`'s nested ones do, at a fraction of their cost."""
+    in_bulk = sorted_job_keys(names)
+    if in_bulk is not None:
+        return in_bulk
     flat = []
     for name in names:
         m = _JOB_KEY.fullmatch(name)
