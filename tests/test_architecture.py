@@ -56,6 +56,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("tours/pages.py", "_walk"): "the compiled walk over stored tours (numba), loaded "
     "when records are first written, not when ktour run starts",
     ("tours/pages.py", "_lines"): "the same walk, writing a page's whole lines, likewise",
+    ("tours/pages.py", "_moves"): "the same walk, reading a page's moves out, likewise",
 }
 """Function-level imports allowed on purpose: (module path, function) -> why."""
 

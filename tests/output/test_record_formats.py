@@ -123,6 +123,59 @@ def test_parquet_is_read_by_pyarrow_pandas_and_duckdb(records, tmp_path):
     ]
 
 
+def test_parquet_pages_in_a_row_are_written_as_one_row_group(records, tmp_path):
+    import pyarrow.parquet as pq
+
+    from knights_tour.tours.pages import moves_page
+    from knights_tour.tours.stored import encode_record
+
+    values = [encode_record(r) for r in records]
+    pages = [moves_page(values[i : i + 3]) for i in range(0, len(values), 3)]
+    path = tmp_path / "r.parquet"
+    assert parquet.write_pages(path, pages, group_rows=7) == len(records)
+    meta = pq.ParquetFile(path).metadata
+    sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert sizes == [9] * (len(records) // 9) + ([len(records) % 9] if len(records) % 9 else [])
+    assert parquet.read(path) == records
+    # tables made elsewhere (on the threads that read the pages) are written as they are
+    again = tmp_path / "again.parquet"
+    assert parquet.write_pages(again, [parquet.table(p) for p in pages], group_rows=7) == len(
+        records
+    )
+    assert pq.read_table(again).equals(pq.read_table(path))
+
+
+_WRITE_WITHOUT_PANDAS = """
+import sys
+from knights_tour.batches.jobs import make_batch_jobs, run_job
+from knights_tour.output import parquet
+records = [run_job(j, batch_id="b1") for j in make_batch_jobs([5])]
+records[1].proof_detail = "\u00e9 \u2192"
+parquet.write(sys.argv[1], records)
+print("pandas" in sys.modules)
+assert parquet.read(sys.argv[1]) == records  # pyarrow's reading may load it
+"""
+
+
+@pytest.mark.process
+def test_writing_parquet_does_not_load_pandas(tmp_path):
+    # pyarrow.array of a Python list imports pandas where it is installed (as here): a
+    # second of a user's collect spent on a library it never uses
+    import subprocess
+    import sys
+
+    import pandas  # noqa: F401 - installed, so that the check below can fail
+
+    path = tmp_path / "r.parquet"
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITE_WITHOUT_PANDAS, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["False"]
+
+
 def test_a_file_name_picks_its_format():
     assert [format_for_path(n) for n in ("r.csv", "R.CSV", "r.parquet", "r.jsonl", "-", "r")] == [
         "csv",

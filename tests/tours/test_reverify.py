@@ -26,7 +26,7 @@ from knights_tour.tours.stored import (
     encode_record,
     move_codes,
 )
-from knights_tour.tours.tour_text import render_moves
+from knights_tour.tours.tour_text import read_moves, render_moves
 from knights_tour.tours.verify import verify_tour
 
 _RNG = np.random.default_rng(20261127)
@@ -234,6 +234,88 @@ def test_the_walk_and_the_verifier_agree_on_altered_moves(solved):
     ]
     assert ok.tolist() == verdicts
     assert 0 < sum(verdicts) < len(verdicts)
+
+
+def _stored_tour(payload: bytes) -> bytes:
+    """A tour's moves as a stored record holds them: a MessagePack extension of type 1."""
+    return msgspec.msgpack.encode(msgspec.msgpack.Ext(1, payload))
+
+
+def test_moves_read_out_are_checked_as_the_verifier_checks_them(solved):
+    # one record a page: a page with a tour the check rejects is for the plain way (None)
+    founds = [r for r in solved if r.status == Status.FOUND]
+    assert any(r.closed for r in founds)
+    cases = []
+    for rec in founds * 6:
+        codes = np.frombuffer(encode_moves(rec.tour)[12:], dtype=np.uint8).copy()
+        if _RNG.random() < 0.7:  # flip a few bits of the moves
+            at = _RNG.integers(0, len(codes), 2)
+            codes[at] ^= _RNG.integers(1, 256, 2).astype(np.uint8)
+        cases.append((rec, encode_moves(rec.tour)[:12] + codes.tobytes()))
+    for rec in founds[:3]:
+        for bad in _tampered(rec).values():
+            if bad.tour is not None and (moves := encode_moves(bad.tour)) is not None:
+                cases.append((bad, moves))
+    for rec, payload in cases:
+        tour = decode_moves(payload)
+        verdict = verify_tour((rec.rows, rec.cols), tour, start=rec.start, closed=rec.closed)
+        args = ([rec.rows], [rec.cols], [rec.start], [rec.closed])
+        done = read_moves([_stored_tour(payload)], 1, *args, [True])
+        assert (done is not None) == verdict.ok
+        if tuple(tour[0]) != tuple(rec.start):  # not from its start square: never read out
+            assert read_moves([_stored_tour(payload)], 1, *args, [False]) is None
+            continue
+        out, offsets, present = read_moves([_stored_tour(payload)], 1, *args, [False])
+        assert present.tolist() == [True]
+        assert bytes(out[offsets[0] : offsets[1]]) == move_codes(tour).tobytes()
+    assert (
+        0
+        < sum(
+            read_moves([_stored_tour(p)], 1, [r.rows], [r.cols], [r.start], [r.closed], [True])
+            is not None
+            for r, p in cases
+        )
+        < len(cases)
+    )
+
+
+def test_a_page_of_moves_is_read_out_in_one_pass(solved):
+    walks = [
+        _unknown(_walk((50, 60), 400) + 200, 400, 400),
+        _unknown(_walk((3, 4), 30) + 10, 20, 20),
+    ]
+    records = [*solved, *walks]
+    tours = [_stored_tour(encode_moves(r.tour)) if r.tour is not None else b"\xc0" for r in records]
+    done = read_moves(
+        tours,
+        1,
+        [r.rows for r in records],
+        [r.cols for r in records],
+        [r.start for r in records],
+        [r.closed for r in records],
+        [r.status == Status.FOUND for r in records],
+    )
+    assert done is not None
+    out, offsets, present = done
+    assert present.tolist() == [r.tour is not None for r in records]
+    for i, rec in enumerate(records):
+        expected = b"" if rec.tour is None else move_codes(rec.tour).tobytes()
+        assert bytes(out[offsets[i] : offsets[i + 1]]) == expected
+    # the same page through moves_page: its records as decoded, each tour left out
+    values = [encode_record(r) for r in records]
+    values.insert(4, None)
+    page = moves_page(values)
+    assert page.offsets.tolist() == offsets.tolist() and bytes(page.moves) == bytes(
+        out[: offsets[-1]]
+    )
+    assert [msgspec.structs.replace(r, tour=None) for r in page.records] == [
+        msgspec.structs.replace(r, tour=None) for r in records
+    ]
+    # a tour that is not a chain from its record's start square goes the plain way: squares
+    shifted = msgspec.structs.replace(walks[1], tour=walks[1].tour[1:], status=Status.ERROR)
+    odd = moves_page([*values, encode_record(shifted)])
+    assert list(odd.squares) == [len(records)]
+    assert np.array_equal(odd.squares[len(records)], shifted.tour)
 
 
 def test_collect_outputs_a_tampered_record_as_an_error_and_exits_1(

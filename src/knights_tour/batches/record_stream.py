@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import redis
@@ -142,13 +142,27 @@ def _page(
         raise
 
 
-def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesPage]:
+@overload
+def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesPage]: ...
+
+
+@overload
+def stored_pages(
+    r: redis.Redis, batch_id: str, tally: Tally, make: Callable[[MovesPage], _Page]
+) -> Iterator[_Page]: ...
+
+
+def stored_pages(
+    r: redis.Redis, batch_id: str, tally: Tally, make: Callable[[MovesPage], Any] | None = None
+) -> Iterator[Any]:
     """Batch ``batch_id``'s records in record order with their tours' moves, a page at a time
     (:func:`knights_tour.tours.pages.moves_page`: each ``found`` tour checked again;
     made ahead on several threads), each page's records counted in ``tally`` as it is handed
     on: what a Parquet file of the batch is written from
-    (:func:`knights_tour.output.parquet.write_pages`). A page's moves are overwritten once the
-    next page is asked for: the consumer must be done with them by then.
+    (:func:`knights_tour.output.parquet.write_pages`). With ``make``, ``make(page)`` is handed
+    on instead, made on the same threads (a page's Arrow table,
+    :func:`knights_tour.output.parquet.table`). Each page's moves are its own (no buffer is
+    reused), so the consumer may keep pages to write several as one.
 
     Raises
     ------
@@ -160,19 +174,16 @@ def stored_pages(r: redis.Redis, batch_id: str, tally: Tally) -> Iterator[MovesP
     get_batch_meta(r, batch_id)
     names = record_keys(r, batch_id)
 
-    free: deque[np.ndarray] = deque()
-
-    def render(i: int) -> MovesPage:
+    def render(i: int) -> tuple[MovesPage, Any]:
         part = names[i : i + PAGE]
         values = fetch(r, batch_id, part)
-        return _page(moves_page, batch_id, part, values, _reused(free))
+        page = _page(moves_page, batch_id, part, values)
+        return page, page if make is None else make(page)
 
-    for page in _ahead(render, range(0, len(names), PAGE)):
+    for page, made in _ahead(render, range(0, len(names), PAGE)):
         for rec in page.records:
             tally.add(rec)
-        yield page
-        if page.buffer is not None:
-            free.append(page.buffer)
+        yield made
 
 
 def _reused(free: deque[np.ndarray]) -> np.ndarray | None:

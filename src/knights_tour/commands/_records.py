@@ -121,7 +121,7 @@ def _write_records(client: redis.Redis, batch_id: str, out: str | None, fmt: str
     if out is None:
         return write_jsonl(client, batch_id, lambda chunks: None)
     if fmt == "parquet":
-        parquet.write_pages(out, stored_pages(client, batch_id, tally))
+        parquet.write_pages(out, stored_pages(client, batch_id, tally, parquet.table))
     elif out == "-":
         sys.stdout.flush()  # what was echoed before goes first
         if fmt == "jsonl":

@@ -12,17 +12,22 @@ two columns (docs/records.md, "Parquet"):
   that is not a chain of knight moves from ``start`` (only an ``error`` record can hold one);
   null otherwise. A record without a tour has both null.
 
-``start`` is a ``fixed_size_list<int32>[2]``. Enumerations are strings. Rows are written a page
-at a time (a Parquet row group per page), so memory stays bounded by one page whatever the
-number of records. Compression: zstd. A batch's records can be written from their stored form
-(:func:`write_pages` of :func:`knights_tour.tours.pages.moves_page`): the moves are read out
-of it, never made into squares.
+``start`` is a ``fixed_size_list<int32>[2]``. Enumerations are strings. Rows are written a row
+group at a time (:data:`PAGE` records or :data:`ROW_GROUP_BYTES`), so memory stays bounded by
+one row group whatever the number of records. Compression: zstd. A batch's records can be
+written from their stored form (:func:`write_pages` of
+:func:`knights_tour.tours.pages.moves_page`): the moves are read out of it, never made into
+squares. The columns are made from their buffers, never by ``pyarrow.array`` of a list, which
+would load pandas where it is installed.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +40,9 @@ from knights_tour.tours.record import Checks, Record
 from knights_tour.tours.stored import KNIGHT_MOVES
 
 PAGE = 4096
-"""Records per row group."""
+"""Records per row group, at most (:data:`ROW_GROUP_BYTES` may end one sooner)."""
+ROW_GROUP_BYTES = 64 << 20
+"""Bytes of Arrow data past which a row group is written (a page's tours on large boards)."""
 
 
 def _pyarrow() -> tuple[Any, Any]:
@@ -85,30 +92,90 @@ COLUMNS = _columns()
 def schema() -> Any:
     """The pyarrow schema of :func:`write`'s files."""
     pa, _ = _pyarrow()
-    square = pa.list_(pa.int32(), 2)
-    types = {
-        "int": pa.int64(),
-        "float": pa.float64(),
-        "bool": pa.bool_(),
-        "str": pa.string(),
-        "start": square,
-        "moves": pa.binary(),
-        "squares": pa.list_(square),
-    }
-    return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
+    return pa.schema([(name, _TYPES[kind](pa)) for name, kind in COLUMNS])
+
+
+def _validity(pa: Any, values: list[Any]) -> tuple[Any, int]:
+    """The validity bitmap of ``values`` (None: null; plain values, which compare with None
+    as a bool) as an Arrow buffer, and the nulls."""
+    nulls = values.count(None)
+    if not nulls:
+        return None, 0
+    present = np.fromiter(map(operator.is_not, values, itertools.repeat(None)), np.bool_)
+    return pa.py_buffer(np.packbits(present, bitorder="little")), nulls
+
+
+def _column(pa: Any, kind: str, values: list[Any]) -> Any:
+    """The Arrow array of one column's ``values`` (None: null) of ``kind`` (:data:`COLUMNS`),
+    made from its buffers."""
+    count = len(values)
+    validity, nulls = _validity(pa, values)
+    if nulls == count:
+        return pa.nulls(count, _TYPES[kind](pa))
+    if kind in ("int", "float", "bool"):
+        numbers = np.array([0 if v is None else v for v in values] if nulls else values)
+        if kind == "bool":
+            buffer = pa.py_buffer(np.packbits(numbers.astype(np.bool_), bitorder="little"))
+        else:
+            buffer = pa.py_buffer(numbers.astype(np.int64 if kind == "int" else np.float64))
+        return pa.Array.from_buffers(_TYPES[kind](pa), count, [validity, buffer], nulls)
+    texts = [v if v is not None else "" for v in values] if nulls else values
+    joined = "".join(texts)
+    data = joined.encode("utf-8")
+    if len(data) == len(joined):  # ASCII: a character is a byte
+        sizes = np.fromiter(map(len, texts), dtype=np.int64, count=count)
+    else:
+        encoded = [t.encode("utf-8") for t in texts]
+        sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=count)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError("a page's text exceeds 2 GiB")
+    return pa.Array.from_buffers(
+        pa.string(),
+        count,
+        [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        nulls,
+    )
+
+
+_TYPES = {
+    "int": lambda pa: pa.int64(),
+    "float": lambda pa: pa.float64(),
+    "bool": lambda pa: pa.bool_(),
+    "str": lambda pa: pa.string(),
+    "start": lambda pa: pa.list_(pa.int32(), 2),
+    "moves": lambda pa: pa.binary(),
+    "squares": lambda pa: pa.list_(pa.list_(pa.int32(), 2)),
+}
+"""The Arrow type of each kind of column (:data:`COLUMNS`)."""
+
+
+def _int32s(pa: Any, values: np.ndarray) -> Any:
+    return pa.Array.from_buffers(
+        pa.int32(), len(values), [None, pa.py_buffer(values.astype(np.int32))]
+    )
 
 
 def _squares_column(pa: Any, tours: list[np.ndarray | None]) -> Any:
+    if all(t is None for t in tours):
+        return pa.nulls(len(tours), _TYPES["squares"](pa))
     lengths = np.array([0 if t is None else len(t) for t in tours], dtype=np.int32)
     offsets = np.zeros(len(tours) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    present = [t for t in tours if t is not None and len(t)]
-    flat = (
-        np.concatenate(present).astype(np.int32).ravel() if present else np.empty(0, dtype=np.int32)
+    held = [t for t in tours if t is not None and len(t)]
+    flat = np.concatenate(held).astype(np.int32).ravel() if held else np.empty(0, dtype=np.int32)
+    squares = pa.FixedSizeListArray.from_arrays(_int32s(pa, flat), 2)
+    present = np.array([t is not None for t in tours], dtype=np.bool_)
+    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    nulls = len(tours) - int(present.sum())
+    return pa.ListArray.from_buffers(
+        _TYPES["squares"](pa),
+        len(tours),
+        [validity, pa.py_buffer(offsets)],
+        nulls,
+        children=[squares],
     )
-    squares = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.int32()), 2)
-    mask = pa.array([t is None for t in tours])
-    return pa.ListArray.from_arrays(pa.array(offsets), squares, mask=mask)
 
 
 def _moves_column(pa: Any, page: MovesPage) -> Any:
@@ -132,24 +199,25 @@ def table(records: list[Record] | MovesPage) -> Any:
         )
     )
     recs = page.records
-    sch = schema()
-    fields = dict(zip(Record.__struct_fields__, zip(*map(msgspec.structs.astuple, recs))))
+    count = len(recs)
+    fields = dict(
+        zip(Record.__struct_fields__, map(list, zip(*map(msgspec.structs.astuple, recs))))
+    )
     arrays = []
-    for (name, kind), fld in zip(COLUMNS, sch):
+    for name, kind in COLUMNS:
         if kind == "moves":
             arrays.append(_moves_column(pa, page))
         elif kind == "squares":
-            arrays.append(_squares_column(pa, [page.squares.get(i) for i in range(len(recs))]))
+            arrays.append(_squares_column(pa, [page.squares.get(i) for i in range(count)]))
         elif kind == "start":
             flat = np.array(fields.get("start", ()), dtype=np.int32).reshape(-1)
-            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.int32()), 2))
+            arrays.append(pa.FixedSizeListArray.from_arrays(_int32s(pa, flat), 2))
         elif name.startswith("checks_"):
             check = name[len("checks_") :]
-            values = [getattr(c, check) for c in fields.get("checks", ())]
-            arrays.append(pa.array(values, type=fld.type))
-        else:  # an enumeration is a str
-            arrays.append(pa.array(list(fields.get(name, ())), type=fld.type))
-    return pa.Table.from_arrays(arrays, schema=sch)
+            arrays.append(_column(pa, kind, [getattr(c, check) for c in fields.get("checks", ())]))
+        else:
+            arrays.append(_column(pa, kind, fields.get(name, [])))
+    return pa.Table.from_arrays(arrays, schema=schema())
 
 
 def _pages(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -167,12 +235,20 @@ def write(path: str | os.PathLike[str], records: Iterable[Record], page: int = P
     """Write ``records`` to the Parquet file ``path`` a page of ``page`` records at a time,
     as :func:`write_pages` does (atomically, raising what it raises); returns the number of
     records."""
-    return write_pages(path, _pages(records, page))
+    return write_pages(path, _pages(records, page), page)
 
 
-def write_pages(path: str | os.PathLike[str], pages: Iterable[list[Record] | MovesPage]) -> int:
-    """Write pages of records (a row group each) to the Parquet file ``path`` atomically (a
-    temporary file beside it, renamed when complete); returns the number of records.
+def write_pages(
+    path: str | os.PathLike[str],
+    pages: Iterable[list[Record] | MovesPage | Any],
+    group_rows: int = PAGE,
+) -> int:
+    """Write pages of records to the Parquet file ``path`` atomically (a temporary file beside
+    it, renamed when complete); returns the number of records. A page is a list of records, a
+    :class:`MovesPage`, or the :func:`table` of one (made elsewhere, such as on the threads
+    that read the pages). Pages in a row are written as one row group once they hold
+    ``group_rows`` records or :data:`ROW_GROUP_BYTES` bytes: each row group costs the writer
+    a column chunk per column, and a reader a seek.
 
     Raises
     ------
@@ -181,7 +257,7 @@ def write_pages(path: str | os.PathLike[str], pages: Iterable[list[Record] | Mov
     OutputPathError
         If the file cannot be written (the message names it and why).
     """
-    _, pq = _pyarrow()
+    pa, pq = _pyarrow()
     target = Path(path)
     if target.is_symlink():  # the rename goes where the link points; the link stays
         target = Path(os.path.realpath(target))
@@ -194,10 +270,7 @@ def write_pages(path: str | os.PathLike[str], pages: Iterable[list[Record] | Mov
         with pq.ParquetWriter(
             tmp, schema(), compression="zstd", use_dictionary=others, write_statistics=others
         ) as writer:
-            for chunk in pages:
-                part = table(chunk)
-                writer.write_table(part)
-                count += part.num_rows
+            count = _write_groups(pa, writer, pages, group_rows)
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -205,6 +278,36 @@ def write_pages(path: str | os.PathLike[str], pages: Iterable[list[Record] | Mov
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return count
+
+
+def _write_groups(
+    pa: Any, writer: Any, pages: Iterable[list[Record] | MovesPage | Any], group_rows: int
+) -> int:
+    """Write ``pages`` with ``writer`` in row groups (:func:`write_pages`); returns the number
+    of records. A row group is written on a thread of its own (the writer's encoding and
+    compression release the GIL) while the next one's pages are gathered."""
+    count = 0
+    with ThreadPoolExecutor(1, thread_name_prefix="kt-parquet") as pool:
+        written: Future[None] | None = None
+        group: list[Any] = []
+        rows = size = 0
+        for chunk in itertools.chain(pages, [None]):
+            if chunk is not None:
+                part = table(chunk) if isinstance(chunk, (list, MovesPage)) else chunk
+                group.append(part)
+                rows += part.num_rows
+                size += part.nbytes
+            if group and (chunk is None or rows >= group_rows or size >= ROW_GROUP_BYTES):
+                if written is not None:
+                    written.result()
+                written = pool.submit(
+                    writer.write_table, pa.concat_tables(group), row_group_size=rows
+                )
+                count += rows
+                group, rows, size = [], 0, 0
+        if written is not None:
+            written.result()
     return count
 
 

@@ -302,6 +302,9 @@ def moves_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
     ValueError
         As :func:`~knights_tour.tours.stored.decode_stored`.
     """
+    fast = _moves(values, buffer)
+    if fast is not None:
+        return fast
     out: list[Any] = decode_light(values)
     moved, (buf, at, end, ok) = _walk(out, buffer, write=False)
     walked = []
@@ -327,6 +330,36 @@ def moves_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None =
         rec.tour = None
         records.append(rec)
     return MovesPage(records, buf[: offsets[-1]], offsets, present, {}, buf)
+
+
+def _moves(values: Sequence[bytes | str | None], buffer: np.ndarray | None) -> MovesPage | None:
+    """:func:`moves_page` of a page whose records are all in the stored form of this version
+    with their tours as moves or none, in one compiled pass over the page's tours
+    (:func:`knights_tour.tours.tour_text.read_moves`). None for a page :func:`moves_page`
+    makes the plain way: another stored form, a ``start_square`` to fill in, a tour stored
+    otherwise or not from its start square, a ``found`` record without a tour or with one
+    that is not a tour."""
+    recs = decode_raw_tours(values)
+    if not recs or any(rec.start_square is None for rec in recs):
+        return None
+    from knights_tour.tours.tour_text import read_moves  # noqa: PLC0415 - numba, on first use
+
+    done = read_moves(
+        [rec.tour for rec in recs],
+        _EXT_MOVES,
+        [rec.rows for rec in recs],
+        [rec.cols for rec in recs],
+        [rec.start for rec in recs],
+        [rec.closed for rec in recs],
+        [rec.status == Status.FOUND for rec in recs],
+        buffer,
+    )
+    if done is None:
+        return None
+    buf, offsets, present = done
+    for rec in recs:
+        rec.tour = None
+    return MovesPage(recs, buf[: offsets[-1]], offsets, present, {}, buf)
 
 
 def _walk_loaded() -> bool:

@@ -8,7 +8,8 @@ GIL: each square's ``[row,col]`` text is written into one output buffer (the byt
 records whether the squares are a knight's tour of the record's board from its start square
 (every square on the board, none twice, ``rows*cols`` of them, closed if asked; each step is a
 knight move by construction). A tour the walk rejects is judged again by
-:func:`knights_tour.tours.verify.verify_tour`, which says why.
+:func:`knights_tour.tours.verify.verify_tour`, which says why. For a Parquet file the same
+check is made while the moves are read out, a byte each (:func:`read_moves`).
 
 Compiled with numba (:func:`knights_tour._numba.njit`, cached on disk); loaded only
 by the commands that write records. Pure: no Celery, no Redis.
@@ -452,6 +453,104 @@ def _ext_payloads(raw, raw_at, moves_code):
     return at, size
 
 
+_WALL = np.uint32(0xFFFFFFFF)
+"""The mark of a square beside the board in :func:`_read_moves`' board arrays: no tour's
+number reaches it."""
+
+
+@njit(cache=True, inline="always")
+def _three_bytes(data, b, left):
+    """The bytes at ``data[b:b+3]`` as the low 24 bits of an integer (:func:`_eight_moves`),
+    the whole three when eight moves or more are ``left``."""
+    if left >= 8:
+        return (np.int64(data[b]) << 16) | (np.int64(data[b + 1]) << 8) | np.int64(data[b + 2])
+    return _eight_moves(data, b, left)
+
+
+@njit(cache=True, inline="always")
+def _moves_out(data, b, n, out, p):
+    """The ``n`` moves at ``data[b:]`` (three bits each) to ``out[p:p+n]``, a byte each."""
+    for k in range(0, n, 8):
+        word = _three_bytes(data, b, n - k)
+        b += 3
+        for j in range(min(8, n - k)):
+            out[p + k + j] = (word >> (21 - 3 * j)) & 7
+
+
+@njit(cache=True, inline="always")
+def _moves_checked(data, b, n, out, p, seen, q, step, stamp):
+    """:func:`_moves_out`, each move also taken on the board from square ``q`` of ``seen``
+    (:func:`_read_moves`), the squares reached marked with ``stamp``; stops at the first step
+    that finds a mark at least ``stamp``. Returns whether none did, and the square reached."""
+    for k in range(0, n, 8):
+        word = _three_bytes(data, b, n - k)
+        b += 3
+        for j in range(min(8, n - k)):
+            code = (word >> (21 - 3 * j)) & 7
+            out[p + k + j] = code
+            q += step[code]
+            if seen[q] >= stamp:
+                return False, q
+            seen[q] = stamp
+    return True, q
+
+
+@njit(cache=True)
+def _read_moves(data, pay_at, rows, cols, srow, scol, closed, check, out, out_at, ok, dr, dc):
+    """Each payload at ``data[pay_at[i]:]`` (``pay_at[i] >= 0``) read out as its moves, a byte
+    each, to ``out[out_at[i]:out_at[i+1]]`` (``out_at`` has one more entry than ``pay_at``;
+    a record without a payload gets none); where ``check[i]``, ``ok[i]`` says whether the
+    moves from ``(srow[i], scol[i])`` make a knight's tour of its ``rows[i]`` x ``cols[i]``
+    board (closed if ``closed[i]``). Returns False if a payload's start square is not its
+    record's ``(srow[i], scol[i])``.
+
+    The board is kept with a margin of two squares marked :data:`_WALL`, and a square is
+    marked with the tour's number when the tour reaches it: a step that leaves the board or
+    comes back to a square finds a mark at least the tour's number, and a square is a single
+    index that each move shifts by a constant."""
+    shape = (-1, -1)
+    seen = np.zeros(0, dtype=np.uint32)
+    width = 0
+    step = np.zeros(8, dtype=np.int64)
+    stamp = np.uint32(0)
+    p = 0
+    heads_ok = True
+    for i in range(len(pay_at)):
+        out_at[i] = p
+        b = pay_at[i]
+        if b < 0:
+            continue
+        r, c, n = _head(data, b)
+        nr = rows[i]
+        nc = cols[i]
+        if r != srow[i] or c != scol[i]:
+            heads_ok = False
+        good = check[i] and n + 1 == nr * nc and heads_ok and 0 <= r < nr and 0 <= c < nc
+        if good and (nr, nc) != shape:
+            shape = (nr, nc)
+            width = nc + 4
+            seen = np.full((nr + 4) * width, _WALL, dtype=np.uint32)
+            for y in range(nr):
+                seen[(y + 2) * width + 2 : (y + 2) * width + 2 + nc] = 0
+            for k in range(8):
+                step[k] = dr[k] * width + dc[k]
+            stamp = np.uint32(0)
+        b += _HEAD_BYTES
+        if good:
+            stamp += np.uint32(1)
+            q = (r + 2) * width + (c + 2)
+            seen[q] = stamp
+            good, q = _moves_checked(data, b, n, out, p, seen, q, step, stamp)
+            if good and closed[i]:
+                good = _knight_move(q // width - 2 - r, q % width - 2 - c)
+        if not good:  # unchecked, or read out again past the step that failed
+            _moves_out(data, b, n, out, p)
+        ok[i] = good
+        p += n
+    out_at[len(pay_at)] = p
+    return heads_ok
+
+
 def _layout(
     payloads: list[bytes | memoryview | np.ndarray], write: bool
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -582,6 +681,74 @@ def render_lines(
     return out, ends
 
 
+def read_moves(
+    tours: list[bytes | memoryview],
+    moves_code: int,
+    rows: Sequence[int],
+    cols: Sequence[int],
+    start: Sequence[tuple[int, int]] | np.ndarray,
+    closed: Sequence[bool],
+    check: Sequence[bool],
+    out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The moves of a page of stored tours, read straight from their stored form, and the
+    checked ones checked as :func:`render_moves` checks them, in one compiled pass.
+
+    Parameters
+    ----------
+    tours : n bytes-like
+        Each record's tour as stored: MessagePack nil (no tour), or an extension of type
+        ``moves_code`` holding a :func:`knights_tour.tours.stored.encode_moves` payload.
+    rows, cols, start, closed, check, out
+        As for :func:`render_moves`.
+
+    Returns
+    -------
+    (out, offsets, present) or None
+        Record i's moves, a byte each (an index into
+        :data:`knights_tour.tours.stored.KNIGHT_MOVES`), are ``out[offsets[i]:offsets[i+1]]``
+        (``offsets``: int64, n + 1 entries); ``present[i]``: record i has a tour. None if a
+        tour is stored otherwise or cut short, does not begin on its record's start square,
+        or a checked record has no tour or a tour that fails the check: such a page is for
+        the plain way, which says why.
+    """
+    count = len(tours)
+    raw_at = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, tours), dtype=np.int64, count=count), out=raw_at[1:])
+    raw = np.frombuffer(b"".join(tours), dtype=np.uint8)
+    pay_at, pay_size = _ext_payloads(raw, raw_at, moves_code)
+    present = pay_at >= 0
+    wanted = np.asarray(check, dtype=np.bool_)
+    if np.any(pay_at == -2) or np.any(wanted & ~present):
+        return None
+    try:
+        need = _room(raw, pay_at[present], pay_size[present], False)
+    except ValueError:
+        return None
+    out = _buffer(out, need)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    ok = np.zeros(count, dtype=np.bool_)
+    squares = np.asarray(start, dtype=np.int64).reshape(-1, 2)
+    heads_ok = _read_moves(
+        raw,
+        pay_at,
+        np.asarray(rows, dtype=np.int64),
+        np.asarray(cols, dtype=np.int64),
+        np.ascontiguousarray(squares[:, 0]),
+        np.ascontiguousarray(squares[:, 1]),
+        np.asarray(closed, dtype=np.bool_),
+        wanted,
+        out,
+        offsets,
+        ok,
+        _DR,
+        _DC,
+    )
+    if not heads_ok or np.any(wanted & ~ok):
+        return None
+    return out, offsets, present
+
+
 def render_moves(
     payloads: list[bytes | memoryview | np.ndarray],
     rows: Sequence[int] | np.ndarray,
@@ -654,4 +821,4 @@ def render_moves(
     return out, out_at, out_end, ok
 
 
-__all__ = ["render_moves", "render_lines"]
+__all__ = ["render_moves", "render_lines", "read_moves"]
