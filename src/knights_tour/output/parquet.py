@@ -23,6 +23,7 @@ would load pandas where it is installed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import os
@@ -89,6 +90,7 @@ COLUMNS = _columns()
 """The Parquet columns and their kinds, in order."""
 
 
+@functools.cache
 def schema() -> Any:
     """The pyarrow schema of :func:`write`'s files."""
     pa, _ = _pyarrow()
@@ -119,6 +121,10 @@ def _column(pa: Any, kind: str, values: list[Any]) -> Any:
         else:
             buffer = pa.py_buffer(numbers.astype(np.int64 if kind == "int" else np.float64))
         return pa.Array.from_buffers(_TYPES[kind](pa), count, [validity, buffer], nulls)
+    if not nulls and values.count(values[0]) == count:  # one value throughout the page
+        one = values[0].encode("utf-8")
+        offsets = np.arange(count + 1, dtype=np.int64) * len(one)
+        return _strings(pa, count, None, 0, offsets, one * count)
     texts = [v if v is not None else "" for v in values] if nulls else values
     joined = "".join(texts)
     data = joined.encode("utf-8")
@@ -129,6 +135,18 @@ def _column(pa: Any, kind: str, values: list[Any]) -> Any:
         sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=count)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
+    return _strings(pa, count, validity, nulls, offsets, data)
+
+
+def _strings(
+    pa: Any, count: int, validity: Any, nulls: int, offsets: np.ndarray, data: bytes
+) -> Any:
+    """A string array of its buffers (``offsets``: ``count + 1`` byte positions in ``data``).
+
+    Raises
+    ------
+    ValueError
+        If the strings exceed 2 GiB (an Arrow string array's 32-bit offsets)."""
     if offsets[-1] >= 2**31:
         raise ValueError("a page's text exceeds 2 GiB")
     return pa.Array.from_buffers(
