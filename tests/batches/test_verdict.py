@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from knights_tour.batches.jobs import make_batch_jobs, run_job
-from knights_tour.batches.verdict import mismatches, problems, summary_rows, summary_total
+from knights_tour.batches.verdict import Tally, mismatches, problems, summary_rows, summary_total
 from knights_tour.tours.record import Checks, Record, Status
 
 
@@ -60,3 +60,40 @@ def test_each_kind_of_problem_is_named(records):
     assert mismatches(bad) == [bad[2], bad[3]]
     five = next(row for row in summary_rows(bad) if row["board"] == "5x5")
     assert five["unknown"] == 1 and five["error"] == 1
+
+
+def _counts(tally: Tally) -> tuple:
+    return (
+        tally.records,
+        dict(tally.statuses),
+        tally.mismatch,
+        tally.bad_cpsat,
+        tally.failed,
+        tally.failed_count,
+        tally.rows(),
+    )
+
+
+def test_a_page_counted_at_once_counts_as_its_records_one_by_one(records):
+    ten = run_job(make_batch_jobs([10])[0], batch_id="verdict")
+    odd = [msgspec.structs.replace(r) for r in records[:8]]
+    odd[0] = msgspec.structs.replace(odd[0], status=Status.UNKNOWN, tour=None, elapsed_s=0.5)
+    odd[1] = msgspec.structs.replace(odd[1], status=Status.ERROR, job_elapsed_s=None)
+    odd[2] = msgspec.structs.replace(
+        odd[2], mismatch=True, checks=Checks(verifier=True, cpsat=False)
+    )
+    odd[3] = msgspec.structs.replace(odd[3], checks=Checks(verifier=True, cpsat=False))
+    odd[4] = msgspec.structs.replace(odd[4], checks=Checks(verifier=True, cpsat=True))
+    odd[5] = msgspec.structs.replace(odd[5], status=Status.NO_TOUR, proof=None, tour=None)
+    # boards in runs and interleaved, a board's run split across pages; more failures than kept
+    many = [odd[2]] * (Tally.keep_failed + 3)
+    stream = [*records, ten, *odd, ten, *records[5:9], *many, *odd[::-1]]
+    one_by_one = Tally()
+    for rec in stream:
+        one_by_one.add(rec)
+    paged = Tally()
+    for at in range(0, len(stream), 7):
+        paged.add_many(stream[at : at + 7])
+    assert _counts(paged) == _counts(one_by_one)
+    assert paged.failed_count == Tally.keep_failed + 3 + 2 * 2
+    assert [r["board"] for r in paged.rows()] == ["4x4", "5x5", "10x10"]

@@ -121,8 +121,7 @@ def write_jsonl(
     tally = Tally()
 
     def write(page: JsonPage) -> None:
-        for rec in page.records:
-            tally.add(rec)
+        tally.add_many(page.records)
         lines(page.chunks)
 
     write_json_pages(r, batch_id, write)
@@ -181,8 +180,7 @@ def stored_pages(
         return page, page if make is None else make(page)
 
     for page, made in _ahead(render, range(0, len(names), PAGE)):
-        for rec in page.records:
-            tally.add(rec)
+        tally.add_many(page.records)
         yield made
 
 
@@ -316,8 +314,8 @@ class RecordStream:
             jsonl_page, self.batch_id, [self.keys[p] for p in positions], values, self.buffer
         )
         end = self.spill.seek(0, os.SEEK_END)
-        for p, rec, size in zip(positions, page.records, page.sizes, strict=True):
-            self.tally.add(rec)
+        self.tally.add_many(page.records)
+        for p, size in zip(positions, page.sizes, strict=True):
             self.offset[p] = end
             self.length[p] = size
             end += size

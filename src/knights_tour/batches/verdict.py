@@ -10,8 +10,10 @@ Records are :class:`~knights_tour.tours.record.Record` objects.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TypedDict
 
 from knights_tour.tours.record import Record, Status
@@ -98,6 +100,50 @@ class Tally:
             row = self._rows[key] = _new_row(key)
         _count_row(row, rec)
 
+    def add_many(self, records: Sequence[Record]) -> None:
+        """Count records in order, as :meth:`add` counts each (the same counts), a board's run
+        of records at a time: for a page of a batch's records, which come board by board."""
+        for key, run in itertools.groupby(records, _BOARD):
+            self._add_run(key, list(run))
+
+    def _add_run(self, key: tuple[int, int], run: list[Record]) -> None:
+        """:meth:`add` of records of one board, counted with C-level list operations."""
+        count = len(run)
+        statuses = Counter(map(_STATUS, run))
+        cpsat = list(map(_CPSAT, run))
+        mismatch = sum(map(_MISMATCH, run))
+        self.records += count
+        for status, n in statuses.items():
+            self.statuses[status.value] += n
+        self.mismatch += mismatch
+        if mismatch or False in cpsat:
+            for rec in run:
+                self.bad_cpsat += rec.checks.cpsat is False and not rec.mismatch
+                if rec.cpsat_failed:
+                    self.failed_count += 1
+                    if len(self.failed) < self.keep_failed:
+                        self.failed.append(rec)
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = _new_row(key)
+        row["starts"] += count
+        row["found"] += statuses[Status.FOUND]
+        row["unknown"] += statuses[Status.UNKNOWN]
+        row["error"] += statuses[Status.ERROR]
+        if statuses[Status.NO_TOUR]:
+            row["no_tour"].update(
+                r.proof.value if r.proof is not None else "?"
+                for r in run
+                if r.status == Status.NO_TOUR
+            )
+        row["mismatch"] += mismatch
+        row["cpsat_checked"] += count - cpsat.count(None)
+        row["cpsat_agree"] += cpsat.count(True)
+        seconds = row["seconds"]
+        for taken in [r.job_elapsed_s or r.elapsed_s or 0.0 for r in run]:
+            seconds += float(taken)
+        row["seconds"] = seconds
+
     def rows(self) -> list[BoardRow]:
         """The per-board summary rows so far, smallest board first (see :func:`summary_rows`),
         whatever order the records came in."""
@@ -118,6 +164,12 @@ class Tally:
         if self.bad_cpsat:
             out.append(f"{self.bad_cpsat} failed CP-SAT checks")
         return out
+
+
+_BOARD = operator.attrgetter("rows", "cols")
+_STATUS = operator.attrgetter("status")
+_CPSAT = operator.attrgetter("checks.cpsat")
+_MISMATCH = operator.attrgetter("mismatch")
 
 
 def tally(records: Iterable[Record]) -> Tally:
