@@ -252,14 +252,16 @@ def phases(url: str, where: Path) -> dict:
     for Parquet, the moves), counting, building the Arrow table, writing, and the fsync and
     rename. ``render_jsonl`` is a page's :func:`jsonl_page` less a separate decode of the
     same values as it decodes them (``decode``: :func:`decode_raw_tours`), ``moves_parquet``
-    a page's :func:`moves_page` less a separate :func:`decode_light` of them;
+    a page's :func:`moves_page` less the same decode of them; ``count`` is
+    :meth:`~knights_tour.batches.verdict.Tally.add_many` of a page's records;
     ``parquet_table`` is timed on its own, then again within ``parquet_write``, which is
-    reported less it."""
+    reported less it (the writer encodes and compresses on a thread of its own: its CPU is
+    counted all the same)."""
     from knights_tour.batches.verdict import Tally
     from knights_tour.output import parquet
     from knights_tour.output.atomicfile import AtomicFile
     from knights_tour.tours.pages import jsonl_page, moves_page
-    from knights_tour.tours.stored import decode_light, decode_raw_tours
+    from knights_tour.tours.stored import decode_raw_tours
 
     r = connect(url)
     cpu = time.process_time
@@ -277,8 +279,7 @@ def phases(url: str, where: Path) -> dict:
         t2 = cpu()
         page = jsonl_page(values, buffer)
         t3 = cpu()
-        for rec in page.records:
-            tally.add(rec)
+        tally.add_many(page.records)
         t4 = cpu()
         file.writelines(page.chunks)
         buffer = page.buffer
@@ -292,7 +293,7 @@ def phases(url: str, where: Path) -> dict:
     for i in range(0, len(names), PAGE):
         values = fetch(r, SCALE_BATCH, names[i : i + PAGE])
         t = cpu()
-        decode_light(values)
+        decode_raw_tours(values)
         t1 = cpu()
         pages.append(moves_page(values))
         out["moves_parquet"] += cpu() - t1

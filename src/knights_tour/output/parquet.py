@@ -231,8 +231,8 @@ def table(records: list[Record] | MovesPage) -> Any:
             flat = np.array(fields.get("start", ()), dtype=np.int32).reshape(-1)
             arrays.append(pa.FixedSizeListArray.from_arrays(_int32s(pa, flat), 2))
         elif name.startswith("checks_"):
-            check = name[len("checks_") :]
-            arrays.append(_column(pa, kind, [getattr(c, check) for c in fields.get("checks", ())]))
+            check = operator.attrgetter(name[len("checks_") :])
+            arrays.append(_column(pa, kind, list(map(check, fields.get("checks", ())))))
         else:
             arrays.append(_column(pa, kind, fields.get(name, [])))
     return pa.Table.from_arrays(arrays, schema=schema())
