@@ -75,18 +75,24 @@ def test_a_batch_left_unfinished_leaves_no_file(redis_client, batch_records, tmp
     assert list(tmp_path.iterdir()) == []
 
 
-def test_parquet_pages_written_into_reused_buffers_hold_every_tour(
+def test_parquet_pages_gathered_into_row_groups_hold_every_tour(
     redis_client, batch_records, tmp_path, monkeypatch
 ):
-    # pages of three records: many more pages than are made ahead, so that later pages'
-    # moves go into the buffers of pages already written
+    # pages of three records: many more pages than are made ahead, gathered into row groups
+    # of several pages while later pages are made (each page's moves are its own)
     monkeypatch.setattr(record_stream, "PAGE", 3)
     jobs, records = batch_records
     bid = create_batch(redis_client, jobs)
     for rec in records:
         save_record(redis_client, bid, rec)
-    path = tmp_path / "r.parquet"
-    tally = Tally()
-    parquet.write_pages(path, stored_pages(redis_client, bid, tally))
-    assert tally.records == len(records) > 8 * record_stream.RENDER_THREADS
-    assert records_to_jsonl(parquet.read(path)).encode() == _collected(redis_client, bid)
+    for make in (None, parquet.table):  # the pages, or their tables made on the threads
+        path = tmp_path / "r.parquet"
+        tally = Tally()
+        pages = (
+            stored_pages(redis_client, bid, tally)
+            if make is None
+            else stored_pages(redis_client, bid, tally, make)
+        )
+        parquet.write_pages(path, pages, group_rows=10)
+        assert tally.records == len(records) > 8 * record_stream.RENDER_THREADS
+        assert records_to_jsonl(parquet.read(path)).encode() == _collected(redis_client, bid)
