@@ -47,6 +47,13 @@ RUNS: dict[str, list[tuple[str, list[str]]]] = {
             + ["--json", "{tmp}/out.json"],
         ),
     ],
+    "bench_collect_fixed.py": [
+        (
+            "5x5",
+            ["--sizes", "5", "--no-base", "--repeat", "1", "--cache", "{tmp}/5.msgpack"]
+            + ["--json", "{tmp}/out.json"],
+        )
+    ],
     "bench_count.py": [("5x5", ["5", "--jobs", "1", "--json", "{tmp}/out.json"])],
     "bench_count_celery.py": [
         (
