@@ -53,7 +53,10 @@ AWKWARD = [
     for row, col in ((0, 0), (0, 10), (2, 1), (10, 2), (999, 999))
     for solver in SOLVERS
     for closed in (False, True)  # closed after open
-] + [_key(123456789012345678, 1, 0, 0, "a", False)]  # 18 digits: the longest read in bulk
+] + [
+    _key(123456789012345678, 1, 0, 0, "a", False),  # 18 digits: the longest read in bulk
+    _key(1, 1, 0, 0, "s" * 64, False),  # and the longest solver
+]
 
 
 def test_awkward_job_keys_sort_in_bulk_as_their_records_do():
@@ -99,6 +102,7 @@ UNREAD_JOB_KEYS = [
     "5x5:0,0:\u00e9:open",  # a solver not in ASCII
     "5x5:0,0:a\x00:open",  # a NUL in the solver
     _key(1234567890123456789, 5, 0, 0, "a", False),  # 19 digits
+    _key(5, 5, 0, 0, "s" * 65, False),  # a solver of 65 bytes
 ]
 OTHER_FORMS = [
     "invalid:0123456789abcdef",

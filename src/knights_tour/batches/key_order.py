@@ -17,14 +17,18 @@ import numpy as np
 _MAX_DIGITS = 18
 """Longest number read: any 18 digits fit an int64."""
 
+_MAX_SOLVER = 64
+"""Longest solver name read (bytes): the names are padded to the longest in one array."""
+
 _MAX_BYTES = 2**31 - 1
 """Longest text of keys read (positions held as int32 while parsing)."""
 
 
 def sorted_job_keys(names: list[str]) -> list[str] | None:
     """``names`` sorted as their records sort, or None when one of them is not a job key of
-    plain ASCII digits and solver (no newline, no NUL) or two of them tie on
-    ``(rows, cols, row, col, solver, closed)`` (leading zeros): sort those one at a time.
+    plain ASCII digits and solver (no newline, no NUL; numbers of at most 18 digits, a solver
+    of at most 64 bytes) or two of them tie on ``(rows, cols, row, col, solver, closed)``
+    (leading zeros): sort those one at a time.
 
     Parameters
     ----------
@@ -78,6 +82,8 @@ def sorted_job_keys(names: list[str]) -> list[str] | None:
         if column is None:
             return None
         numbers.append(column)
+    if (c2 - c1 - 1).max() > _MAX_SOLVER:
+        return None
     order = _order([*numbers, *_words(buf, c1 + 1, c2), closed.astype(np.int64)], n)
     if order is None:
         return None
