@@ -3,8 +3,8 @@ Lines text (:func:`jsonl_page`) and the moves of each tour (:func:`moves_page`, 
 each ``found`` tour checked again on the way (:func:`reverified`).
 
 A tour stored as moves (:mod:`knights_tour.tours.stored`) is walked once, in compiled code
-(:func:`knights_tour.tours.tour_text.render_moves`), which writes its text (or reads its moves
-out) and checks it; a tour the walk rejects, or one stored otherwise, is judged by
+(:mod:`knights_tour.tours.tour_text`), which writes its text (or reads its moves out) and
+checks it; a tour the walk rejects, or one stored otherwise, is judged by
 :func:`knights_tour.tours.verify.verify_tour`. A stored record is data to check again, never an
 answer to pass on unchecked.
 
@@ -292,10 +292,14 @@ class MovesPage(NamedTuple):
 
 def moves_page(values: Sequence[bytes | str | None], buffer: np.ndarray | None = None) -> MovesPage:
     """A page of stored values (None: skipped) as records and their tours' moves, each
-    ``found`` tour checked again (:func:`reverified`; by the compiled walk of
-    :func:`knights_tour.tours.tour_text.render_moves`, which reads the moves out), a tour
-    stored as moves never made into squares. ``buffer``: a :attr:`MovesPage.buffer` whose
-    page is written, reused for this page's moves.
+    ``found`` tour checked again (:func:`reverified`), a tour stored as moves never made into
+    squares. A page stored as this version stores it is read in one compiled pass over its
+    tours that reads each one's moves out and checks it
+    (:func:`knights_tour.tours.tour_text.read_moves`), its records as decoded with their tours
+    None; any other page, or one with a tour that pass rejects, record by record, the moves
+    read out by the walk of :func:`knights_tour.tours.tour_text.render_moves` and a tour it
+    rejects judged by :func:`reverified`. ``buffer``: a :attr:`MovesPage.buffer` whose page is
+    written, reused for this page's moves.
 
     Raises
     ------
