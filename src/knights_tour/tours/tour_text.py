@@ -481,13 +481,25 @@ def _moves_out(data, b, n, out, p):
 def _moves_checked(data, b, n, out, p, seen, q, step, stamp):
     """:func:`_moves_out`, each move also taken on the board from square ``q`` of ``seen``
     (:func:`_read_moves`), the squares reached marked with ``stamp``; stops at the first step
-    that finds a mark at least ``stamp``. Returns whether none did, and the square reached."""
-    for k in range(0, n, 8):
-        word = _three_bytes(data, b, n - k)
+    that finds a mark at least ``stamp``. Returns whether none did, and the square reached.
+    Whole groups of eight moves first, in a loop of constant length that the compiler
+    unrolls, then the last few."""
+    whole = n - n % 8
+    for k in range(0, whole, 8):
+        word = (np.int64(data[b]) << 16) | (np.int64(data[b + 1]) << 8) | np.int64(data[b + 2])
         b += 3
-        for j in range(min(8, n - k)):
+        for j in range(8):
             code = (word >> (21 - 3 * j)) & 7
             out[p + k + j] = code
+            q += step[code]
+            if seen[q] >= stamp:
+                return False, q
+            seen[q] = stamp
+    if whole < n:
+        word = _eight_moves(data, b, n - whole)
+        for j in range(n - whole):
+            code = (word >> (21 - 3 * j)) & 7
+            out[p + whole + j] = code
             q += step[code]
             if seen[q] >= stamp:
                 return False, q
