@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -39,6 +39,9 @@ from knights_tour.errors import KnightsTourError, OutputPathError
 from knights_tour.tours.pages import MovesPage
 from knights_tour.tours.record import Checks, Record
 from knights_tour.tours.stored import KNIGHT_MOVES
+
+if TYPE_CHECKING:
+    from knights_tour.tours.stored_columns import Columns
 
 PAGE = 4096
 """Records per row group, at most (:data:`ROW_GROUP_BYTES` may end one sooner)."""
@@ -216,6 +219,8 @@ def table(records: list[Record] | MovesPage) -> Any:
             [msgspec.structs.replace(r, tour=None) for r in records], [r.tour for r in records]
         )
     )
+    if page.columns is not None:
+        return pa.Table.from_arrays(_read_arrays(pa, page, page.columns), schema=schema())
     recs = page.records
     count = len(recs)
     fields = dict(
@@ -236,6 +241,65 @@ def table(records: list[Record] | MovesPage) -> Any:
         else:
             arrays.append(_column(pa, kind, fields.get(name, [])))
     return pa.Table.from_arrays(arrays, schema=schema())
+
+
+def _read_arrays(pa: Any, page: MovesPage, columns: Columns) -> list[Any]:
+    """The Arrow arrays of a page whose fields were read out as :class:`Columns`: each
+    field's validity bitmap and count of nulls made for all fields at once."""
+    count = len(page.records)
+    valid = {False: columns.valid, True: columns.valid_second}
+    present = {second: rows.sum(axis=1) for second, rows in valid.items()}
+    bitmaps = {
+        second: np.packbits(rows, axis=1, bitorder="little") for second, rows in valid.items()
+    }
+    arrays = []
+    for name, kind in COLUMNS:
+        f = _FIELD_OF[name]
+        if kind == "moves":
+            arrays.append(_moves_column(pa, page))
+            continue
+        if kind == "start":
+            flat = np.stack([columns.first[f], columns.second[f]], axis=1).reshape(-1)
+            arrays.append(pa.FixedSizeListArray.from_arrays(_int32s(pa, flat), 2))
+            continue
+        second = name == "checks_cpsat"
+        nulls = count - int(present[second][f])
+        if kind == "squares" or nulls == count:  # a page read in one pass holds no squares
+            arrays.append(_nulls(pa, count, kind))
+            continue
+        values = columns.second[f] if second else columns.first[f]
+        validity = pa.py_buffer(bitmaps[second][f]) if nulls else None
+        if kind == "str":
+            sizes = np.where(valid[second][f], columns.second[f], 0)
+            offsets = np.zeros(count + 1, dtype=np.int64)
+            np.cumsum(sizes, out=offsets[1:])
+            where = np.repeat(values - offsets[:-1], sizes) + np.arange(offsets[-1])
+            text = columns.text[where].tobytes()
+            arrays.append(_strings(pa, count, validity, nulls, offsets, text))
+            continue
+        if kind == "float":
+            buffer = pa.py_buffer(columns.number[f])
+        elif kind == "bool":
+            buffer = pa.py_buffer(np.packbits(values.astype(np.bool_), bitorder="little"))
+        else:
+            buffer = pa.py_buffer(values)
+        arrays.append(pa.Array.from_buffers(_TYPES[kind](pa), count, [validity, buffer], nulls))
+    return arrays
+
+
+_FIELD_OF = {
+    name: Record.__struct_fields__.index(
+        "checks" if name.startswith("checks_") else "tour" if name.startswith("tour_") else name
+    )
+    for name, _ in COLUMNS
+}
+"""The record field each Parquet column is read from."""
+
+
+@functools.cache
+def _nulls(pa: Any, count: int, kind: str) -> Any:
+    """An array of ``count`` nulls of ``kind`` (immutable: shared by the pages)."""
+    return pa.nulls(count, _TYPES[kind](pa))
 
 
 def _pages(records: Iterable[Record], size: int) -> Iterator[list[Record]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -32,6 +32,9 @@ from knights_tour.tours.stored import (
     move_codes,
 )
 from knights_tour.tours.verify import verify_tour
+
+if TYPE_CHECKING:
+    from knights_tour.tours.stored_columns import Columns
 
 
 def reverified(record: Record) -> Record:
@@ -265,6 +268,10 @@ class MovesPage(NamedTuple):
     buffer: np.ndarray | None = None
     """Where :attr:`moves` is (None: a page made the plain way): to be passed to the next
     :func:`moves_page` call once the page is written, as :attr:`JsonPage.buffer` is."""
+    columns: Columns | None = None
+    """The records' fields as columns, read from their stored form
+    (:func:`knights_tour.tours.stored_columns.record_columns`), where the page was read in one
+    pass; None otherwise (the fields are those of :attr:`records`)."""
 
     @classmethod
     def of(cls, records: list[Record], tours: list[np.ndarray | None]) -> MovesPage:
@@ -342,10 +349,12 @@ def _moves(values: Sequence[bytes | str | None], buffer: np.ndarray | None) -> M
     (:func:`knights_tour.tours.tour_text.read_moves`). None for a page :func:`moves_page`
     makes the plain way: another stored form, a ``start_square`` to fill in, a tour stored
     otherwise or not from its start square, a ``found`` record without a tour or with one
-    that is not a tour."""
+    that is not a tour. The page's fields are read out as columns too
+    (:func:`knights_tour.tours.stored_columns.record_columns`), for its Arrow table."""
     recs = decode_raw_tours(values)
     if not recs or any(rec.start_square is None for rec in recs):
         return None
+    from knights_tour.tours.stored_columns import record_columns  # noqa: PLC0415 - likewise
     from knights_tour.tours.tour_text import read_moves  # noqa: PLC0415 - numba, on first use
 
     done = read_moves(
@@ -363,7 +372,8 @@ def _moves(values: Sequence[bytes | str | None], buffer: np.ndarray | None) -> M
     buf, offsets, present = done
     for rec in recs:
         rec.tour = None
-    return MovesPage(recs, buf[: offsets[-1]], offsets, present, {}, buf)
+    columns = record_columns([v for v in values if isinstance(v, bytes)])
+    return MovesPage(recs, buf[: offsets[-1]], offsets, present, {}, buf, columns)
 
 
 def _walk_loaded() -> bool:
