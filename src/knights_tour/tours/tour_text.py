@@ -612,6 +612,29 @@ def _buffer(out: np.ndarray | None, need: int) -> np.ndarray:
     return np.empty(1 << (need - 1).bit_length(), dtype=np.uint8)
 
 
+def _stored_payloads(
+    tours: list[bytes | memoryview], moves_code: int, check: Sequence[bool], write: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """A page's stored tours (MessagePack nil, or an extension of type ``moves_code``) one
+    after the other, where each one's payload begins (-1: none), which are to be checked, and
+    the bytes the walk may write (:func:`_room`); None if a tour is stored otherwise or cut
+    short, or one to be checked has none."""
+    count = len(tours)
+    raw_at = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, tours), dtype=np.int64, count=count), out=raw_at[1:])
+    raw = np.frombuffer(b"".join(tours), dtype=np.uint8)
+    pay_at, pay_size = _ext_payloads(raw, raw_at, moves_code)
+    moved = pay_at >= 0
+    wanted = np.asarray(check, dtype=np.bool_)
+    if np.any(pay_at == -2) or np.any(wanted & ~moved):
+        return None
+    try:
+        room = _room(raw, pay_at[moved], pay_size[moved], write)
+    except ValueError:
+        return None
+    return raw, pay_at, wanted, room
+
+
 def render_lines(
     text: bytes,
     keys: Sequence[bytes],
@@ -652,18 +675,10 @@ def render_lines(
         for the plain way, which says why.
     """
     count = len(tours)
-    raw_at = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, tours), dtype=np.int64, count=count), out=raw_at[1:])
-    raw = np.frombuffer(b"".join(tours), dtype=np.uint8)
-    pay_at, pay_size = _ext_payloads(raw, raw_at, moves_code)
-    moved = pay_at >= 0
-    wanted = np.asarray(check, dtype=np.bool_)
-    if np.any(pay_at == -2) or np.any(wanted & ~moved):
+    found = _stored_payloads(tours, moves_code, check, True)
+    if found is None:
         return None
-    try:
-        room = _room(raw, pay_at[moved], pay_size[moved], True)
-    except ValueError:
-        return None
+    raw, pay_at, wanted, room = found
     key_at = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum([len(k) for k in keys], out=key_at[1:])
     out = _buffer(out, room + len(text) + count * (int(key_at[-1]) + 2))
@@ -725,18 +740,10 @@ def read_moves(
         the plain way, which says why.
     """
     count = len(tours)
-    raw_at = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, tours), dtype=np.int64, count=count), out=raw_at[1:])
-    raw = np.frombuffer(b"".join(tours), dtype=np.uint8)
-    pay_at, pay_size = _ext_payloads(raw, raw_at, moves_code)
-    present = pay_at >= 0
-    wanted = np.asarray(check, dtype=np.bool_)
-    if np.any(pay_at == -2) or np.any(wanted & ~present):
+    found = _stored_payloads(tours, moves_code, check, False)
+    if found is None:
         return None
-    try:
-        need = _room(raw, pay_at[present], pay_size[present], False)
-    except ValueError:
-        return None
+    raw, pay_at, wanted, need = found
     out = _buffer(out, need)
     offsets = np.zeros(count + 1, dtype=np.int64)
     ok = np.zeros(count, dtype=np.bool_)
@@ -758,7 +765,7 @@ def read_moves(
     )
     if not heads_ok or np.any(wanted & ~ok):
         return None
-    return out, offsets, present
+    return out, offsets, pay_at >= 0
 
 
 def render_moves(
