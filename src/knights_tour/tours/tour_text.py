@@ -612,6 +612,24 @@ def _buffer(out: np.ndarray | None, need: int) -> np.ndarray:
     return np.empty(1 << (need - 1).bit_length(), dtype=np.uint8)
 
 
+def _boards(
+    rows: Sequence[int] | np.ndarray,
+    cols: Sequence[int] | np.ndarray,
+    start: Sequence[tuple[int, int]] | np.ndarray,
+    closed: Sequence[bool] | np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each record's board, start square and closedness as the kernels take them: rows,
+    cols, start row, start column (``int64``) and closed (``bool``)."""
+    squares = np.asarray(start, dtype=np.int64).reshape(-1, 2)
+    return (
+        np.asarray(rows, dtype=np.int64),
+        np.asarray(cols, dtype=np.int64),
+        np.ascontiguousarray(squares[:, 0]),
+        np.ascontiguousarray(squares[:, 1]),
+        np.asarray(closed, dtype=np.bool_),
+    )
+
+
 def _stored_payloads(
     tours: list[bytes | memoryview], moves_code: int, check: Sequence[bool], write: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
@@ -684,7 +702,6 @@ def render_lines(
     out = _buffer(out, room + len(text) + count * (int(key_at[-1]) + 2))
     ends = np.zeros(count, dtype=np.int64)
     ok = np.zeros(count, dtype=np.bool_)
-    squares = np.asarray(start, dtype=np.int64).reshape(-1, 2)
     written = _render_lines(
         np.frombuffer(text, dtype=np.uint8),
         np.frombuffer(b"".join(keys), dtype=np.uint8),
@@ -692,11 +709,7 @@ def render_lines(
         tour_field,
         raw,
         pay_at,
-        np.asarray(rows, dtype=np.int64),
-        np.asarray(cols, dtype=np.int64),
-        np.ascontiguousarray(squares[:, 0]),
-        np.ascontiguousarray(squares[:, 1]),
-        np.asarray(closed, dtype=np.bool_),
+        *_boards(rows, cols, start, closed),
         wanted,
         out,
         ends,
@@ -747,21 +760,8 @@ def read_moves(
     out = _buffer(out, need)
     offsets = np.zeros(count + 1, dtype=np.int64)
     ok = np.zeros(count, dtype=np.bool_)
-    squares = np.asarray(start, dtype=np.int64).reshape(-1, 2)
     heads_ok = _read_moves(
-        raw,
-        pay_at,
-        np.asarray(rows, dtype=np.int64),
-        np.asarray(cols, dtype=np.int64),
-        np.ascontiguousarray(squares[:, 0]),
-        np.ascontiguousarray(squares[:, 1]),
-        np.asarray(closed, dtype=np.bool_),
-        wanted,
-        out,
-        offsets,
-        ok,
-        _DR,
-        _DC,
+        raw, pay_at, *_boards(rows, cols, start, closed), wanted, out, offsets, ok, _DR, _DC
     )
     if not heads_ok or np.any(wanted & ~ok):
         return None
@@ -817,16 +817,11 @@ def render_moves(
     out = _buffer(out, need)
     out_end = np.zeros(count, dtype=np.int64)
     ok = np.zeros(count, dtype=np.bool_)
-    start = np.asarray(start, dtype=np.int64).reshape(-1, 2)
     _render(
         write,
         data,
         starts,
-        np.asarray(rows, dtype=np.int64),
-        np.asarray(cols, dtype=np.int64),
-        np.ascontiguousarray(start[:, 0]),
-        np.ascontiguousarray(start[:, 1]),
-        np.asarray(closed, dtype=np.bool_),
+        *_boards(rows, cols, start, closed),
         np.asarray(check, dtype=np.bool_),
         out,
         out_at,
